@@ -1,0 +1,411 @@
+"""Index-notation statements: parser and dense NumPy evaluator.
+
+A graph carries the expression it computes (``"expr"`` in graph.json) so that its results can be
+checked against NumPy without the compiler. The compiler's front end parses statements with the same
+:func:`parse_statements`.
+
+Grammar (one statement per line or separated by ``;``; ``#`` starts a comment)::
+
+    statement := access '=' expr
+    access    := NAME '(' [INDEX {',' INDEX}] ')'          # order-0 tensors: x()
+    expr      := term {('+' | '-') term}
+    term      := unary {('*' | '/') unary}
+    unary     := '-' unary | atom
+    atom      := NUMBER | access | FUNC '(' expr ')' | RED '[' INDEX {',' INDEX} ']' '(' expr ')'
+               | '(' expr ')'
+    FUNC      := neg | relu | exp
+    RED       := sum | max
+
+Indices used on the right but absent on the left are summed (implicit ``sum``) at the smallest
+subexpression that holds every use of the index (TACO's rule). ``max[j](...)`` reduces by maximum over
+the stored (sparse) entries of its fibre; an all-empty fibre gives 0.
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ProgramError
+
+UNARY_FUNCS = ("neg", "relu", "exp")
+REDUCTIONS = ("sum", "max")
+
+
+@dataclass(frozen=True)
+class Access:
+    name: str
+    indices: tuple
+
+    def __str__(self):
+        return f"{self.name}({','.join(self.indices)})"
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float
+
+    def __str__(self):
+        return repr(self.value)
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str
+    lhs: object
+    rhs: object
+
+    def __str__(self):
+        return f"({self.lhs} {self.op} {self.rhs})"
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    arg: object
+
+    def __str__(self):
+        return f"{self.fn}({self.arg})"
+
+
+@dataclass(frozen=True)
+class Reduce:
+    op: str
+    indices: tuple
+    body: object
+
+    def __str__(self):
+        return f"{self.op}[{','.join(self.indices)}]({self.body})"
+
+
+@dataclass(frozen=True)
+class Statement:
+    lhs: Access
+    rhs: object
+    line: int = 1
+
+    def __str__(self):
+        return f"{self.lhs} = {self.rhs}"
+
+
+_TOKEN = re.compile(r"\s*(?:(?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\d*\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
+                    r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>[-+*/=(),\[\]]))")
+
+
+class _Parser:
+    def __init__(self, text, line, col0=1):
+        self.text, self.line, self.col0 = text, line, col0
+        self.toks = []
+        pos = 0
+        while pos < len(text):
+            if text[pos:].strip() == "":
+                break
+            m = _TOKEN.match(text, pos)
+            if not m or m.end() == pos:
+                self.error(pos + len(text[pos:]) - len(text[pos:].lstrip()), f"unexpected character "
+                           f"{text[pos:].lstrip()[0]!r}")
+            kind = m.lastgroup
+            self.toks.append((kind, m.group(kind), m.start(kind)))
+            pos = m.end()
+        self.i = 0
+
+    def error(self, pos, why):
+        raise ProgramError(f"line {self.line}, column {pos + self.col0}", why)
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else ("end", "", len(self.text))
+
+    def take(self, value=None, kind=None):
+        tok = self.peek()
+        if (value is not None and tok[1] != value) or (kind is not None and tok[0] != kind):
+            want = repr(value) if value else kind
+            got = "end of statement" if tok[0] == "end" else repr(tok[1])
+            self.error(tok[2], f"expected {want}, got {got}")
+        self.i += 1
+        return tok
+
+    def statement(self):
+        lhs = self.access(self.take(kind="name"))
+        self.take("=")
+        rhs = self.expr()
+        if self.peek()[0] != "end":
+            self.error(self.peek()[2], f"unexpected {self.peek()[1]!r}")
+        return Statement(lhs, rhs, self.line)
+
+    def access(self, name_tok):
+        self.take("(")
+        idx = []
+        if self.peek()[1] != ")":
+            idx.append(self.take(kind="name")[1])
+            while self.peek()[1] == ",":
+                self.take(",")
+                idx.append(self.take(kind="name")[1])
+        self.take(")")
+        if len(set(idx)) != len(idx):
+            self.error(name_tok[2], f"tensor {name_tok[1]} uses an index twice: ({','.join(idx)})")
+        return Access(name_tok[1], tuple(idx))
+
+    def expr(self):
+        node = self.term()
+        while self.peek()[1] in ("+", "-"):
+            op = self.take()[1]
+            node = BinOp(op, node, self.term())
+        return node
+
+    def term(self):
+        node = self.unary()
+        while self.peek()[1] in ("*", "/"):
+            op = self.take()[1]
+            node = BinOp(op, node, self.unary())
+        return node
+
+    def unary(self):
+        if self.peek()[1] == "-":
+            self.take("-")
+            return Call("neg", self.unary())
+        return self.atom()
+
+    def atom(self):
+        kind, value, pos = self.peek()
+        if kind == "num":
+            self.take()
+            return Const(float(value))
+        if value == "(":
+            self.take("(")
+            node = self.expr()
+            self.take(")")
+            return node
+        if kind == "name":
+            self.take()
+            nxt = self.peek()[1]
+            if value in REDUCTIONS and nxt == "[":
+                self.take("[")
+                idx = [self.take(kind="name")[1]]
+                while self.peek()[1] == ",":
+                    self.take(",")
+                    idx.append(self.take(kind="name")[1])
+                self.take("]")
+                self.take("(")
+                body = self.expr()
+                self.take(")")
+                return Reduce(value, tuple(idx), body)
+            if value in UNARY_FUNCS and nxt == "(":
+                self.take("(")
+                arg = self.expr()
+                self.take(")")
+                return Call(value, arg)
+            if nxt == "(":
+                return self.access((kind, value, pos))
+            self.error(pos, f"{value!r} needs an index list, e.g. {value}(i,j)")
+        self.error(pos, "expected a tensor, number, function or '('" if kind != "end" else
+                   "expression ends too early")
+
+
+def parse_statement(text, line=1, col0=1):
+    """Parse one statement; implicit reductions are made explicit (see module doc)."""
+    st = _Parser(text, line, col0).statement()
+    return Statement(st.lhs, make_reductions_explicit(st.rhs, set(st.lhs.indices)), line)
+
+
+def parse_statements(text):
+    """Parse statements separated by newlines or ';' (comments start with '#')."""
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0]
+        col = 1
+        for part in line.split(";"):
+            if part.strip():
+                out.append(parse_statement(part, lineno, col))
+            col += len(part) + 1
+    return out
+
+
+def free_indices(node):
+    """Indices used (and not reduced) in ``node``, in first-use order."""
+    if isinstance(node, Access):
+        return list(node.indices)
+    if isinstance(node, Const):
+        return []
+    if isinstance(node, Call):
+        return free_indices(node.arg)
+    if isinstance(node, Reduce):
+        return [i for i in free_indices(node.body) if i not in node.indices]
+    out = free_indices(node.lhs)
+    out += [i for i in free_indices(node.rhs) if i not in out]
+    return out
+
+
+def make_reductions_explicit(node, keep):
+    """Wrap each index not in ``keep`` in a sum at the smallest subexpression using all its occurrences."""
+    for idx in [i for i in free_indices(node) if i not in keep]:
+        node = _wrap(node, idx)
+    return node
+
+
+def _uses(node, idx):
+    return idx in free_indices(node)
+
+
+def _wrap(node, idx):
+    if isinstance(node, BinOp):
+        l, r = _uses(node.lhs, idx), _uses(node.rhs, idx)
+        if l and not r:
+            return BinOp(node.op, _wrap(node.lhs, idx), node.rhs)
+        if r and not l:
+            return BinOp(node.op, node.lhs, _wrap(node.rhs, idx))
+    if isinstance(node, Call):
+        return Call(node.fn, _wrap(node.arg, idx))
+    if isinstance(node, Reduce) and node.op == "sum":
+        return Reduce("sum", node.indices + (idx,), node.body)
+    return Reduce("sum", (idx,), node)
+
+
+def tensors_used(statements):
+    """Names of tensors read before they are written, in first-use order."""
+    written, used = set(), []
+
+    def visit(node):
+        if isinstance(node, Access):
+            if node.name not in written and node.name not in used:
+                used.append(node.name)
+        elif isinstance(node, BinOp):
+            visit(node.lhs)
+            visit(node.rhs)
+        elif isinstance(node, Call):
+            visit(node.arg)
+        elif isinstance(node, Reduce):
+            visit(node.body)
+
+    for st in statements:
+        visit(st.rhs)
+        written.add(st.lhs.name)
+    return used
+
+
+# --- dense evaluation -------------------------------------------------------------------------
+
+_FLOAT_UNARY = {
+    "neg": np.negative,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "exp": np.exp,
+}
+
+
+def evaluate(statements, tensors):
+    """Evaluate statements densely; ``tensors`` maps names to dense arrays. Returns every written tensor."""
+    if isinstance(statements, str):
+        statements = parse_statements(statements)
+    env = {k: np.asarray(_dense(v), dtype=np.float64) for k, v in tensors.items()}
+    sizes = {}
+    results = {}
+    for st in statements:
+        _bind_sizes(st.rhs, env, sizes, st.line)
+        arr, idx = _eval(st.rhs, env, sizes)
+        for i in st.lhs.indices:
+            if i not in sizes:
+                raise ProgramError(f"line {st.line}", f"index {i} of {st.lhs} is not used on the right")
+        out_idx = st.lhs.indices
+        arr = _broadcast_to(arr, idx, out_idx, sizes)
+        env[st.lhs.name] = arr
+        results[st.lhs.name] = arr
+    return results
+
+
+def _dense(v):
+    return v.toarray() if hasattr(v, "toarray") else v
+
+
+def _bind_sizes(node, env, sizes, line):
+    if isinstance(node, Access):
+        if node.name not in env:
+            raise ProgramError(f"line {line}", f"tensor {node.name} has no value")
+        shape = env[node.name].shape
+        if len(shape) != len(node.indices):
+            raise ProgramError(f"line {line}", f"{node} has {len(node.indices)} indices but {node.name} has "
+                                               f"order {len(shape)}")
+        for i, d in zip(node.indices, shape):
+            if sizes.setdefault(i, d) != d:
+                raise ProgramError(f"line {line}", f"index {i} has size {sizes[i]} elsewhere but {d} in {node}")
+    elif isinstance(node, BinOp):
+        _bind_sizes(node.lhs, env, sizes, line)
+        _bind_sizes(node.rhs, env, sizes, line)
+    elif isinstance(node, Call):
+        _bind_sizes(node.arg, env, sizes, line)
+    elif isinstance(node, Reduce):
+        _bind_sizes(node.body, env, sizes, line)
+
+
+def _broadcast_to(arr, idx, out_idx, sizes):
+    """Transpose/broadcast ``arr`` (over ``idx``) to the index order ``out_idx``."""
+    extra = [i for i in idx if i not in out_idx]
+    if extra:
+        raise ProgramError("expression", f"indices {extra} are neither reduced nor on the left side")
+    full = list(idx) + [i for i in out_idx if i not in idx]
+    arr = arr.reshape(arr.shape + (1,) * (len(full) - len(idx)))
+    arr = np.transpose(arr, [full.index(i) for i in out_idx]) if out_idx else arr
+    return np.broadcast_to(arr, tuple(sizes[i] for i in out_idx)).copy()
+
+
+def _product_factors(node):
+    if isinstance(node, BinOp) and node.op == "*":
+        a, b = _product_factors(node.lhs), _product_factors(node.rhs)
+        return a + b if a is not None and b is not None else None
+    if isinstance(node, (Access, Const)):
+        return [node]
+    return None
+
+
+def _eval(node, env, sizes):
+    if isinstance(node, Access):
+        return env[node.name], tuple(node.indices)
+    if isinstance(node, Const):
+        return np.asarray(node.value), ()
+    if isinstance(node, Call):
+        a, idx = _eval(node.arg, env, sizes)
+        return _FLOAT_UNARY[node.fn](a), idx
+    if isinstance(node, Reduce):
+        factors = _product_factors(node.body) if node.op == "sum" else None
+        if factors:
+            return _einsum(factors, node.indices, env, sizes)
+        a, idx = _eval(node.body, env, sizes)
+        axes = tuple(idx.index(i) for i in node.indices if i in idx)
+        if node.op == "sum":
+            r = a.sum(axis=axes)
+        else:
+            r = _sparse_max(a, axes)
+        return r, tuple(i for i in idx if i not in node.indices)
+    a, ia = _eval(node.lhs, env, sizes)
+    b, ib = _eval(node.rhs, env, sizes)
+    idx = tuple(ia) + tuple(i for i in ib if i not in ia)
+    a = _broadcast_to(a, ia, idx, sizes) if ia != idx else a
+    b = _broadcast_to(b, ib, idx, sizes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[node.op](a, b), idx
+
+
+def _sparse_max(a, axes):
+    """Max over the nonzero entries (the sparse semantics); 0 where a fibre has none."""
+    masked = np.where(a != 0, a, -np.inf)
+    r = masked.max(axis=axes) if a.size else np.zeros([d for k, d in enumerate(a.shape) if k not in axes])
+    return np.where(np.isneginf(r), 0.0, r)
+
+
+def _einsum(factors, reduced, env, sizes):
+    letters = {}
+
+    def letter(i):
+        if i not in letters:
+            letters[i] = chr(ord("a") + len(letters))
+        return letters[i]
+
+    operands, specs, idx_out = [], [], []
+    for f in factors:
+        if isinstance(f, Const):
+            operands.append(np.asarray(f.value))
+            specs.append("")
+        else:
+            operands.append(env[f.name])
+            specs.append("".join(letter(i) for i in f.indices))
+            idx_out += [i for i in f.indices if i not in reduced and i not in idx_out]
+    spec = ",".join(specs) + "->" + "".join(letter(i) for i in idx_out)
+    return np.einsum(spec, *operands, optimize=True), tuple(idx_out)

@@ -1,0 +1,409 @@
+"""SAMML programs as data: tensors, kernels of nodes and streams, config; a builder; validation.
+
+A :class:`Program` is what ``graph.json`` holds: program-level tensor declarations and an ordered list
+of :class:`Kernel` s (one for a fused program; several when intermediates are materialised between
+kernels). A kernel is a DAG of :class:`Node` s (ops of the registry) joined by :class:`Stream` s, each
+with one producer port and one or more consumer ports.
+
+Example
+-------
+>>> p = Program("spmv")
+>>> _ = p.tensor("c", "input", [4], ["compressed"])
+>>> k = p.kernel("main")
+>>> root = k.add("root")
+>>> ci = k.add("level_scan", {"ref": root["ref"]}, tensor="c", level=0)
+>>> p.validate()
+"""
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..errors import GraphError
+from .registry import OPS, UNARY_ALU_OPS, get_op, port_kind
+
+SAMML_VERSION = 1
+ROLES = ("input", "output", "intermediate")
+LEVEL_FORMATS = ("dense", "compressed")
+DEFAULT_CONFIG = {
+    "fifo_depth": 2,
+    "crd_width": 16,
+    "value": {"format": "fixed", "width": 32, "frac": 16},
+}
+
+
+@dataclass(frozen=True)
+class PortRef:
+    """One port of one node: ``node.port``."""
+    node: str
+    port: str
+
+    def __str__(self):
+        return f"{self.node}.{self.port}"
+
+    @classmethod
+    def parse(cls, text, where):
+        if not isinstance(text, str) or text.count(".") != 1:
+            raise GraphError(where, f"expected 'node.port', got {text!r}")
+        node, port = text.split(".")
+        return cls(node, port)
+
+
+@dataclass
+class TensorDecl:
+    """A tensor of the program: name, role, shape, per-level formats, mode order, capacities."""
+    name: str
+    role: str
+    shape: list
+    levels: list
+    mode_order: list = None
+    capacity: list = None        # max entries per level, then max values; None = unknown
+    dtype: str = "float"
+
+    def __post_init__(self):
+        if self.mode_order is None:
+            self.mode_order = list(range(len(self.shape)))
+
+    @property
+    def order(self):
+        return len(self.shape)
+
+    def level_dim(self, level):
+        """Size of the dimension stored at storage level ``level``."""
+        return self.shape[self.mode_order[level]]
+
+    def to_json(self):
+        d = {"name": self.name, "role": self.role, "shape": list(self.shape),
+             "format": {"levels": list(self.levels), "mode_order": list(self.mode_order)},
+             "dtype": self.dtype}
+        if self.capacity is not None:
+            d["capacity"] = list(self.capacity)
+        return d
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(d["name"], d["role"], list(d["shape"]), list(d["format"]["levels"]),
+                   list(d["format"].get("mode_order", range(len(d["shape"])))),
+                   d.get("capacity"), d.get("dtype", "float"))
+
+
+@dataclass
+class Node:
+    id: str
+    op: str
+    params: dict = field(default_factory=dict)
+
+    @property
+    def spec(self):
+        return OPS[self.op]
+
+
+@dataclass
+class Stream:
+    id: str
+    kind: str
+    src: PortRef
+    dsts: list = field(default_factory=list)
+    depth: int | None = None
+
+
+class NodeHandle:
+    """What :meth:`Kernel.add` returns: ``handle["port"]`` names an output port for wiring."""
+
+    def __init__(self, kernel, node_id):
+        self.kernel = kernel
+        self.id = node_id
+
+    def __getitem__(self, port):
+        node = self.kernel.nodes[self.id]
+        names = [n for n, _ in node.spec.output_ports(node.params)]
+        if port not in names:
+            raise GraphError(f"node {self.id}", f"op '{node.op}' has no output port '{port}' "
+                                                f"(outputs: {', '.join(names) or 'none'})")
+        return PortRef(self.id, port)
+
+    def __repr__(self):
+        return f"<node {self.id}>"
+
+
+class Kernel:
+    """One dataflow graph: nodes and streams. Build with :meth:`add` and :meth:`connect`."""
+
+    def __init__(self, name):
+        self.name = name
+        self.nodes = {}
+        self.streams = {}
+        self._driver = {}         # PortRef(consumer) -> stream id
+        self._by_src = {}         # PortRef(producer) -> stream id
+
+    def add(self, op, inputs=None, *, id=None, **params):
+        """Add a node of ``op`` with ``params``; ``inputs`` maps input port -> producer PortRef."""
+        spec = get_op(op)
+        if id is None:
+            n = sum(1 for node in self.nodes.values() if node.op == op)
+            id = f"{op}{n}"
+            while id in self.nodes:
+                n += 1
+                id = f"{op}{n}"
+        if id in self.nodes:
+            raise GraphError(f"kernel {self.name}", f"duplicate node id '{id}'")
+        params = {k: v for k, v in params.items() if v is not None}
+        self.nodes[id] = Node(id, op, spec.resolve_params(params, f"node {id}"))
+        for port, src in (inputs or {}).items():
+            self.connect(src, id, port)
+        return NodeHandle(self, id)
+
+    def connect(self, src, node_id, port, kind=None):
+        """Drive input ``port`` of ``node_id`` from producer port ``src`` (fan-out is allowed)."""
+        if isinstance(src, NodeHandle):
+            raise GraphError(f"node {node_id}", f"input '{port}' needs a port such as node['ref'], not a node")
+        dst = PortRef(node_id, port)
+        if dst in self._driver:
+            raise GraphError(f"node {node_id}", f"input '{port}' is driven twice")
+        sid = self._by_src.get(src)
+        if sid is None:
+            sid = f"{src.node}.{src.port}"
+            self.streams[sid] = Stream(sid, kind or self._src_kind(src), src, [])
+            self._by_src[src] = sid
+        self.streams[sid].dsts.append(dst)
+        self._driver[dst] = sid
+
+    def _src_kind(self, src):
+        node = self.nodes.get(src.node)
+        if node is None:
+            raise GraphError(f"stream from {src}", f"no node '{src.node}'")
+        kind = port_kind(node.spec, src.port)
+        if kind == "any":
+            kind = self._resolve_any(node, src.port)
+        return kind
+
+    def _resolve_any(self, node, out_port):
+        """An 'any' output takes the kind of the matching 'any' input (repeat: in; joiners: ref{i})."""
+        in_port = "in" if node.op == "repeat" else out_port
+        sid = self._driver.get(PortRef(node.id, in_port))
+        return self.streams[sid].kind if sid else "ref"
+
+    def driver(self, node_id, port):
+        """The stream driving an input port, or None."""
+        sid = self._driver.get(PortRef(node_id, port))
+        return self.streams[sid] if sid else None
+
+    def output_stream(self, node_id, port):
+        sid = self._by_src.get(PortRef(node_id, port))
+        return self.streams[sid] if sid else None
+
+    def graph(self):
+        """The kernel as a networkx MultiDiGraph (nodes = op nodes, edges = stream consumers)."""
+        g = nx.MultiDiGraph()
+        for node in self.nodes.values():
+            g.add_node(node.id, op=node.op)
+        for s in self.streams.values():
+            for d in s.dsts:
+                g.add_edge(s.src.node, d.node, key=f"{s.id}->{d}", stream=s.id, kind=s.kind,
+                           src_port=s.src.port, dst_port=d.port)
+        return g
+
+    def _reindex(self):
+        self._driver = {d: s.id for s in self.streams.values() for d in s.dsts}
+        self._by_src = {s.src: s.id for s in self.streams.values()}
+
+
+class Program:
+    """A SAMML program: tensors, kernels in execution order, config, and the expression it computes."""
+
+    def __init__(self, name, expr=None, config=None):
+        self.name = name
+        self.expr = expr
+        self.tensors = {}
+        self.kernels = []
+        self.config = _merge_config(config)
+
+    def tensor(self, name, role, shape, levels, mode_order=None, capacity=None, dtype="float"):
+        if name in self.tensors:
+            raise GraphError(f"tensor {name}", "declared twice")
+        t = TensorDecl(name, role, list(shape), list(levels), mode_order and list(mode_order), capacity, dtype)
+        self.tensors[name] = t
+        return t
+
+    def kernel(self, name=None):
+        k = Kernel(name or f"k{len(self.kernels)}")
+        self.kernels.append(k)
+        return k
+
+    @property
+    def inputs(self):
+        return [t for t in self.tensors.values() if t.role == "input"]
+
+    @property
+    def outputs(self):
+        return [t for t in self.tensors.values() if t.role == "output"]
+
+    def validate(self):
+        """Check the program against the registry; raise GraphError naming the JSON path."""
+        validate_program(self)
+        return self
+
+    def to_json(self):
+        return {
+            "samml": SAMML_VERSION,
+            "name": self.name,
+            **({"expr": self.expr} if self.expr else {}),
+            "config": self.config,
+            "tensors": [t.to_json() for t in self.tensors.values()],
+            "kernels": [{
+                "name": k.name,
+                "nodes": [{"id": n.id, "op": n.op, "params": _json_params(n.params)} for n in k.nodes.values()],
+                "streams": [{"id": s.id, "kind": s.kind, "from": str(s.src), "to": [str(d) for d in s.dsts],
+                             **({"depth": s.depth} if s.depth is not None else {})}
+                            for s in k.streams.values()],
+            } for k in self.kernels],
+        }
+
+    @classmethod
+    def from_json(cls, doc):
+        p = cls(doc["name"], doc.get("expr"), doc.get("config"))
+        for i, t in enumerate(doc["tensors"]):
+            if t["name"] in p.tensors:
+                raise GraphError(f"$.tensors[{i}].name", f"tensor '{t['name']}' declared twice")
+            p.tensors[t["name"]] = TensorDecl.from_json(t)
+        for ki, kd in enumerate(doc["kernels"]):
+            k = p.kernel(kd.get("name"))
+            for ni, nd in enumerate(kd["nodes"]):
+                where = f"$.kernels[{ki}].nodes[{ni}]"
+                spec = get_op(nd["op"], f"{where}.op")
+                if nd["id"] in k.nodes:
+                    raise GraphError(f"{where}.id", f"duplicate node id '{nd['id']}'")
+                k.nodes[nd["id"]] = Node(nd["id"], nd["op"], spec.resolve_params(nd.get("params", {}),
+                                                                                  f"{where}.params"))
+            for si, sd in enumerate(kd["streams"]):
+                where = f"$.kernels[{ki}].streams[{si}]"
+                if sd["id"] in k.streams:
+                    raise GraphError(f"{where}.id", f"duplicate stream id '{sd['id']}'")
+                k.streams[sd["id"]] = Stream(sd["id"], sd["kind"], PortRef.parse(sd["from"], f"{where}.from"),
+                                             [PortRef.parse(d, f"{where}.to[{j}]")
+                                              for j, d in enumerate(sd["to"])], sd.get("depth"))
+            k._reindex()
+        return p
+
+
+def _json_params(params):
+    out = {}
+    for k, v in params.items():
+        if hasattr(v, "tolist"):
+            v = v.tolist()
+        out[k] = v
+    return out
+
+
+def _merge_config(config):
+    cfg = {"fifo_depth": DEFAULT_CONFIG["fifo_depth"], "crd_width": DEFAULT_CONFIG["crd_width"],
+           "value": dict(DEFAULT_CONFIG["value"])}
+    for k, v in (config or {}).items():
+        if k == "value":
+            cfg["value"].update(v)
+        else:
+            cfg[k] = v
+    return cfg
+
+
+def validate_program(p):
+    """Semantic validation (the JSON Schema has already checked the shape of the document)."""
+    for ti, t in enumerate(p.tensors.values()):
+        where = f"$.tensors[{ti}]"
+        if t.role not in ROLES:
+            raise GraphError(f"{where}.role", f"must be one of {', '.join(ROLES)}, got {t.role!r}")
+        if len(t.levels) != len(t.shape):
+            raise GraphError(f"{where}.format.levels", f"{len(t.levels)} levels for a tensor of order {len(t.shape)}")
+        if sorted(t.mode_order) != list(range(len(t.shape))):
+            raise GraphError(f"{where}.format.mode_order", f"{t.mode_order} is not a permutation of "
+                                                           f"0..{len(t.shape) - 1}")
+        for lv in t.levels:
+            if lv not in LEVEL_FORMATS:
+                raise GraphError(f"{where}.format.levels", f"unknown level format {lv!r}")
+        if any((not isinstance(d, int)) or d < 1 for d in t.shape):
+            raise GraphError(f"{where}.shape", f"dimensions must be positive integers, got {t.shape}")
+    if p.config.get("fifo_depth", 2) < 1:
+        raise GraphError("$.config.fifo_depth", "must be at least 1")
+    if not p.kernels:
+        raise GraphError("$.kernels", "a program needs at least one kernel")
+    for ki, k in enumerate(p.kernels):
+        _validate_kernel(p, k, f"$.kernels[{ki}]")
+
+
+def _validate_kernel(p, k, where):
+    node_where = {nid: f"{where}.nodes[{i}]" for i, nid in enumerate(k.nodes)}
+    stream_where = {sid: f"{where}.streams[{i}]" for i, sid in enumerate(k.streams)}
+    driven = {}
+    for sid, s in k.streams.items():
+        sw = stream_where[sid]
+        if s.kind not in ("crd", "ref", "val", "repsig"):
+            raise GraphError(f"{sw}.kind", f"unknown stream kind {s.kind!r}")
+        src = k.nodes.get(s.src.node)
+        if src is None:
+            raise GraphError(f"{sw}.from", f"stream '{sid}' comes from unknown node '{s.src.node}'")
+        outs = dict(src.spec.output_ports(src.params))
+        if s.src.port not in outs:
+            raise GraphError(f"{sw}.from", f"node '{src.id}' ({src.op}) has no output port '{s.src.port}'")
+        if not s.dsts:
+            raise GraphError(f"{sw}.to", f"stream '{sid}' is dangling: it has no consumer")
+        _check_kind(outs[s.src.port].kind, s, f"{sw}.from")
+        if s.depth is not None and s.depth < 1:
+            raise GraphError(f"{sw}.depth", "must be at least 1")
+        for j, d in enumerate(s.dsts):
+            dn = k.nodes.get(d.node)
+            if dn is None:
+                raise GraphError(f"{sw}.to[{j}]", f"stream '{sid}' goes to unknown node '{d.node}'")
+            ins = dict(dn.spec.input_ports(dn.params))
+            if d.port not in ins:
+                raise GraphError(f"{sw}.to[{j}]", f"node '{dn.id}' ({dn.op}) has no input port '{d.port}'")
+            if d in driven:
+                raise GraphError(f"{sw}.to[{j}]", f"input {d} is driven twice (streams '{driven[d]}' and '{sid}')")
+            driven[d] = sid
+            _check_kind(ins[d.port].kind, s, f"{sw}.to[{j}]")
+    for nid, node in k.nodes.items():
+        nw = node_where[nid]
+        for port in node.spec.required_inputs(node.params):
+            if PortRef(nid, port) not in driven:
+                raise GraphError(nw, f"input '{port}' of node '{nid}' ({node.op}) is not driven")
+        if node.op == "alu" and node.params["op"] not in UNARY_ALU_OPS and node.params.get("const") is not None \
+                and PortRef(nid, "b") in driven:
+            raise GraphError(nw, f"node '{nid}' has both a const and a driven input 'b'")
+        if node.op in ("intersect", "union") and node.params["arity"] < 2:
+            raise GraphError(f"{nw}.params.arity", "must be at least 2")
+        if node.op == "repeat":
+            s_in, s_out = k.driver(nid, "in"), k.output_stream(nid, "out")
+            if s_in and s_out and s_in.kind != s_out.kind:
+                raise GraphError(nw, f"repeat '{nid}' turns a {s_in.kind} stream into {s_out.kind}")
+        if node.spec.memory:
+            _validate_memory_node(p, node, nw)
+    g = k.graph()
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        raise GraphError(where, "streams form a cycle: " + " -> ".join(e[0] for e in cycle))
+
+
+def _check_kind(port_kind_, s, where):
+    if port_kind_ == "any":
+        if s.kind not in ("ref", "val"):
+            raise GraphError(where, f"stream '{s.id}' of kind {s.kind} on a port that takes ref or val")
+    elif port_kind_ != s.kind:
+        raise GraphError(where, f"stream '{s.id}' is {s.kind} but the port takes {port_kind_}")
+
+
+def _validate_memory_node(p, node, where):
+    name = node.params.get("tensor")
+    if name is None:
+        return                               # run_op style: arrays given in params
+    t = p.tensors.get(name)
+    if t is None:
+        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' names undeclared tensor '{name}'")
+    if node.op in ("level_scan", "level_write"):
+        lv = node.params.get("level", 0)
+        if not 0 <= lv < t.order:
+            raise GraphError(f"{where}.params.level", f"tensor '{name}' has no level {lv}")
+        fmt = node.params.get("format", "compressed")
+        if fmt != t.levels[lv]:
+            raise GraphError(f"{where}.params.format",
+                             f"node '{node.id}' reads level {lv} of '{name}' as {fmt} but it is {t.levels[lv]}")
+    if node.op in ("level_write", "value_write") and t.role == "input":
+        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' writes input tensor '{name}'")

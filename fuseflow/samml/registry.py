@@ -1,0 +1,283 @@
+"""The op registry: every SAMML op's ports, stream kinds and parameters, declared once.
+
+The compiler builds graphs from it, :mod:`fuseflow.samml.graph` validates against it, the simulator
+(``fuseflow/sim/ops/<op>.py``) and the hardware (``fuseflow/hw/ops/<op>.py``) implement it, and
+``docs/samml.md`` documents it.
+
+Stream kinds
+------------
+``crd``     coordinates of one fibertree level
+``ref``     positions that address the next level or the value array
+``val``     values (float in float mode, raw fixed-point integers in fixed mode)
+``repsig``  repeat signals (``R`` per coordinate, ``S`` per stop, ``D``)
+``any``     a ``ref`` or ``val`` stream; an op's ``any`` output has the kind of its ``any`` input
+
+Variadic ports are written with ``{i}`` in their name and expanded by the parameter named in
+``Port.count`` (``crd{i}`` with ``arity=2`` gives ``crd0, crd1``).
+"""
+
+from dataclasses import dataclass, field
+
+from ..errors import GraphError, UnknownOpError
+
+STREAM_KINDS = ("crd", "ref", "val", "repsig")
+REQUIRED = object()
+
+BINARY_ALU_OPS = ("add", "sub", "mul", "div", "max", "min")
+UNARY_ALU_OPS = ("neg", "relu", "exp")
+
+
+@dataclass(frozen=True)
+class Port:
+    """One stream port of an op."""
+    name: str
+    kind: str
+    doc: str = ""
+    count: str | None = None          # parameter that expands a variadic ``{i}`` port
+    count_offset: int = 0             # the number of ports is params[count] + count_offset
+    optional: bool = False            # may be left undriven (inputs only)
+
+    def expand(self, params):
+        if self.count is None:
+            return [self.name]
+        n = int(params[self.count]) + self.count_offset
+        return [self.name.format(i=i) for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an op."""
+    name: str
+    type: str                          # "int", "float", "str", "bool", "ints", "numbers"
+    default: object = REQUIRED
+    choices: tuple = ()
+    doc: str = ""
+
+    @property
+    def required(self):
+        return self.default is REQUIRED
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An op: its name, one-line doc, ports and parameters."""
+    name: str
+    doc: str
+    inputs: tuple = ()
+    outputs: tuple = ()
+    params: tuple = ()
+    memory: str | None = None          # "read" or "write" when the op is backed by a tensor memory
+    timing: str = ""
+
+    def param(self, name):
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def resolve_params(self, given, where="params"):
+        """Return ``given`` completed with defaults; raise GraphError on unknown or bad values."""
+        names = {p.name for p in self.params}
+        for key in given:
+            if key not in names:
+                raise GraphError(where, f"op '{self.name}' has no parameter '{key}' "
+                                        f"(known: {', '.join(sorted(names)) or 'none'})")
+        out = {}
+        for p in self.params:
+            if p.name in given:
+                value = given[p.name]
+                _check_type(p, value, where)
+                out[p.name] = value
+            elif p.required:
+                raise GraphError(where, f"op '{self.name}' needs parameter '{p.name}' ({p.doc})")
+            elif p.default is not None:
+                out[p.name] = p.default
+        return out
+
+    def input_ports(self, params):
+        """Expanded ``[(port_name, Port)]`` of the inputs for these (resolved) parameters."""
+        return [(n, p) for p in self.inputs for n in p.expand(params)]
+
+    def output_ports(self, params):
+        return [(n, p) for p in self.outputs for n in p.expand(params)]
+
+    def required_inputs(self, params):
+        """Input ports that must be driven for these parameters."""
+        names = []
+        for name, port in self.input_ports(params):
+            if port.optional:
+                continue
+            names.append(name)
+        if self.name == "alu" and (params.get("op") in UNARY_ALU_OPS or params.get("const") is not None):
+            names = [n for n in names if n != "b"]
+        return names
+
+
+def _check_type(p, value, where):
+    ok = {
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "str": lambda v: isinstance(v, str),
+        "bool": lambda v: isinstance(v, bool),
+        "ints": lambda v: isinstance(v, (list, tuple)) or hasattr(v, "dtype"),
+        "numbers": lambda v: isinstance(v, (list, tuple)) or hasattr(v, "dtype"),
+    }[p.type]
+    if value is None and not p.required:
+        return
+    if not ok(value):
+        raise GraphError(where, f"parameter '{p.name}' must be {p.type}, got {value!r}")
+    if p.choices and value not in p.choices:
+        raise GraphError(where, f"parameter '{p.name}' must be one of {', '.join(map(str, p.choices))}, "
+                                f"got {value!r}")
+
+
+_TENSOR = Param("tensor", "str", None, doc="name of the tensor in the program's tensor list")
+_LEVEL = Param("level", "int", 0, doc="storage level of the tensor (0 = outermost)")
+_FORMAT = Param("format", "str", "compressed", ("dense", "compressed"), "level format")
+
+OPS = {}
+
+
+def _op(spec):
+    OPS[spec.name] = spec
+    return spec
+
+
+_op(OpSpec(
+    "root", "Starts a tensor's iteration: emits reference 0, then D.",
+    outputs=(Port("ref", "ref", "the root reference 0"),),
+    timing="2 cycles: 0 at cycle 0, D at cycle 1 (subject to backpressure).",
+))
+_op(OpSpec(
+    "level_scan", "Scans one level of a tensor: for each input reference emits that fibre's coordinates "
+                  "and child references, with stop promotion.",
+    inputs=(Port("ref", "ref", "references into this level (one fibre each)"),),
+    outputs=(Port("crd", "crd", "coordinates"), Port("ref", "ref", "child references / value positions")),
+    params=(_FORMAT, _TENSOR, _LEVEL,
+            Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)"),
+            Param("seg", "ints", None, doc="segment array of a compressed level (run_op; else from tensor)"),
+            Param("crd", "ints", None, doc="coordinate array of a compressed level (run_op; else from tensor)")),
+    memory="read",
+    timing="A fibre of L coordinates takes L+1 cycles: the first coordinate leaves in the cycle the "
+           "reference is taken, the closing stop one cycle after the last coordinate; a bare stop, N or D "
+           "takes 1 cycle; an empty fibre 2.",
+))
+for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates present in every input."),
+                    ("union", "Co-iterates fibres and emits the coordinates present in any input; a missing "
+                              "side's reference is N.")):
+    _op(OpSpec(
+        _name, _doc,
+        inputs=(Port("crd{i}", "crd", "coordinates of input i", count="arity"),
+                Port("ref{i}", "any", "references of input i", count="arity")),
+        outputs=(Port("crd", "crd", "merged coordinates"),
+                 Port("ref{i}", "any", "references of input i, aligned with crd", count="arity")),
+        params=(Param("arity", "int", 2, doc="number of inputs (>= 2)"),),
+        timing="1 cycle per step; a step needs every input's head. "
+               + ("Intersect pops every input below the largest head coordinate, or all inputs on a match."
+                  if _name == "intersect" else "Union pops every input holding the smallest head coordinate."),
+    ))
+_op(OpSpec(
+    "repeat_sig", "Turns a coordinate stream into repeat signals: R per coordinate, S per stop, D.",
+    inputs=(Port("in", "crd", "coordinates whose count drives the repeat"),),
+    outputs=(Port("repsig", "repsig", "repeat signals"),),
+    timing="1 cycle per token.",
+))
+_op(OpSpec(
+    "repeat", "Re-emits each held input token once per R; on S closes the fibre (with stop promotion) and "
+              "moves to the next held token.",
+    inputs=(Port("in", "any", "tokens to repeat (references or values), one level above repsig"),
+            Port("repsig", "repsig", "repeat signals")),
+    outputs=(Port("out", "any", "repeated tokens"),),
+    timing="1 cycle per repeat signal; a held token whose fibre is empty (S straight away) costs 1 more.",
+))
+_op(OpSpec(
+    "array", "Loads values: each reference r gives vals[r], N gives 0; stops and D pass through.",
+    inputs=(Port("ref", "ref", "value positions"),),
+    outputs=(Port("val", "val", "values"),),
+    params=(_TENSOR, Param("vals", "numbers", None, doc="value array (run_op; else from the tensor)")),
+    memory="read",
+    timing="1 cycle per token.",
+))
+_op(OpSpec(
+    "alu", "Element-wise arithmetic on aligned value streams (binary: add sub mul div max min; unary: neg "
+           "relu exp); stops must match and pass through.",
+    inputs=(Port("a", "val", "first operand"),
+            Port("b", "val", "second operand (absent for unary ops or with const)", optional=True)),
+    outputs=(Port("out", "val", "result"),),
+    params=(Param("op", "str", REQUIRED, BINARY_ALU_OPS + UNARY_ALU_OPS, "operation"),
+            Param("const", "float", None, doc="constant second operand (replaces port b)")),
+    timing="1 cycle per token.",
+))
+_op(OpSpec(
+    "reduce", "Reduces each innermost fibre to one value (sum or max); an empty fibre gives no value; "
+              "S0 closes a fibre, S_n (n >= 1) closes it and emits S_(n-1).",
+    inputs=(Port("val", "val", "values, one fibre per reduced group"),),
+    outputs=(Port("val", "val", "one value per non-empty fibre"),),
+    params=(Param("op", "str", "sum", ("sum", "max"), "reduction"),),
+    timing="1 cycle per input token, plus 1 for each S_n (n >= 1) that closes a non-empty fibre.",
+))
+_op(OpSpec(
+    "spacc", "Sparse accumulator (higher-order reducer): merges the values of all fibres of a reduced index "
+             "into a sorted sub-tree of order 1 (crd_inner) or 2 (crd_outer0, crd_inner).",
+    inputs=(Port("crd_inner", "crd", "innermost coordinates"),
+            Port("crd_outer{i}", "crd", "outer coordinates (order 2)", count="order", count_offset=-1),
+            Port("val", "val", "values aligned with crd_inner")),
+    outputs=(Port("crd_inner", "crd", "merged innermost coordinates, sorted"),
+             Port("crd_outer{i}", "crd", "merged outer coordinates, sorted", count="order", count_offset=-1),
+             Port("val", "val", "accumulated values")),
+    params=(Param("order", "int", 1, (1, 2), "order of the accumulated sub-tree"),
+            Param("op", "str", "sum", ("sum", "max"), "reduction"),
+            Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)"),
+            Param("dim_outer", "int", None, doc="size of the outer dimension (order 2, hardware capacity)")),
+    timing="1 cycle per input step; then 1 cycle per emitted entry plus 1 for the closing stop.",
+))
+_op(OpSpec(
+    "crd_drop", "Drops outer coordinates whose inner fibre is empty, and the empty inner fibres with them.",
+    inputs=(Port("outer", "crd", "outer coordinates"), Port("inner", "crd", "inner coordinates")),
+    outputs=(Port("outer", "crd", "kept outer coordinates"), Port("inner", "crd", "inner coordinates")),
+    timing="1 cycle per step; a kept fibre that follows another in the same parent costs 1 extra cycle "
+           "(its held S0).",
+))
+_op(OpSpec(
+    "crd_hold", "Repeats each outer coordinate once per coordinate of its inner fibre (the outer coordinate "
+                "stream at the inner stream's structure).",
+    inputs=(Port("outer", "crd", "outer coordinates"), Port("inner", "crd", "inner coordinates")),
+    outputs=(Port("outer", "crd", "outer coordinates, one per inner coordinate"),),
+    timing="1 cycle per inner token, plus 1 per outer stop that closes a fibre.",
+))
+_op(OpSpec(
+    "level_write", "Writes one level of an output tensor from its coordinate stream (seg and crd arrays).",
+    inputs=(Port("crd", "crd", "coordinates in canonical form (no empty fibres below the top level)"),),
+    params=(_FORMAT, _TENSOR, _LEVEL,
+            Param("dim", "int", None, doc="size of a dense level")),
+    memory="write",
+    timing="1 cycle per token.",
+))
+_op(OpSpec(
+    "value_write", "Writes the value array of an output tensor; stops are dropped.",
+    inputs=(Port("val", "val", "values aligned with the last level's coordinates"),),
+    params=(_TENSOR,),
+    memory="write",
+    timing="1 cycle per token.",
+))
+
+
+def get_op(name, where="op"):
+    """The :class:`OpSpec` called ``name``; raises UnknownOpError naming the known ops."""
+    try:
+        return OPS[name]
+    except KeyError:
+        raise UnknownOpError(where, f"unknown op '{name}' (known: {', '.join(sorted(OPS))})") from None
+
+
+def port_kind(spec, port):
+    """The declared kind of an expanded port name (``crd1`` -> the kind of ``crd{i}``)."""
+    for p in spec.inputs + spec.outputs:
+        if p.name == port or (p.count and _matches(p.name, port)):
+            return p.kind
+    raise KeyError(port)
+
+
+def _matches(template, name):
+    prefix = template.split("{")[0]
+    return name.startswith(prefix) and name[len(prefix):].isdigit()
