@@ -209,12 +209,16 @@ _op(OpSpec(
     timing="1 cycle per token.",
 ))
 _op(OpSpec(
-    "reduce", "Reduces each innermost fibre to one value (sum or max); an empty fibre gives no value; "
-              "S0 closes a fibre, S_n (n >= 1) closes it and emits S_(n-1).",
-    inputs=(Port("val", "val", "values, one fibre per reduced group"),),
-    outputs=(Port("val", "val", "one value per non-empty fibre"),),
+    "reduce", "Reduces each innermost fibre to one value (sum or max). Without crd an empty fibre gives no "
+              "value, S0 closes a fibre and S_n (n >= 1) closes it and emits S_(n-1); with crd the output is "
+              "crd's stream with each coordinate replaced by its fibre's value (0 when empty).",
+    inputs=(Port("val", "val", "values, one fibre per reduced group"),
+            Port("crd", "crd", "outer coordinates; when driven, every coordinate gets a value (0 for an empty "
+                               "fibre) and the output has this stream's structure", optional=True)),
+    outputs=(Port("val", "val", "one value per non-empty fibre (per coordinate of crd when driven)"),),
     params=(Param("op", "str", "sum", ("sum", "max"), "reduction"),),
-    timing="1 cycle per input token, plus 1 for each S_n (n >= 1) that closes a non-empty fibre.",
+    timing="Without crd: 1 cycle per input token, plus 1 for each S_n (n >= 1) that closes a non-empty fibre. "
+           "With crd: 1 cycle per value, 1 per fibre end, 1 per outer stop that closes a fibre.",
 ))
 _op(OpSpec(
     "spacc", "Sparse accumulator (higher-order reducer): merges the values of all fibres of a reduced index "

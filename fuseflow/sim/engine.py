@@ -1,0 +1,408 @@
+"""The reference simulator's engine: binds tensors to a program's kernels and runs the op models.
+
+Each op model is a generator with a local clock. The engine resumes them in rounds; a model runs until it
+needs a token or a free slot that has not been simulated yet and then yields. Ops that are idle cost nothing
+per cycle: time advances by the cycle stamps carried on tokens and slot credits (the DAM approach, exact for
+the timing contract in docs/samml.md). A round in which no op fires is a deadlock and is reported with the
+streams every blocked op waits on.
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DeadlockError, GraphError, TensorError
+from ..samml import Program
+from ..samml import io as samml_io
+from ..samml.registry import OPS, get_op, port_kind
+from ..tensors import PackedTensor, TensorFormat
+from ..tensors.fixed import FixedFormat, binary_op, unary_op
+from ..tensors.packed import CompressedLevel, DenseLevel
+from .channel import Channel, Out
+from .ops import MODELS
+from .tokens import normalize
+
+UNBOUNDED = 1 << 62
+
+
+class Env:
+    """Number mode: the arithmetic every op model uses (one definition: fuseflow.tensors.fixed)."""
+
+    def __init__(self, mode="float", fixed=None):
+        if mode not in ("float", "fixed"):
+            raise GraphError("mode", f"unknown number mode {mode!r} (expected float or fixed)")
+        self.mode = mode
+        self.fixed = fixed or FixedFormat()
+        self.zero = 0 if mode == "fixed" else 0.0
+        names_b = ("add", "sub", "mul", "div", "max", "min")
+        names_u = ("neg", "relu", "exp")
+        self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
+        self.unary = {n: unary_op(n, mode, self.fixed) for n in names_u}
+
+    def encode(self, x):
+        return self.fixed.encode(float(x)) if self.mode == "fixed" else float(x)
+
+
+class NodeState:
+    """A node's parameters (with bound arrays) and its counters."""
+    __slots__ = ("id", "op", "params", "env", "busy", "blocked", "clock", "alu_ops", "mem_reads",
+                 "mem_writes", "result", "waiting")
+
+    def __init__(self, node_id, op, params, env):
+        self.id, self.op, self.params, self.env = node_id, op, params, env
+        self.busy = self.blocked = self.alu_ops = self.mem_reads = self.mem_writes = 0
+        self.clock = -1
+        self.result = None
+        self.waiting = None
+
+
+class _Unbounded:
+    """Credits of a sink that is always ready."""
+    __slots__ = ()
+
+    def __bool__(self):
+        return True
+
+    def __getitem__(self, i):
+        return 0
+
+    def popleft(self):
+        return 0
+
+    def append(self, x):
+        pass
+
+
+def run_kernel(nodes, streams, depth_default=2, models=MODELS):
+    """Simulate one kernel.
+
+    ``nodes``: list of NodeState in a topological order. ``streams``: list of (stream_id, (src_node, src_port),
+    [(dst_node, dst_port), ...], depth). Unconnected outputs are discarded (always ready). Returns
+    (cycles, {stream_id: Out}, {stream_id: [Channel]}).
+    """
+    ins = {st.id: {} for st in nodes}
+    outs = {st.id: {} for st in nodes}
+    out_by_stream, chans_by_stream = {}, {}
+    for sid, (src, sport), dsts, depth in streams:
+        chans = []
+        for dnode, dport in dsts:
+            ch = Channel(f"{sid} -> {dnode}.{dport}", 0 if depth == UNBOUNDED else depth or depth_default,
+                         f"{dnode}.{dport}")
+            if depth == UNBOUNDED:
+                ch.credits = _Unbounded()
+            ins[dnode][dport] = ch
+            chans.append(ch)
+        o = Out(sid, chans)
+        outs[src][sport] = o
+        out_by_stream[sid] = o
+        chans_by_stream[sid] = chans
+    live = []
+    for st in nodes:
+        spec = OPS.get(st.op)
+        for name, _ in (spec.output_ports(st.params) if spec else ()):
+            if name not in outs[st.id]:
+                outs[st.id][name] = Out(f"{st.id}.{name}", [])
+        live.append((st, models[st.op](st, ins[st.id], outs[st.id])))
+    while live:
+        progress = False
+        still = []
+        for st, gen in live:
+            before = st.busy
+            try:
+                st.waiting = next(gen)
+            except StopIteration:
+                st.waiting = None
+                progress = True
+                continue
+            still.append((st, gen))
+            if st.busy != before:
+                progress = True
+        if not progress:
+            raise DeadlockError(_deadlock_message(still))
+        live = still
+    cycles = max((st.clock for st in nodes), default=-1) + 1
+    return cycles, out_by_stream, chans_by_stream
+
+
+def _deadlock_message(blocked):
+    parts = []
+    for st, _ in blocked:
+        w = st.waiting
+        if isinstance(w, Channel):
+            parts.append(f"{st.id} waits for a token on '{w.name}' (empty)")
+        elif isinstance(w, Out):
+            full = [ch.name for ch in w.chans if not ch.credits]
+            parts.append(f"{st.id} waits to write '{w.name}' (full: {', '.join(full) or '?'})")
+        else:
+            parts.append(f"{st.id} waits")
+    return "no op can fire: " + "; ".join(parts)
+
+
+# --- run_op: one op in isolation -------------------------------------------------------------
+
+def run_op(op, params=None, inputs=None, mode="float", stats=False):
+    """Run one op on SAM-style token lists; returns {output port: token list}.
+
+    Inputs are visible from cycle 0 and outputs never stall, so with ``stats=True`` the returned
+    ``(outputs, info)`` has ``info["cycles"]``, the op's cycle count without stalls.
+    Memory-backed ops take their arrays in ``params`` (``seg``/``crd``/``dim`` for level_scan, ``vals`` for
+    array). Values are floats in float mode and raw fixed-point ints in fixed mode.
+    """
+    spec = get_op(op)
+    params = spec.resolve_params(dict(params or {}), f"op {op}")
+    inputs = dict(inputs or {})
+    env = Env(mode)
+    st = NodeState(op, op, _list_params(params), env)
+    in_ports = [n for n, _ in spec.input_ports(params)]
+    unknown = set(inputs) - set(in_ports)
+    if unknown:
+        raise GraphError(f"op {op}", f"no input port(s) {', '.join(sorted(unknown))} (inputs: {', '.join(in_ports)})")
+    for port in spec.required_inputs(params):
+        if port not in inputs:
+            raise GraphError(f"op {op}", f"input '{port}' needs a token list")
+    if op == "level_scan" and params["format"] == "compressed" and (params.get("seg") is None or params.get("crd") is None):
+        raise GraphError(f"op {op}", "a compressed level_scan needs 'seg' and 'crd' in params")
+    if op == "level_scan" and params["format"] == "dense" and params.get("dim") is None:
+        raise GraphError(f"op {op}", "a dense level_scan needs 'dim' in params")
+    if op == "array" and params.get("vals") is None:
+        raise GraphError(f"op {op}", "array needs 'vals' in params")
+    nodes, streams = [], []
+    for port, toks in inputs.items():
+        kind = port_kind(spec, port)
+        toks = normalize(toks, kind)
+        src = NodeState(f"src_{port}", "_source", {"tokens": toks}, env)
+        nodes.append(src)
+        streams.append((f"in.{port}", (src.id, "out"), [(st.id, port)], UNBOUNDED))
+    nodes.append(st)
+    sinks = {}
+    for port, _ in spec.output_ports(params):
+        sink = NodeState(f"sink_{port}", "_sink", {}, env)
+        sinks[port] = sink
+        nodes.append(sink)
+        streams.append((f"out.{port}", (st.id, port), [(sink.id, "in")], UNBOUNDED))
+    cycles, _, _ = _run_with_test_nodes(nodes, streams)
+    outputs = {port: sink.result for port, sink in sinks.items()}
+    if op in ("level_write", "value_write"):
+        outputs = dict(st.result or {})
+    if stats:
+        return outputs, {"cycles": st.clock + 1, "busy": st.busy}
+    return outputs
+
+
+def _source(st, ins, outs):
+    """Test source: all tokens visible from cycle 0, one per cycle."""
+    out = outs["out"]
+    for k, tok in enumerate(st.params["tokens"]):
+        out.push(tok, -1)
+    return
+    yield
+
+
+def _sink(st, ins, outs):
+    inp = ins["in"]
+    got = []
+    while True:
+        while not inp.toks:
+            yield inp
+        tok = inp.pop(0)
+        got.append(tok)
+        if tok == "D":
+            st.result = got
+            return
+
+
+def _run_with_test_nodes(nodes, streams):
+    return run_kernel(nodes, streams, models={**MODELS, "_source": _source, "_sink": _sink})
+
+
+def _list_params(params):
+    out = dict(params)
+    for k in ("seg", "crd", "vals"):
+        if out.get(k) is not None:
+            out[k] = [x.item() if hasattr(x, "item") else x for x in out[k]]
+    return out
+
+
+# --- whole programs ------------------------------------------------------------------------
+
+@dataclass
+class SimResult:
+    """What :func:`run` returns."""
+    outputs: dict                 # output name -> dense float64 array (tensor-dimension order)
+    tensors: dict                 # every written tensor -> PackedTensor (raw fixed ints in fixed mode)
+    cycles: int
+    kernel_cycles: list
+    stats: dict = field(default_factory=dict)
+    mode: str = "float"
+
+    def summary(self):
+        s = self.stats
+        return (f"{self.cycles} cycles, {s['tokens']} tokens, {s['alu_ops']} ALU ops, "
+                f"{s['mem_read_bytes']} B read, {s['mem_write_bytes']} B written")
+
+
+def load_program(graph_or_program):
+    if isinstance(graph_or_program, Program):
+        return graph_or_program.validate()
+    return samml_io.load(graph_or_program)
+
+
+def run(graph_or_program, inputs, mode="float", fifo_depth=None):
+    """Simulate a program (a :class:`~fuseflow.samml.Program` or a graph.json path) on ``inputs``.
+
+    ``inputs`` maps input tensor names to NumPy arrays, SciPy sparse matrices or PackedTensors (packed into the
+    declared formats here). Returns a :class:`SimResult` with dense outputs, cycles and counters.
+    """
+    prog = load_program(graph_or_program)
+    cfg = prog.config
+    env = Env(mode, FixedFormat(cfg["value"].get("width", 32), cfg["value"].get("frac", 16)))
+    depth_default = fifo_depth or cfg.get("fifo_depth", 2)
+    crd_bytes = math.ceil(cfg.get("crd_width", 16) / 8)
+    val_bytes = math.ceil(env.fixed.width / 8) if mode == "fixed" else 8
+    store = pack_inputs(prog, inputs, env)
+    kernel_cycles, kstats = [], []
+    totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
+    t0 = time.perf_counter()
+    for k in prog.kernels:
+        order = _topo_order(k)
+        states = {}
+        for nid in order:
+            node = k.nodes[nid]
+            states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), env)
+        streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
+                   for s in k.streams.values()]
+        cycles, outs, _ = run_kernel([states[n] for n in order], streams, depth_default)
+        kernel_cycles.append(cycles)
+        _collect_writes(prog, k, states, store, env)
+        tokens = {sid: o.count for sid, o in outs.items()}
+        reads = sum(st.mem_reads for st in states.values())
+        writes = sum(st.mem_writes for st in states.values())
+        kstats.append({
+            "name": k.name, "cycles": cycles, "tokens": sum(tokens.values()), "streams": tokens,
+            "nodes": {nid: {"op": st.op, "busy": st.busy, "blocked": st.blocked,
+                            "idle": cycles - st.busy - st.blocked} for nid, st in states.items()},
+        })
+        totals["tokens"] += sum(tokens.values())
+        totals["alu_ops"] += sum(st.alu_ops for st in states.values())
+        # references/coordinates and values are counted at their widths
+        totals["mem_read_bytes"] += sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
+        totals["mem_write_bytes"] += sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
+    wall = time.perf_counter() - t0
+    outputs = {}
+    for t in prog.outputs:
+        if t.name not in store:
+            raise GraphError(f"tensor {t.name}", "no kernel writes this output")
+        packed = store[t.name]
+        if mode == "fixed":
+            packed = packed.decode_fixed(env.fixed)
+        outputs[t.name] = packed.to_dense()
+    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall)
+    written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
+    return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode)
+
+
+def _read_bytes(st, crd_bytes, val_bytes):
+    return st.mem_reads * (val_bytes if st.op == "array" else crd_bytes)
+
+
+def _write_bytes(st, crd_bytes, val_bytes):
+    return st.mem_writes * (val_bytes if st.op == "value_write" else crd_bytes)
+
+
+def _topo_order(kernel):
+    import networkx as nx
+    return list(nx.lexicographical_topological_sort(kernel.graph(), key=lambda n: n))
+
+
+def pack_inputs(prog, inputs, env):
+    """Pack every input tensor into its declared format; raise TensorError on a mismatch."""
+    store = {}
+    crd_limit = 1 << prog.config.get("crd_width", 16)
+    for t in prog.inputs:
+        if t.name not in inputs:
+            raise TensorError(f"tensor {t.name}", f"no data given (inputs: {', '.join(sorted(inputs)) or 'none'})")
+        data = inputs[t.name]
+        fmt = TensorFormat(tuple(t.levels), tuple(t.mode_order))
+        if isinstance(data, PackedTensor):
+            packed = data
+            if tuple(packed.shape) != tuple(t.shape):
+                raise TensorError(f"tensor {t.name}", f"shape {tuple(packed.shape)} but the program declares {tuple(t.shape)}")
+        else:
+            shape = tuple(getattr(data, "shape", np.shape(data)))
+            if shape != tuple(t.shape):
+                raise TensorError(f"tensor {t.name}", f"shape {shape} but the program declares {tuple(t.shape)}")
+            packed = PackedTensor.pack(data, fmt)
+        if max(t.shape, default=0) > crd_limit:
+            raise TensorError(f"tensor {t.name}", f"dimension {max(t.shape)} does not fit "
+                                                  f"{prog.config.get('crd_width', 16)}-bit coordinates")
+        if t.capacity is not None:
+            caps = packed.capacities()
+            for lv, (have, cap) in enumerate(zip(caps, t.capacity)):
+                if have > cap:
+                    raise TensorError(f"tensor {t.name}", f"level {lv} holds {have} entries, capacity is {cap}")
+        if env.mode == "fixed":
+            packed = packed.encode_fixed(env.fixed, checked=True)
+        store[t.name] = packed
+    extra = set(inputs) - {t.name for t in prog.inputs}
+    if extra:
+        raise TensorError("inputs", f"no input tensor called {', '.join(sorted(extra))} in program '{prog.name}'")
+    return store
+
+
+def _bind(prog, node, store, env):
+    """Parameters of a node with its tensor arrays attached (as Python lists for fast indexing)."""
+    p = dict(node.params)
+    name = p.get("tensor")
+    if node.op in ("level_scan", "array") and name is not None:
+        if name not in store:
+            raise GraphError(f"node {node.id}", f"reads tensor '{name}' before any kernel writes it")
+        packed = store[name]
+        if node.op == "array":
+            p["vals"] = packed.vals.tolist()
+        else:
+            level = packed.levels[p["level"]]
+            if isinstance(level, DenseLevel):
+                p["dim"] = int(level.size)
+            else:
+                p["seg"] = level.seg.tolist()
+                p["crd"] = level.crd.tolist()
+    elif node.op == "level_scan" and p.get("format") == "dense" and p.get("dim") is None:
+        raise GraphError(f"node {node.id}", "a dense level_scan needs a tensor or 'dim'")
+    elif node.op in ("level_scan", "array"):
+        p = _list_params(p)
+    if node.op == "level_write" and name is not None:
+        decl = prog.tensors[name]
+        p.setdefault("dim", decl.level_dim(p["level"]))
+    return p
+
+
+def _collect_writes(prog, kernel, states, store, env):
+    """Assemble the tensors a kernel wrote into PackedTensors."""
+    written = {}
+    for nid, st in states.items():
+        if st.op in ("level_write", "value_write") and st.params.get("tensor"):
+            written.setdefault(st.params["tensor"], {})[
+                ("level", st.params["level"]) if st.op == "level_write" else ("vals",)] = st.result
+    for name, parts in written.items():
+        decl = prog.tensors[name]
+        levels = []
+        for lv in range(decl.order):
+            if decl.levels[lv] == "dense":
+                levels.append(DenseLevel(decl.level_dim(lv)))
+                continue
+            part = parts.get(("level", lv))
+            if part is None:
+                raise GraphError(f"kernel {kernel.name}", f"writes tensor '{name}' but not its level {lv}")
+            levels.append(CompressedLevel(np.asarray(part["seg"], dtype=np.int64),
+                                          np.asarray(part["crd"], dtype=np.int64)))
+        if ("vals",) not in parts:
+            raise GraphError(f"kernel {kernel.name}", f"writes tensor '{name}' but not its values")
+        vals = parts[("vals",)]["vals"]
+        vals = np.asarray(vals, dtype=np.int64 if env.mode == "fixed" else np.float64)
+        fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order))
+        try:
+            store[name] = PackedTensor.from_levels(tuple(decl.shape), fmt, levels, vals)
+        except TensorError as exc:
+            raise TensorError(f"kernel {kernel.name} wrote tensor {name}", exc.why) from None

@@ -1,0 +1,23 @@
+"""Helpers shared by the op models."""
+
+from ...errors import StreamError
+from ..tokens import LEVEL, STOPS
+
+
+def room(outs):
+    """Cycle from which every output in ``outs`` has a free slot, or None if not yet known."""
+    m = 0
+    for o in outs:
+        r = o.room()
+        if r is None:
+            return None
+        if r > m:
+            m = r
+    return m
+
+
+def bad(st, why):
+    return StreamError(f"node {st.id} ({st.op})", why)
+
+
+__all__ = ["room", "bad", "LEVEL", "STOPS"]

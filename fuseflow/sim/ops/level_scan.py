@@ -1,0 +1,95 @@
+"""level_scan: one reference in, that fibre's coordinates and child references out, with stop promotion."""
+
+from ._common import LEVEL, STOPS, bad
+
+
+def run(st, ins, outs):
+    p = st.params
+    inp = ins["ref"]
+    ocrd, oref = outs["crd"], outs["ref"]
+    itoks, itimes = inp.toks, inp.times
+    dense = p["format"] == "dense"
+    if dense:
+        dim = p["dim"]
+    else:
+        seg, crd = p["seg"], p["crd"]
+        nseg = len(seg) - 1
+    clock = -1
+    reads = 0
+    while True:
+        while not itoks:
+            yield inp
+        tok = itoks[0]
+        tin = itimes[0] + 1
+        if tin <= clock:
+            tin = clock + 1
+        if tok.__class__ is str:
+            if tok == "D" or tok in LEVEL:
+                out_tok = "D" if tok == "D" else STOPS[LEVEL[tok] + 1]
+                r1, r2 = ocrd.room(), oref.room()
+                while r1 is None or r2 is None:
+                    yield ocrd if r1 is None else oref
+                    r1, r2 = ocrd.room(), oref.room()
+                t = max(tin, r1, r2)
+                st.blocked += t - tin
+                inp.pop(t)
+                ocrd.push(out_tok, t)
+                oref.push(out_tok, t)
+                clock = st.clock = t
+                st.busy += 1
+                if tok == "D":
+                    st.mem_reads += reads
+                    return
+                continue
+            if tok != "N":
+                raise bad(st, f"unexpected token {tok!r} on input ref")
+            lo = hi = 0
+        elif dense:
+            lo = tok * dim
+            hi = lo + dim
+        else:
+            if not 0 <= tok < nseg:
+                raise bad(st, f"reference {tok} outside the level's {nseg} fibres")
+            lo, hi = seg[tok], seg[tok + 1]
+            reads += 2 + hi - lo
+        # the firing that takes the reference emits the first coordinate
+        if lo < hi:
+            for q in range(lo, hi):
+                r1, r2 = ocrd.room(), oref.room()
+                while r1 is None or r2 is None:
+                    yield ocrd if r1 is None else oref
+                    r1, r2 = ocrd.room(), oref.room()
+                t = max(tin, r1, r2)
+                st.blocked += t - tin
+                if q == lo:
+                    inp.pop(t)
+                ocrd.push(q - lo if dense else crd[q], t)
+                oref.push(q, t)
+                st.busy += 1
+                tin = t + 1
+            clock = st.clock = t
+        else:
+            inp.pop(tin)
+            clock = st.clock = tin
+            st.busy += 1
+        # fibre end: look at the next input for stop promotion
+        while not itoks:
+            yield inp
+        nxt = itoks[0]
+        tin = itimes[0] + 1
+        if tin <= clock:
+            tin = clock + 1
+        promote = nxt.__class__ is str and nxt in LEVEL
+        out_tok = STOPS[LEVEL[nxt] + 1] if promote else "S0"
+        r1, r2 = ocrd.room(), oref.room()
+        while r1 is None or r2 is None:
+            yield ocrd if r1 is None else oref
+            r1, r2 = ocrd.room(), oref.room()
+        t = max(tin, r1, r2)
+        st.blocked += t - tin
+        if promote:
+            inp.pop(t)
+        ocrd.push(out_tok, t)
+        oref.push(out_tok, t)
+        clock = st.clock = t
+        st.busy += 1

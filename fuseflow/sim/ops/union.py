@@ -1,0 +1,52 @@
+"""union: co-iterates n fibres and emits every coordinate present in any; absent sides get reference N."""
+
+from ._common import LEVEL, bad, room
+
+
+def run(st, ins, outs):
+    n = st.params["arity"]
+    crds = [ins[f"crd{i}"] for i in range(n)]
+    refs = [ins[f"ref{i}"] for i in range(n)]
+    chans = crds + refs
+    ocrd = outs["crd"]
+    orefs = [outs[f"ref{i}"] for i in range(n)]
+    allouts = [ocrd] + orefs
+    clock = -1
+    while True:
+        tin = clock + 1
+        for ch in chans:
+            while not ch.toks:
+                yield ch
+            v = ch.times[0] + 1
+            if v > tin:
+                tin = v
+        heads = [ch.toks[0] for ch in crds]
+        data = [h for h in heads if h.__class__ is not str]
+        r = room(allouts)
+        while r is None:
+            yield ocrd
+            r = room(allouts)
+        t = max(tin, r)
+        st.blocked += t - tin
+        if data:
+            m = min(data)
+            ocrd.push(m, t)
+            for i in range(n):
+                if heads[i] == m and heads[i].__class__ is not str:
+                    crds[i].pop(t)
+                    orefs[i].push(refs[i].pop(t), t)
+                else:
+                    orefs[i].push("N", t)
+        else:
+            h0 = heads[0]
+            if any(h != h0 for h in heads) or (h0 != "D" and h0 not in LEVEL):
+                raise bad(st, f"inputs end their fibres differently: {heads}")
+            ocrd.push(h0, t)
+            for i in range(n):
+                crds[i].pop(t)
+                refs[i].pop(t)
+                orefs[i].push(h0, t)
+        clock = st.clock = t
+        st.busy += 1
+        if not data and heads[0] == "D":
+            return
