@@ -136,7 +136,7 @@ class Kernel:
         self._driver = {}         # PortRef(consumer) -> stream id
         self._by_src = {}         # PortRef(producer) -> stream id
 
-    def add(self, op, inputs=None, *, id=None, **params):
+    def add(self, op, inputs=None, /, *, id=None, **params):
         """Add a node of ``op`` with ``params``; ``inputs`` maps input port -> producer PortRef."""
         spec = get_op(op)
         if id is None:
