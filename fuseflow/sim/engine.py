@@ -108,7 +108,18 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS):
     while live:
         progress = False
         still = []
-        for st, gen in live:
+        for item in live:
+            st, gen = item
+            w = st.waiting
+            # skip ops whose awaited token or slot has not appeared: resuming them would yield at once
+            if w is not None:
+                if w.__class__ is Channel:
+                    if not w.toks:
+                        still.append(item)
+                        continue
+                elif w.room() is None:
+                    still.append(item)
+                    continue
             before = st.busy
             try:
                 st.waiting = next(gen)
@@ -116,7 +127,7 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS):
                 st.waiting = None
                 progress = True
                 continue
-            still.append((st, gen))
+            still.append(item)
             if st.busy != before:
                 progress = True
         if not progress:

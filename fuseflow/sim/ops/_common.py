@@ -16,8 +16,25 @@ def room(outs):
     return m
 
 
+def wait_room(outs):
+    """Generator: wait until every output in ``outs`` has a known free slot; returns the cycle it is free from.
+
+    Yields the first output still lacking a slot, so deadlock reports name the right stream."""
+    while True:
+        m = 0
+        for o in outs:
+            r = o.room()
+            if r is None:
+                yield o
+                break
+            if r > m:
+                m = r
+        else:
+            return m
+
+
 def bad(st, why):
     return StreamError(f"node {st.id} ({st.op})", why)
 
 
-__all__ = ["room", "bad", "LEVEL", "STOPS"]
+__all__ = ["room", "wait_room", "bad", "LEVEL", "STOPS"]

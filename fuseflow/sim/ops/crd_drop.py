@@ -4,7 +4,7 @@ A kept fibre's closing S0 is held back until the next fibre of the same parent t
 emitted, costing one cycle) or a higher stop absorbs it.
 """
 
-from ._common import LEVEL, STOPS, bad, room
+from ._common import LEVEL, STOPS, bad, wait_room
 
 
 def run(st, ins, outs):
@@ -111,10 +111,7 @@ def run(st, ins, outs):
 
 def _push(st, outs, tin):
     """Wait until every output in ``outs`` has room; returns the firing cycle (>= tin)."""
-    r = room(outs)
-    while r is None:
-        yield outs[0]
-        r = room(outs)
+    r = yield from wait_room(outs)
     t = tin if tin >= r else r
     st.blocked += t - tin
     return t

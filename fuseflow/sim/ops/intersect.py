@@ -1,9 +1,96 @@
 """intersect: co-iterates n fibres and emits the coordinates present in all of them."""
 
-from ._common import LEVEL, bad, room
+from ._common import LEVEL, bad, wait_room
 
 
 def run(st, ins, outs):
+    if st.params["arity"] == 2:
+        return _run2(st, ins, outs)
+    return _run_n(st, ins, outs)
+
+
+def _run2(st, ins, outs):
+    """The two-input case, written out: the simulator's hottest op."""
+    c0, c1, r0, r1 = ins["crd0"], ins["crd1"], ins["ref0"], ins["ref1"]
+    ocrd, or0, or1 = outs["crd"], outs["ref0"], outs["ref1"]
+    allouts = [ocrd, or0, or1]
+    c0t, c1t, r0t, r1t = c0.toks, c1.toks, r0.toks, r1.toks
+    c0m, c1m, r0m, r1m = c0.times, c1.times, r0.times, r1.times
+    clock = -1
+    while True:
+        while not c0t:
+            yield c0
+        while not r0t:
+            yield r0
+        while not c1t:
+            yield c1
+        while not r1t:
+            yield r1
+        tin = clock + 1
+        v = c0m[0] + 1
+        if v > tin:
+            tin = v
+        v = c1m[0] + 1
+        if v > tin:
+            tin = v
+        v = r0m[0] + 1
+        if v > tin:
+            tin = v
+        v = r1m[0] + 1
+        if v > tin:
+            tin = v
+        a, b = c0t[0], c1t[0]
+        sa, sb = a.__class__ is str, b.__class__ is str
+        if not sa and not sb:
+            if a == b:
+                r = yield from wait_room(allouts)
+                t = tin if tin >= r else r
+                st.blocked += t - tin
+                ocrd.push(a, t)
+                c0.pop(t)
+                c1.pop(t)
+                or0.push(r0.pop(t), t)
+                or1.push(r1.pop(t), t)
+            else:
+                t = tin
+                if a < b:
+                    c0.pop(t)
+                    r0.pop(t)
+                else:
+                    c1.pop(t)
+                    r1.pop(t)
+        elif sa and sb:
+            if a != b or (a != "D" and a not in LEVEL):
+                raise bad(st, f"inputs end their fibres differently: {[a, b]}")
+            r = yield from wait_room(allouts)
+            t = tin if tin >= r else r
+            st.blocked += t - tin
+            ocrd.push(a, t)
+            c0.pop(t)
+            c1.pop(t)
+            r0.pop(t)
+            r1.pop(t)
+            or0.push(a, t)
+            or1.push(a, t)
+            if a == "D":
+                st.clock = t
+                st.busy += 1
+                return
+        else:
+            if a == "D" or b == "D":
+                raise bad(st, f"one input is done while another is not: {[a, b]}")
+            t = tin
+            if sa:
+                c1.pop(t)
+                r1.pop(t)
+            else:
+                c0.pop(t)
+                r0.pop(t)
+        clock = st.clock = t
+        st.busy += 1
+
+
+def _run_n(st, ins, outs):
     n = st.params["arity"]
     crds = [ins[f"crd{i}"] for i in range(n)]
     refs = [ins[f"ref{i}"] for i in range(n)]
@@ -25,10 +112,7 @@ def run(st, ins, outs):
         if not any(kinds):
             m = max(heads)
             if min(heads) == m:
-                r = room(allouts)
-                while r is None:
-                    yield ocrd
-                    r = room(allouts)
+                r = yield from wait_room(allouts)
                 t = max(tin, r)
                 st.blocked += t - tin
                 ocrd.push(m, t)
@@ -45,10 +129,7 @@ def run(st, ins, outs):
             h0 = heads[0]
             if any(h != h0 for h in heads) or (h0 != "D" and h0 not in LEVEL):
                 raise bad(st, f"inputs end their fibres differently: {heads}")
-            r = room(allouts)
-            while r is None:
-                yield ocrd
-                r = room(allouts)
+            r = yield from wait_room(allouts)
             t = max(tin, r)
             st.blocked += t - tin
             ocrd.push(h0, t)

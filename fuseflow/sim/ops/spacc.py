@@ -6,21 +6,13 @@ A group ends with the firing that takes its closing stop (no output); the entrie
 in sorted order, followed by the closing stop(s).
 """
 
-from ._common import LEVEL, STOPS, bad, room
+from ._common import LEVEL, STOPS, bad, wait_room
 
 
 def run(st, ins, outs):
     if st.params["order"] == 1:
         return _order1(st, ins, outs)
     return _order2(st, ins, outs)
-
-
-def _wait_room(outs):
-    r = room(outs)
-    while r is None:
-        yield outs[0]
-        r = room(outs)
-    return r
 
 
 def _order1(st, ins, outs):
@@ -50,7 +42,7 @@ def _order1(st, ins, outs):
         elif c != v:
             raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
         elif c == "D":
-            r = yield from _wait_room(both)
+            r = yield from wait_room(both)
             t = max(t, r)
             ic.pop(t)
             iv.pop(t)
@@ -68,14 +60,14 @@ def _order1(st, ins, outs):
             clock = st.clock = t
             st.busy += 1
             for j in sorted(acc):
-                r = yield from _wait_room(both)
+                r = yield from wait_room(both)
                 t = max(clock + 1, r)
                 oc.push(j, t)
                 ov.push(acc[j], t)
                 clock = st.clock = t
                 st.busy += 1
             acc = {}
-            r = yield from _wait_room(both)
+            r = yield from wait_room(both)
             t = max(clock + 1, r)
             s = STOPS[LEVEL[c] - 1]
             oc.push(s, t)
@@ -114,7 +106,7 @@ def _order2(st, ins, outs):
                 if ij.toks[0] != "D" or iv.toks[0] != "D":
                     raise bad(st, "crd_outer0 is done but crd_inner/val are not")
                 t = max(t, ij.times[0] + 1, iv.times[0] + 1)
-                r = yield from _wait_room(allouts)
+                r = yield from wait_room(allouts)
                 t = max(t, r)
                 for ch in (ii, ij, iv):
                     ch.pop(t)
@@ -178,7 +170,7 @@ def _emit2(st, acc, m, oj, oi, ov, allouts, clock):
     rows = [(i, acc[i]) for i in sorted(acc) if acc[i]]
     t = clock
     if not rows:
-        r = yield from _wait_room(allouts)
+        r = yield from wait_room(allouts)
         t = max(clock + 1, r)
         oi.push(STOPS[m - 1], t)
         oj.push(STOPS[m], t)
@@ -187,7 +179,7 @@ def _emit2(st, acc, m, oj, oi, ov, allouts, clock):
     for k, (i, row) in enumerate(rows):
         for n, j in enumerate(sorted(row)):
             outs = allouts if n == 0 else [oj, ov]
-            r = yield from _wait_room(outs)
+            r = yield from wait_room(outs)
             t = max(t + 1, r)
             if n == 0:
                 oi.push(i, t)
@@ -197,7 +189,7 @@ def _emit2(st, acc, m, oj, oi, ov, allouts, clock):
             st.busy += 1
         last = k == len(rows) - 1
         outs = allouts if last else [oj, ov]
-        r = yield from _wait_room(outs)
+        r = yield from wait_room(outs)
         t = max(t + 1, r)
         s = STOPS[m] if last else "S0"
         oj.push(s, t)

@@ -1,6 +1,6 @@
 """union: co-iterates n fibres and emits every coordinate present in any; absent sides get reference N."""
 
-from ._common import LEVEL, bad, room
+from ._common import LEVEL, bad, wait_room
 
 
 def run(st, ins, outs):
@@ -22,10 +22,7 @@ def run(st, ins, outs):
                 tin = v
         heads = [ch.toks[0] for ch in crds]
         data = [h for h in heads if h.__class__ is not str]
-        r = room(allouts)
-        while r is None:
-            yield ocrd
-            r = room(allouts)
+        r = yield from wait_room(allouts)
         t = max(tin, r)
         st.blocked += t - tin
         if data:

@@ -1,0 +1,38 @@
+"""The ``fuseflow`` command: one entry point for every part (``fuseflow sim run ...``, ``fuseflow samml dot ...``)."""
+
+import importlib
+import sys
+
+PARTS = {
+    "samml": ("fuseflow.samml.__main__", "validate, draw and list SAMML graphs"),
+    "sim": ("fuseflow.sim.__main__", "run the reference simulator"),
+    "compile": ("fuseflow.compiler.__main__", "compile index-notation programs to graph.json"),
+    "hw": ("fuseflow.hw.__main__", "build and verify hardware"),
+    "demo": ("fuseflow.demo", "run the bundled end-to-end example"),
+}
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: fuseflow <part> [args...]\n\nparts:")
+        for name, (_, doc) in PARTS.items():
+            print(f"  {name:8s} {doc}")
+        return 0 if argv else 2
+    part = argv.pop(0)
+    if part not in PARTS:
+        print(f"error: {part}: unknown part (known: {', '.join(PARTS)})", file=sys.stderr)
+        return 2
+    try:
+        module = importlib.import_module(PARTS[part][0])
+    except ModuleNotFoundError as exc:
+        print(f"error: {part}: not available in this installation ({exc.name} is missing)", file=sys.stderr)
+        return 2
+    from .cli import main_guard
+    if part == "compile" and (not argv or argv[0] != "compile"):
+        argv = ["compile"] + argv
+    return main_guard(module.main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

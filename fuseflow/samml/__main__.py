@@ -1,0 +1,67 @@
+"""``python -m fuseflow.samml``: validate graph.json, draw it, write the example kernel suite."""
+
+import argparse
+import os
+import sys
+
+from ..cli import atomic_write, main_guard
+from . import io
+from .dot import to_dot, to_svg
+
+
+def parser():
+    ap = argparse.ArgumentParser(prog="python -m fuseflow.samml", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("validate", help="check graph.json against the schema and the op registry")
+    v.add_argument("graph")
+    d = sub.add_parser("dot", help="draw a graph as DOT or SVG (SVG needs graphviz's dot)")
+    d.add_argument("graph")
+    d.add_argument("-o", "--output", help="output file (.dot or .svg); default: DOT on stdout")
+    k = sub.add_parser("kernels", help="write the classic kernel suite as graph.json files")
+    k.add_argument("-o", "--output", default="examples/kernels")
+    k.add_argument("--svg", action="store_true", help="also write graph.svg (needs graphviz)")
+    sub.add_parser("ops", help="list the ops of the registry")
+    return ap
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    if args.cmd == "validate":
+        p = io.load(args.graph)
+        print(f"{args.graph}: valid SAMML program '{p.name}': {len(p.kernels)} kernel(s), "
+              f"{sum(len(k.nodes) for k in p.kernels)} nodes, {sum(len(k.streams) for k in p.kernels)} streams")
+    elif args.cmd == "dot":
+        p = io.load(args.graph)
+        if args.output and args.output.endswith(".svg"):
+            from .dot import has_graphviz
+            if not has_graphviz():
+                print("note: graphviz 'dot' not found; drawing the SVG with matplotlib instead "
+                      "(install graphviz for a graphviz layout)", file=sys.stderr)
+            text = to_svg(p)
+        else:
+            text = to_dot(p)
+        if args.output:
+            with atomic_write(args.output) as f:
+                f.write(text)
+            print(f"wrote {args.output}")
+        else:
+            sys.stdout.write(text)
+    elif args.cmd == "kernels":
+        from .kernels import SUITE, build
+        for name in SUITE:
+            prog = build(name)
+            path = os.path.join(args.output, name, "graph.json")
+            io.save(prog, path)
+            if args.svg:
+                with atomic_write(os.path.join(args.output, name, "graph.svg")) as f:
+                    f.write(to_svg(prog))
+            print(f"wrote {path}")
+    elif args.cmd == "ops":
+        from .registry import OPS
+        for spec in OPS.values():
+            print(f"{spec.name:12s} {spec.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(main))
