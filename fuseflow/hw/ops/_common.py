@@ -1,0 +1,190 @@
+"""Shared machinery of the op modules: port construction from the registry and the firing rule.
+
+Firing rule (docs/hardware.md): each cycle the op's combinational logic looks at its state and the
+heads of the input streams it needs and decides ``go`` (every inspected head is valid), which outputs
+it would write (``push[p]``) and which inputs it would pop (``pop[p]``). The op fires when ``go`` and
+every output it writes is ready::
+
+    fire          = go & AND_q(~push[q] | o_q.ready)
+    o_p.valid     = go & push[p] & AND_{q != p}(~push[q] | o_q.ready)     (never o_p.ready itself)
+    i_p.ready     = fire & pop[p]
+
+State registers update on ``fire``. An output is thus transferred (valid & ready) exactly in firing
+cycles that write it, so a multi-output op never writes one output without the others it writes in
+the same firing.
+"""
+
+from dataclasses import dataclass, field
+
+from amaranth.hdl import Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ...errors import HardwareError
+from ...samml.registry import get_op
+from ...tensors.fixed import FixedFormat
+from ..stream import all_of
+from ..token import DONE, EMPTY, STOP, token_signature
+
+__all__ = ["OpComponent", "Fire", "MemPorts", "kind_width", "set_tok", "set_data", "set_stop",
+           "set_done", "set_empty", "copy_ctrl", "copy_tok"]
+
+
+def kind_width(kind, crd_width=16, fixed=None):
+    """(width, signed) of a stream of ``kind`` (crd, ref, repsig: crd_width unsigned; val: value width
+    signed)."""
+    fixed = fixed or FixedFormat()
+    if kind == "val":
+        return fixed.width, True
+    if kind in ("crd", "ref", "repsig"):
+        return crd_width, False
+    raise HardwareError("stream kind", f"unknown stream kind {kind!r}")
+
+
+@dataclass
+class MemPorts:
+    """How an op reaches one tensor array.
+
+    ``reads``: prefixes of combinational read interfaces (``<prefix>_addr`` Out, ``<prefix>_data`` In).
+    ``writes``: prefixes of write interfaces (``<prefix>_waddr``, ``<prefix>_wdata``, ``<prefix>_wen``,
+    all Out; the memory's write port is synchronous). ``count``: name of the Out signal holding the number
+    of entries written. ``width``/``signed``: element width (values: the fixed-point width, signed).
+    """
+    width: int
+    signed: bool = False
+    reads: list = field(default_factory=list)
+    writes: list = field(default_factory=list)
+    count: str | None = None
+    addr_width: int = 16
+
+
+class OpComponent(wiring.Component):
+    """Base of every op module. Subclasses set ``op_name`` and implement ``elaborate``.
+
+    Constructor: ``Cls(params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None)``. ``params`` are the
+    node's registry parameters (resolved here; tensor arrays such as seg/crd/vals are ignored: the op
+    reaches its arrays through its memory interfaces). ``fixed`` is the :class:`FixedFormat` of values;
+    ``any_kind`` ("ref" or "val") sets the width of the op's ``any`` ports (repeat, intersect, union).
+    ``connected``: the input ports that are driven (default: the registry's required inputs for these
+    params); an optional input (alu ``b``, reduce ``crd``) exists only when listed.
+    """
+
+    op_name = None
+
+    def __init__(self, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None):
+        self.spec = get_op(self.op_name)
+        self.params = self.spec.resolve_params(dict(params or {}), f"op {self.op_name}")
+        self.crd_width = int(crd_width)
+        self.fixed = fixed or FixedFormat()
+        if any_kind not in ("ref", "val", "crd"):
+            raise HardwareError(f"op {self.op_name}", f"any_kind must be 'ref' or 'val', got {any_kind!r}")
+        self.any_kind = any_kind
+        required = self.spec.required_inputs(self.params)
+        self.connected = set(required) if connected is None else set(connected)
+        missing = set(required) - self.connected
+        if missing:
+            raise HardwareError(f"op {self.op_name}", f"input(s) {', '.join(sorted(missing))} must be connected")
+        self.port_info = {}          # "i_<port>"/"o_<port>" -> (kind, width, signed)
+        members = {}
+        for name, port in self.spec.input_ports(self.params):
+            if not self._has_input(name):
+                continue
+            kind = any_kind if port.kind == "any" else port.kind
+            w, s = kind_width(kind, self.crd_width, self.fixed)
+            self.port_info[f"i_{name}"] = (kind, w, s)
+            members[f"i_{name}"] = In(token_signature(w))
+        for name, port in self.spec.output_ports(self.params):
+            kind = any_kind if port.kind == "any" else port.kind
+            w, s = kind_width(kind, self.crd_width, self.fixed)
+            self.port_info[f"o_{name}"] = (kind, w, s)
+            members[f"o_{name}"] = Out(token_signature(w))
+        self.memories = {}
+        self._add_members(members)
+        super().__init__(members)
+
+    # hooks -----------------------------------------------------------------------------------
+    def _has_input(self, name):
+        """Whether input ``name`` exists: required inputs always, optional ones when ``connected``."""
+        return name in self.connected
+
+    def _add_members(self, members):
+        """Add memory interface / status members (subclasses)."""
+
+    # helpers ---------------------------------------------------------------------------------
+    def _add_read(self, members, array, prefix, width, signed=False):
+        mp = self.memories.setdefault(array, MemPorts(width, signed, addr_width=self.crd_width))
+        mp.reads.append(prefix)
+        members[f"{prefix}_addr"] = Out(self.crd_width)
+        members[f"{prefix}_data"] = In(width)
+
+    def _add_write(self, members, array, prefix, width, count, signed=False):
+        mp = self.memories.setdefault(array, MemPorts(width, signed, addr_width=self.crd_width))
+        mp.writes.append(prefix)
+        mp.count = count
+        members[f"{prefix}_waddr"] = Out(self.crd_width)
+        members[f"{prefix}_wdata"] = Out(width)
+        members[f"{prefix}_wen"] = Out(1)
+        members[count] = Out(self.crd_width + 1)
+
+    def inputs(self):
+        return [n[2:] for n in self.port_info if n.startswith("i_")]
+
+    def outputs(self):
+        return [n[2:] for n in self.port_info if n.startswith("o_")]
+
+    def fire_logic(self):
+        return Fire(self, self.outputs(), self.inputs())
+
+
+class Fire:
+    """The firing rule of one op (see the module docstring). Drive ``go``, ``push[p]``, ``pop[p]`` from
+    comb logic, then call :meth:`build`; use ``fire`` for state updates."""
+
+    def __init__(self, comp, outs, ins):
+        self.comp = comp
+        self.go = Signal(name="go")
+        self.fire = Signal(name="fire")
+        self.push = {p: Signal(name=f"push_{p}") for p in outs}
+        self.pop = {p: Signal(name=f"pop_{p}") for p in ins}
+
+    def build(self, m):
+        c = self.comp
+        outs = {p: getattr(c, f"o_{p}") for p in self.push}
+        ok = {p: (~self.push[p] | outs[p].ready) for p in self.push}
+        m.d.comb += self.fire.eq(self.go & all_of(ok.values()))
+        for p, o in outs.items():
+            m.d.comb += o.valid.eq(self.go & self.push[p] & all_of(ok[q] for q in outs if q != p))
+        for p, sig in self.pop.items():
+            m.d.comb += getattr(c, f"i_{p}").ready.eq(self.fire & sig)
+
+
+# ---- payload helpers (comb) -------------------------------------------------------------------
+
+def set_tok(m, out, data, ctrl):
+    m.d.comb += [out.payload.data.eq(data), out.payload.ctrl.eq(ctrl)]
+
+
+def set_data(m, out, value):
+    set_tok(m, out, value, 0)
+
+
+def set_stop(m, out, level):
+    set_tok(m, out, STOP(level), 1)
+
+
+def set_done(m, out):
+    set_tok(m, out, DONE, 1)
+
+
+def set_empty(m, out):
+    set_tok(m, out, EMPTY, 1)
+
+
+def copy_ctrl(m, out, tok):
+    """Copy a control token (its low 10 data bits) to a stream of any width."""
+    set_tok(m, out, tok.data[0:10], 1)
+
+
+def copy_tok(m, out, tok):
+    """Copy a token between streams of the same width."""
+    set_tok(m, out, tok.data, tok.ctrl)

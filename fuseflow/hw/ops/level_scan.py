@@ -1,0 +1,114 @@
+"""level_scan: one reference in, that fibre's coordinates and child references out, with stop promotion.
+
+States (the simulator's model, fuseflow/sim/ops/level_scan.py):
+
+- IDLE: looks at the input head. ``S_m``/``D`` -> emits ``S_(m+1)``/``D`` on both outputs and pops it.
+  ``N`` or a reference whose fibre is empty -> pops it without output, goes to END. A reference ``r``
+  with a non-empty fibre -> pops it and emits the fibre's first coordinate (crd[seg[r]], ref seg[r]) in
+  the same firing; SCAN follows if the fibre has more coordinates, else END.
+- SCAN: emits the next coordinate each firing (no input needed); END after the last.
+- END (fibre end): looks at the next input head: ``S_m`` -> pops it and emits ``S_(m+1)``; anything
+  else -> emits ``S0`` without popping. Back to IDLE.
+
+Memory interfaces (compressed; all combinational reads, addresses are crd_width bits):
+``seg_lo_addr/seg_lo_data`` (reads seg[r]), ``seg_hi_addr/seg_hi_data`` (reads seg[r+1]) -- two read
+ports of the seg array -- and ``crd_addr/crd_data``. In IDLE ``crd_addr`` is ``seg_lo_data`` (a chained
+combinational read), in SCAN the position register. Dense levels (``dim`` param) use no memory: refs are
+``r*dim + c``, coordinates ``c``.
+"""
+
+from amaranth.hdl import Module, Mux, Signal
+
+from ...errors import HardwareError
+from ..token import is_done, is_empty, is_stop, stop_level
+from ._common import OpComponent, copy_ctrl, set_data, set_stop
+
+IDLE, SCAN, END = 0, 1, 2
+
+
+class LevelScan(OpComponent):
+    op_name = "level_scan"
+
+    def _add_members(self, members):
+        self.dense = self.params["format"] == "dense"
+        if self.dense:
+            if self.params.get("dim") is None:
+                raise HardwareError("op level_scan", "a dense level_scan needs 'dim' (the level's size)")
+            self.dim = int(self.params["dim"])
+        else:
+            w = self.crd_width
+            self._add_read(members, "seg", "seg_lo", w)
+            self._add_read(members, "seg", "seg_hi", w)
+            self._add_read(members, "crd", "crd", w)
+
+    def elaborate(self, platform):
+        m = Module()
+        w = self.crd_width
+        f = self.fire_logic()
+        inp, inv = self.i_ref.payload, self.i_ref.valid
+        oc, orf = self.o_crd, self.o_ref
+        state = Signal(range(3))
+        q = Signal(w + 1)            # position of the next coordinate (SCAN)
+        hi = Signal(w + 1)           # end of the current fibre
+        c = Signal(w + 1)            # next coordinate of a dense fibre (SCAN)
+        lo_now = Signal(w + 1)
+        hi_now = Signal(w + 1)
+        first_crd = Signal(w)
+        next_crd = Signal(w)
+        if self.dense:
+            m.d.comb += [lo_now.eq(inp.data[:w] * self.dim), hi_now.eq(lo_now + self.dim),
+                         first_crd.eq(0), next_crd.eq(c)]
+        else:
+            m.d.comb += [
+                self.seg_lo_addr.eq(inp.data[:w]),
+                self.seg_hi_addr.eq(inp.data[:w] + 1),
+                lo_now.eq(self.seg_lo_data),
+                hi_now.eq(self.seg_hi_data),
+                self.crd_addr.eq(Mux(state == IDLE, self.seg_lo_data, q)),
+                first_crd.eq(self.crd_data),
+                next_crd.eq(self.crd_data),
+            ]
+
+        with m.Switch(state):
+            with m.Case(IDLE):
+                m.d.comb += f.go.eq(inv)
+                with m.If(is_stop(inp) | is_done(inp)):
+                    m.d.comb += [f.push["crd"].eq(1), f.push["ref"].eq(1), f.pop["ref"].eq(1)]
+                    with m.If(is_stop(inp)):
+                        set_stop(m, oc, stop_level(inp) + 1)
+                        set_stop(m, orf, stop_level(inp) + 1)
+                    with m.Else():
+                        copy_ctrl(m, oc, inp)
+                        copy_ctrl(m, orf, inp)
+                with m.Elif(is_empty(inp) | (lo_now >= hi_now)):
+                    m.d.comb += f.pop["ref"].eq(1)
+                    with m.If(f.fire):
+                        m.d.sync += state.eq(END)
+                with m.Else():
+                    m.d.comb += [f.push["crd"].eq(1), f.push["ref"].eq(1), f.pop["ref"].eq(1)]
+                    set_data(m, oc, first_crd)
+                    set_data(m, orf, lo_now)
+                    with m.If(f.fire):
+                        m.d.sync += [q.eq(lo_now + 1), hi.eq(hi_now), c.eq(1),
+                                     state.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
+            with m.Case(SCAN):
+                m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
+                set_data(m, oc, next_crd)
+                set_data(m, orf, q)
+                with m.If(f.fire):
+                    m.d.sync += [q.eq(q + 1), c.eq(c + 1)]
+                    with m.If(q + 1 >= hi):
+                        m.d.sync += state.eq(END)
+            with m.Case(END):
+                m.d.comb += [f.go.eq(inv), f.push["crd"].eq(1), f.push["ref"].eq(1)]
+                with m.If(is_stop(inp)):
+                    m.d.comb += f.pop["ref"].eq(1)
+                    set_stop(m, oc, stop_level(inp) + 1)
+                    set_stop(m, orf, stop_level(inp) + 1)
+                with m.Else():
+                    set_stop(m, oc, 0)
+                    set_stop(m, orf, 0)
+                with m.If(f.fire):
+                    m.d.sync += state.eq(IDLE)
+        f.build(m)
+        return m

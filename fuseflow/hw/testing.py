@@ -1,0 +1,369 @@
+"""Test helpers: drive one op module in the Amaranth simulator from SAM-style token lists.
+
+``stream_put`` / ``stream_get`` (Glasgow style) move one payload over a stream from a testbench;
+:func:`run_hw_op` wraps one op with its tensor memories (initialised from ``params``: ``seg``/``crd``
+for a compressed level_scan, ``vals`` for array), feeds every input port from a token list (optionally
+with random valid stalls), drains every output port (optionally with random ready stalls) and returns
+``({port: tokens}, {"cycles": n})`` like ``fuseflow.sim.run_op(..., mode="fixed", stats=True)``.
+:func:`check_op` runs both and compares them.
+
+Cycle convention (the simulator's): the first active clock edge is cycle 0; ``cycles`` = 1 + the cycle
+of the op's last firing (the last edge at which any of its ports transferred). Without stalls and
+without FIFOs every input token is visible from cycle 0 on (the next token is presented in the cycle
+after the previous one was taken), and outputs are always ready: that is ``run_op``'s setting.
+"""
+
+import random
+
+from amaranth.hdl import Elaboratable, Module, Value, unsigned
+from amaranth.lib.memory import Memory
+from amaranth.sim import Simulator
+
+from ..errors import HardwareError
+from ..samml.registry import get_op
+from ..tensors.fixed import FixedFormat
+from .stream import StreamFIFO
+from .token import decode, encode
+
+__all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "make_op",
+           "HarnessTimeout"]
+
+
+class HarnessTimeout(HardwareError):
+    default_what = "rtl harness"
+
+
+async def stream_put(ctx, stream, raw):
+    """Offer ``raw`` (a flat payload word) on ``stream`` until it is taken (one transfer)."""
+    ctx.set(stream.valid, 1)
+    ctx.set(Value.cast(stream.payload), raw)
+    await ctx.tick().until(stream.ready)
+    ctx.set(stream.valid, 0)
+
+
+async def stream_get(ctx, stream):
+    """Accept one transfer on ``stream``; returns the flat payload word."""
+    ctx.set(stream.ready, 1)
+    raw, = await ctx.tick().sample(Value.cast(stream.payload)).until(stream.valid)
+    ctx.set(stream.ready, 0)
+    return raw
+
+
+class Stalls:
+    """Random stall pattern: before each token, with probability ``p`` wait 1..``max_len`` cycles."""
+
+    def __init__(self, p=0.0, max_len=3, seed=0):
+        self.p = p
+        self.max_len = max_len
+        self.rng = random.Random(seed)
+
+    def next(self):
+        if self.p and self.rng.random() < self.p:
+            return self.rng.randint(1, self.max_len)
+        return 0
+
+
+def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None):
+    from .ops import MODULES
+    return MODULES[op](params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected)
+
+
+class OpHarness(Elaboratable):
+    """One op with its memories (comb read ports, sync write ports) and optional FIFOs on its streams.
+
+    ``mem_init``: {array: [ints]}; ``mem_depth``: {array: depth} (at least len(init)).
+    With ``fifo_depth`` every input and output goes through a :class:`StreamFIFO`; the testbench
+    streams are then ``self.ins[p]`` / ``self.outs[p]`` (FIFO sides) instead of the op's ports.
+    """
+
+    def __init__(self, dut, mem_init=None, mem_depth=None, fifo_depth=None):
+        self.dut = dut
+        self.mem_init = dict(mem_init or {})
+        self.mem_depth = dict(mem_depth or {})
+        self.fifo_depth = fifo_depth
+        self.mems = {}
+        for array, mp in dut.memories.items():
+            init = [int(x) & ((1 << mp.width) - 1) for x in self.mem_init.get(array, [])]
+            depth = max(len(init), self.mem_depth.get(array, 0), 1)
+            self.mems[array] = Memory(shape=unsigned(mp.width), depth=depth, init=init)
+        self.fifos_in, self.fifos_out = {}, {}
+        self.ins, self.outs = {}, {}
+        for p in dut.inputs():
+            port = getattr(dut, f"i_{p}")
+            if fifo_depth:
+                f = self.fifos_in[p] = StreamFIFO(dut.port_info[f"i_{p}"][1], fifo_depth)
+                self.ins[p] = f.w
+            else:
+                self.ins[p] = port
+        for p in dut.outputs():
+            port = getattr(dut, f"o_{p}")
+            if fifo_depth:
+                f = self.fifos_out[p] = StreamFIFO(dut.port_info[f"o_{p}"][1], fifo_depth)
+                self.outs[p] = f.r
+            else:
+                self.outs[p] = port
+
+    def elaborate(self, platform):
+        from amaranth.lib import wiring
+        m = Module()
+        dut = self.dut
+        m.submodules.dut = dut
+        for array, mp in dut.memories.items():
+            mem = m.submodules[f"mem_{array}"] = self.mems[array]
+            for prefix in mp.reads:
+                rp = mem.read_port(domain="comb")
+                m.d.comb += [rp.addr.eq(getattr(dut, f"{prefix}_addr")),
+                             getattr(dut, f"{prefix}_data").eq(rp.data)]
+            for prefix in mp.writes:
+                wp = mem.write_port()
+                m.d.comb += [wp.addr.eq(getattr(dut, f"{prefix}_waddr")),
+                             wp.data.eq(getattr(dut, f"{prefix}_wdata")),
+                             wp.en.eq(getattr(dut, f"{prefix}_wen"))]
+        for p, f in self.fifos_in.items():
+            m.submodules[f"fifo_in_{p}"] = f
+            wiring.connect(m, f.r, getattr(dut, f"i_{p}"))
+        for p, f in self.fifos_out.items():
+            m.submodules[f"fifo_out_{p}"] = f
+            wiring.connect(m, getattr(dut, f"o_{p}"), f.w)
+        return m
+
+
+def _mem_params(op, params, fixed):
+    """Memory contents and depths for an op run from run_op-style params."""
+    init, depth = {}, {}
+    if op == "level_scan" and params.get("format", "compressed") == "compressed":
+        init["seg"] = list(params.get("seg") or [])
+        init["crd"] = list(params.get("crd") or [])
+    elif op == "array":
+        init["vals"] = [int(v) for v in (params.get("vals") or [])]
+    return init, depth
+
+
+def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind="ref", stalls=0.0,
+              max_stall=3, seed=0, fifo_depth=None, max_cycles=None, vcd=None, check_hold=True):
+    """Run one op's RTL on SAM token lists (values as raw fixed-point ints).
+
+    Returns ``({out_port: tokens}, {"cycles": n})``; for level_write ``{"seg": [...], "crd": [...]}`` and
+    for value_write ``{"vals": [...]}`` (read back from the written memories), as ``run_op`` does.
+    ``stalls``: probability of a random stall (1..max_stall cycles) before each input/output token, per
+    port. ``fifo_depth``: put a StreamFIFO of that depth on every port (cycles then include FIFO latency).
+    ``check_hold``: fail if an output's payload changes while it is valid and not yet transferred.
+    """
+    fixed = fixed or FixedFormat()
+    spec = get_op(op)
+    params = dict(params or {})
+    inputs = dict(inputs or {})
+    dut = make_op(op, params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=set(inputs))
+    init, depth = _mem_params(op, dut.params | params, fixed)
+    ntok = sum(len(t) for t in inputs.values())
+    for array in dut.memories:
+        if dut.memories[array].writes:
+            depth[array] = ntok + 2
+    h = OpHarness(dut, init, depth, fifo_depth)
+    unknown = set(inputs) - set(dut.inputs())
+    if unknown:
+        raise HardwareError(f"op {op}", f"no input port(s) {', '.join(sorted(unknown))}")
+    missing = set(dut.inputs()) - set(inputs)
+    if missing:
+        raise HardwareError(f"op {op}", f"input(s) {', '.join(sorted(missing))} need token lists")
+    if max_cycles is None:
+        max_cycles = 200 + 4 * (ntok + 1) * (1 + (max_stall if stalls else 0)) * 4 + _extra_cycles(dut)
+    rng = random.Random(seed)
+    results = {}
+    state = {"last": -1, "cycle": 0, "error": None}
+
+    sim = Simulator(h)
+    sim.add_clock(1e-6)
+
+    def info(port):
+        return dut.port_info[port]
+
+    for p in dut.inputs():
+        kind, w, s = info(f"i_{p}")
+        raws = [encode(t, w, s) for t in inputs[p]]
+        st = Stalls(stalls, max_stall, rng.randrange(1 << 30))
+
+        def source(raws=raws, stream=h.ins[p], st=st):
+            async def tb(ctx):
+                for raw in raws:
+                    n = st.next()
+                    if n:
+                        await ctx.tick().repeat(n)
+                    await stream_put(ctx, stream, raw)
+            return tb
+        sim.add_testbench(source())
+
+    for p in dut.outputs():
+        kind, w, s = info(f"o_{p}")
+        st = Stalls(stalls, max_stall, rng.randrange(1 << 30))
+        results[p] = []
+
+        def sink(p=p, stream=h.outs[p], st=st, w=w, s=s, kind=kind):
+            async def tb(ctx):
+                while True:
+                    n = st.next()
+                    if n:
+                        await ctx.tick().repeat(n)
+                    tok = decode(await stream_get(ctx, stream), w, s, repsig=(kind == "repsig"))
+                    results[p].append(tok)
+                    if tok == "D":
+                        return
+            return tb
+        sim.add_testbench(sink())
+
+    writer = any(mp.writes for mp in dut.memories.values())
+    if writer:
+        async def drain(ctx):
+            await ctx.tick().until(dut.done)
+            for array, mp in dut.memories.items():
+                n = ctx.get(getattr(dut, mp.count))
+                mem = h.mems[array]
+                vals = [ctx.get(mem.data[i]) for i in range(n)]
+                if mp.signed:
+                    vals = [v - (1 << mp.width) if v >> (mp.width - 1) else v for v in vals]
+                results[array] = vals
+        sim.add_testbench(drain)
+
+    # monitor: last firing cycle, watchdog, payload hold check (on the op's own ports)
+    ports = [getattr(dut, f"i_{p}") for p in dut.inputs()] + [getattr(dut, f"o_{p}") for p in dut.outputs()]
+    outs = [getattr(dut, f"o_{p}") for p in dut.outputs()]
+    names = [f"i_{p}" for p in dut.inputs()] + [f"o_{p}" for p in dut.outputs()]
+    sampled = []
+    for s in ports:
+        sampled += [s.valid, s.ready]
+    for o in outs:
+        sampled.append(Value.cast(o.payload))
+
+    async def monitor(ctx):
+        k = 0
+        held = [None] * len(outs)
+        async for _clk, _rst, *vals in ctx.tick().sample(*sampled):
+            hs = vals[:2 * len(ports)]
+            if any(hs[2 * i] and hs[2 * i + 1] for i in range(len(ports))):
+                state["last"] = k
+            if check_hold:
+                pay = vals[2 * len(ports):]
+                no = len(dut.inputs())
+                for j in range(len(outs)):
+                    v, r = hs[2 * (no + j)], hs[2 * (no + j) + 1]
+                    if v:
+                        if held[j] is not None and held[j] != pay[j]:
+                            raise HardwareError(f"op {op}", f"output {names[no + j]} changed its payload "
+                                                            f"from {held[j]:#x} to {pay[j]:#x} before a transfer "
+                                                            f"(cycle {k})")
+                        held[j] = None if r else pay[j]
+            k += 1
+            state["cycle"] = k
+            if k > max_cycles:
+                stuck = [f"{n} (valid={hs[2 * i]}, ready={hs[2 * i + 1]})" for i, n in enumerate(names)]
+                raise HarnessTimeout(f"op {op}", f"no end after {max_cycles} cycles; ports: {', '.join(stuck)}; "
+                                                 f"got {results}")
+    sim.add_testbench(monitor, background=True)
+
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+    return results, {"cycles": state["last"] + 1}
+
+
+def _extra_cycles(dut):
+    p = dut.params
+    if dut.op_name == "spacc":
+        return 4 * (p.get("dim") or 0) * (p.get("dim_outer") or 1)
+    if dut.op_name == "level_scan":
+        return 4 * (len(p.get("crd") or []) + 4 * (p.get("dim") or 0) * 16)
+    return 0
+
+
+def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind="ref", stalls=0.0,
+             seed=0, fifo_depth=None, check_cycles=None, **kw):
+    """Run ``run_op`` (fixed mode) and the RTL on the same tokens; assert equal outputs (and, with no
+    stalls and no FIFOs, equal cycles). Returns (sim outputs, sim cycles, rtl cycles)."""
+    from ..sim import run_op
+    sim_out, sim_info = run_op(op, params, inputs, mode="fixed", stats=True)
+    hw_out, hw_info = run_hw_op(op, params, inputs, crd_width=crd_width, fixed=fixed, any_kind=any_kind,
+                                stalls=stalls, seed=seed, fifo_depth=fifo_depth, **kw)
+    sim_norm = {k: list(v) for k, v in sim_out.items()}
+    if sim_norm != hw_out:
+        raise AssertionError(f"{op} {params if not _big(params) else ''} inputs={inputs}\n"
+                             f"  sim: {sim_norm}\n  rtl: {hw_out}")
+    if check_cycles is None:
+        check_cycles = not stalls and not fifo_depth
+    if check_cycles and sim_info["cycles"] != hw_info["cycles"]:
+        raise AssertionError(f"{op} cycles: sim {sim_info['cycles']} rtl {hw_info['cycles']} "
+                             f"inputs={inputs} out={sim_norm}")
+    return sim_norm, sim_info["cycles"], hw_info["cycles"]
+
+
+def _big(params):
+    return params and any(isinstance(v, (list, tuple)) and len(v) > 50 for v in params.values())
+
+
+# ---- token streams from nested lists (fibertrees) ------------------------------------------------
+
+def ser(tree, depth, extra=0):
+    """SAM tokens of a nested list of ``depth`` levels (without the final D).
+
+    ``depth`` 0: ``tree`` is one element. ``depth`` d >= 1: ``tree`` is a fibre (a list of depth d-1
+    subtrees); its closing stop ends it and ``extra`` enclosing fibres; an empty fibre is a bare stop.
+    ``ser([[0, 2], [], [1, 3]], 2) == [0, 2, 'S0', 'S0', 1, 3, 'S1']``.
+    """
+    if depth == 0:
+        return [tree]
+    if depth == 1:
+        return list(tree) + [f"S{extra}"]
+    if not tree:
+        return [f"S{depth - 1 + extra}"]
+    out = []
+    for k, child in enumerate(tree):
+        out += ser(child, depth - 1, extra + 1 if k == len(tree) - 1 else 0)
+    return out
+
+
+def stream(tree, depth):
+    """``ser(tree, depth) + ['D']``."""
+    return ser(tree, depth) + ["D"]
+
+
+def tree_map(tree, depth, fn):
+    """Apply ``fn`` to every element (depth-0 node) of a nested list."""
+    if depth == 0:
+        return fn(tree)
+    return [tree_map(c, depth - 1, fn) for c in tree]
+
+
+# ---- hypothesis strategies (hypothesis is imported only when these are called) -------------------
+
+def st_tree(depth, leaf, max_len=3, min_len=0):
+    """A nested list of ``depth`` levels whose elements are drawn from ``leaf``."""
+    import hypothesis.strategies as st
+    if depth == 0:
+        return leaf
+    return st.lists(st_tree(depth - 1, leaf, max_len, min_len), min_size=min_len, max_size=max_len)
+
+
+def st_sorted_crds(dim, max_len=4):
+    """A sorted list of distinct coordinates below ``dim``."""
+    import hypothesis.strategies as st
+    return st.lists(st.integers(0, max(dim - 1, 0)), max_size=max_len, unique=True).map(sorted) \
+        if dim > 0 else st.just([])
+
+
+def st_value(fixed=None, small=True):
+    """A raw fixed-point value: mostly small, sometimes extreme."""
+    import hypothesis.strategies as st
+    fixed = fixed or FixedFormat()
+    lo, hi = fixed.min_raw, fixed.max_raw
+    one = fixed.one
+    return st.one_of(st.integers(-8 * one, 8 * one), st.sampled_from([lo, hi, 0, 1, -1, one, -one]),
+                     st.integers(lo, hi))
+
+
+def hw_settings(max_examples=20, **kw):
+    """Hypothesis settings for RTL tests: few examples, no deadline (the Amaranth simulator is slow)."""
+    from hypothesis import HealthCheck, settings
+    return settings(max_examples=max_examples, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much], **kw)
