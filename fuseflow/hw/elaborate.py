@@ -1,0 +1,213 @@
+"""Graph elaboration: a validated :class:`~fuseflow.samml.Program` -> kernel top, memory plan, manifest, Verilog.
+
+>>> from fuseflow.samml import kernels
+>>> b = build(kernels.vector("add", n=6), inputs=kernels.random_inputs(kernels.vector("add", n=6)))
+>>> text = b.verilog()          # doctest: +SKIP
+
+Capacities: declared ``capacity`` in graph.json wins; otherwise the data given (inputs packed; outputs and
+intermediates measured by a fixed-mode run of the reference simulator) sizes the memories; with neither,
+:class:`~fuseflow.errors.HardwareError`. ``bake=True`` puts the input data into the memories' initial contents
+(a self-contained build); otherwise the host port loads it at run time, and one build serves any data that fits.
+"""
+
+from dataclasses import dataclass, field
+
+from ..errors import HardwareError
+from ..samml import Program
+from ..samml import io as samml_io
+from ..tensors.fixed import FixedFormat
+from .memory import plan_memories, tensor_images
+from .top import ProgramTop
+
+MANIFEST_VERSION = 1
+
+
+def module_name(program_name):
+    """A Verilog identifier for a program name."""
+    ident = "".join(c if c.isalnum() or c == "_" else "_" for c in program_name) or "top"
+    if ident[0].isdigit():
+        ident = "k_" + ident
+    return ident
+
+
+@dataclass
+class Build:
+    """An elaborated program: the top component, its memory plan, and (when data was given) the reference run."""
+    program: Program
+    plan: object
+    top: ProgramTop
+    name: str
+    images: dict = field(default_factory=dict)      # memory name -> raw words of the given inputs
+    reference: object = None                        # fuseflow.sim SimResult (fixed mode) when data was given
+    baked: bool = False
+    _verilog: str = None
+
+    def verilog(self):
+        """Verilog text of the top (memoised: elaborating twice is not allowed)."""
+        if self._verilog is None:
+            from amaranth.back import verilog
+            self._verilog = verilog.convert(self.top, name=self.name, emit_src=False)
+        return self._verilog
+
+    def manifest(self):
+        return manifest(self)
+
+
+def load_program(graph):
+    if isinstance(graph, Program):
+        return graph.validate()
+    return samml_io.load(graph)
+
+
+def reference_run(program, inputs):
+    """Fixed-mode reference run; its written tensors size outputs and are the golden results."""
+    from ..sim import run
+    return run(program, inputs, mode="fixed")
+
+
+def packed_inputs(program, inputs):
+    """Input tensors packed into their declared formats, values encoded as raw fixed point."""
+    from ..sim.engine import Env, pack_inputs
+    value = program.config.get("value", {})
+    env = Env("fixed", FixedFormat(int(value.get("width", 32)), int(value.get("frac", 16))))
+    return pack_inputs(program, inputs, env)
+
+
+def build(graph, inputs=None, *, bake=False, probes=True, op_factory=None, reference=None):
+    """Elaborate ``graph`` (a Program or a graph.json path).
+
+    ``inputs``: ``{name: array | scipy matrix | PackedTensor}`` for every input tensor (optional unless the
+    graph lacks capacities). Returns a :class:`Build`.
+    """
+    program = load_program(graph)
+    caps, images, ref = {}, {}, reference
+    packed = None
+    if inputs is not None:
+        packed = packed_inputs(program, inputs)
+        if ref is None:
+            ref = reference_run(program, inputs)
+        for name, p in packed.items():
+            caps[name] = p.capacities()
+        for name, p in ref.tensors.items():
+            caps[name] = p.capacities()
+    plan = plan_memories(program, caps)
+    if packed is not None:
+        for name, p in packed.items():
+            images.update(tensor_images(plan, name, p))
+    top = ProgramTop(program, plan, init=images if bake else None, op_factory=op_factory, probes=probes)
+    return Build(program, plan, top, module_name(program.name), images, ref, bake)
+
+
+def manifest(b):
+    """The build's manifest (JSON-able): ports, memories, capacities, widths, host address map, channels."""
+    program, plan, top = b.program, b.plan, b.top
+    ports = []
+    for name, member in top.signature.members.items():
+        ports.append({"name": name, "dir": "in" if member.flow.name == "In" else "out",
+                      "width": member.shape.width if hasattr(member.shape, "width") else int(member.shape)})
+    ports = [{"name": "clk", "dir": "in", "width": 1}, {"name": "rst", "dir": "in", "width": 1}] + ports
+    return {
+        "fuseflow_hw": MANIFEST_VERSION,
+        "name": program.name,
+        "module": b.name,
+        "baked": b.baked,
+        "config": program.config,
+        "ports": ports,
+        "tensors": [{"name": t.name, "role": t.role, "shape": list(t.shape), "levels": list(t.levels),
+                     "mode_order": list(t.mode_order), "capacity": plan.capacities[t.name],
+                     "capacity_source": plan.capacity_source[t.name]} for t in program.tensors.values()],
+        "kernels": [{"name": k.name, "nodes": {nid: n.op for nid, n in k.nodes.items()}}
+                    for k in program.kernels],
+        "channels": [{"kernel": c.kernel, "stream": c.stream, "src": c.src, "dst": c.dst, "kind": c.kind,
+                      "depth": c.depth, "width": c.width} for chans in top.channels for c in chans],
+        "host": plan.to_json(),
+    }
+
+
+def check_inputs_fit(b, inputs):
+    """Raw memory images of ``inputs`` for an existing build; HardwareError when they do not fit."""
+    packed = packed_inputs(b.program, inputs)
+    images = {}
+    for name, p in packed.items():
+        images.update(tensor_images(b.plan, name, p))
+    return images
+
+
+def check_outputs_fit(plan, ref):
+    """Raise HardwareError if the reference run wrote more than the build's capacities hold."""
+    from .memory import check_fits
+    for name, p in ref.tensors.items():
+        check_fits(name, plan.capacities[name], p.capacities())
+
+
+__all__ = ["Build", "build", "manifest", "module_name", "reference_run", "packed_inputs", "HardwareError"]
+
+
+# --- the Amaranth simulator ------------------------------------------------------------------------
+
+class AmaranthDriver:
+    """:class:`fuseflow.hw.top.HostDriver` on Amaranth's simulator (an async testbench context)."""
+
+    def __init__(self, ctx, top):
+        self.ctx, self.top = ctx, top
+
+    def now(self):
+        import time
+        return time.perf_counter()
+
+    async def write_burst(self, sel, base, words):
+        ctx, t = self.ctx, self.top
+        ctx.set(t.host_sel, sel)
+        ctx.set(t.host_we, 1)
+        for i, w in enumerate(words):
+            ctx.set(t.host_addr, base + i)
+            ctx.set(t.host_wdata, w)
+            await ctx.tick()
+        ctx.set(t.host_we, 0)
+
+    async def read_burst(self, sel, base, n):
+        ctx, t = self.ctx, self.top
+        ctx.set(t.host_sel, sel)
+        out = []
+        for i in range(n):
+            ctx.set(t.host_addr, base + i)
+            await ctx.tick()
+            out.append(ctx.get(t.host_rdata))
+        return out
+
+    async def pulse_start(self):
+        self.ctx.set(self.top.start, 1)
+        await self.ctx.tick()
+        self.ctx.set(self.top.start, 0)
+
+    async def wait_done(self, max_cycles):
+        for _ in range(max_cycles):
+            await self.ctx.tick()
+            if self.ctx.get(self.top.done):
+                return True
+        return False
+
+
+def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None):
+    """Run a :class:`Build` in Amaranth's simulator: load ``images`` (default: the build's own input images,
+    unless baked), start, wait for done, read back. Returns :func:`fuseflow.hw.top.host_run`'s dict."""
+    import contextlib
+
+    from amaranth.sim import Simulator
+
+    from .top import host_run
+    if images is None:
+        images = {} if b.baked else b.images
+    man = b.manifest()
+    sim = Simulator(b.top)
+    sim.add_clock(1e-8)
+    result = {}
+
+    async def bench(ctx):
+        result.update(await host_run(AmaranthDriver(ctx, b.top), man, images, max_cycles, read_probes))
+
+    sim.add_testbench(bench)
+    cm = sim.write_vcd(vcd) if vcd else contextlib.nullcontext()
+    with cm:
+        sim.run()
+    return result

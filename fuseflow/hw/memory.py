@@ -1,0 +1,253 @@
+"""Tensor memories of a kernel top: the plan (names, depths, widths, host address map) and the Amaranth side.
+
+Every level array of every tensor of a program gets one :class:`amaranth.lib.memory.Memory`:
+
+- a compressed level ``k`` of tensor ``T`` has ``T.k.seg`` (parent positions + 1 entries) and ``T.k.crd``
+  (``capacity[k]`` entries); a dense level has no arrays (its size is the tensor's shape);
+- the values are ``T.vals`` (``capacity[-1]`` entries, signed, the program's value width).
+
+Capacities come from ``TensorDecl.capacity`` (entries per level, then values, as
+:meth:`fuseflow.tensors.PackedTensor.capacities` counts them) when the graph declares them, else from the data
+the user gave (inputs packed, outputs and intermediates sized by the reference simulator's run on that data);
+with neither, building is an error.
+
+The ops read memories through combinational read ports (``read_port(domain="comb")``); writer ops drive one
+write port per memory, shared with the host (the writer wins; the host only writes while the top is idle). The
+host reads through one more read port, registered in the top (one cycle of latency).
+
+Host address map: ``host_sel`` picks a memory by its index in :attr:`MemoryPlan.memories` (``sel`` in the
+manifest), or the register file at ``sel = len(memories)``; ``host_addr`` is the entry. Registers are listed
+in :attr:`MemoryPlan.registers` (name, index, writable).
+"""
+
+from dataclasses import asdict, dataclass, field
+
+from ..errors import HardwareError
+
+#: width of the registers of the register file (cycle counters, counts)
+REG_WIDTH = 32
+
+
+@dataclass
+class MemSpec:
+    """One tensor array in hardware."""
+    name: str            # "B.1.crd", "B.vals"
+    tensor: str
+    level: int | None    # None for vals
+    array: str           # "seg" | "crd" | "vals"
+    depth: int           # entries built
+    width: int           # bits per entry
+    signed: bool
+    role: str            # the tensor's role
+    sel: int = 0         # host select index
+    capacity: int = 0    # entries the data may use (== depth, except depth is at least 1)
+
+    def to_json(self):
+        return asdict(self)
+
+
+@dataclass
+class Register:
+    name: str
+    index: int
+    writable: bool = False
+    doc: str = ""
+
+
+@dataclass
+class MemoryPlan:
+    memories: list = field(default_factory=list)
+    registers: list = field(default_factory=list)
+    crd_width: int = 16
+    value_width: int = 32
+    value_frac: int = 16
+    capacities: dict = field(default_factory=dict)      # tensor -> [per level..., vals]
+    capacity_source: dict = field(default_factory=dict)  # tensor -> "graph" | "data"
+
+    def __post_init__(self):
+        self.by_name = {m.name: m for m in self.memories}
+
+    @property
+    def reg_sel(self):
+        """The ``host_sel`` value of the register file."""
+        return len(self.memories)
+
+    @property
+    def data_width(self):
+        return max([REG_WIDTH] + [m.width for m in self.memories])
+
+    @property
+    def addr_width(self):
+        n = max([m.depth for m in self.memories] + [len(self.registers), 2])
+        return max(1, (n - 1).bit_length())
+
+    @property
+    def sel_width(self):
+        return max(1, self.reg_sel.bit_length())
+
+    def add_register(self, name, writable=False, doc=""):
+        r = Register(name, len(self.registers), writable, doc)
+        self.registers.append(r)
+        return r
+
+    def reg(self, name):
+        for r in self.registers:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def memory(self, tensor, level, array):
+        name = f"{tensor}.vals" if array == "vals" else f"{tensor}.{level}.{array}"
+        return self.by_name.get(name)
+
+    def to_json(self):
+        return {
+            "data_width": self.data_width, "addr_width": self.addr_width, "sel_width": self.sel_width,
+            "reg_sel": self.reg_sel, "crd_width": self.crd_width,
+            "value": {"width": self.value_width, "frac": self.value_frac},
+            "capacities": self.capacities, "capacity_source": self.capacity_source,
+            "memories": [m.to_json() for m in self.memories],
+            "registers": [asdict(r) for r in self.registers],
+        }
+
+
+def tensor_arrays(decl):
+    """``[(level, array)]`` of a tensor declaration, in host order (levels outer to inner, then vals)."""
+    out = []
+    for lv, fmt in enumerate(decl.levels):
+        if fmt == "compressed":
+            out += [(lv, "seg"), (lv, "crd")]
+    out.append((None, "vals"))
+    return out
+
+
+def array_depth(capacity, level, array):
+    """Entries of one array of a tensor with ``capacity`` (per level, then vals)."""
+    if array == "vals":
+        return capacity[-1]
+    if array == "crd":
+        return capacity[level]
+    parents = 1 if level == 0 else capacity[level - 1]
+    return parents + 1
+
+
+def plan_memories(program, data_capacities=None):
+    """Plan the memories of ``program``.
+
+    ``data_capacities`` maps tensor names to capacities measured on data (``PackedTensor.capacities()``);
+    declared capacities win, and data that exceeds them is an error. Raises :class:`HardwareError` when a
+    tensor has neither, or when an array does not fit the configured widths.
+    """
+    cfg = program.config
+    value = cfg.get("value", {})
+    if value.get("format", "fixed") != "fixed":
+        raise HardwareError("config.value.format", f"hardware needs fixed-point values, the graph says "
+                                                    f"{value.get('format')!r}")
+    crd_width = int(cfg.get("crd_width", 16))
+    vwidth, vfrac = int(value.get("width", 32)), int(value.get("frac", 16))
+    data_capacities = data_capacities or {}
+    plan = MemoryPlan(crd_width=crd_width, value_width=vwidth, value_frac=vfrac)
+    for t in program.tensors.values():
+        n = t.order + 1
+        have = data_capacities.get(t.name)
+        if t.capacity is not None:
+            cap = [int(c) for c in t.capacity]
+            if len(cap) != n:
+                raise HardwareError(f"tensor {t.name}", f"capacity has {len(cap)} entries, expected {n} "
+                                                        f"(one per level, then values)")
+            if have is not None:
+                check_fits(t.name, cap, have)
+            source = "graph"
+        elif have is not None:
+            cap = [int(c) for c in have]
+            source = "data"
+        else:
+            raise HardwareError(f"tensor {t.name}", "no capacity: declare 'capacity' (entries per level, then "
+                                                    "values) in graph.json or give data with --inputs")
+        plan.capacities[t.name] = cap
+        plan.capacity_source[t.name] = source
+        for lv, array in tensor_arrays(t):
+            depth = array_depth(cap, lv, array)
+            if array == "vals":
+                width, signed = vwidth, True
+            else:
+                width, signed = crd_width, False
+                # seg entries are positions up to capacity[level]; crd entries are coordinates < dim
+                top = cap[lv] if array == "seg" else t.level_dim(lv) - 1
+                if top >= 1 << crd_width:
+                    what = "positions" if array == "seg" else "coordinates"
+                    raise HardwareError(f"tensor {t.name} level {lv}",
+                                        f"{what} up to {top} do not fit the {crd_width}-bit coordinate width")
+            name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
+            plan.memories.append(MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role,
+                                         len(plan.memories), depth))
+    plan.__post_init__()
+    plan.add_register("status", doc="bit 0 busy, bit 1 done, bit 2 a writer overflowed a memory")
+    plan.add_register("cycles", doc="kernel cycles of the last run (sum over kernels)")
+    plan.add_register("wall_cycles", doc="cycles from start to done, kernel hand-over included")
+    for k in program.kernels:
+        plan.add_register(f"kernel.{k.name}.cycles", doc=f"cycles of kernel {k.name}")
+    plan.add_register("overflow", doc="bit i: memory sel=i was written past its capacity")
+    return plan
+
+
+def check_fits(name, capacity, have):
+    for lv, (h, c) in enumerate(zip(have, capacity)):
+        if h > c:
+            what = "values" if lv == len(capacity) - 1 else f"level {lv}"
+            raise HardwareError(f"tensor {name}", f"{what} holds {h} entries but the build's capacity is {c}")
+
+
+def tensor_images(plan, name, packed):
+    """``{memory name: [raw unsigned words]}`` of a PackedTensor (fixed-point vals already raw ints).
+
+    Raises :class:`HardwareError` if the data does not fit the planned depths or widths."""
+    cap = plan.capacities[name]
+    check_fits(name, cap, packed.capacities())
+    out = {}
+    for lv, level in enumerate(packed.levels):
+        if getattr(level, "kind", None) != "compressed":
+            continue
+        for array in ("seg", "crd"):
+            spec = plan.memory(name, lv, array)
+            words = [int(x) for x in getattr(level, array)]
+            _check_width(spec, words)
+            out[spec.name] = words
+    spec = plan.memory(name, None, "vals")
+    words = [int(x) for x in packed.vals]
+    _check_width(spec, words)
+    out[spec.name] = [w & ((1 << spec.width) - 1) for w in words]
+    return out
+
+
+def _check_width(spec, words):
+    if len(words) > spec.capacity:
+        raise HardwareError(f"memory {spec.name}", f"{len(words)} entries exceed the capacity {spec.capacity}")
+    if not words:
+        return
+    lo, hi = min(words), max(words)
+    if spec.signed:
+        ok = -(1 << (spec.width - 1)) <= lo and hi < (1 << (spec.width - 1))
+    else:
+        ok = lo >= 0 and hi < (1 << spec.width)
+    if not ok:
+        bad = hi if hi >= 0 and not (hi < (1 << (spec.width - (1 if spec.signed else 0)))) else lo
+        raise HardwareError(f"memory {spec.name}", f"entry {bad} does not fit {spec.width} "
+                                                   f"{'signed ' if spec.signed else ''}bits")
+
+
+def to_signed(word, width):
+    word &= (1 << width) - 1
+    return word - (1 << width) if word >> (width - 1) else word
+
+
+# --- Amaranth side ---------------------------------------------------------------------------------
+
+def make_memory(spec, init=None):
+    """The Amaranth memory of one planned array (``init``: raw unsigned words)."""
+    from amaranth.lib.memory import Memory
+    words = list(init or [])
+    if len(words) > spec.depth:
+        raise HardwareError(f"memory {spec.name}", f"{len(words)} entries exceed the depth {spec.depth}")
+    words += [0] * (spec.depth - len(words))
+    return Memory(shape=spec.width, depth=spec.depth, init=words)

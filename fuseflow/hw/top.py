@@ -1,0 +1,526 @@
+"""The kernel top: a whole SAMML program as one Amaranth component with tensor memories and a host port.
+
+Ports (all in the ``sync`` domain)::
+
+    start       In(1)    pulse (while idle) to run the program
+    busy        Out(1)   high from the cycle after start until done
+    done        Out(1)   high once the last kernel has finished, until the next start
+    cycles      Out(32)  kernel cycles of the last run (sum over kernels, the simulator's definition)
+    host_sel    In(s)    memory index (manifest "sel"), or the register file (manifest "reg_sel")
+    host_addr   In(a)    entry of the selected memory / register index
+    host_wdata  In(d)    data to write (raw bits; values in two's complement)
+    host_we     In(1)    write enable (memories only; ignored while busy)
+    host_rdata  Out(d)   the entry selected by host_sel/host_addr in the previous cycle (registered)
+
+Per kernel: one op module per node (``fuseflow.hw.ops.MODULES``), one channel FIFO per stream consumer (depth
+from the stream or the program's ``fifo_depth``), fan-out written together when every consumer has room, and
+unconnected outputs always ready. Kernels run in order; kernel k's ops and FIFOs are held in reset until its
+turn and keep their state (write counts) after it until the next ``start``. Intermediates pass through the
+tensor memories.
+
+Cycle counting matches the reference simulator exactly: cycle 0 of a kernel is its first cycle out of reset
+(the root pushes reference 0 then), and the kernel's cycle count is 1 + the last cycle in which any of its
+ops fired (any push or pop on any of its streams). A kernel is finished when every channel has delivered its
+D and every unconnected output has emitted its D.
+
+Probes (``probes=True``, the default): per channel a token counter and the FIFO level, readable as registers,
+so a harness can name where a stuck run stopped.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, ResetInserter, Shape, Signal, Value
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..errors import HardwareError
+from ..tensors.fixed import FixedFormat
+from . import token as tk
+from .memory import REG_WIDTH, make_memory
+
+COUNTER_WIDTH = 32
+
+
+@dataclass
+class Channel:
+    """One FIFO of the elaborated program (a stream consumer), as the manifest and harness see it."""
+    kernel: str
+    stream: str
+    src: str
+    dst: str
+    kind: str
+    depth: int
+    width: int
+
+    @property
+    def name(self):
+        return f"{self.stream} -> {self.dst}"
+
+
+def _any_kind(kernel, node):
+    """The kind of an op's ``any`` ports: the kind of the stream on its ``any`` input."""
+    if node.op == "repeat":
+        s = kernel.driver(node.id, "in")
+        return s.kind if s else "ref"
+    if node.op in ("intersect", "union"):
+        for i in range(node.params.get("arity", 2)):
+            s = kernel.driver(node.id, f"ref{i}")
+            if s is not None:
+                return s.kind
+        return "ref"
+    return "ref"
+
+
+def op_params(program, node):
+    """The node's parameters as the op module wants them (dense sizes filled in from the tensor)."""
+    p = {k: v for k, v in node.params.items() if k not in ("seg", "crd", "vals")}
+    name = p.get("tensor")
+    if node.op in ("level_scan", "level_write") and name is not None and p.get("dim") is None:
+        decl = program.tensors[name]
+        p["dim"] = decl.level_dim(p.get("level", 0))
+    return p
+
+
+def default_factory(program, kernel, node):
+    """Instantiate the op module of ``node`` from ``fuseflow.hw.ops.MODULES``."""
+    from .ops import MODULES
+    cls = MODULES.get(node.op)
+    if cls is None:
+        raise HardwareError(f"node {node.id}", f"no hardware module for op '{node.op}' "
+                                               f"(have: {', '.join(sorted(MODULES))})")
+    cfg = program.config
+    value = cfg.get("value", {})
+    fixed = FixedFormat(int(value.get("width", 32)), int(value.get("frac", 16)))
+    return cls(op_params(program, node), crd_width=int(cfg.get("crd_width", 16)), fixed=fixed,
+               any_kind=_any_kind(kernel, node))
+
+
+def _payload_width(port):
+    return Shape.cast(port.signature.members["payload"].shape).width
+
+
+class ProgramTop(wiring.Component):
+    """A whole program in hardware. ``plan``: :class:`fuseflow.hw.memory.MemoryPlan`; ``init``: optional
+    ``{memory name: [raw words]}`` baked into the memories; ``op_factory(program, kernel, node)`` builds op
+    modules (default: :func:`default_factory`)."""
+
+    def __init__(self, program, plan, init=None, op_factory=None, probes=True):
+        self.program = program
+        self.plan = plan
+        self.init = dict(init or {})
+        self.probes = probes
+        factory = op_factory or default_factory
+        unknown = set(self.init) - set(plan.by_name)
+        if unknown:
+            raise HardwareError("init", f"no memory called {', '.join(sorted(unknown))}")
+        # ops, channels, probes: decided here so the manifest is known before elaboration
+        self.ops = []                       # per kernel: {node id: component}
+        self.channels = []                  # per kernel: [Channel]
+        for k in program.kernels:
+            ops = {}
+            for nid, node in k.nodes.items():
+                ops[nid] = factory(program, k, node)
+            self.ops.append(ops)
+            chans = []
+            depth_default = int(program.config.get("fifo_depth", 2))
+            for sid, s in k.streams.items():
+                src = getattr(ops[s.src.node], f"o_{s.src.port}", None)
+                if src is None:
+                    raise HardwareError(f"stream {sid}", f"op module of '{s.src.node}' has no port o_{s.src.port}")
+                for d in s.dsts:
+                    if getattr(ops[d.node], f"i_{d.port}", None) is None:
+                        raise HardwareError(f"stream {sid}", f"op module of '{d.node}' has no port i_{d.port}")
+                    chans.append(Channel(k.name, sid, str(s.src), str(d), s.kind, int(s.depth or depth_default),
+                                         _payload_width(src)))
+            self.channels.append(chans)
+        # registers: the plan's fixed ones, then writer counts, then probes
+        self.count_regs = []                # (register, kernel index, node id, count member)
+        for ki, (k, ops) in enumerate(zip(program.kernels, self.ops)):
+            for nid, op in ops.items():
+                for array, mp in getattr(op, "memories", {}).items():
+                    if mp.writes and mp.count:
+                        r = plan.add_register(f"count.{k.name}.{nid}.{mp.count}",
+                                              doc=f"entries {nid} wrote to {array}")
+                        self.count_regs.append((r, ki, nid, mp.count))
+        self.probe_regs = []
+        if probes:
+            for ki, chans in enumerate(self.channels):
+                for ci, ch in enumerate(chans):
+                    r1 = plan.add_register(f"probe.{ch.kernel}.{ch.name}.tokens", doc="tokens popped")
+                    r2 = plan.add_register(f"probe.{ch.kernel}.{ch.name}.level", doc="tokens waiting")
+                    self.probe_regs.append((ki, ci, r1, r2))
+        dw, aw, sw = plan.data_width, plan.addr_width, plan.sel_width
+        super().__init__({
+            "start": In(1),
+            "busy": Out(1),
+            "done": Out(1),
+            "cycles": Out(COUNTER_WIDTH),
+            "host_sel": In(sw),
+            "host_addr": In(aw),
+            "host_wdata": In(dw),
+            "host_we": In(1),
+            "host_rdata": Out(dw),
+        })
+
+    # -----------------------------------------------------------------------------------------
+    def elaborate(self, platform):
+        m = Module()
+        plan, program = self.plan, self.program
+        nk = len(program.kernels)
+
+        # memories --------------------------------------------------------------------------------
+        mems = {}
+        host_rd = {}
+        writers = {}                      # memory name -> [(waddr, wdata, wen)]
+        for spec in plan.memories:
+            mem = make_memory(spec, self.init.get(spec.name))
+            mems[spec.name] = mem
+            m.submodules[f"mem_{_ident(spec.name)}"] = mem
+            host_rd[spec.name] = mem.read_port(domain="comb")
+            writers[spec.name] = []
+
+        # kernel control ----------------------------------------------------------------------------
+        en = [Signal(name=f"en_{_ident(k.name)}") for k in program.kernels]
+        kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
+        kcycles = [Signal(COUNTER_WIDTH, name=f"kcycles_{_ident(k.name)}") for k in program.kernels]
+        regs = {}                          # register name -> value
+
+        fifo_stats = []                    # per kernel: [(count, level)]
+        for ki, k in enumerate(program.kernels):
+            km = Module()
+            ops = self.ops[ki]
+            for nid, op in ops.items():
+                km.submodules[f"op_{_ident(nid)}"] = op
+            fires, dones, stats = [], [], []
+            chans = iter(self.channels[ki])
+            for sid, s in k.streams.items():
+                src = getattr(ops[s.src.node], f"o_{s.src.port}")
+                width = _payload_width(src)
+                qs = []
+                for d in s.dsts:
+                    ch = next(chans)
+                    q = fifo.SyncFIFO(width=width, depth=ch.depth)
+                    km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
+                    qs.append(q)
+                    dst = getattr(ops[d.node], f"i_{d.port}")
+                    view = _view(q.r_data, src)
+                    km.d.comb += [
+                        dst.payload.data.eq(view.data),
+                        dst.payload.ctrl.eq(view.ctrl),
+                        dst.valid.eq(q.r_rdy),
+                        q.r_en.eq(dst.ready),
+                    ]
+                    pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
+                    km.d.comb += pop.eq(q.r_rdy & dst.ready)
+                    fires.append(pop)
+                    seen = Signal(name=f"seenD_{_ident(sid)}__{_ident(str(d))}")
+                    with km.If(pop & tk.is_done(view)):
+                        km.d.sync += seen.eq(1)
+                    dones.append(seen)
+                    if self.probes:
+                        cnt = Signal(COUNTER_WIDTH, name=f"n_{_ident(sid)}__{_ident(str(d))}")
+                        with km.If(pop):
+                            km.d.sync += cnt.eq(cnt + 1)
+                        stats.append((cnt, q.level))
+                # fan-out: written together when every FIFO has room
+                room = Const(1)
+                for q in qs:
+                    room = room & q.w_rdy
+                km.d.comb += src.ready.eq(room)
+                for q in qs:
+                    km.d.comb += [q.w_data.eq(Value.cast(src.payload)), q.w_en.eq(src.valid & room)]
+                push = Signal(name=f"push_{_ident(sid)}")
+                km.d.comb += push.eq(src.valid & room)
+                fires.append(push)
+            # unconnected outputs: always ready
+            for nid, op in ops.items():
+                node = k.nodes[nid]
+                for pname, _ in node.spec.output_ports(node.params):
+                    if k.output_stream(nid, pname) is not None:
+                        continue
+                    o = getattr(op, f"o_{pname}", None)
+                    if o is None:
+                        continue
+                    km.d.comb += o.ready.eq(1)
+                    fires.append(o.valid)
+                    seen = Signal(name=f"seenD_{_ident(nid)}_{pname}")
+                    with km.If(o.valid & tk.is_done(o.payload)):
+                        km.d.sync += seen.eq(1)
+                    dones.append(seen)
+            # memory interfaces
+            for nid, op in ops.items():
+                node = k.nodes[nid]
+                for array, mp in getattr(op, "memories", {}).items():
+                    spec = plan.memory(node.params.get("tensor"), node.params.get("level", 0), array)
+                    if spec is None:
+                        raise HardwareError(f"node {nid}", f"no memory for array '{array}' of tensor "
+                                                           f"'{node.params.get('tensor')}'")
+                    for prefix in mp.reads:
+                        rp = mems[spec.name].read_port(domain="comb")
+                        km.d.comb += [rp.addr.eq(getattr(op, f"{prefix}_addr")),
+                                      getattr(op, f"{prefix}_data").eq(rp.data)]
+                    for prefix in mp.writes:
+                        writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),
+                                                   getattr(op, f"{prefix}_wen")))
+            # cycle counting and finish
+            cyc = Signal(COUNTER_WIDTH, name=f"cyc_{_ident(k.name)}")
+            fire = Signal(name=f"fire_{_ident(k.name)}")
+            km.d.comb += fire.eq(_any(fires))
+            km.d.comb += kdone[ki].eq(_all(dones))
+            with km.If(~kdone[ki]):
+                km.d.sync += cyc.eq(cyc + 1)
+            with km.If(fire):
+                km.d.sync += kcycles[ki].eq(cyc + 1)
+            m.submodules[f"kernel_{_ident(k.name)}"] = ResetInserter(~en[ki])(km)
+            fifo_stats.append(stats)
+
+        # sequencing ---------------------------------------------------------------------------------
+        phase = Signal(2)                 # 0 idle, 1 launch, 2 run
+        cur = Signal(range(max(nk, 2)))
+        total = Signal(COUNTER_WIDTH)
+        wall = Signal(COUNTER_WIDTH)
+        overflow = Signal(len(plan.memories) or 1)
+        m.d.comb += [self.busy.eq(phase != 0), self.cycles.eq(total)]
+        with m.Switch(phase):
+            with m.Case(0):
+                with m.If(self.start):
+                    m.d.sync += [phase.eq(1), self.done.eq(0), total.eq(0), wall.eq(0), overflow.eq(0),
+                                 cur.eq(0)]
+                    m.d.sync += [e.eq(0) for e in en]
+            with m.Case(1):
+                m.d.sync += [en[0].eq(1), phase.eq(2), wall.eq(wall + 1)]
+            with m.Case(2):
+                m.d.sync += wall.eq(wall + 1)
+                for ki in range(nk):
+                    with m.If((cur == ki) & kdone[ki]):
+                        m.d.sync += total.eq(total + kcycles[ki])
+                        if ki + 1 < nk:
+                            m.d.sync += [en[ki + 1].eq(1), cur.eq(ki + 1)]
+                        else:
+                            m.d.sync += [phase.eq(0), self.done.eq(1)]
+
+        # memory write ports: writers first, the host while idle --------------------------------------
+        for spec in plan.memories:
+            mem = mems[spec.name]
+            wp = mem.write_port()
+            host_w = self.host_we & (self.host_sel == spec.sel) & (phase == 0)
+            m.d.comb += [wp.addr.eq(self.host_addr), wp.data.eq(self.host_wdata), wp.en.eq(host_w)]
+            for waddr, wdata, wen in writers[spec.name]:
+                fits = waddr < spec.capacity
+                with m.If(wen):
+                    m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wdata), wp.en.eq(fits)]
+                    with m.If(~fits):
+                        m.d.sync += overflow[spec.sel].eq(1)
+            m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
+
+        # register file ---------------------------------------------------------------------------------
+        regs["status"] = Cat(self.busy, self.done, overflow.any())
+        regs["cycles"] = total
+        regs["wall_cycles"] = wall
+        for ki, k in enumerate(program.kernels):
+            regs[f"kernel.{k.name}.cycles"] = kcycles[ki]
+        regs["overflow"] = overflow
+        for r, ki, nid, member in self.count_regs:
+            regs[r.name] = getattr(self.ops[ki][nid], member)
+        for ki, ci, r1, r2 in self.probe_regs:
+            cnt, lvl = fifo_stats[ki][ci]
+            regs[r1.name], regs[r2.name] = cnt, lvl
+        rdata = Signal(plan.data_width)
+        with m.Switch(self.host_sel):
+            for spec in plan.memories:
+                with m.Case(spec.sel):
+                    m.d.comb += rdata.eq(host_rd[spec.name].data)
+            with m.Case(plan.reg_sel):
+                with m.Switch(self.host_addr):
+                    for r in plan.registers:
+                        with m.Case(r.index):
+                            m.d.comb += rdata.eq(regs[r.name])
+        m.d.sync += self.host_rdata.eq(rdata)
+        return m
+
+
+def _view(raw, port):
+    """A token view (data, ctrl) of a flat FIFO word laid out like ``port``'s payload."""
+    layout = port.signature.members["payload"].shape
+    from amaranth.lib import data
+    return data.View(layout, raw)
+
+
+def _any(values):
+    values = list(values)
+    if not values:
+        return Const(0)
+    return Cat(*values).any()
+
+
+def _all(values):
+    values = list(values)
+    if not values:
+        return Const(1)
+    return Cat(*values).all()
+
+
+def _ident(name):
+    return "".join(c if c.isalnum() else "_" for c in str(name))
+
+
+assert REG_WIDTH == COUNTER_WIDTH
+
+
+# --- host protocol (simulator-independent) --------------------------------------------------------
+
+class HostDriver:
+    """What :func:`host_run` needs from a simulator: bursts on the host port, a start pulse, and a free run
+    until ``done`` (no per-cycle Python where the simulator allows it). All methods are coroutines."""
+
+    async def write_burst(self, sel, base, words):
+        raise NotImplementedError
+
+    async def read_burst(self, sel, base, n):
+        raise NotImplementedError
+
+    async def pulse_start(self):
+        raise NotImplementedError
+
+    async def wait_done(self, max_cycles):
+        """Run until ``done`` rises or ``max_cycles`` pass; return whether done rose."""
+        raise NotImplementedError
+
+    def now(self):
+        import time
+        return time.perf_counter()
+
+
+def _signed(word, width):
+    word &= (1 << width) - 1
+    return word - (1 << width) if word >> (width - 1) else word
+
+
+async def host_run(drv, man, images, max_cycles, read_probes=None):
+    """Load ``images`` ({memory name: raw words}) through the host port, pulse start, wait for done (at most
+    ``max_cycles``), then read the registers and every written tensor. Returns a JSON-able dict.
+
+    ``man``: the build manifest (:func:`fuseflow.hw.elaborate.manifest`)."""
+    host = man["host"]
+    mems = {m["name"]: m for m in host["memories"]}
+    regs = {r["name"]: r["index"] for r in host["registers"]}
+    reg_sel = host["reg_sel"]
+    t0 = drv.now()
+    for name, words in images.items():
+        if words:
+            await drv.write_burst(mems[name]["sel"], 0, [int(w) for w in words])
+    t1 = drv.now()
+    await drv.pulse_start()
+    ok = await drv.wait_done(max_cycles)
+    t2 = drv.now()
+    names = list(regs)
+    want = [n for n in names if not n.startswith("probe.")]
+    if read_probes or (read_probes is None and not ok):
+        want = names
+    vals = {}
+    # registers are contiguous: read them in one burst up to the highest wanted index
+    top = max(regs[n] for n in want) + 1
+    words = await drv.read_burst(reg_sel, 0, top)
+    for n in want:
+        vals[n] = words[regs[n]]
+    out = {
+        "done": bool(ok),
+        "status": vals["status"],
+        "cycles": vals["cycles"],
+        "wall_cycles": vals["wall_cycles"],
+        "overflow": vals["overflow"],
+        "kernel_cycles": {k["name"]: vals[f"kernel.{k['name']}.cycles"] for k in man["kernels"]},
+        "counts": {n[len("count."):]: v for n, v in vals.items() if n.startswith("count.")},
+        "probes": {},
+        "load_seconds": t1 - t0,
+        "run_seconds": t2 - t1,
+        "tensors": {},
+    }
+    for n, v in vals.items():
+        if n.startswith("probe."):
+            key, what = n[len("probe."):].rsplit(".", 1)
+            out["probes"].setdefault(key, {})[what] = v
+    if ok:
+        for t in man["tensors"]:
+            if t["role"] != "input":
+                out["tensors"][t["name"]] = await _read_tensor(drv, t, mems, man)
+    return out
+
+
+async def _read_tensor(drv, t, mems, man):
+    name = t["name"]
+    dims = [t["shape"][m] for m in t["mode_order"]]
+    positions = 1
+    levels = []
+    for lv, fmt in enumerate(t["levels"]):
+        if fmt == "dense":
+            positions *= dims[lv]
+            levels.append({"dense": dims[lv]})
+            continue
+        seg_m, crd_m = mems[f"{name}.{lv}.seg"], mems[f"{name}.{lv}.crd"]
+        seg = await drv.read_burst(seg_m["sel"], 0, min(positions + 1, seg_m["depth"]))
+        n = min(seg[-1] if seg else 0, crd_m["capacity"])
+        crd = await drv.read_burst(crd_m["sel"], 0, n) if n else []
+        levels.append({"seg": seg, "crd": crd})
+        positions = n
+    vm = mems[f"{name}.vals"]
+    n = min(positions, vm["capacity"])
+    vals = await drv.read_burst(vm["sel"], 0, n) if n else []
+    return {"levels": levels, "vals": [_signed(v, vm["width"]) for v in vals]}
+
+
+def compare_tensors(reference, rtl):
+    """Bit-for-bit comparison of the reference simulator's written tensors (PackedTensor, raw fixed ints) with
+    the tensors :func:`host_run` read back. Returns a list of mismatch descriptions (empty = identical)."""
+    problems = []
+    for name, p in reference.items():
+        got = rtl.get(name)
+        if got is None:
+            problems.append(f"{name}: not read back")
+            continue
+        for lv, level in enumerate(p.levels):
+            g = got["levels"][lv]
+            if level.kind == "dense":
+                continue
+            for array in ("seg", "crd"):
+                want = [int(x) for x in getattr(level, array)]
+                have = list(g.get(array, []))
+                if want != have:
+                    problems.append(f"{name} level {lv} {array}: {_diff(want, have)}")
+        want = [int(x) for x in p.vals]
+        if want != list(got["vals"]):
+            problems.append(f"{name} vals: {_diff(want, got['vals'])}")
+    return problems
+
+
+def _diff(want, have):
+    if len(want) != len(have):
+        return f"{len(have)} entries, expected {len(want)} (expected {want[:8]}..., got {list(have)[:8]}...)"
+    for i, (a, b) in enumerate(zip(want, have)):
+        if a != b:
+            return f"entry {i} is {b}, expected {a}"
+    return "differs"
+
+
+def stuck_report(man, res, max_cycles):
+    """A one-paragraph description of where a run that never finished stopped."""
+    parts = [f"done never rose within {max_cycles} cycles"]
+    kc = res.get("kernel_cycles", {})
+    for k in man["kernels"]:
+        n = kc.get(k["name"], 0)
+        if n:
+            parts.append(f"kernel {k['name']}: last op fired in cycle {n - 1}")
+    waiting, idle = [], []
+    for ch in man["channels"]:
+        pr = res.get("probes", {}).get(f"{ch['kernel']}.{ch['stream']} -> {ch['dst']}")
+        if not pr:
+            continue
+        if pr.get("level"):
+            waiting.append(f"{ch['stream']} -> {ch['dst']} holds {pr['level']} token(s) after {pr['tokens']} popped")
+        elif pr.get("tokens", 0) == 0:
+            idle.append(f"{ch['stream']} -> {ch['dst']}")
+    if waiting:
+        parts.append("tokens waiting on: " + "; ".join(waiting))
+    if idle:
+        parts.append("no token ever reached: " + ", ".join(idle[:12]) + (" ..." if len(idle) > 12 else ""))
+    return "; ".join(parts)

