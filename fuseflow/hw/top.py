@@ -119,7 +119,8 @@ class ProgramTop(wiring.Component):
         for k in program.kernels:
             ops = {}
             for nid, node in k.nodes.items():
-                ops[nid] = factory(program, k, node)
+                ops[nid] = op = factory(program, k, node)
+                op._MustUse__silence = True      # the top owns it; the top itself warns if unused
             self.ops.append(ops)
             chans = []
             depth_default = int(program.config.get("fifo_depth", 2))

@@ -1,0 +1,152 @@
+"""``python -m fuseflow.hw``: build a graph.json into Verilog, or run it as RTL against the reference simulator.
+
+    python -m fuseflow.hw build graph.json -o build/ [--inputs data.npz] [--no-probes]
+    python -m fuseflow.hw sim graph.json --inputs data.npz [--simulator verilator|amaranth] [--vcd out.vcd]
+                          [--max-cycles N] [--bake] [--json out.json]
+
+``build`` writes ``<out>/<name>.v`` and ``<out>/<name>.json`` (the manifest: ports, memories, capacities, widths,
+host address map, channels). Memories are sized from the graph's declared capacities, else from ``--inputs``
+(whose data is then also baked into the memories' initial contents).
+
+``sim`` runs the fixed-mode reference simulator, elaborates the program (capacities from the graph or the data),
+loads the inputs through the host port (or bakes them with ``--bake``), pulses start, waits for done (a watchdog
+ends a stuck run and says where it stopped), reads every written tensor back through the host port and compares
+it bit for bit with the reference, then prints RTL cycles beside the simulator's. Exit status: 0 when every
+written tensor is bit-identical, 1 when not (or the run never finished), 2 for bad input.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from ..cli import atomic_write, main_guard
+from ..errors import HardwareError
+
+
+def _parser():
+    ap = argparse.ArgumentParser(prog="python -m fuseflow.hw", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="elaborate graph.json into Verilog and a manifest")
+    b.add_argument("graph")
+    b.add_argument("-o", "--out", default="build", help="output directory (default: build)")
+    b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes memories and bakes the data in")
+    b.add_argument("--no-probes", action="store_true", help="leave out the per-channel probe registers")
+    s = sub.add_parser("sim", help="run the RTL and compare with the fixed-mode reference simulator")
+    s.add_argument("graph")
+    s.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
+    s.add_argument("--simulator", choices=("verilator", "amaranth"), default="verilator")
+    s.add_argument("--vcd", help="write a waveform of the run here")
+    s.add_argument("--max-cycles", type=int, help="watchdog (default: 4 x the reference cycles + 10000)")
+    s.add_argument("--bake", action="store_true", help="bake the inputs into memory init instead of loading "
+                                                        "them through the host port")
+    s.add_argument("--json", help="write the run's results (cycles, comparison) here as JSON")
+    return ap
+
+
+def _load_inputs(path):
+    from ..tensors.io import load_tensor_file
+    return load_tensor_file(path)
+
+
+def cmd_build(args):
+    from .elaborate import build
+    inputs = _load_inputs(args.inputs) if args.inputs else None
+    b = build(args.graph, inputs, bake=inputs is not None, probes=not args.no_probes)
+    text = b.verilog()
+    man = b.manifest()
+    vpath = os.path.join(args.out, f"{b.name}.v")
+    jpath = os.path.join(args.out, f"{b.name}.json")
+    with atomic_write(vpath) as f:
+        f.write(text)
+    with atomic_write(jpath) as f:
+        f.write(json.dumps(man, indent=1) + "\n")
+    mems = man["host"]["memories"]
+    print(f"{vpath}: module {b.name}, {len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
+          f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"
+          + (", inputs baked in" if b.baked else ""))
+    print(f"{jpath}: manifest")
+    return 0
+
+
+def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None):
+    """Elaborate, run and compare; returns a summary dict (also used by tests and benchmarks)."""
+    from .elaborate import build, check_outputs_fit, reference_run
+    from .top import compare_tensors, stuck_report
+    from .elaborate import load_program
+    program = load_program(graph)
+    ref = reference_run(program, inputs)
+    b = build(program, inputs, bake=bake, reference=ref)
+    check_outputs_fit(b.plan, ref)
+    if max_cycles is None:
+        max_cycles = 4 * ref.cycles + 10_000
+    if simulator == "amaranth":
+        from .elaborate import run_amaranth
+        res = run_amaranth(b, max_cycles=max_cycles, vcd=vcd)
+    elif simulator == "verilator":
+        from .verilator import run_build
+        res = run_build(b, max_cycles=max_cycles, vcd=vcd, root=cache)
+    else:
+        raise HardwareError("--simulator", f"unknown simulator {simulator!r} (verilator or amaranth)")
+    man = b.manifest()
+    summary = {
+        "name": program.name, "simulator": simulator, "done": res["done"],
+        "rtl_cycles": res["cycles"], "sim_cycles": ref.cycles,
+        "rtl_kernel_cycles": [res["kernel_cycles"][k.name] for k in program.kernels],
+        "sim_kernel_cycles": list(ref.kernel_cycles),
+        "wall_cycles": res["wall_cycles"], "overflow": res["overflow"],
+        "sim_cycles_per_second": res.get("sim_cycles_per_second"),
+        "run_seconds": res.get("run_seconds"),
+        "mismatches": [], "stuck": None, "tensors": sorted(ref.tensors),
+    }
+    if not res["done"]:
+        summary["stuck"] = stuck_report(man, res, max_cycles)
+    else:
+        summary["mismatches"] = compare_tensors(ref.tensors, res["tensors"])
+        if res["overflow"]:
+            summary["mismatches"].append(f"a writer overflowed a memory (overflow mask {res['overflow']:#x})")
+    summary["ok"] = bool(res["done"] and not summary["mismatches"])
+    summary["cycles_equal"] = summary["rtl_kernel_cycles"] == summary["sim_kernel_cycles"]
+    return summary
+
+
+def cmd_sim(args):
+    inputs = _load_inputs(args.inputs)
+    s = run_sim(args.graph, inputs, args.simulator, args.vcd, args.max_cycles, args.bake)
+    print(f"{s['name']}: RTL ({s['simulator']}) against the reference simulator (fixed mode)")
+    for i, (r, c) in enumerate(zip(s["rtl_kernel_cycles"], s["sim_kernel_cycles"])):
+        rel = "equal" if r == c else f"{r - c:+d}, x{r / c:.3f}" if c else f"{r - c:+d}"
+        print(f"  kernel {i}: RTL {r} cycles, simulator {c} cycles ({rel})")
+    if len(s["rtl_kernel_cycles"]) > 1:
+        print(f"  total: RTL {s['rtl_cycles']} cycles, simulator {s['sim_cycles']} cycles")
+    if s["sim_cycles_per_second"]:
+        print(f"  {s['simulator']}: {s['wall_cycles']} cycles in {s['run_seconds']:.3f} s "
+              f"({s['sim_cycles_per_second']:.0f} cycles/s)")
+    if args.vcd:
+        print(f"  waveform: {args.vcd}")
+    if args.json:
+        with atomic_write(args.json) as f:
+            f.write(json.dumps(s, indent=1) + "\n")
+    if s["stuck"]:
+        print(f"error: rtl: {s['stuck']}", file=sys.stderr)
+        return 1
+    if s["mismatches"]:
+        for mm in s["mismatches"]:
+            print(f"  MISMATCH {mm}")
+        print(f"error: rtl: {len(s['mismatches'])} mismatch(es) with the reference simulator", file=sys.stderr)
+        return 1
+    print(f"  outputs bit-identical to the reference simulator: {', '.join(s['tensors'])}")
+    return 0
+
+
+def _main(argv):
+    args = _parser().parse_args(argv)
+    return {"build": cmd_build, "sim": cmd_sim}[args.cmd](args)
+
+
+def main(argv=None):
+    return main_guard(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

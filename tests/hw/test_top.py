@@ -1,0 +1,283 @@
+"""Kernel top in the Amaranth simulator: whole programs, outputs bit-identical to the fixed-mode reference
+simulator, RTL cycles equal to the simulator's, host-port reuse, multi-kernel programs, capacities, errors."""
+
+import json
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+
+from fuseflow.errors import HardwareError, TensorError
+from fuseflow.hw.elaborate import build, run_amaranth
+from fuseflow.hw.ops import MODULES
+from fuseflow.hw.ops._common import OpComponent
+from fuseflow.hw.token import is_data, is_done, is_empty, is_stop
+from fuseflow.hw.top import _any_kind, compare_tensors, default_factory, op_params
+from fuseflow.samml import Program, kernels
+from fuseflow.tensors.fixed import FixedFormat
+
+
+# --- stand-ins for ops that fuseflow.hw.ops does not have yet -----------------------------------------
+
+class _ValueWrite(OpComponent):
+    op_name = "value_write"
+
+    def _add_members(self, members):
+        self._add_write(members, "vals", "vals", self.fixed.width, "vals_count", signed=True)
+
+    def elaborate(self, platform):
+        m = Module()
+        f = self.fire_logic()
+        inp = self.i_val.payload
+        fin = Signal()
+        m.d.comb += [f.go.eq(self.i_val.valid & ~fin), f.pop["val"].eq(1),
+                     self.vals_waddr.eq(self.vals_count), self.vals_wdata.eq(inp.data)]
+        with m.If(is_empty(inp)):
+            m.d.comb += self.vals_wdata.eq(0)
+        with m.If(f.fire & (is_data(inp) | is_empty(inp))):
+            m.d.comb += self.vals_wen.eq(1)
+            m.d.sync += self.vals_count.eq(self.vals_count + 1)
+        with m.If(f.fire & is_done(inp)):
+            m.d.sync += fin.eq(1)
+        f.build(m)
+        return m
+
+
+class _LevelWrite(OpComponent):
+    op_name = "level_write"
+
+    def _add_members(self, members):
+        self._add_write(members, "seg", "seg", self.crd_width, "seg_count")
+        self._add_write(members, "crd", "crd", self.crd_width, "crd_count")
+
+    def elaborate(self, platform):
+        m = Module()
+        f = self.fire_logic()
+        inp = self.i_crd.payload
+        top = self.params.get("level", 0) == 0
+        started, fin = Signal(), Signal()
+        last = Signal(2)              # 0 start, 1 data, 2 S0, 3 other stop
+        m.d.comb += [f.go.eq(self.i_crd.valid & started & ~fin), f.pop["crd"].eq(1)]
+        with m.If(~started):          # seg[0] = 0 in the first cycle (not a firing)
+            m.d.sync += [started.eq(1), self.seg_count.eq(1)]
+            m.d.comb += [self.seg_waddr.eq(0), self.seg_wdata.eq(0), self.seg_wen.eq(1)]
+        m.d.comb += [self.crd_waddr.eq(self.crd_count), self.crd_wdata.eq(inp.data)]
+        with m.If(f.fire):
+            with m.If(is_data(inp)):
+                m.d.comb += self.crd_wen.eq(1)
+                m.d.sync += [self.crd_count.eq(self.crd_count + 1), last.eq(1)]
+            with m.Elif(is_stop(inp)):
+                close = (last == 1) | (last == 2) | ((last == 0) if top else 0)
+                with m.If(close):
+                    m.d.comb += [self.seg_waddr.eq(self.seg_count), self.seg_wdata.eq(self.crd_count),
+                                 self.seg_wen.eq(1)]
+                    m.d.sync += self.seg_count.eq(self.seg_count + 1)
+                m.d.sync += last.eq(((inp.data[0:8] == 0) * 2) | ((inp.data[0:8] != 0) * 3))
+            with m.Elif(is_done(inp)):
+                m.d.sync += fin.eq(1)
+                if top:
+                    with m.If(self.seg_count == 1):
+                        m.d.comb += [self.seg_waddr.eq(1), self.seg_wdata.eq(self.crd_count), self.seg_wen.eq(1)]
+                        m.d.sync += self.seg_count.eq(2)
+        f.build(m)
+        return m
+
+
+STANDINS = {"value_write": _ValueWrite, "level_write": _LevelWrite}
+
+
+def factory(program, kernel, node):
+    """Real op modules where they exist, stand-ins otherwise."""
+    if node.op in MODULES:
+        return default_factory(program, kernel, node)
+    v = program.config["value"]
+    return STANDINS[node.op](op_params(program, node), crd_width=program.config["crd_width"],
+                             fixed=FixedFormat(v["width"], v["frac"]), any_kind=_any_kind(kernel, node))
+
+
+def need_ops(program):
+    missing = {n.op for k in program.kernels for n in k.nodes.values()} - set(MODULES) - set(STANDINS)
+    if missing:
+        pytest.skip(f"no RTL yet for {', '.join(sorted(missing))}")
+
+
+# --- programs ------------------------------------------------------------------------------------------
+
+def copy_program(n=8, capacity=None, depth=None, kernels_=1):
+    """x = c for a sparse vector c; with kernels_=2 through an intermediate t (two kernels)."""
+    p = Program("copy" if kernels_ == 1 else "copy2")
+    p.tensor("c", "input", [n], ["compressed"], capacity=capacity)
+    names = ["c", "t", "x"] if kernels_ == 2 else ["c", "x"]
+    if kernels_ == 2:
+        p.tensor("t", "intermediate", [n], ["compressed"], capacity=capacity)
+    p.tensor("x", "output", [n], ["compressed"], capacity=capacity)
+    for src, dst in zip(names, names[1:]):
+        k = p.kernel(f"copy_{src}_{dst}")
+        r = k.add("root", id=f"root_{src}")
+        s = k.add("level_scan", {"ref": r["ref"]}, id=f"scan_{src}", tensor=src, level=0, format="compressed")
+        a = k.add("array", {"ref": s["ref"]}, id=f"vals_{src}", tensor=src)
+        k.add("level_write", {"crd": s["crd"]}, id=f"write_{dst}0", tensor=dst, level=0, format="compressed")
+        k.add("value_write", {"val": a["val"]}, id=f"write_{dst}_vals", tensor=dst)
+        if depth is not None:
+            for st in k.streams.values():
+                st.depth = depth
+    return p.validate()
+
+
+def check(b, res):
+    assert res["done"], res
+    assert compare_tensors(b.reference.tensors, res["tensors"]) == []
+    assert [res["kernel_cycles"][k.name] for k in b.program.kernels] == list(b.reference.kernel_cycles)
+    assert res["cycles"] == b.reference.cycles
+    assert res["overflow"] == 0
+
+
+VEC = np.array([0, 1.5, 0, -2, 0, 0, 3.25, 0])
+
+
+@pytest.mark.parametrize("depth", [None, 1, 3])
+def test_copy_kernel_matches_simulator(depth):
+    p = copy_program(depth=depth)
+    need_ops(p)
+    b = build(p, {"c": VEC}, op_factory=factory)
+    res = run_amaranth(b, max_cycles=1000)
+    check(b, res)
+    assert res["counts"]["copy_c_x.write_x_vals.vals_count"] == 3
+
+
+def test_baked_inputs_need_no_host_loading():
+    p = copy_program()
+    need_ops(p)
+    b = build(p, {"c": VEC}, op_factory=factory, bake=True)
+    res = run_amaranth(b, images={}, max_cycles=1000)
+    check(b, res)
+
+
+def test_one_build_serves_any_data_within_capacity():
+    p = copy_program(n=8, capacity=[6, 6])
+    need_ops(p)
+    b = build(p, op_factory=factory)           # sized from the graph: no data needed
+    from fuseflow.hw.elaborate import check_inputs_fit, reference_run
+    for data in (VEC, np.array([1.0, 2, 3, 4, 5, 6, 0, 0]), np.zeros(8)):
+        ref = reference_run(p, {"c": data})
+        images = check_inputs_fit(b, {"c": data})
+        b.reference = ref
+        # the same elaborated top, run again: each run reloads through the host port
+        res = run_amaranth(b, images=images, max_cycles=1000)
+        check(b, res)
+    with pytest.raises((HardwareError, TensorError), match="capacity"):
+        check_inputs_fit(b, {"c": np.arange(1.0, 9.0)})
+
+
+def test_two_kernels_pass_an_intermediate_through_memory():
+    p = copy_program(kernels_=2)
+    need_ops(p)
+    b = build(p, {"c": VEC}, op_factory=factory)
+    res = run_amaranth(b, max_cycles=1000)
+    check(b, res)
+    assert len(res["kernel_cycles"]) == 2
+    assert set(b.reference.tensors) == {"t", "x"}
+
+
+def test_restart_runs_again_from_reset_state():
+    """Two runs on one simulator instance (start pulsed twice) give the same results."""
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.elaborate import AmaranthDriver
+    from fuseflow.hw.top import host_run
+    p = copy_program()
+    need_ops(p)
+    b = build(p, {"c": VEC}, op_factory=factory)
+    man = b.manifest()
+    out = []
+
+    async def bench(ctx):
+        drv = AmaranthDriver(ctx, b.top)
+        out.append(await host_run(drv, man, b.images, 1000))
+        out.append(await host_run(drv, man, {}, 1000))
+
+    sim = Simulator(b.top)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    for res in out:
+        check(b, res)
+
+
+def test_capacity_errors():
+    p = copy_program()
+    with pytest.raises(HardwareError, match="no capacity"):
+        build(p, op_factory=factory)
+    p = copy_program(capacity=[2, 2])
+    with pytest.raises((HardwareError, TensorError), match="capacity is 2"):
+        build(p, {"c": VEC}, op_factory=factory)
+    p = copy_program(n=8, capacity=[70000, 70000])
+    with pytest.raises(HardwareError, match="16-bit"):
+        build(p, op_factory=factory)
+
+
+def test_manifest_describes_ports_memories_and_registers():
+    p = copy_program()
+    need_ops(p)
+    b = build(p, {"c": VEC}, op_factory=factory)
+    man = json.loads(json.dumps(b.manifest()))
+    b.top._MustUse__silence = True          # only the manifest is wanted here
+    ports = {pt["name"]: pt for pt in man["ports"]}
+    for name in ("clk", "rst", "start", "busy", "done", "cycles", "host_sel", "host_addr", "host_wdata",
+                 "host_we", "host_rdata"):
+        assert name in ports
+    mems = {m_["name"]: m_ for m_ in man["host"]["memories"]}
+    assert set(mems) == {"c.0.seg", "c.0.crd", "c.vals", "x.0.seg", "x.0.crd", "x.vals"}
+    assert mems["c.vals"]["width"] == 32 and mems["c.vals"]["signed"]
+    assert mems["c.0.seg"]["depth"] == 2 and mems["c.0.crd"]["depth"] == 3
+    regs = [r["name"] for r in man["host"]["registers"]]
+    assert regs[:3] == ["status", "cycles", "wall_cycles"]
+    assert len(man["channels"]) == 4
+
+
+class _NeverDone(OpComponent):
+    """A broken value_write that never takes its input: the run must stop on the watchdog, not hang."""
+    op_name = "value_write"
+
+    def _add_members(self, members):
+        self._add_write(members, "vals", "vals", self.fixed.width, "vals_count", signed=True)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i_val.ready.eq(0)
+        return m
+
+
+def test_stuck_run_names_where_it_stopped():
+    from fuseflow.hw.top import stuck_report
+    p = copy_program()
+    need_ops(p)
+
+    def broken(program, kernel, node):
+        if node.op == "value_write":
+            v = program.config["value"]
+            return _NeverDone(op_params(program, node), fixed=FixedFormat(v["width"], v["frac"]))
+        return factory(program, kernel, node)
+
+    b = build(p, {"c": VEC}, op_factory=broken)
+    res = run_amaranth(b, max_cycles=200)
+    assert not res["done"]
+    msg = stuck_report(b.manifest(), res, 200)
+    assert "done never rose within 200 cycles" in msg
+    assert "vals_c.val -> write_x_vals.val holds 2 token(s)" in msg
+
+
+# --- the classic suite, where every op has RTL ------------------------------------------------------------
+
+SMALL = ["vector_add", "vector_mul", "spmv_csr", "spmv_dcsr", "elementwise_add", "elementwise_mul", "residual",
+         "sddmm", "ttv", "spmspm_inner", "spmspm_gustavson", "spmspm_outer"]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_suite_kernel_matches_simulator(name):
+    p = kernels.build(name)
+    need_ops(p)
+    inputs = kernels.random_inputs(p, density=0.5, seed=3)
+    b = build(p, inputs, op_factory=factory)
+    res = run_amaranth(b, max_cycles=20 * b.reference.cycles + 1000)
+    check(b, res)
