@@ -15,7 +15,7 @@ after the previous one was taken), and outputs are always ready: that is ``run_o
 
 import random
 
-from amaranth.hdl import Elaboratable, Module, Value, unsigned
+from amaranth.hdl import ClockDomain, Elaboratable, Module, Value, unsigned
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
@@ -106,6 +106,7 @@ class OpHarness(Elaboratable):
     def elaborate(self, platform):
         from amaranth.lib import wiring
         m = Module()
+        m.domains.sync = ClockDomain("sync")
         dut = self.dut
         m.submodules.dut = dut
         for array, mp in dut.memories.items():

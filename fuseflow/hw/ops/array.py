@@ -1,0 +1,34 @@
+"""array: loads values. A reference r gives vals[r] (combinational read, same cycle), N gives 0, stops
+and D pass through; one firing per token.
+
+Memory interface: ``vals_addr`` (Out, crd_width bits) / ``vals_data`` (In, value width, raw bits).
+"""
+
+from amaranth.hdl import Module
+
+from ..token import is_empty
+from ._common import OpComponent, copy_ctrl, set_data
+
+
+class Array(OpComponent):
+    op_name = "array"
+
+    def _add_members(self, members):
+        self._add_read(members, "vals", "vals", self.fixed.width, signed=True)
+
+    def elaborate(self, platform):
+        m = Module()
+        f = self.fire_logic()
+        inp = self.i_ref.payload
+        out = self.o_val
+        m.d.comb += [f.go.eq(self.i_ref.valid), f.push["val"].eq(1), f.pop["ref"].eq(1),
+                     self.vals_addr.eq(inp.data[:self.crd_width])]
+        with m.If(inp.ctrl):
+            with m.If(is_empty(inp)):
+                set_data(m, out, 0)
+            with m.Else():
+                copy_ctrl(m, out, inp)
+        with m.Else():
+            set_data(m, out, self.vals_data.as_signed())
+        f.build(m)
+        return m
