@@ -1,0 +1,110 @@
+"""Command lines: results, --check, and one-line errors with exit status 2 and no partial output files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fuseflow.samml import kernels, save
+from fuseflow.tensors.io import save_npz
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sim.test_engine import reconvergent  # noqa: E402
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture
+def spmv(tmp_path):
+    prog, inputs = kernels.dcsr_example()
+    save(prog, tmp_path / "graph.json")
+    save_npz(tmp_path / "data.npz", inputs)
+    return tmp_path
+
+
+def one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    for f in fragments:
+        assert f in lines[0]
+
+
+def test_sim_run_check_and_report(spmv):
+    p = cli("fuseflow.sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "data.npz"), "--check",
+            "--mode", "fixed", "--json", str(spmv / "r.json"), "--outputs", str(spmv / "out.npz"))
+    assert p.returncode == 0, p.stderr
+    assert "check: outputs match NumPy" in p.stdout
+    report = json.loads((spmv / "r.json").read_text())
+    assert report["cycles"] == 21 and report["check"]["ok"]
+    np.testing.assert_array_equal(np.load(spmv / "out.npz")["x"], [10.0, 0.0, 60.0])
+
+
+def test_check_mismatch_exits_1_and_says_where(spmv):
+    doc = json.loads((spmv / "graph.json").read_text())
+    doc["expr"] = "x(i) = B(i,j) * c(j) * 2"
+    (spmv / "graph.json").write_text(json.dumps(doc))
+    p = cli("fuseflow.sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "data.npz"), "--check")
+    assert p.returncode == 1
+    assert "MISMATCH x: 2 of 3 entries differ: x(0,): sim 10 vs numpy 20" in p.stdout
+
+
+@pytest.mark.parametrize("edit, fragments", [
+    (lambda d: "{ not json", ["not valid JSON"]),
+    (lambda d: d.update(samml=7) or d, ["$.samml"]),
+    (lambda d: d["kernels"][0]["nodes"][0].update(op="warp") or d, ["unknown op 'warp'"]),
+    (lambda d: d["kernels"][0]["streams"][0].update(to=[]) or d, ["dangling"]),
+    (lambda d: d["kernels"][0]["streams"][1]["to"].append(d["kernels"][0]["streams"][0]["to"][0]) or d,
+     ["driven twice"]),
+])
+def test_bad_graphs(spmv, edit, fragments):
+    doc = json.loads((spmv / "graph.json").read_text())
+    doc = edit(doc)
+    (spmv / "graph.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    p = cli("fuseflow.sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "data.npz"),
+            "--json", str(spmv / "r.json"))
+    one_line_error(p, *fragments)
+    assert not (spmv / "r.json").exists()
+
+
+def test_inputs_that_do_not_match(spmv):
+    save_npz(spmv / "bad.npz", {"B": np.ones((4, 4)), "c": np.ones(4)})
+    p = cli("fuseflow.sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "bad.npz"),
+            "--json", str(spmv / "r.json"))
+    one_line_error(p, "tensor B", "shape (4, 4) but the program declares (3, 4)")
+    assert not (spmv / "r.json").exists()
+
+
+def test_deadlocked_graph(tmp_path):
+    save(reconvergent(2), tmp_path / "graph.json")
+    save_npz(tmp_path / "data.npz", {"v": np.ones(8)})
+    p = cli("fuseflow.sim", "run", str(tmp_path / "graph.json"), "--inputs", str(tmp_path / "data.npz"),
+            "--json", str(tmp_path / "r.json"))
+    one_line_error(p, "deadlock", "scan.ref")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_missing_file(spmv):
+    p = cli("fuseflow.sim", "run", str(spmv / "nope.json"), "--inputs", str(spmv / "data.npz"))
+    one_line_error(p, "nope.json")
+
+
+def test_samml_dot_and_validate(spmv):
+    p = cli("fuseflow.samml", "dot", str(spmv / "graph.json"), "-o", str(spmv / "g.svg"))
+    assert p.returncode == 0, p.stderr
+    assert (spmv / "g.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    p = cli("fuseflow.samml", "validate", str(spmv / "graph.json"))
+    assert p.returncode == 0 and "valid SAMML program 'spmv_dcsr'" in p.stdout
+
+
+def test_fuseflow_entry_point(spmv):
+    p = cli("fuseflow", "sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "data.npz"))
+    assert p.returncode == 0 and "21 cycles" in p.stdout
+    p = cli("fuseflow", "nonsense")
+    one_line_error(p, "unknown part")
