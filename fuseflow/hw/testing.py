@@ -368,3 +368,26 @@ def hw_settings(max_examples=20, **kw):
     return settings(max_examples=max_examples, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much], **kw)
+
+
+def st_joiner_case(values=False, arity=(2, 3), depth=(1, 2), dim=(1, 6)):
+    """Inputs of intersect/union: ``arity`` (crd_i, ref_i) streams with one fibre structure above the
+    innermost level, sorted distinct coordinates per fibre; refs are ints (or values) or N."""
+    import hypothesis.strategies as st
+
+    @st.composite
+    def case(draw):
+        n = draw(st.integers(*arity))
+        d = draw(st.integers(*depth))
+        dm = draw(st.integers(*dim))
+        ref = st.one_of(st_value(), st.just("N")) if values else st.one_of(st.integers(0, 500), st.just("N"))
+        slot = st.tuples(*[st_sorted_crds(dm).flatmap(
+            lambda cs: st.tuples(st.just(cs), st.lists(ref, min_size=len(cs), max_size=len(cs))))
+            for _ in range(n)])
+        tree = draw(st_tree(d - 1, slot))
+        inputs = {}
+        for i in range(n):
+            inputs[f"crd{i}"] = stream(tree_map(tree, d - 1, lambda s, i=i: s[i][0]), d)
+            inputs[f"ref{i}"] = stream(tree_map(tree, d - 1, lambda s, i=i: s[i][1]), d)
+        return {"arity": n}, inputs
+    return case()
