@@ -1,0 +1,72 @@
+"""level_write: builds one level (seg, crd) of an output tensor from its coordinate stream.
+
+fuseflow/sim/ops/level_write.py: pops one token per firing (no outputs). A coordinate is written to
+``crd[count]``; a stop that ends a fibre (after a coordinate, after S0, or a bare stop at the start of the
+top level) writes ``seg[seg_count] = count``; at the top level, D with no fibre yet writes ``seg[1] = 0``.
+
+Write interfaces: ``crd_waddr/crd_wdata/crd_wen`` and ``seg_waddr/seg_wdata/seg_wen`` (synchronous
+write ports), ``count`` (crd entries written) and ``seg_count`` (seg entries, seg[0] included), ``done``
+(1 from the cycle after the D firing once every write has landed). ``seg[0] = 0`` is written by the
+level writer itself in the first cycle in which the seg port is free (cycle 0 in a kernel, since a
+writer's input is at least two ops downstream of a root), so the memory needs no initialisation.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib.wiring import Out
+
+from ..token import is_done, is_stop, stop_level
+from ._common import OpComponent
+
+START, DATA, LAST_S0, LAST_S = 0, 1, 2, 3
+
+
+class LevelWrite(OpComponent):
+    op_name = "level_write"
+
+    def _add_members(self, members):
+        w = self.crd_width
+        self._add_write(members, "seg", "seg", w, "seg_count")
+        self._add_write(members, "crd", "crd", w, "count")
+        members["done"] = Out(1)
+
+    def elaborate(self, platform):
+        m = Module()
+        w = self.crd_width
+        top = self.params.get("level", 0) == 0
+        f = self.fire_logic()
+        x, xv = self.i_crd.payload, self.i_crd.valid
+        last = Signal(range(4))
+        cnt = Signal(w + 1)
+        scnt = Signal(w + 1, init=1)
+        seg0 = Signal(init=1)            # seg[0] = 0 still to be written
+        finished = Signal()
+        seg_write = Signal()
+        m.d.comb += [f.go.eq(xv & ~finished), f.pop["crd"].eq(1),
+                     self.count.eq(cnt), self.seg_count.eq(scnt), self.done.eq(finished & ~seg0),
+                     self.crd_waddr.eq(cnt), self.crd_wdata.eq(x.data[:w])]
+        with m.If(~x.ctrl):
+            m.d.comb += self.crd_wen.eq(f.fire)
+            with m.If(f.fire):
+                m.d.sync += [cnt.eq(cnt + 1), last.eq(DATA)]
+        with m.Elif(is_stop(x)):
+            ends = (last == DATA) | (last == LAST_S0)
+            if top:
+                ends = ends | (last == START)
+            m.d.comb += seg_write.eq(f.fire & ends)
+            with m.If(f.fire):
+                m.d.sync += last.eq(LAST_S)
+                with m.If(stop_level(x) == 0):
+                    m.d.sync += last.eq(LAST_S0)
+        with m.Elif(is_done(x)):
+            if top:
+                m.d.comb += seg_write.eq(f.fire & (scnt == 1))
+            with m.If(f.fire):
+                m.d.sync += finished.eq(1)
+        with m.If(seg_write):
+            m.d.comb += [self.seg_waddr.eq(scnt), self.seg_wdata.eq(cnt), self.seg_wen.eq(1)]
+            m.d.sync += scnt.eq(scnt + 1)
+        with m.Elif(seg0):
+            m.d.comb += [self.seg_waddr.eq(0), self.seg_wdata.eq(0), self.seg_wen.eq(1)]
+            m.d.sync += seg0.eq(0)
+        f.build(m)
+        return m

@@ -1,0 +1,32 @@
+"""crd_hold RTL vs run_op."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from fuseflow.hw.testing import check_op, hw_settings, st_tree, stream, tree_map
+
+
+@pytest.mark.parametrize("outer, inner, out", [
+    ([0, 1, 2, "S0", "D"], [5, "S0", "S0", 6, 7, "S1", "D"], [0, "S0", "S0", 2, 2, "S1", "D"]),
+    ([0, "S0", 1, "S1", "D"], [5, 6, "S1", 3, "S2", "D"], [0, 0, "S1", 1, "S2", "D"]),
+    ([3, "D"], [1, 2, "S0", "D"], [3, 3, "S0", "D"]),
+    (["S0", "D"], ["S1", "D"], ["S1", "D"]),
+])
+def test_examples(outer, inner, out, stalls):
+    got, _, _ = check_op("crd_hold", {}, {"outer": outer, "inner": inner}, stalls=stalls, seed=6)
+    assert got == {"outer": out}
+
+
+@st.composite
+def case(draw):
+    depth = draw(st.integers(0, 2))
+    leaf = st.tuples(st.integers(0, 40), st.lists(st.one_of(st.integers(0, 40), st.just("N")), max_size=3))
+    tree = draw(st_tree(depth, leaf))
+    return {}, {"outer": stream(tree_map(tree, depth, lambda t: t[0]), depth),
+                "inner": stream(tree_map(tree, depth, lambda t: t[1]), depth + 1)}
+
+
+@hw_settings(25)
+@given(case(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_random(c, stalls, seed):
+    check_op("crd_hold", *c, stalls=stalls, seed=seed)

@@ -1,0 +1,35 @@
+"""level_write RTL vs run_op: seg/crd arrays read back from the written memories."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from fuseflow.hw.testing import check_op, hw_settings, st_sorted_crds, st_tree, stream
+
+
+@pytest.mark.parametrize("level, crd, seg, crds", [
+    (0, [0, 2, "S0", "D"], [0, 2], [0, 2]),
+    (1, [0, 2, "S0", 1, 3, "S1", "D"], [0, 2, 4], [0, 2, 1, 3]),
+    (0, ["D"], [0, 0], []),
+    (0, ["S0", "D"], [0, 0], []),
+    (1, ["S1", "D"], [0], []),
+    (1, [1, "S0", "S0", 2, "S1", "D"], [0, 1, 1, 2], [1, 2]),
+])
+def test_examples(level, crd, seg, crds, stalls):
+    got, _, _ = check_op("level_write", {"level": level}, {"crd": crd}, stalls=stalls, seed=3)
+    assert got == {"seg": seg, "crd": crds}
+
+
+@st.composite
+def case(draw):
+    level = draw(st.integers(0, 2))
+    canonical = draw(st.booleans())
+    tree = draw(st_tree(level, st_sorted_crds(20), min_len=1 if canonical else 0))
+    if level == 0:
+        tree = draw(st_sorted_crds(20))
+    return {"level": level}, {"crd": stream(tree, level + 1)}
+
+
+@hw_settings(25)
+@given(case(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_random(c, stalls, seed):
+    check_op("level_write", *c, stalls=stalls, seed=seed)
