@@ -91,8 +91,9 @@ def default_factory(program, kernel, node):
     cfg = program.config
     value = cfg.get("value", {})
     fixed = FixedFormat(int(value.get("width", 32)), int(value.get("frac", 16)))
+    connected = {pname for pname, _ in node.spec.input_ports(node.params) if kernel.driver(node.id, pname)}
     return cls(op_params(program, node), crd_width=int(cfg.get("crd_width", 16)), fixed=fixed,
-               any_kind=_any_kind(kernel, node))
+               any_kind=_any_kind(kernel, node), connected=connected)
 
 
 def _payload_width(port):
@@ -248,6 +249,10 @@ class ProgramTop(wiring.Component):
                     with km.If(o.valid & tk.is_done(o.payload)):
                         km.d.sync += seen.eq(1)
                     dones.append(seen)
+            # ops that report their own completion (writers: every write landed)
+            for nid, op in ops.items():
+                if "done" in op.signature.members and op.signature.members["done"].flow == Out:
+                    dones.append(op.done)
             # memory interfaces
             for nid, op in ops.items():
                 node = k.nodes[nid]

@@ -5,98 +5,23 @@ import json
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 
 from fuseflow.errors import HardwareError, TensorError
 from fuseflow.hw.elaborate import build, run_amaranth
 from fuseflow.hw.ops import MODULES
 from fuseflow.hw.ops._common import OpComponent
-from fuseflow.hw.token import is_data, is_done, is_empty, is_stop
-from fuseflow.hw.top import _any_kind, compare_tensors, default_factory, op_params
+from fuseflow.hw.top import compare_tensors, default_factory, op_params
 from fuseflow.samml import Program, kernels
 from fuseflow.tensors.fixed import FixedFormat
 
 
-# --- stand-ins for ops that fuseflow.hw.ops does not have yet -----------------------------------------
-
-class _ValueWrite(OpComponent):
-    op_name = "value_write"
-
-    def _add_members(self, members):
-        self._add_write(members, "vals", "vals", self.fixed.width, "vals_count", signed=True)
-
-    def elaborate(self, platform):
-        m = Module()
-        f = self.fire_logic()
-        inp = self.i_val.payload
-        fin = Signal()
-        m.d.comb += [f.go.eq(self.i_val.valid & ~fin), f.pop["val"].eq(1),
-                     self.vals_waddr.eq(self.vals_count), self.vals_wdata.eq(inp.data)]
-        with m.If(is_empty(inp)):
-            m.d.comb += self.vals_wdata.eq(0)
-        with m.If(f.fire & (is_data(inp) | is_empty(inp))):
-            m.d.comb += self.vals_wen.eq(1)
-            m.d.sync += self.vals_count.eq(self.vals_count + 1)
-        with m.If(f.fire & is_done(inp)):
-            m.d.sync += fin.eq(1)
-        f.build(m)
-        return m
-
-
-class _LevelWrite(OpComponent):
-    op_name = "level_write"
-
-    def _add_members(self, members):
-        self._add_write(members, "seg", "seg", self.crd_width, "seg_count")
-        self._add_write(members, "crd", "crd", self.crd_width, "crd_count")
-
-    def elaborate(self, platform):
-        m = Module()
-        f = self.fire_logic()
-        inp = self.i_crd.payload
-        top = self.params.get("level", 0) == 0
-        started, fin = Signal(), Signal()
-        last = Signal(2)              # 0 start, 1 data, 2 S0, 3 other stop
-        m.d.comb += [f.go.eq(self.i_crd.valid & started & ~fin), f.pop["crd"].eq(1)]
-        with m.If(~started):          # seg[0] = 0 in the first cycle (not a firing)
-            m.d.sync += [started.eq(1), self.seg_count.eq(1)]
-            m.d.comb += [self.seg_waddr.eq(0), self.seg_wdata.eq(0), self.seg_wen.eq(1)]
-        m.d.comb += [self.crd_waddr.eq(self.crd_count), self.crd_wdata.eq(inp.data)]
-        with m.If(f.fire):
-            with m.If(is_data(inp)):
-                m.d.comb += self.crd_wen.eq(1)
-                m.d.sync += [self.crd_count.eq(self.crd_count + 1), last.eq(1)]
-            with m.Elif(is_stop(inp)):
-                close = (last == 1) | (last == 2) | ((last == 0) if top else 0)
-                with m.If(close):
-                    m.d.comb += [self.seg_waddr.eq(self.seg_count), self.seg_wdata.eq(self.crd_count),
-                                 self.seg_wen.eq(1)]
-                    m.d.sync += self.seg_count.eq(self.seg_count + 1)
-                m.d.sync += last.eq(((inp.data[0:8] == 0) * 2) | ((inp.data[0:8] != 0) * 3))
-            with m.Elif(is_done(inp)):
-                m.d.sync += fin.eq(1)
-                if top:
-                    with m.If(self.seg_count == 1):
-                        m.d.comb += [self.seg_waddr.eq(1), self.seg_wdata.eq(self.crd_count), self.seg_wen.eq(1)]
-                        m.d.sync += self.seg_count.eq(2)
-        f.build(m)
-        return m
-
-
-STANDINS = {"value_write": _ValueWrite, "level_write": _LevelWrite}
-
-
 def factory(program, kernel, node):
-    """Real op modules where they exist, stand-ins otherwise."""
-    if node.op in MODULES:
-        return default_factory(program, kernel, node)
-    v = program.config["value"]
-    return STANDINS[node.op](op_params(program, node), crd_width=program.config["crd_width"],
-                             fixed=FixedFormat(v["width"], v["frac"]), any_kind=_any_kind(kernel, node))
+    return default_factory(program, kernel, node)
 
 
 def need_ops(program):
-    missing = {n.op for k in program.kernels for n in k.nodes.values()} - set(MODULES) - set(STANDINS)
+    missing = {n.op for k in program.kernels for n in k.nodes.values()} - set(MODULES)
     if missing:
         pytest.skip(f"no RTL yet for {', '.join(sorted(missing))}")
 
@@ -142,7 +67,7 @@ def test_copy_kernel_matches_simulator(depth):
     b = build(p, {"c": VEC}, op_factory=factory)
     res = run_amaranth(b, max_cycles=1000)
     check(b, res)
-    assert res["counts"]["copy_c_x.write_x_vals.vals_count"] == 3
+    assert res["counts"]["copy_c_x.write_x_vals.count"] == 3
 
 
 def test_baked_inputs_need_no_host_loading():

@@ -1,0 +1,137 @@
+"""RTL benchmark: every kernel of the classic suite as Verilog under cocotb + Verilator.
+
+Per kernel: RTL cycles, reference-simulator cycles (fixed mode), the stream lower bound (tokens on the busiest
+stream, from the simulator's per-stream counts; summed over kernels), RTL cycles / lower bound (target <= 1.10),
+whether the outputs are bit-identical to the simulator's, Verilator simulated cycles per second (kernel run only,
+host loading excluded) and the reference simulator's cycles per second on the same kernel, plus the Verilator
+build time. Writes JSON (default benchmarks/results/rtl.json). Ratios are measured in one run on one machine.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+from fuseflow.cli import atomic_write  # noqa: E402
+from fuseflow.hw.elaborate import build, check_outputs_fit, reference_run  # noqa: E402
+from fuseflow.hw.ops import MODULES  # noqa: E402
+from fuseflow.hw.top import compare_tensors  # noqa: E402
+from fuseflow.samml import kernels  # noqa: E402
+
+TARGET_RATIO = 1.10
+DEFAULT_SCALE = 32
+DENSITY = 0.3
+
+
+def lower_bound(ref):
+    """Tokens on the busiest stream of each kernel, summed over kernels (kernels run in sequence)."""
+    return sum(max(k["streams"].values(), default=0) for k in ref.stats["kernels"])
+
+
+def measure(name, scale, seed=0, cache=None):
+    from fuseflow.hw import verilator
+    p = kernels.build(name, scale)
+    missing = sorted({n.op for k in p.kernels for n in k.nodes.values()} - set(MODULES))
+    if missing:
+        return {"kernel": name, "scale": scale, "skipped": f"no RTL for {', '.join(missing)}"}
+    inputs = kernels.random_inputs(p, density=DENSITY, seed=seed)
+    t0 = time.perf_counter()
+    ref = reference_run(p, inputs)
+    sim_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    b = build(p, inputs, reference=ref)
+    check_outputs_fit(b.plan, ref)
+    text = b.verilog()
+    elab_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    bdir = verilator.build_verilator(text, b.name, root=cache)
+    build_s = time.perf_counter() - t0
+    res = verilator.run_verilator(bdir, b.name, b.manifest(), b.images, 20 * ref.cycles + 10_000)
+    lb = lower_bound(ref)
+    rtl = res["cycles"]
+    out = {
+        "kernel": name, "scale": scale, "density": DENSITY, "seed": seed,
+        "done": res["done"],
+        "bit_identical": bool(res["done"]) and not compare_tensors(ref.tensors, res["tensors"]),
+        "rtl_cycles": rtl, "sim_cycles": ref.cycles,
+        "cycles_equal": [res["kernel_cycles"][k.name] for k in p.kernels] == list(ref.kernel_cycles),
+        "stream_lower_bound": lb,
+        "rtl_over_lower_bound": round(rtl / lb, 4) if lb else None,
+        "tokens": ref.stats["tokens"],
+        "verilator_cycles_per_second": round(res["sim_cycles_per_second"] or 0),
+        "verilator_run_seconds": round(res["run_seconds"], 4),
+        "sim_cycles_per_second": round(ref.cycles / ref.stats["wall_seconds"]) if ref.stats["wall_seconds"] else None,
+        "sim_seconds": round(sim_s, 4),
+        "elaborate_seconds": round(elab_s, 3),
+        "verilator_build_seconds": round(build_s, 2),
+        "verilog_lines": text.count("\n"),
+    }
+    if out["sim_cycles_per_second"] and out["verilator_cycles_per_second"]:
+        out["verilator_over_sim_speed"] = round(out["verilator_cycles_per_second"] / out["sim_cycles_per_second"], 3)
+    return out
+
+
+def r_squared(xs, ys):
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    if len(xs) < 2 or np.all(ys == ys.mean()):
+        return None
+    ss_res = float(np.sum((ys - xs) ** 2))
+    ss_tot = float(np.sum((ys - ys.mean()) ** 2))
+    return round(1 - ss_res / ss_tot, 6)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                                        "rtl.json"))
+    ap.add_argument("--scale", type=int, default=DEFAULT_SCALE, help="kernel size n (roughly n x n matrices)")
+    ap.add_argument("--kernels", nargs="*", default=list(kernels.SUITE), help="suite kernels to run")
+    ap.add_argument("--cache", help="Verilator build cache (default $FUSEFLOW_HW_CACHE or ~/.cache)")
+    args = ap.parse_args(argv)
+    results = []
+    for name in args.kernels:
+        t0 = time.perf_counter()
+        try:
+            r = measure(name, args.scale, cache=args.cache)
+        except Exception as exc:  # noqa: BLE001 - one broken kernel must not hide the others
+            r = {"kernel": name, "scale": args.scale, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        r["total_seconds"] = round(time.perf_counter() - t0, 2)
+        results.append(r)
+        brief = {k: r.get(k) for k in ("rtl_cycles", "sim_cycles", "stream_lower_bound", "rtl_over_lower_bound",
+                                       "bit_identical", "verilator_cycles_per_second", "skipped", "error")
+                 if r.get(k) is not None}
+        print(f"{name}: {brief}", file=sys.stderr)
+    ran = [r for r in results if "rtl_cycles" in r]
+    ratios = [r["rtl_over_lower_bound"] for r in ran if r.get("rtl_over_lower_bound")]
+    doc = {
+        "benchmark": "RTL (cocotb + Verilator) against the reference simulator",
+        "machine": {"python": platform.python_version(), "processor": platform.machine(), "cpus": os.cpu_count()},
+        "scale": args.scale, "density": DENSITY,
+        "target_rtl_over_lower_bound": TARGET_RATIO,
+        "summary": {
+            "kernels_run": len(ran),
+            "kernels_skipped": [r["kernel"] for r in results if "skipped" in r],
+            "kernels_failed": [r["kernel"] for r in results if "error" in r or
+                               ("rtl_cycles" in r and not r["bit_identical"])],
+            "all_bit_identical": all(r["bit_identical"] for r in ran) if ran else None,
+            "all_cycles_equal": all(r["cycles_equal"] for r in ran) if ran else None,
+            "r_squared_rtl_vs_sim_cycles": r_squared([r["sim_cycles"] for r in ran], [r["rtl_cycles"] for r in ran]),
+            "max_rtl_over_lower_bound": max(ratios) if ratios else None,
+            "kernels_meeting_target": sum(1 for x in ratios if x <= TARGET_RATIO),
+        },
+        "results": results,
+    }
+    with atomic_write(args.out) as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

