@@ -340,6 +340,8 @@ def pack_inputs(prog, inputs, env):
             packed = data
             if tuple(packed.shape) != tuple(t.shape):
                 raise TensorError(f"tensor {t.name}", f"shape {tuple(packed.shape)} but the program declares {tuple(t.shape)}")
+            if packed.format != fmt:
+                raise TensorError(f"tensor {t.name}", f"packed as {packed.format} but the program declares {fmt}")
         else:
             shape = tuple(getattr(data, "shape", np.shape(data)))
             if shape != tuple(t.shape):
