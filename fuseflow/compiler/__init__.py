@@ -1,0 +1,67 @@
+"""The FuseFlow compiler: Einsum programs -> cross-expression fusion -> fusion tables -> SAMML graph.json.
+
+>>> from fuseflow.compiler import EinsumProgram, compile_program
+>>> p = EinsumProgram("spmv")
+>>> _ = p.tensor("B", (3, 4), "csr")
+>>> _ = p.tensor("c", (4,), "sv")
+>>> _ = p.statement("x(i) = B(i,j) * c(j)")
+>>> result = compile_program(p)
+>>> [k.name for k in result.program.kernels]
+['x']
+
+Modules: :mod:`.frontend` (Python API and ``.ff`` text), :mod:`.ir` (Einsum IR), :mod:`.fusion`
+(Algorithm 1, schedules, orders), :mod:`.tables` (fusion tables, Algorithm 2), :mod:`.codegen`
+(factored-iteration SAMML). ``python -m fuseflow.compiler`` is the command line.
+"""
+
+from __future__ import annotations
+
+from ..errors import ProgramError
+from .codegen import CompileResult, build_program
+from .frontend import EinsumProgram, parse_file
+from .fusion import SCHEDULES, KernelPlan, TransposePlan, plan_program
+from .ir import ProgramIR
+
+__all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileResult", "SCHEDULES",
+           "KernelPlan", "TransposePlan", "parse_order"]
+
+
+def parse_order(order):
+    """``"i,k,j"`` / ``"i->k->j"`` / a sequence -> a tuple of index names (None stays None)."""
+    if order is None:
+        return None
+    if isinstance(order, str):
+        import re
+        parts = [p.strip() for p in re.split(r",|->", order) if p.strip()]
+        for p in parts:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p):
+                raise ProgramError("--order", f"expected index names separated by commas, got {order!r}")
+        if not parts:
+            raise ProgramError("--order", "needs at least one index name")
+        return tuple(parts)
+    return tuple(order)
+
+
+def compile_program(src, fuse="regions", order=None, iteration="factored", name=None):
+    """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
+
+    ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
+    each kernel takes the indices it has, as constraints), or a dict {kernel (output) name: order}; ``iteration``: ``factored`` (default) or
+    ``global`` (one iteration space per kernel, for comparisons; sums of products only).
+    Returns a :class:`CompileResult` (``.program`` is the graph, ``.plans`` the kernels with their orders,
+    ``.tables`` the fusion tables)."""
+    ir = src if isinstance(src, ProgramIR) else src.to_ir()
+    if iteration not in ("factored", "global"):
+        raise ProgramError("iteration", f"expected 'factored' or 'global', got {iteration!r}")
+    if isinstance(order, dict):
+        order = {k: parse_order(v) for k, v in order.items()}
+    else:
+        order = parse_order(order)
+    plans = plan_program(ir, fuse, order, iteration)
+    prog, tables = build_program(ir, plans, name)
+    return CompileResult(prog, plans, tables, ir)
+
+
+def compile_text(text, fuse="regions", order=None, iteration="factored", name="program"):
+    """Compile ``.ff`` source text."""
+    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration)

@@ -1,0 +1,151 @@
+"""Code generation: fusion tables -> SAMML kernels -> one :class:`~fuseflow.samml.Program` (graph.json).
+
+Every kernel plan becomes one kernel. Its fusion table is planned for the selected order, then the output's
+cells are evaluated top-down: the level writers pull the output coordinate streams (through the crd_drop
+chain that makes the written tensor canonical, see the empty-fibre rule in ``docs/semantics-brief.md``) and
+the value writer pulls the value stream; every cell builds its node once, so only cells the output needs
+become nodes.
+
+Tensors of the program: inputs keep their declared formats; outputs and intermediates (tensors written by
+one kernel and read by a later one) have every level ``compressed`` with the mode order in which the
+producing kernel iterates their indices; permuted copies (``A_T``) are compressed with the reversed mode
+order of their source.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..samml import Program
+from .fusion import KernelPlan, TransposePlan
+from .tables import Cell, Planner
+
+
+class KernelBuilder:
+    """Adds deferred cells to a :class:`~fuseflow.samml.Kernel` with unique, readable node ids."""
+
+    def __init__(self, kernel):
+        self.k = kernel
+
+    def add(self, op, ins, name, params):
+        base = re.sub(r"\W", "_", name) or op
+        nid, n = base, 1
+        while nid in self.k.nodes:
+            nid = f"{base}_{n}"
+            n += 1
+        return self.k.add(op, ins, id=nid, **params)
+
+    def portref(self, handle, port):
+        return handle[port]
+
+
+@dataclass
+class CompileResult:
+    """What :func:`compile_program` returns."""
+    program: Program
+    plans: list
+    tables: dict = field(default_factory=dict)
+    ir: object = None
+
+    @property
+    def kernels(self):
+        return [p for p in self.plans if isinstance(p, KernelPlan)]
+
+    def save(self, path):
+        from ..samml import save
+        save(self.program, path)
+
+
+def write_tensor(kb, name, levels, val):
+    """Level writers (after a crd_drop chain, innermost first) and the value writer of ``name``."""
+    crds = [c for _, c in levels]
+    for k in range(len(crds) - 2, -1, -1):
+        d = Cell("crd_drop", {"outer": crds[k], "inner": crds[k + 1]}, f"drop_{name}{k}")
+        crds[k], crds[k + 1] = d["outer"], d["inner"]
+    for lv, c in enumerate(crds):
+        Cell("level_write", {"crd": c}, f"write_{name}{lv}", tensor=name, level=lv, format="compressed").build(kb)
+    Cell("value_write", {"val": val}, f"write_{name}_vals", tensor=name).build(kb)
+
+
+def size_fifos(kernel):
+    """FIFO depths that keep the kernel deadlock-free (DESIGN.md section 5).
+
+    A sparse accumulator emits a whole sorted fibre per group; a consumer that merges that fibre with a
+    stream whose next token depends on the accumulator's *next* outer coordinate (a scanner's stop
+    look-ahead through a repeat driven by ``crd_outer0``) must be able to buffer one complete inner fibre.
+    So every stream out of a ``spacc`` gets depth ``dim + 2`` (the inner dimension plus the closing stop and
+    one token of the next fibre); ``crd_outer0`` gets ``dim_outer + 2``. Other streams keep the default."""
+    for node in kernel.nodes.values():
+        if node.op != "spacc":
+            continue
+        dim = int(node.params.get("dim") or 0)
+        dim_outer = int(node.params.get("dim_outer") or 0)
+        for port, bound in (("crd_inner", dim), ("val", dim), ("crd_outer0", dim_outer)):
+            s = kernel.output_stream(node.id, port)
+            if s is not None and bound:
+                s.depth = max(s.depth or 0, bound + 2)
+
+
+def gen_kernel(prog, kp):
+    """Plan ``kp`` at its selected order and build its kernel; returns the fusion table."""
+    planner = Planner(kp.expr, kp.out_idx, kp.order, kp.views, kp.leaf_view, kp.sizes, kp.out)
+    levels, val = planner.plan()
+    k = prog.kernel(kp.name)
+    write_tensor(KernelBuilder(k), kp.out, levels, val)
+    size_fifos(k)
+    planner.table.put("val", kp.out, f"Write({kp.out})")
+    return planner.table
+
+
+def gen_transpose(prog, tp):
+    """A transpose kernel: scan the source in storage order and re-sort its entries with an order-2 sparse
+    accumulator whose reduced index is the source's outer index (there is one entry per position)."""
+    k = prog.kernel(tp.name)
+    kb = KernelBuilder(k)
+    root = Cell("root", {}, "root")
+    s0 = Cell("level_scan", {"ref": root["ref"]}, f"scan_{tp.src}0", tensor=tp.src, level=0,
+              format=tp.src_levels[0])
+    s1 = Cell("level_scan", {"ref": s0["ref"]}, f"scan_{tp.src}1", tensor=tp.src, level=1,
+              format=tp.src_levels[1])
+    unit = Cell("level_scan", {"ref": s1["ref"]}, "unit", format="dense", dim=1)
+    held = Cell("crd_hold", {"outer": s0["crd"], "inner": s1["crd"]}, "hold0")
+    held2 = Cell("crd_hold", {"outer": held["outer"], "inner": unit["crd"]}, "hold1")
+    vals = Cell("array", {"ref": unit["ref"]}, f"vals_{tp.src}", tensor=tp.src)
+    outer_dim = tp.shape[tp.src_mode_order[1]]
+    inner_dim = tp.shape[tp.src_mode_order[0]]
+    acc = Cell("spacc", {"crd_inner": held2["outer"], "crd_outer0": s1["crd"], "val": vals["val"]},
+               "spacc_transpose", order=2, op="sum", dim=int(inner_dim), dim_outer=int(outer_dim))
+    write_tensor(kb, tp.dst, [("a", acc["crd_outer0"]), ("b", acc["crd_inner"])], acc["val"])
+    size_fifos(k)
+
+
+def build_program(ir, plans, name=None):
+    """The SAMML program of a list of plans (in execution order)."""
+    prog = Program(name or ir.name, expr=ir.expr_text())
+    written = {}
+    for p in plans:
+        if isinstance(p, KernelPlan):
+            written[p.out] = p.mode_order
+        else:
+            written[p.dst] = p.dst_mode_order
+    for t in ir.tensors.values():
+        if t.role == "input":
+            used = any(l.tensor == t.name for s in ir.stmts for l in s.rhs.leaves())
+            if used:
+                prog.tensor(t.name, "input", list(t.shape), list(t.levels), list(t.mode_order))
+    for t in ir.tensors.values():
+        if t.role != "input" and t.name in written:
+            prog.tensor(t.name, t.role, list(t.shape), ["compressed"] * t.order, list(written[t.name]))
+    for p in plans:
+        if isinstance(p, TransposePlan):
+            prog.tensor(p.dst, "intermediate", list(p.shape), ["compressed"] * len(p.shape),
+                        list(p.dst_mode_order))
+    tables = {}
+    for p in plans:
+        if isinstance(p, KernelPlan):
+            tables[p.name] = gen_kernel(prog, p)
+        else:
+            gen_transpose(prog, p)
+    prog.validate()
+    return prog, tables

@@ -1,0 +1,539 @@
+"""Cross-expression fusion (Algorithm 1) and schedules.
+
+For every kernel the compiler
+
+1. gives the reduction indices of every statement instance fresh names (the original name when it is
+   still free, else ``k2``, ``k3`` ...);
+2. inlines producers into consumers (statements of the same fusion group whose results are read later
+   in the group), substituting the producer's left-hand indices by the consumer's;
+3. gives every use of a tensor a *view* (tensor + index map, with the mode order of its storage) and merges
+   equal views (same tensor, same index map: same mode-order sequence);
+4. builds the partial-order graph (a networkx DiGraph over index variables) from the views' storage orders,
+   the statements' ``order`` lines (through the renaming) and the command line's ``--order``;
+5. breaks cycles: a cycle through an inlined producer's order un-inlines (materialises) that producer;
+   a cycle through views of a tensor that has other views (or that an earlier kernel wrote) gets a
+   permuted copy of the tensor (a transpose kernel) for one view; anything else is an unsatisfiable order;
+6. enumerates the topological sorts deterministically (index rank: output indices, then first use),
+   keeps those the fusion-table planner can lower (:func:`.tables.check_order`), caps the enumeration,
+   and selects the first valid order (or the only one the user's constraints allow).
+
+Schedules (fusion granularity) decide the groups: ``none`` (every statement its own kernel), ``regions``
+(the program's ``fuse { }`` regions; other statements alone) and ``full`` (all statements one group).
+A group yields one kernel per *sink* (a statement whose result is an output or is read after the group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..errors import ProgramError
+from .ir import Bin, Fn, Leaf, Lit, Red, rename
+from .tables import check_order
+
+SCHEDULES = ("none", "regions", "full")
+DEFAULT_MAX_ORDERS = 1000
+SCAN_LIMIT = 20000
+
+
+@dataclass
+class View:
+    """One view of a tensor: the tensor (or its permuted copy) read with an index map."""
+    key: tuple
+    tensor: str
+    idx: tuple
+    source: str
+    levels: tuple
+    mode_order: tuple
+    permuted: bool = False
+
+    @property
+    def level_idx(self):
+        """The index variable at each storage level (outer to inner)."""
+        return tuple(self.idx[d] for d in self.mode_order)
+
+    @property
+    def label(self):
+        name = self.source if self.permuted else self.tensor
+        return f"{name}({','.join(self.idx)})"
+
+
+@dataclass
+class KernelPlan:
+    """A fused kernel: the sink statement with its producers inlined, views, POG and chosen order."""
+    name: str
+    stmt: object
+    out: str
+    out_idx: tuple
+    expr: object
+    views: dict
+    leaf_view: dict
+    sizes: dict
+    pog: nx.DiGraph
+    rank: dict
+    inlined: list
+    instances: list
+    order: tuple = None
+    mode_order: tuple = None
+    notes: list = field(default_factory=list)
+    kind: str = "expr"
+
+    def indices(self):
+        return list(self.pog.nodes)
+
+    def orders(self, limit=DEFAULT_MAX_ORDERS):
+        """(valid orders, capped?) in the deterministic enumeration order."""
+        return valid_orders(self, limit)
+
+    def describe(self):
+        parts = [f"{self.out}({','.join(self.out_idx)}) = {_text(self.expr)}"]
+        return parts[0]
+
+
+@dataclass
+class TransposePlan:
+    """A permuted copy of an order-2 tensor (a transpose kernel)."""
+    name: str
+    src: str
+    dst: str
+    shape: tuple
+    src_levels: tuple
+    src_mode_order: tuple
+    dst_mode_order: tuple
+    kind: str = "transpose"
+    notes: list = field(default_factory=list)
+
+
+def _text(node):
+    from .ir import to_text
+    return to_text(node)
+
+
+# ---- schedules ------------------------------------------------------------------------------------
+
+def schedule_groups(ir, fuse):
+    """Fusion groups (lists of statement ids) for a schedule."""
+    if fuse not in SCHEDULES:
+        raise ProgramError("--fuse", f"unknown schedule {fuse!r} (expected {', '.join(SCHEDULES)})")
+    ids = [s.id for s in ir.stmts]
+    if fuse == "none":
+        return [[i] for i in ids]
+    if fuse == "full":
+        return [ids]
+    groups, seen = [], set()
+    region_of = {sid: n for n, r in enumerate(ir.regions) for sid in r}
+    for sid in ids:
+        if sid in seen:
+            continue
+        if sid in region_of:
+            g = list(ir.regions[region_of[sid]])
+        else:
+            g = [sid]
+        seen.update(g)
+        groups.append(g)
+    return groups
+
+
+# ---- inlining --------------------------------------------------------------------------------------
+
+def _fresh(name, used):
+    if name not in used:
+        return name
+    n = 2
+    while f"{name}{n}" in used:
+        n += 1
+    return f"{name}{n}"
+
+
+def _uniquify(stmt):
+    """The statement's rhs with every reduction index unique within the statement (sum[k]()+sum[k]())."""
+    used = set(stmt.idx)
+    mapping_first = {}
+
+    def walk(node, env):
+        if isinstance(node, Leaf):
+            return Leaf(node.tensor, tuple(env.get(i, i) for i in node.idx), stmt.id)
+        if isinstance(node, Lit):
+            return Lit(node.value)
+        if isinstance(node, Bin):
+            return Bin(node.op, walk(node.a, env), walk(node.b, env))
+        if isinstance(node, Fn):
+            return Fn(node.fn, walk(node.a, env))
+        if isinstance(node, Red):
+            env2 = dict(env)
+            new = []
+            for r in node.idx:
+                f = _fresh(r, used)
+                used.add(f)
+                mapping_first.setdefault(r, f)
+                env2[r] = f
+                new.append(f)
+            return Red(node.op, tuple(new), walk(node.body, env2))
+        raise TypeError(node)
+    return walk(stmt.rhs, {}), mapping_first
+
+
+def instantiate(ir, stmt, target_idx, used, inline_ids):
+    """The statement's rhs in the consumer's namespace: lhs indices -> ``target_idx``, reductions fresh,
+    producers in ``inline_ids`` inlined recursively. Returns (expr, instances) where each instance is
+    (stmt id, {local index: fused index})."""
+    rhs, first = _uniquify(stmt)
+    mapping = dict(zip(stmt.idx, target_idx))
+    for r in _reduced_in_order(rhs):
+        mapping[r] = _fresh(r, used)
+        used.add(mapping[r])
+    expr = rename(rhs, mapping, stmt.id)
+    local = dict(zip(stmt.idx, target_idx))
+    for r, f in first.items():
+        local[r] = mapping[f]
+    instances = [(stmt.id, local)]
+
+    def sub(node):
+        if isinstance(node, Leaf):
+            prod = ir.producer(node.tensor)
+            if prod is not None and prod.id in inline_ids:
+                e, inst = instantiate(ir, prod, node.idx, used, inline_ids)
+                instances.extend(inst)
+                return e
+            return node
+        if isinstance(node, Lit):
+            return node
+        if isinstance(node, Bin):
+            return Bin(node.op, sub(node.a), sub(node.b))
+        if isinstance(node, Fn):
+            return Fn(node.fn, sub(node.a))
+        if isinstance(node, Red):
+            return Red(node.op, node.idx, sub(node.body))
+        raise TypeError(node)
+    return sub(expr), instances
+
+
+def _reduced_in_order(node):
+    out = []
+    for n in node.walk():
+        if isinstance(n, Red):
+            out += [i for i in n.idx if i not in out]
+    return out
+
+
+def globalize(expr):
+    """Global iteration (prior work, Figure 5a): a sum of products with nested sums becomes one sum over
+    every reduction index of one product. Returns None when the expression is not a sum of products."""
+    leaves, rd = [], []
+
+    def walk(node):
+        if isinstance(node, (Leaf, Lit)):
+            leaves.append(node)
+            return True
+        if isinstance(node, Bin) and node.op == "*":
+            return walk(node.a) and walk(node.b)
+        if isinstance(node, Red) and node.op == "sum":
+            rd.extend(i for i in node.idx if i not in rd)
+            return walk(node.body)
+        return False
+    if not walk(expr) or not rd:
+        return None
+    prod = leaves[0]
+    for l in leaves[1:]:
+        prod = Bin("*", prod, l)
+    return Red("sum", tuple(rd), prod)
+
+
+# ---- kernels ----------------------------------------------------------------------------------------
+
+class Compiler:
+    """Builds the kernel plans of a program for one schedule (see :func:`plan_program`)."""
+
+    def __init__(self, ir, fuse="regions", order=None, iteration="factored"):
+        self.ir, self.fuse = ir, fuse
+        if isinstance(order, dict):
+            self.kernel_orders = {k: tuple(v) for k, v in order.items()}
+            self.cli_order = ()
+        else:
+            self.kernel_orders = {}
+            self.cli_order = tuple(order) if order else ()
+        self.iteration = iteration
+        self.groups = schedule_groups(ir, fuse)
+        self.group_of = {sid: n for n, g in enumerate(self.groups) for sid in g}
+        self.layouts = {}          # written tensor -> mode order of its storage
+        self.copies = {}           # tensor -> name of its transposed copy
+        self.plans = []
+        self.kernel_names = set()
+        if self.cli_order:
+            known = {i for s in ir.stmts for i in s.indices}
+            if len(set(self.cli_order)) != len(self.cli_order):
+                raise ProgramError("--order", f"repeats an index: {','.join(self.cli_order)}")
+
+    def is_sink(self, stmt):
+        if self.ir.tensors[stmt.lhs].role == "output":
+            return True
+        g = self.group_of[stmt.id]
+        return any(self.group_of[r.id] != g for r in self.ir.readers(stmt.lhs))
+
+    def run(self):
+        for s in self.ir.stmts:
+            if self.is_sink(s) and s.lhs not in self.layouts:
+                self.compile_sink(s, set(self.groups[self.group_of[s.id]]))
+        if self.cli_order:
+            names = set()
+            for p in self.plans:
+                if isinstance(p, KernelPlan):
+                    names |= set(p.pog.nodes)
+            unknown = [i for i in self.cli_order if i not in names]
+            if unknown:
+                raise ProgramError("--order", f"index {unknown[0]} is not an index of any kernel (indices: "
+                                              f"{', '.join(sorted(names))})")
+        return self.plans
+
+    def compile_sink(self, stmt, group, uninline=()):
+        uninline = set(uninline)
+        permute = set()
+        notes = []
+        for _attempt in range(64):
+            allowed = {sid for sid in group if sid != stmt.id and sid not in uninline}
+            for sid in sorted(uninline):
+                lhs = self.ir.stmts[sid].lhs
+                if lhs not in self.layouts:
+                    self.compile_sink(self.ir.stmts[sid], group)
+            kp = self.build(stmt, allowed, permute)
+            action = self.resolve_cycles(kp)
+            if action is not None:
+                kind, what, why = action
+                if kind == "uninline":
+                    uninline.add(what)
+                    notes.append(f"materialised {self.ir.stmts[what].lhs}: {why}")
+                else:
+                    permute.add(what)
+                    notes.append(f"permuted copy of {what[0]} for view {what[0]}({','.join(what[1])}): {why}")
+                continue
+            first, reason = first_valid(kp)
+            if first is None:
+                inl = sorted(kp.inlined)
+                if inl:
+                    uninline.add(inl[-1])
+                    notes.append(f"materialised {self.ir.stmts[inl[-1]].lhs}: no fused dataflow order can be "
+                                 f"lowered ({reason})")
+                    continue
+                raise ProgramError(f"line {stmt.line}", f"no valid dataflow order for {stmt.lhs}: {reason}")
+            kp.order = first
+            kp.mode_order = tuple(kp.out_idx.index(x) for x in first if x in kp.out_idx)
+            kp.notes = notes
+            break
+        else:
+            raise ProgramError(f"line {stmt.line}", f"cannot fuse {stmt.lhs}: too many fusion attempts")
+        kp.name = self.kernel_name(stmt.lhs)
+        self.add_transposes(kp)
+        self.plans.append(kp)
+        self.layouts[stmt.lhs] = kp.mode_order
+        return kp
+
+    def add_transposes(self, kp):
+        for v in kp.views.values():
+            if v.permuted and v.tensor not in self.copies:
+                raise AssertionError("transposed copy missing")
+            if v.permuted and not any(isinstance(p, TransposePlan) and p.dst == v.source for p in self.plans):
+                t = self.ir.tensors[v.tensor]
+                src_levels, src_mo = self.storage(v.tensor)
+                self.plans.append(TransposePlan(f"transpose_{v.tensor}", v.tensor, v.source, tuple(t.shape),
+                                                tuple(src_levels), tuple(src_mo), tuple(v.mode_order)))
+
+    def storage(self, tensor):
+        t = self.ir.tensors[tensor]
+        if t.role == "input":
+            return t.levels, t.mode_order
+        if tensor not in self.layouts:
+            raise ProgramError(f"line {t.line}", f"{tensor} is read before a kernel writes it")
+        return ("compressed",) * t.order, self.layouts[tensor]
+
+    def build(self, stmt, allowed, permute):
+        used = set(stmt.idx)
+        expr, instances = instantiate(self.ir, stmt, stmt.idx, used, allowed)
+        if self.iteration == "global":
+            g = globalize(expr)
+            if g is None:
+                raise ProgramError(f"line {stmt.line}", "global iteration needs a sum of products")
+            expr = g
+        inlined = sorted({sid for sid, _ in instances if sid != stmt.id})
+        views, leaf_view, sizes = {}, {}, {}
+        for leaf in expr.leaves():
+            key = (leaf.tensor, leaf.idx)
+            t = self.ir.tensors[leaf.tensor]
+            for i, d in zip(leaf.idx, t.shape):
+                sizes[i] = d
+            if key not in views:
+                levels, mo = self.storage(leaf.tensor)
+                if key in permute:
+                    src = self.copy_name(leaf.tensor)
+                    mo2 = tuple(reversed(mo))
+                    views[key] = View(key, leaf.tensor, leaf.idx, src, ("compressed",) * t.order, mo2, True)
+                else:
+                    views[key] = View(key, leaf.tensor, leaf.idx, leaf.tensor, tuple(levels), tuple(mo))
+            leaf_view[id(leaf)] = key
+        g = nx.DiGraph()
+        rank = {}
+        for i in list(stmt.idx) + expr.all_indices():
+            if i not in rank:
+                rank[i] = len(rank)
+                g.add_node(i)
+
+        def edge(u, v, label):
+            if g.has_edge(u, v):
+                g[u][v]["labels"].append(label)
+            else:
+                g.add_edge(u, v, labels=[label])
+        for key, v in views.items():
+            li = v.level_idx
+            for a, b in zip(li, li[1:]):
+                edge(a, b, ("view", key))
+        for sid, local in instances:
+            st = self.ir.stmts[sid]
+            for chain in st.orders:
+                mapped = [local[i] for i in chain if i in local]
+                for a, b in zip(mapped, mapped[1:]):
+                    edge(a, b, ("order", sid))
+        chain = self.kernel_orders.get(stmt.lhs, self.cli_order)
+        if chain:
+            unknown = [i for i in chain if i not in rank]
+            if stmt.lhs in self.kernel_orders and unknown:
+                raise ProgramError("order", f"index {unknown[0]} is not an index of kernel {stmt.lhs} (indices: "
+                                            f"{', '.join(rank)})")
+            chain = [i for i in chain if i in rank]
+            for a, b in zip(chain, chain[1:]):
+                edge(a, b, ("cli",))
+        return KernelPlan(stmt.lhs, stmt, stmt.lhs, tuple(stmt.idx), expr, views, leaf_view, sizes, g, rank, inlined,
+                          instances)
+
+    def kernel_name(self, base):
+        name = base
+        n = 2
+        while name in self.kernel_names:
+            name = f"{base}_{n}"
+            n += 1
+        self.kernel_names.add(name)
+        return name
+
+    def copy_name(self, tensor):
+        if tensor not in self.copies:
+            base = f"{tensor}_T"
+            name = base
+            n = 2
+            while name in self.ir.tensors or name in self.copies.values():
+                name = f"{base}{n}"
+                n += 1
+            self.copies[tensor] = name
+        return self.copies[tensor]
+
+    def resolve_cycles(self, kp):
+        """None if the POG is acyclic, else an action ('uninline', stmt id, why) or ('permute', key, why);
+        raises ProgramError when the cycle cannot be broken."""
+        try:
+            cycle = nx.find_cycle(kp.pog)
+        except nx.NetworkXNoCycle:
+            return None
+        labels = []
+        for u, v in cycle:
+            for lab in kp.pog[u][v]["labels"]:
+                labels.append((u, v, lab))
+        path = " -> ".join([cycle[0][0]] + [v for _, v in cycle])
+        prods = sorted({lab[1] for _, _, lab in labels if lab[0] == "order" and lab[1] != kp.stmt.id},
+                       reverse=True)
+        why = f"the order constraints form a cycle {path}"
+        if prods:
+            return ("uninline", prods[0], why)
+        keys = [lab[1] for _, _, lab in labels if lab[0] == "view"]
+        cands = [k for k in keys if self.permutable(kp, k)]
+        if cands:
+            pos = {id(l): n for n, l in enumerate(kp.expr.leaves())}
+            last = max(cands, key=lambda k: max(pos[lid] for lid, kk in kp.leaf_view.items() if kk == k))
+            t = self.ir.tensors[last[0]]
+            if t.order != 2:
+                raise ProgramError(f"line {kp.stmt.line}", f"{why}; breaking it needs a permuted copy of "
+                                                           f"{last[0]} (order {t.order}), and only order-2 "
+                                                           f"transposes are supported")
+            return ("permute", last, why)
+        raise ProgramError(f"line {kp.stmt.line}", f"unsatisfiable dataflow order for {kp.out}: {why} ("
+                                                   + "; ".join(_describe_label(self.ir, u, v, lab)
+                                                               for u, v, lab in labels) + ")")
+
+    def permutable(self, kp, key):
+        tensor = key[0]
+        t = self.ir.tensors[tensor]
+        if t.order != 2:
+            return False
+        if key in {v.key for v in kp.views.values() if v.permuted}:
+            return False
+        if t.role != "input":
+            return True
+        return sum(1 for k in kp.views if k[0] == tensor) >= 2
+
+
+def _describe_label(ir, u, v, lab):
+    if lab[0] == "view":
+        t = ir.tensors[lab[1][0]]
+        fmt = t.format_name if t.role == "input" else "written"
+        return f"{u} before {v} from the storage order of {lab[1][0]}({','.join(lab[1][1])}) [{fmt}]"
+    if lab[0] == "order":
+        st = ir.stmts[lab[1]]
+        return f"{u} before {v} from the order of {st.lhs} (line {st.line})"
+    return f"{u} before {v} from --order"
+
+
+# ---- orders -------------------------------------------------------------------------------------------
+
+def topological_sorts(g, rank):
+    """Every topological sort of ``g``, deterministically (smallest rank first at every step)."""
+    nodes = sorted(g.nodes, key=rank.get)
+    indeg = {n: g.in_degree(n) for n in nodes}
+    seq, used = [], set()
+    total = len(nodes)
+
+    def rec():
+        if len(seq) == total:
+            yield tuple(seq)
+            return
+        for v in [n for n in nodes if indeg[n] == 0 and n not in used]:
+            used.add(v)
+            seq.append(v)
+            for w in g.successors(v):
+                indeg[w] -= 1
+            yield from rec()
+            for w in g.successors(v):
+                indeg[w] += 1
+            seq.pop()
+            used.discard(v)
+    return rec()
+
+
+def _check(kp, order):
+    return check_order(kp.expr, kp.out_idx, order, kp.views, kp.leaf_view, kp.sizes)
+
+
+def first_valid(kp, scan_limit=SCAN_LIMIT):
+    """(first valid order, None) or (None, reason of the first rejection)."""
+    reason = None
+    for n, order in enumerate(topological_sorts(kp.pog, kp.rank)):
+        if n >= scan_limit:
+            return None, (reason or "") + f" (gave up after {scan_limit} orders)"
+        why = _check(kp, order)
+        if why is None:
+            return order, None
+        if reason is None:
+            reason = f"order {','.join(order)}: {why}"
+    return None, reason or "the constraints leave no order"
+
+
+def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
+    """(list of valid orders, capped) — at most ``limit`` orders; capped when more may exist."""
+    out = []
+    for n, order in enumerate(topological_sorts(kp.pog, kp.rank)):
+        if n >= scan_limit or len(out) >= limit:
+            return out, True
+        if _check(kp, order) is None:
+            out.append(order)
+    return out, False
+
+
+def plan_program(ir, fuse="regions", order=None, iteration="factored"):
+    """Kernel plans (KernelPlan / TransposePlan) of a program in execution order."""
+    return Compiler(ir, fuse, order, iteration).run()

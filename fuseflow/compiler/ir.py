@@ -1,0 +1,282 @@
+"""The Einsum IR: tensors, statements, fusion regions, expression trees with identity.
+
+The front end (:mod:`.frontend`) produces a :class:`ProgramIR`: every tensor with its shape, per-level
+formats and mode order (inputs) or its role (outputs and intermediates, whose formats the compiler chooses),
+every statement in program order with its expression tree and its dataflow-order constraints (``order``
+lines), and the user's fusion regions. Cross-expression fusion (:mod:`.fusion`) builds fused expression trees
+out of these statements; the trees use the node classes below.
+
+Expression nodes have identity (two ``A(i,j)`` leaves are different nodes) so that the fusion table can
+give every use of a tensor its own column. ``free`` is the tuple of free (unreduced) indices in first-use
+order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ProgramError
+from ..samml import expr as ast
+
+UNARY = ("neg", "relu", "exp")
+REDUCERS = ("sum", "max")
+ZERO_PRESERVING = ("neg", "relu")       # f(0) == 0: iterating only stored entries is exact
+
+
+class Node:
+    """Base of expression nodes."""
+    free: tuple = ()
+
+    def children(self):
+        return ()
+
+    def walk(self):
+        """Pre-order traversal."""
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+    def leaves(self):
+        return [n for n in self.walk() if isinstance(n, Leaf)]
+
+    def all_indices(self):
+        """Every index used in the subtree (free and reduced), first-use order."""
+        out = []
+        for n in self.walk():
+            idx = n.idx if isinstance(n, (Leaf, Red)) else ()
+            for i in idx:
+                if i not in out:
+                    out.append(i)
+        return out
+
+
+class Leaf(Node):
+    """A use of a tensor: ``A(i,k)``; ``idx[d]`` indexes tensor dimension ``d``."""
+
+    def __init__(self, tensor, idx, stmt=None):
+        self.tensor = tensor
+        self.idx = tuple(idx)
+        self.free = tuple(self.idx)
+        self.stmt = stmt          # the statement instance this use comes from (for error messages)
+
+    def __repr__(self):
+        return f"{self.tensor}({','.join(self.idx)})"
+
+
+class Lit(Node):
+    """A numeric constant."""
+
+    def __init__(self, value):
+        self.value = float(value)
+        self.free = ()
+
+    def __repr__(self):
+        v = self.value
+        return repr(int(v)) if v == int(v) and abs(v) < 1e15 else repr(v)
+
+
+class Bin(Node):
+    """A binary operation: ``+ - * /``."""
+
+    def __init__(self, op, a, b):
+        self.op, self.a, self.b = op, a, b
+        self.free = _merge(a.free, b.free)
+
+    def children(self):
+        return (self.a, self.b)
+
+    def __repr__(self):
+        return f"({self.a!r} {self.op} {self.b!r})"
+
+
+class Fn(Node):
+    """A unary function: ``neg relu exp``."""
+
+    def __init__(self, fn, a):
+        self.fn, self.a = fn, a
+        self.free = a.free
+
+    def children(self):
+        return (self.a,)
+
+    def __repr__(self):
+        return f"{self.fn}({self.a!r})"
+
+
+class Red(Node):
+    """A reduction ``sum[k](body)`` or ``max[k](body)`` over one or more indices."""
+
+    def __init__(self, op, idx, body):
+        self.op, self.idx, self.body = op, tuple(idx), body
+        self.free = tuple(i for i in body.free if i not in self.idx)
+
+    def children(self):
+        return (self.body,)
+
+    def __repr__(self):
+        return f"{self.op}[{','.join(self.idx)}]({self.body!r})"
+
+
+def _merge(a, b):
+    return tuple(a) + tuple(i for i in b if i not in a)
+
+
+def from_ast(node, stmt=None):
+    """Convert a parsed :mod:`fuseflow.samml.expr` tree into IR nodes (constants folded)."""
+    if isinstance(node, ast.Access):
+        return Leaf(node.name, node.indices, stmt)
+    if isinstance(node, ast.Const):
+        return Lit(node.value)
+    if isinstance(node, ast.Call):
+        a = from_ast(node.arg, stmt)
+        if isinstance(a, Lit):
+            import math
+            v = a.value
+            return Lit({"neg": -v, "relu": max(v, 0.0), "exp": math.exp(v) if v < 700 else float("inf")}[node.fn])
+        return Fn(node.fn, a)
+    if isinstance(node, ast.Reduce):
+        return Red(node.op, node.indices, from_ast(node.body, stmt))
+    if isinstance(node, ast.BinOp):
+        a, b = from_ast(node.lhs, stmt), from_ast(node.rhs, stmt)
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            x, y = a.value, b.value
+            if node.op == "/" and y == 0:
+                return Bin(node.op, a, b)
+            return Lit({"+": x + y, "-": x - y, "*": x * y, "/": (x / y) if y else 0.0}[node.op])
+        return Bin(node.op, a, b)
+    raise TypeError(f"unknown expression node {node!r}")
+
+
+def to_text(node):
+    """The node as index-notation text that :func:`fuseflow.samml.expr.parse_statement` reads back."""
+    if isinstance(node, Leaf):
+        return f"{node.tensor}({','.join(node.idx)})"
+    if isinstance(node, Lit):
+        return repr(node)
+    if isinstance(node, Bin):
+        return f"({to_text(node.a)} {node.op} {to_text(node.b)})"
+    if isinstance(node, Fn):
+        return f"{node.fn}({to_text(node.a)})"
+    if isinstance(node, Red):
+        return f"{node.op}[{','.join(node.idx)}]({to_text(node.body)})"
+    raise TypeError(node)
+
+
+def rename(node, mapping, stmt=None):
+    """A copy of ``node`` with indices renamed by ``mapping`` (indices not in it are kept)."""
+    m = mapping.get
+    if isinstance(node, Leaf):
+        return Leaf(node.tensor, tuple(m(i, i) for i in node.idx), stmt if stmt is not None else node.stmt)
+    if isinstance(node, Lit):
+        return Lit(node.value)
+    if isinstance(node, Bin):
+        return Bin(node.op, rename(node.a, mapping, stmt), rename(node.b, mapping, stmt))
+    if isinstance(node, Fn):
+        return Fn(node.fn, rename(node.a, mapping, stmt))
+    if isinstance(node, Red):
+        return Red(node.op, tuple(m(i, i) for i in node.idx), rename(node.body, mapping, stmt))
+    raise TypeError(node)
+
+
+def reduced_indices(node):
+    """Every index reduced anywhere in the subtree."""
+    out = []
+    for n in node.walk():
+        if isinstance(n, Red):
+            out += [i for i in n.idx if i not in out]
+    return out
+
+
+@dataclass
+class TensorInfo:
+    """A tensor of the source program.
+
+    Inputs carry their declared ``levels`` and ``mode_order``; outputs and intermediates get theirs from
+    the compiler (every level compressed, mode order = the producing kernel's iteration order).
+    """
+    name: str
+    shape: tuple
+    role: str                       # "input", "output" or "intermediate"
+    levels: tuple = None
+    mode_order: tuple = None
+    line: int = 0
+
+    @property
+    def order(self):
+        return len(self.shape)
+
+    @property
+    def format_name(self):
+        if self.levels is None:
+            return "-"
+        from ..tensors import TensorFormat
+        return TensorFormat(tuple(self.levels), tuple(self.mode_order)).name
+
+
+@dataclass
+class Stmt:
+    """One statement ``lhs(idx) = rhs`` with its dataflow-order constraints (chains of index names)."""
+    id: int
+    lhs: str
+    idx: tuple
+    rhs: Node
+    line: int = 0
+    text: str = ""
+    orders: list = field(default_factory=list)
+
+    @property
+    def indices(self):
+        """Every index of the statement (free and reduced)."""
+        out = list(self.idx)
+        out += [i for i in self.rhs.all_indices() if i not in out]
+        return out
+
+    def __str__(self):
+        return f"{self.lhs}({','.join(self.idx)}) = {to_text(self.rhs)}"
+
+
+@dataclass
+class ProgramIR:
+    """A whole source program: tensors, statements in order, fusion regions (lists of statement ids)."""
+    name: str
+    tensors: dict
+    stmts: list
+    regions: list = field(default_factory=list)
+
+    @property
+    def outputs(self):
+        return [t.name for t in self.tensors.values() if t.role == "output"]
+
+    @property
+    def inputs(self):
+        return [t.name for t in self.tensors.values() if t.role == "input"]
+
+    def producer(self, name):
+        for s in self.stmts:
+            if s.lhs == name:
+                return s
+        return None
+
+    def readers(self, name):
+        return [s for s in self.stmts if any(l.tensor == name for l in s.rhs.leaves())]
+
+    def expr_text(self):
+        """All statements as text (what graph.json's ``expr`` holds; the NumPy evaluator reads it)."""
+        return "; ".join(f"{s.lhs}({','.join(s.idx)}) = {to_text(s.rhs)}" for s in self.stmts)
+
+
+def check_index_sizes(stmt, tensors):
+    """Bind index sizes for one statement; raise ProgramError on mismatches. Returns {index: size}."""
+    sizes = {}
+    for leaf in stmt.rhs.leaves():
+        t = tensors.get(leaf.tensor)
+        if t is None:
+            raise ProgramError(f"line {stmt.line}", f"tensor {leaf.tensor} is not declared")
+        if len(leaf.idx) != t.order:
+            raise ProgramError(f"line {stmt.line}", f"{leaf!r} has {len(leaf.idx)} indices but {t.name} has "
+                                                    f"order {t.order}")
+        for i, d in zip(leaf.idx, t.shape):
+            if sizes.setdefault(i, d) != d:
+                raise ProgramError(f"line {stmt.line}", f"index {i} has size {sizes[i]} elsewhere but {d} in "
+                                                        f"{leaf!r}")
+    return sizes

@@ -1,0 +1,678 @@
+"""Fusion tables (Algorithm 2, Figure 20): rows are index variables in fused order plus a value row, columns
+are tensor views and intermediate results, cells are primitive cells or references to other cells.
+
+A cell is *deferred*: planning a kernel creates :class:`Cell` objects that only name the op, its parameters
+and the cells it reads (which may not exist yet when the cell is placed); nothing is built until code
+generation asks the output's cells for their streams, and every cell builds its node once (memoized).
+Planning is therefore cheap enough to run for every candidate dataflow order, which is how
+:mod:`.fusion` decides which orders are *valid*: an order the planner cannot lower raises
+:class:`NotRealizable`.
+
+Lowering produces **factored iteration** (Figure 5b, Figure 11 right). The fused expression is a tree whose
+reductions are *scopes*: each ``sum``/``max`` node iterates its own sub-space (the indices free in its body,
+in the global order), nested inside the loops it shares with its consumer, and its result (coordinates from
+a scalar reducer plus crd_drop, or from a sparse accumulator) flows into the consumer's co-iteration like
+any other operand. Per index (row) and scope, the steps of Algorithm 2 are:
+
+1. level scanners for every view that has the index next (values are loaded in the value row);
+2. repeats for operands that lack the index (repeat signal from the row's coordinates);
+3. compute pipelines (ALUs) in the value row;
+4. higher-order reductions: a scalar ``reduce`` when the reduced index is innermost, otherwise a
+   sparse accumulator of order 1 or 2 over the inner free indices;
+5. stream merging: ``intersect`` for products, ``union`` for sums (a union with a dense iterator where a
+   sum, ``exp`` or a division must visit every coordinate of a dimension).
+
+See ``docs/compiler.md`` for the full rules and the list of what is not supported.
+"""
+
+from __future__ import annotations
+
+from ..errors import ProgramError
+from .ir import Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING
+
+
+class NotRealizable(Exception):
+    """The planner cannot lower the kernel with this dataflow order (the reason is the message)."""
+
+
+# ---- deferred cells ------------------------------------------------------------------------------
+
+class CellPort:
+    __slots__ = ("cell", "port")
+
+    def __init__(self, cell, port):
+        self.cell, self.port = cell, port
+
+    def build(self, kb):
+        return kb.portref(self.cell.build(kb), self.port)
+
+    def key(self):
+        return (id(self.cell), self.port)
+
+    def __repr__(self):
+        return f"<{self.cell.name}.{self.port}>"
+
+
+class Cell:
+    """A deferred SAMML node: op, parameters and input cell ports; built once on demand."""
+    __slots__ = ("op", "inputs", "params", "name", "node")
+
+    def __init__(self, opname, inputs, name, /, **params):
+        self.op, self.inputs, self.name = opname, dict(inputs), name
+        self.params = {k: v for k, v in params.items() if v is not None}
+        self.node = None
+
+    def __getitem__(self, port):
+        return CellPort(self, port)
+
+    def build(self, kb):
+        if self.node is None:
+            ins = {port: cp.build(kb) for port, cp in self.inputs.items()}
+            self.node = kb.add(self.op, ins, self.name, self.params)
+        return self.node
+
+
+class ConstVal:
+    """A constant in the value row (folded into an ALU's ``const`` parameter)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+# ---- the planner ---------------------------------------------------------------------------------
+
+class Operand:
+    """A column of the table: a tensor view (one or more merged uses), an intermediate result, or the
+    broadcast root of a scope (used to drive dense iterators)."""
+
+    def __init__(self, kind, name, view=None):
+        self.kind, self.name, self.view = kind, name, view
+        self.handle = None        # current ref (views, bcast) or val (results) cell port
+        self.depth = 0            # levels scanned (views)
+        self.last_row = "root"
+        self.scope = None         # the scope a result column belongs to
+
+    def __repr__(self):
+        return f"<operand {self.name}>"
+
+
+class Scope:
+    """A reduction node (or the statement's root) and its iteration sub-space."""
+
+    def __init__(self, red, body, parent, free, name):
+        self.red, self.body, self.parent, self.name = red, body, parent, name
+        self.free = tuple(free)
+        self.rd = tuple(red.idx) if red is not None else ()
+        self.op = red.op if red is not None else "sum"
+        self.children = []
+        self.O = []               # the order restricted to free(body)
+        self.L = []               # levels of the parent shared with (or recomputed around) this scope
+        self.start = 0            # own levels are O[start:]
+        self.ctx_done = 0
+        self.triggered = False
+        self.force_dense = False
+        self.bcast = None
+        self.ctx_bcast = None
+        self.row_crd = {}
+        self.result = None        # [(index, crd cell port)] of the free own levels
+        self.val = None
+        self.consumed = 0
+        self.operand = None
+
+    @property
+    def own(self):
+        return self.O[self.start:]
+
+
+class JoinRes:
+    """A co-iteration result at one level: (operand, crd, ref) pairs, possibly not yet merged."""
+    __slots__ = ("kind", "pairs", "crd", "refs")
+
+    def __init__(self, kind, pairs):
+        self.kind, self.pairs = kind, pairs
+        self.crd = None
+        self.refs = None
+
+
+class Table:
+    """The fusion table of one kernel: rows (fused order + ``val``), columns, labelled cells."""
+
+    def __init__(self, order):
+        self.rows = list(order) + ["val"]
+        self.columns = []
+        self.cells = {}
+
+    def column(self, name):
+        if name not in self.columns:
+            self.columns.append(name)
+
+    def put(self, row, col, label):
+        self.column(col)
+        key = (row, col)
+        if key in self.cells and self.cells[key] != label:
+            self.cells[key] = self.cells[key] + " / " + label
+        else:
+            self.cells[key] = label
+
+    def render(self, title=None, width=28):
+        """The table as a text grid like Figure 20 (rows: indices and val; columns: views/results)."""
+        cols = self.columns
+        w0 = max([len(r) for r in self.rows] + [3]) + 1
+        widths = []
+        for c in cols:
+            cells = [self.cells.get((r, c), "") for r in self.rows]
+            widths.append(min(max([len(c)] + [len(x) for x in cells]) + 1, max(width, len(c) + 1)))
+
+        def fit(text, w):
+            return text if len(text) <= w else text[:w - 2] + ".."
+
+        lines = []
+        if title:
+            lines.append(title)
+        sep = "+" + "-" * (w0 + 1) + "+" + "+".join("-" * (w + 1) for w in widths) + "+"
+        lines.append(sep)
+        lines.append("| " + " " * w0 + "|" + "|".join(" " + fit(c, w).ljust(w) for c, w in zip(cols, widths)) + "|")
+        lines.append(sep)
+        for r in self.rows:
+            cells = [self.cells.get((r, c), "") for c in cols]
+            lines.append("| " + r.ljust(w0) + "|" + "|".join(" " + fit(x, w).ljust(w)
+                                                            for x, w in zip(cells, widths)) + "|")
+        lines.append(sep)
+        return "\n".join(lines)
+
+
+class Planner:
+    """Plans one kernel: ``expr`` (fused tree, free indices ``out_idx``), ``order`` (every index of the
+    tree), ``views`` (view key -> view), ``sizes`` (index -> size).
+
+    ``plan()`` fills the table and returns the output: the free levels (index, crd cell port) in iteration
+    order and the value cell port (or ConstVal)."""
+
+    def __init__(self, expr, out_idx, order, views, leaf_view, sizes, out_name="out"):
+        self.expr, self.out_idx, self.order = expr, tuple(out_idx), list(order)
+        self.views, self.leaf_view, self.sizes = views, leaf_view, sizes
+        self.pos = {x: n for n, x in enumerate(self.order)}
+        self.out_name = out_name
+        self.table = Table(self.order)
+        self.ncells = 0
+        self.root_cell = Cell("root", {}, "root")
+        self._repsig = {}
+        self._array = {}
+        self._scan = {}
+        missing = [i for i in expr.all_indices() if i not in self.pos]
+        if missing:
+            raise NotRealizable(f"the order does not place {', '.join(missing)}")
+
+    # -- helpers --
+    def name(self, base):
+        self.ncells += 1
+        return base
+
+    def repsig(self, crd):
+        key = crd.key()
+        if key not in self._repsig:
+            self._repsig[key] = Cell("repeat_sig", {"in": crd}, f"repsig_{crd.cell.name}")["repsig"]
+        return self._repsig[key]
+
+    def repeat(self, what, crd, label):
+        return Cell("repeat", {"in": what, "repsig": self.repsig(crd)}, f"rep_{label}")["out"]
+
+    # -- scope tree --
+    def build_scopes(self):
+        counter = [0]
+        self.operands = []
+        self.scopes = []
+
+        def make(red, body, parent, free):
+            name = "out" if red is None else f"T{counter[0]}"
+            if red is not None:
+                counter[0] += 1
+            s = Scope(red, body, parent, free, name)
+            self.scopes.append(s)
+            s.O = [x for x in self.order if x in body.free]
+            if red is not None:
+                s.operand = Operand("result", name)
+                s.operand.scope = s
+                self.operands.append(s.operand)
+            collect(body, s, None, {})
+            return s
+
+        def collect(node, scope, group, merged):
+            if isinstance(node, Leaf):
+                key = self.leaf_view[id(node)]
+                mkey = (group, key) if group is not None else None
+                if mkey is not None and mkey in merged:
+                    self.leaf_op[id(node)] = merged[mkey]
+                    return
+                view = self.views[key]
+                same = sum(1 for o in self.operands if o.kind == "view" and o.view is view)
+                op = Operand("view", view.label + ("'" * same), view)
+                self.operands.append(op)
+                self.leaf_op[id(node)] = op
+                if mkey is not None:
+                    merged[mkey] = op
+            elif isinstance(node, Red):
+                child = make(node, node.body, scope, node.free)
+                scope.children.append(child)
+                self.scope_of[id(node)] = child
+            elif isinstance(node, Bin):
+                # leaves that are factors of one flattened product (or terms of one flattened sum) and
+                # use the same view share one column: their co-iteration is identical
+                kind = _kind(node)
+                g = None
+                if kind is not None:
+                    g = group if (group is not None and group[1] == kind) else (id(node), kind)
+                for c in (node.a, node.b):
+                    same = isinstance(c, Leaf) or (isinstance(c, Bin) and kind is not None and _kind(c) == kind)
+                    collect(c, scope, g if same else None, merged)
+            elif isinstance(node, Fn):
+                collect(node.a, scope, None, merged)
+
+        self.leaf_op = {}
+        self.scope_of = {}
+        self.root = make(None, self.expr, None, self.out_idx)
+        self.root.O = [x for x in self.order if x in self.out_idx]
+        if set(self.root.O) != set(self.expr.free):
+            raise NotRealizable("the output indices do not match the expression")
+
+    def place_scopes(self):
+        """Choose each scope's context L (the longest valid prefix of its parent's level sequence: the
+        parent's own context followed by its own levels) and check the consumer conditions."""
+        for s in self.scopes:                    # parents come before their children
+            if s.parent is None:
+                s.Q = list(s.O)
+                continue
+            P = s.parent
+            Q = P.Q
+            F = set(s.free)
+            if not F:
+                s.L, s.start, s.force_dense = [], 0, True
+                s.Q = list(s.O)
+                continue
+            last_free = max(F, key=self.pos.get)
+            best = []
+            for n in range(1, len(Q) + 1):
+                L = Q[:n]
+                if last_free in L:
+                    break
+                Lf = [x for x in L if x in F]
+                if s.O[:len(Lf)] != Lf:
+                    break
+                best = L
+            s.L = best
+            Lf = [x for x in best if x in F]
+            s.start = len(Lf)
+            s.Q = list(best) + s.O[s.start:]
+            own_free = [x for x in s.O[s.start:] if x in F]
+            last_own = max((self.pos[x] for x in own_free), default=-1)
+            for x in Q[len(best):]:
+                if x not in F and self.pos[x] < last_own:
+                    raise NotRealizable(f"the result of {s.name} ({_fmt_red(s.red)}) would have to be repeated "
+                                        f"over {x} with its sub-tree over "
+                                        f"{', '.join(y for y in own_free if self.pos[y] > self.pos[x])}")
+
+    # -- planning --
+    def plan(self):
+        self.build_scopes()
+        self.place_scopes()
+        root_b = Operand("bcast", "bcast")
+        root_b.handle = self.root_cell["ref"]
+        self.root.bcast = root_b
+        for op in self.operands:
+            if op.kind == "view":
+                op.handle = self.root_cell["ref"]
+                self.table.column(op.name)
+        for s in self.scopes:
+            if s.parent is not None:
+                s.ctx_bcast = root_b.handle
+        self.root.triggered = True
+        self.running = [self.root]
+        self.trigger_ready()
+        self.running = []
+        self.run_scope(self.root)
+        for s in self.scopes:
+            if not s.triggered:
+                raise NotRealizable(f"{s.name} is never computed")
+        return self.root.result, self.root.val
+
+    def trigger_ready(self):
+        cur = self.running[-1]
+        for s in reversed(self.scopes):          # children before parents (post-order by creation)
+            if s.parent is not None and not s.triggered and s.ctx_done == len(s.L) and _inside(s, cur):
+                s.triggered = True
+                s.bcast = Operand("bcast", f"bcast_{s.name}")
+                s.bcast.handle = s.ctx_bcast
+                self.run_scope(s)
+
+    def run_scope(self, s):
+        self.running.append(s)
+        for x in s.own:
+            self.process_level(s, x)
+            self.trigger_ready()
+        self.finish_scope(s)
+        self.running.pop()
+
+    def process_level(self, owner, x):
+        self._ctx_touched = []
+        J = self.join(owner.body, x, owner)
+        if J is None:
+            raise NotRealizable(f"nothing iterates {x} in {owner.name}")
+        if owner.force_dense:
+            # a reduction to a scalar visits every coordinate so that it always yields exactly one value
+            J = self.cover(J, x, owner)
+        self.finalize(J)
+        crd = J.crd
+        touched = set()
+        for op, _crd, ref in J.pairs:
+            if op is not None:
+                touched.add(id(op))
+        for op, ref in J.refs.items():
+            op.handle = ref
+        drive = J.pairs[0][0]
+        drive_name = f"<{drive.name}_{x}>" if drive is not None else f"Dense_{x}"
+        for op in J.refs:
+            if op.kind == "view":
+                pass
+        active = self.active(owner.body, x)
+        for op in active:
+            if id(op) in touched:
+                continue
+            if op.kind == "result" and op.scope.consumed < len(op.scope.result):
+                left = [y for y, _ in op.scope.result[op.scope.consumed:]]
+                raise NotRealizable(f"the result of {op.scope.name} would have to be repeated over {x} with its "
+                                    f"sub-tree over {', '.join(left)}")
+            if op.handle is None:
+                raise NotRealizable(f"{op.name} has no stream at {x}")
+            prev = op.last_row
+            op.handle = self.repeat(op.handle, crd, f"{op.name}_{x}")
+            self.table.put(x, op.name, f"Rep(<{op.name}_{prev}>, {drive_name})")
+            op.last_row = x
+        owner.bcast.handle = self.repeat(owner.bcast.handle, crd, f"bcast_{x}")
+        owner.row_crd[x] = crd
+        for sc in self._ctx_touched:
+            sc.ctx_done += 1
+            sc.ctx_bcast = owner.bcast.handle
+
+    def active(self, node, x):
+        """Operands that live in ``node``'s sub-space at level ``x`` (prefix scopes are entered)."""
+        out = []
+
+        def walk(n):
+            if isinstance(n, Leaf):
+                op = self.leaf_op[id(n)]
+                if op not in out:
+                    out.append(op)
+            elif isinstance(n, Red):
+                sc = self.scope_of[id(n)]
+                if sc.ctx_done < len(sc.L) and sc.L[sc.ctx_done] == x:
+                    if sc not in self._ctx_touched:
+                        self._ctx_touched.append(sc)
+                    walk(n.body)
+                else:
+                    if not sc.triggered:
+                        raise NotRealizable(f"{sc.name} is needed at {x} before it is computed")
+                    if sc.operand not in out:
+                        out.append(sc.operand)
+            else:
+                for c in n.children():
+                    walk(c)
+        walk(node)
+        return out
+
+    # -- co-iteration --
+    def join(self, node, x, owner):
+        if isinstance(node, Leaf):
+            if x not in node.idx:
+                return None
+            op = self.leaf_op[id(node)]
+            key = (id(op), x)
+            if key in self._scan:
+                return self._scan[key]
+            view = op.view
+            if op.depth >= len(view.level_idx) or view.level_idx[op.depth] != x:
+                have = view.level_idx[op.depth] if op.depth < len(view.level_idx) else "nothing"
+                raise NotRealizable(f"{view.label} is stored {'->'.join(view.level_idx)} but would be read at "
+                                    f"{x} before {have} (discordant)")
+            lvl = op.depth
+            cell = Cell("level_scan", {"ref": op.handle}, f"scan_{op.name}_{x}".replace("'", "p"),
+                        tensor=view.source, level=lvl, format=view.levels[lvl])
+            self.table.put(x, op.name, f"LS(<{op.name}_{op.last_row}>)")
+            op.last_row = x
+            op.depth += 1
+            res = JoinRes("scan", [(op, cell["crd"], cell["ref"])])
+            self._scan[key] = res
+            return res
+        if isinstance(node, Lit):
+            return None
+        if isinstance(node, Fn):
+            j = self.join(node.a, x, owner)
+            if j is not None and node.fn not in ZERO_PRESERVING:
+                j = self.cover(j, x, owner)
+            return j
+        if isinstance(node, Bin):
+            ja = self.join(node.a, x, owner)
+            jb = self.join(node.b, x, owner)
+            if node.op == "*":
+                return self.combine("intersect", [ja, jb], x)
+            if node.op == "/":
+                if isinstance(node.b, Lit) and node.b.value != 0:
+                    return ja
+                j = self.combine("union", [ja, jb], x)
+                return self.cover(j, x, owner) if j is not None else None
+            if ja is not None and jb is not None:
+                return self.combine("union", [ja, jb], x)
+            if ja is not None or jb is not None:
+                return self.cover(ja or jb, x, owner)
+            return None
+        if isinstance(node, Red):
+            sc = self.scope_of[id(node)]
+            if sc.ctx_done < len(sc.L) and sc.L[sc.ctx_done] == x:
+                j = self.join(sc.body, x, owner)
+                return j
+            if not sc.triggered:
+                if x in node.free:
+                    raise NotRealizable(f"{sc.name} is needed at {x} before it is computed")
+                return None
+            if sc.consumed < len(sc.result) and sc.result[sc.consumed][0] == x:
+                crd = sc.result[sc.consumed][1]
+                sc.consumed += 1
+                col = sc.operand.name
+                if sc.consumed == len(sc.result):
+                    self.table.put(x, col, f"{sc.operand.name}[crd_{x}]")
+                    sc.operand.last_row = x
+                    return JoinRes("scan", [(sc.operand, crd, sc.val)])
+                self.table.put(x, col, f"{sc.operand.name}[crd_{x}]")
+                sc.operand.last_row = x
+                return JoinRes("solo", [(sc.operand, crd, None)])
+            if x in node.free:
+                raise NotRealizable(f"{sc.name} delivers its levels in another order than {x}")
+            return None
+        raise TypeError(node)
+
+    def cover(self, j, x, owner):
+        """Union ``j`` with a dense iterator over ``x`` (visit every coordinate of the dimension)."""
+        if j.kind == "solo":
+            raise NotRealizable(f"a dense iteration over {x} would need the sub-tree of an intermediate")
+        d = Cell("level_scan", {"ref": owner.bcast.handle}, f"dense_{x}", format="dense", dim=int(self.sizes[x]))
+        self.table.put(x, f"Dense({x})", f"LS_dense({self.sizes[x]})")
+        return self.combine("union", [j, JoinRes("scan", [(None, d["crd"], d["ref"])])], x)
+
+    def combine(self, kind, parts, x):
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        if any(p.kind == "solo" for p in parts):
+            raise NotRealizable(f"an intermediate's outer level {x} would be merged with another stream (its "
+                                f"inner levels cannot follow)")
+        pairs = []
+        for p in parts:
+            if p.kind == kind or (p.kind == "scan" and len(p.pairs) == 1):
+                new = p.pairs
+            else:
+                self.finalize(p)
+                new = [(op, p.crd, ref) for op, ref in p.refs.items()]
+            for pr in new:
+                if not any(q[0] is pr[0] and pr[0] is not None and q[1].key() == pr[1].key() for q in pairs):
+                    pairs.append(pr)
+        if len(pairs) == 1:
+            return JoinRes("scan", pairs)
+        return JoinRes(kind, pairs)
+
+    def finalize(self, j):
+        if j.crd is not None:
+            return j
+        if j.kind in ("scan", "solo") or len(j.pairs) == 1:
+            op, crd, ref = j.pairs[0]
+            j.crd = crd
+            j.refs = {op: ref} if (op is not None and ref is not None) else {}
+            return j
+        inputs = {}
+        for n, (op, crd, ref) in enumerate(j.pairs):
+            inputs[f"crd{n}"] = crd
+            inputs[f"ref{n}"] = ref
+        x = None
+        cell = Cell(j.kind, inputs, f"{j.kind}", arity=len(j.pairs))
+        j.crd = cell["crd"]
+        j.refs = {}
+        for n, (op, crd, ref) in enumerate(j.pairs):
+            if op is not None and op not in j.refs:
+                j.refs[op] = cell[f"ref{n}"]
+        names = [op.name if op is not None else "dense" for op, _, _ in j.pairs]
+        label = "Intersect" if j.kind == "intersect" else "Union"
+        for op, _, _ in j.pairs:
+            if op is not None:
+                row = op.last_row
+                self.table.put(row, op.name, f"{label}({','.join(names)})")
+        return j
+
+    # -- values and reductions --
+    def value(self, node):
+        if isinstance(node, Leaf):
+            op = self.leaf_op[id(node)]
+            key = op.handle.key()
+            if key not in self._array:
+                self._array[key] = Cell("array", {"ref": op.handle}, f"vals_{op.name}".replace("'", "p"),
+                                        tensor=op.view.source)["val"]
+                self.table.put("val", op.name, f"Val(<{op.name}_{op.last_row}>)")
+            return self._array[key]
+        if isinstance(node, Lit):
+            return ConstVal(node.value)
+        if isinstance(node, Red):
+            sc = self.scope_of[id(node)]
+            return sc.operand.handle
+        if isinstance(node, Fn):
+            a = self.value(node.a)
+            if isinstance(a, ConstVal):
+                raise NotRealizable("a function of a constant has no stream")
+            return Cell("alu", {"a": a}, f"{node.fn}", op=node.fn)["out"]
+        if isinstance(node, Bin):
+            a, b = self.value(node.a), self.value(node.b)
+            op = {"+": "add", "-": "sub", "*": "mul", "/": "div"}[node.op]
+            if isinstance(a, ConstVal) and isinstance(b, ConstVal):
+                raise NotRealizable("constant expression without a stream")
+            if isinstance(b, ConstVal):
+                return Cell("alu", {"a": a}, op, op=op, const=b.value)["out"]
+            if isinstance(a, ConstVal):
+                if node.op in "+*":
+                    return Cell("alu", {"a": b}, op, op=op, const=a.value)["out"]
+                if node.op == "-":
+                    nb = Cell("alu", {"a": b}, "neg", op="neg")["out"]
+                    return Cell("alu", {"a": nb}, "add", op="add", const=a.value)["out"]
+                zero = Cell("alu", {"a": b}, "mul", op="mul", const=0.0)["out"]
+                ca = Cell("alu", {"a": zero}, "add", op="add", const=a.value)["out"]
+                return Cell("alu", {"a": ca, "b": b}, "div", op="div")["out"]
+            return Cell("alu", {"a": a, "b": b}, op, op=op)["out"]
+        raise TypeError(node)
+
+    def finish_scope(self, s):
+        val = self.value(s.body)
+        if isinstance(val, ConstVal):
+            raise NotRealizable("a constant statement has no stream")
+        levels = [(x, s.row_crd[x]) for x in s.own]
+        red = set(s.rd)
+        col = s.operand.name if s.operand is not None else self.out_name
+        while any(x in red for x, _ in levels):
+            removed = []
+            while levels and levels[-1][0] in red:
+                removed.append(levels.pop())
+                val = Cell("reduce", {"val": val}, f"reduce_{removed[-1][0]}", op=s.op)["val"]
+                self.table.put(removed[-1][0], col, f"Red_{removed[-1][0]}")
+            if removed and levels:
+                inner = removed[0][1]
+                for x, c in removed[1:]:
+                    inner = Cell("crd_drop", {"outer": c, "inner": inner}, f"drop_{x}")["outer"]
+                x, c = levels[-1]
+                levels[-1] = (x, Cell("crd_drop", {"outer": c, "inner": inner}, f"drop_{x}")["outer"])
+                self.table.put(x, col, f"Drop_{x}")
+            if not any(x in red for x, _ in levels):
+                break
+            p = max(n for n, (x, _) in enumerate(levels) if x in red)
+            inner_free = levels[p + 1:]
+            r = levels[p][0]
+            if len(inner_free) > 2:
+                raise NotRealizable(f"reducing {r} outside {', '.join(x for x, _ in inner_free)} needs a sparse "
+                                    f"accumulator of order {len(inner_free)} (at most 2 is supported)")
+            order = len(inner_free)
+            inputs = {"crd_inner": inner_free[-1][1], "val": val}
+            params = {"order": order, "op": s.op, "dim": int(self.sizes[inner_free[-1][0]])}
+            if order == 2:
+                inputs["crd_outer0"] = inner_free[0][1]
+                params["dim_outer"] = int(self.sizes[inner_free[0][0]])
+            cell = Cell("spacc", inputs, f"spacc_{r}", **params)
+            val = cell["val"]
+            if order == 1:
+                new = [(inner_free[0][0], cell["crd_inner"])]
+            else:
+                new = [(inner_free[0][0], cell["crd_outer0"]), (inner_free[1][0], cell["crd_inner"])]
+            for y, _ in new:
+                self.table.put(y, col, f"Red{order}_{r}[crd_{y}]")
+            levels = levels[:p] + new
+        s.result = levels
+        s.val = val
+        self.table.put("val", col, f"{'Red' if s.rd else 'Compute'}[val]" if s.rd else "Compute[val]")
+        if s.operand is not None:
+            s.operand.handle = val if not levels else None
+            s.operand.last_row = levels[-1][0] if levels else "val"
+
+
+def _inside(s, anc):
+    while s is not None:
+        if s is anc:
+            return True
+        s = s.parent
+    return False
+
+
+def _fmt_red(red):
+    return f"{red.op}[{','.join(red.idx)}]" if red is not None else "output"
+
+
+def plan_kernel(expr, out_idx, order, views, leaf_view, sizes, out_name="out"):
+    """Plan one kernel; returns (planner, levels, val). Raises NotRealizable."""
+    p = Planner(expr, out_idx, order, views, leaf_view, sizes, out_name)
+    levels, val = p.plan()
+    return p, levels, val
+
+
+def check_order(expr, out_idx, order, views, leaf_view, sizes):
+    """None if ``order`` can be lowered, else the reason (a string)."""
+    try:
+        plan_kernel(expr, out_idx, order, views, leaf_view, sizes)
+    except NotRealizable as exc:
+        return str(exc)
+    return None
+
+
+def not_realizable_error(what, why):
+    return ProgramError(what, why)
+
+
+def _kind(node):
+    if node.op == "*":
+        return "*"
+    if node.op in "+-":
+        return "+"
+    return None

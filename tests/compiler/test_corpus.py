@@ -1,0 +1,164 @@
+"""The compiler's test corpus: every example program (and a few extra kernels) compiled at fusion none, a
+partial region split and full, and at every valid dataflow order of its kernels, simulated in float mode
+and compared with NumPy."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from fuseflow.compiler import EinsumProgram, compile_program, parse_file
+from fuseflow.compiler.fusion import Compiler, KernelPlan, valid_orders
+
+from harness import inputs_for, run_and_check
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "programs", "*.ff")))
+NAMES = [os.path.splitext(os.path.basename(f))[0] for f in EXAMPLES]
+
+EXTRA = {
+    "spmm_inner": """
+        tensor A(6,7) : dcsr
+        tensor X(7,5) : dcsc
+        T(i,j) = A(i,k) * X(k,j)
+    """,
+    "spmm_outer": """
+        tensor A(6,7) : dcsc
+        tensor X(7,5) : dcsr
+        T(i,j) = A(i,k) * X(k,j)
+    """,
+    "gcn_orders": """
+        tensor A(6,6) : dcsr
+        tensor X(6,4) : dcsc
+        tensor W(4,3) : dcsc
+        fuse {
+          T(i,j) = A(i,k) * X(k,j)
+          H(i,h) = relu(T(i,j) * W(j,h))
+        }
+    """,
+    "chain_orders": """
+        tensor A(5,6) : dcsc
+        tensor B(6,4) : dcsr
+        tensor C(4,3) : cc:1,0
+        fuse {
+          E(i,j) = A(i,k) * B(k,j)
+          D(i,l) = E(i,j) * C(j,l)
+        }
+    """,
+    "broadcast_union": """
+        tensor A(4,5) : dcsr
+        tensor b(5) : sv
+        tensor c(4) : sv
+        T(i,j) = A(i,j) * b(j) + c(i)
+    """,
+    "exp_div": """
+        tensor A(4,5) : dcsr
+        tensor B(4,5) : dense
+        T(i,j) = exp(A(i,j)) / 3 + A(i,j) / B(i,j)
+    """,
+    "scalar_sum": """
+        tensor A(4,5) : dcsr
+        tensor b(4) : sv
+        s() = A(i,j) * b(i)
+    """,
+    "max_sum_mix": """
+        tensor A(5,6) : dcsr
+        tensor B(5,6) : dcsr
+        fuse {
+          y(i) = max[j](A(i,j) * B(i,j) + A(i,j))
+          z(i) = y(i) + sum[j](A(i,j))
+        }
+    """,
+    "order3": """
+        tensor X(3,4,5) : csf
+        tensor v(5) : dv
+        tensor W(4,3) : dcsr
+        fuse {
+          Y(i,j) = X(i,j,k) * v(k)
+          Z(i,h) = Y(i,j) * W(j,h)
+        }
+    """,
+}
+
+
+def load(name):
+    if name in EXTRA:
+        return EinsumProgram.parse(EXTRA[name], name=name)
+    return parse_file(EXAMPLES[NAMES.index(name)])
+
+
+def partial_regions(ir):
+    """A partial split: the file's regions when they do not cover everything in one region, else the
+    statements split in two halves."""
+    ids = [s.id for s in ir.stmts]
+    if ir.regions and not (len(ir.regions) == 1 and sorted(ir.regions[0]) == ids):
+        return ir.regions
+    half = max(1, len(ids) // 2)
+    return [ids[:half], ids[half:]] if len(ids) > 1 else [ids]
+
+
+ALL = NAMES + list(EXTRA)
+
+
+@pytest.mark.parametrize("fuse", ["none", "partial", "full"])
+@pytest.mark.parametrize("name", ALL)
+def test_program(name, fuse):
+    ir = load(name).to_ir()
+    if fuse == "partial":
+        ir.regions = partial_regions(ir)
+        fuse = "regions"
+    for seed, density in ((0, 0.4), (1, 0.12)):
+        rng = np.random.default_rng(seed)
+        run_and_check(ir, inputs_for(ir, rng, density), fuse=fuse)
+
+
+def _kernel_orders(ir, fuse, cap=12):
+    plans = Compiler(ir, fuse).run()
+    out = []
+    for p in plans:
+        if isinstance(p, KernelPlan) and len(p.pog.nodes) <= 5:
+            orders, _ = valid_orders(p, limit=cap)
+            out += [(p.out, o) for o in orders]
+    return out
+
+
+@pytest.mark.parametrize("fuse", ["none", "full"])
+@pytest.mark.parametrize("name", ALL)
+def test_every_valid_order(name, fuse):
+    ir = load(name).to_ir()
+    checked = 0
+    for out, order in _kernel_orders(ir, fuse):
+        rng = np.random.default_rng(3)
+        res, _ = run_and_check(ir, inputs_for(ir, rng, 0.3), fuse=fuse, order={out: order})
+        got = [p.order for p in res.plans if isinstance(p, KernelPlan) and p.out == out]
+        assert got == [order]
+        checked += 1
+    assert checked >= 1 or name in ("gcn2",)
+
+
+def test_orders_are_enumerated_for_free_programs():
+    ir = load("gcn_orders").to_ir()
+    plans = Compiler(ir, "full").run()
+    orders, capped = valid_orders(plans[-1])
+    assert not capped
+    assert orders == [("i", "h", "j", "k"), ("i", "j", "h", "k"), ("i", "j", "k", "h")] or len(orders) >= 2
+
+
+def test_graphsage_is_one_factored_kernel():
+    res = compile_program(load("graphsage"), fuse="full")
+    (k,) = res.program.kernels
+    ops = [n.op for n in k.nodes.values()]
+    # two higher-order reductions (one per contraction) and no order-2 accumulator: factored iteration
+    assert ops.count("spacc") == 2
+    assert all(n.params.get("order") == 1 for n in k.nodes.values() if n.op == "spacc")
+    assert res.kernels[0].order == ("i", "l", "m", "j")
+
+
+def test_multiuse_gets_a_permuted_copy():
+    res = compile_program(load("multiuse"), fuse="full")
+    kinds = [p.kind for p in res.plans]
+    assert "transpose" in kinds
+    t = res.program.tensors["A_T"]
+    assert t.mode_order == [1, 0]
+    assert any("permuted copy" in n for p in res.kernels for n in p.notes)
