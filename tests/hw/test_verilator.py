@@ -79,7 +79,12 @@ def kernel_build(name, cache):
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory):
     root = os.environ.get("FUSEFLOW_HW_CACHE")
-    return root or str(tmp_path_factory.mktemp("verilator"))
+    if root:
+        return root
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                   # shared by the workers of this run (builds are locked)
+    return str(base / "verilator-cache")
 
 
 def run_kernel(name, cache):
@@ -107,14 +112,14 @@ def test_kernel_on_verilator_slow(name, cache):
 
 
 def test_cli_sim_verilator(tmp_path, cache):
-    """The command line: build from data, load through the host port, compare, print cycles side by side."""
-    p = kernels.build("vector_add")
-    need_ops(p)
+    """The command line: load through the host port, compare, print cycles side by side. The graph declares the
+    capacities of the session's vector_add build, so the CLI reuses that Verilator build."""
+    b, _, cases = kernel_build("vector_add", cache)
     from fuseflow.samml import save
     from fuseflow.tensors.io import save_npz
     graph = tmp_path / "graph.json"
-    save(p, graph)
-    save_npz(tmp_path / "in.npz", kernels.random_inputs(p, seed=5))
+    save(b.program, graph)
+    save_npz(tmp_path / "in.npz", cases[0][0])
     env = dict(os.environ, FUSEFLOW_HW_CACHE=cache)
     out = subprocess.run([sys.executable, "-m", "fuseflow.hw", "sim", str(graph), "--inputs",
                           str(tmp_path / "in.npz"), "--json", str(tmp_path / "r.json")],
