@@ -1,0 +1,187 @@
+"""Board tops and board builds: a kernel top behind the UART bridge on the board's USB serial port and clock.
+
+=============  ===========================  ======  =================  ==============================
+board          FPGA                         clock   UART               amaranth-boards platform
+=============  ===========================  ======  =================  ==============================
+``ulx3s-85f``  ECP5 LFE5U-85F-6BG381C       25 MHz  FTDI (rx M1/tx L4)  ``ULX3S_85F_Platform``
+``icebreaker`` iCE40UP5K-SG48               12 MHz  FTDI (rx 6/tx 9)    ``ICEBreakerPlatform``
+=============  ===========================  ======  =================  ==============================
+
+The kernel runs directly on the board clock (no PLL). LED 0 shows ``busy``, LED 1 ``done``.
+:func:`build_board` elaborates a program (:func:`fuseflow.hw.elaborate.build`), wraps it in a
+:class:`BoardTop`, runs Yosys and nextpnr (YoWASP, :func:`fuseflow.boards.synth.run_build_plan`) in a temporary
+directory and only then writes the bitstream, ``manifest.json`` (the host map the client needs, plus board,
+clock, baud rate and build id) and ``report.json`` (utilisation, Fmax against the board clock, critical path).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from amaranth.hdl import Elaboratable, Module
+
+from ..cli import atomic_write
+from ..errors import HardwareError
+from . import protocol as P
+from .bridge import BridgedTop
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    description: str
+    platform_name: str
+    clock_hz: float
+    family: str
+    target: str          # fuseflow.boards.synth.TARGETS key
+    bitstream: str       # file extension of the bitstream
+    leds: int
+
+    def platform(self):
+        if self.platform_name == "ULX3S_85F_Platform":
+            from amaranth_boards.ulx3s import ULX3S_85F_Platform
+            return ULX3S_85F_Platform()
+        if self.platform_name == "ICEBreakerPlatform":
+            from amaranth_boards.icebreaker import ICEBreakerPlatform
+            return ICEBreakerPlatform()
+        raise HardwareError("board", f"unknown platform {self.platform_name}")
+
+
+BOARDS = {
+    "ulx3s-85f": Board("ulx3s-85f", "ULX3S (ECP5 LFE5U-85F)", "ULX3S_85F_Platform", 25e6, "ecp5", "ecp5-85f",
+                       "bit", 2),
+    "icebreaker": Board("icebreaker", "iCEBreaker (iCE40UP5K)", "ICEBreakerPlatform", 12e6, "ice40",
+                        "ice40-up5k", "bin", 2),
+}
+
+DEFAULT_BAUD = 115200
+
+
+def get_board(name):
+    if name not in BOARDS:
+        raise HardwareError("--board", f"unknown board {name!r} (have: {', '.join(BOARDS)})")
+    return BOARDS[name]
+
+
+def uart_divisor(clock_hz, baud):
+    """Clocks per UART bit; HardwareError when the rate error exceeds 2 % or the divisor is below 4."""
+    if baud <= 0:
+        raise HardwareError("--baud", f"must be positive, got {baud}")
+    div = round(clock_hz / baud)
+    if div < 4:
+        raise HardwareError("--baud", f"{baud} baud is too fast for a {clock_hz / 1e6:g} MHz clock "
+                                      f"(at least 4 clocks per bit)")
+    err = abs(clock_hz / div - baud) / baud
+    if err > 0.02:
+        raise HardwareError("--baud", f"{baud} baud is {err:.1%} off with a {clock_hz / 1e6:g} MHz clock "
+                                      f"(divisor {div})")
+    return div
+
+
+class BoardTop(Elaboratable):
+    """``build`` (:class:`fuseflow.hw.elaborate.Build`) behind a :class:`~fuseflow.boards.bridge.BridgedTop` on
+    the board's UART and LEDs."""
+
+    def __init__(self, build, board, baud=DEFAULT_BAUD):
+        self.board = board
+        self.baud = baud
+        self.divisor = uart_divisor(board.clock_hz, baud)
+        self.bridged = BridgedTop(build, self.divisor)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bridged = b = self.bridged
+        uart = platform.request("uart", 0)
+        m.d.comb += [b.rx.eq(uart.rx.i), uart.tx.o.eq(b.tx)]
+        for i, sig in enumerate((b.busy, b.done)[:self.board.leds]):
+            m.d.comb += platform.request("led", i).o.eq(sig)
+        return m
+
+
+def board_manifest(build, board, baud, divisor, bid):
+    man = build.manifest()
+    man["board"] = {"name": board.name, "description": board.description, "clock_hz": board.clock_hz,
+                    "baud": baud, "divisor": divisor, "build_id": f"{bid:#010x}",
+                    "protocol_version": P.VERSION}
+    return man
+
+
+def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, baud=DEFAULT_BAUD, seed=1,
+                keep_work=None, progress=None):
+    """Build ``graph`` (Program or graph.json path) for ``board`` (name or :class:`Board`) into ``out_dir``.
+
+    Returns the report dict (also written to ``out_dir/report.json``). Raises HardwareError (nothing written)
+    when the program or the data does not fit, or a tool fails (a design too large for the device names the
+    resource)."""
+    from ..hw.elaborate import build as hw_build
+    from ..hw.elaborate import load_program
+    from .synth import build_overrides, run_build_plan
+    board = get_board(board) if isinstance(board, str) else board
+    say = progress or (lambda msg: None)
+    t0 = time.monotonic()
+    program = load_program(graph)
+    b = hw_build(program, inputs, bake=bake and inputs is not None, probes=probes)
+    top = BoardTop(b, board, baud)
+    bid = top.bridged.build_id
+    name = "top"
+    say(f"elaborating {program.name} for {board.description}")
+    plan = board.platform().build(top, name=name, do_build=False, **build_overrides(name, board.family, seed))
+    with tempfile.TemporaryDirectory(prefix="fuseflow-board-") as work:
+        say("synthesis and place-and-route (Yosys, nextpnr)")
+        res = run_build_plan(plan, name, board.target, work, board.description)
+        if keep_work:
+            shutil.copytree(work, keep_work, dirs_exist_ok=True)
+        bit_src = os.path.join(work, f"{name}.{board.bitstream}")
+        if not os.path.exists(bit_src):
+            raise HardwareError(f"board build ({board.description})", f"no bitstream {name}.{board.bitstream} "
+                                                                        f"was produced")
+        with open(bit_src, "rb") as f:
+            bitstream = f.read()
+        logs = {}
+        for src, dst in ((f"{name}.rpt", "yosys.log"), (f"{name}.tim", "nextpnr.log")):
+            try:
+                with open(os.path.join(work, src)) as f:
+                    logs[dst] = f.read()
+            except OSError:
+                pass
+    man = board_manifest(b, board, baud, top.divisor, bid)
+    clock_mhz = board.clock_hz / 1e6
+    bit_name = f"{b.name}.{board.bitstream}"
+    report = {
+        "board": board.name, "description": board.description, "device": _device(board),
+        "program": program.name, "module": b.name, "kernels": [k.name for k in program.kernels],
+        "clock_mhz": clock_mhz, "fmax_mhz": _round(res.fmax_mhz),
+        "timing_met": res.fmax_mhz is not None and res.fmax_mhz >= clock_mhz,
+        "margin": _round(res.fmax_mhz / clock_mhz) if res.fmax_mhz else None,
+        "utilisation": {"luts": res.luts, "ffs": res.ffs, "brams": res.brams, "dsps": res.dsps,
+                        "lutram_luts": res.lutram_luts, "logic_cells": res.logic_cells,
+                        "device": res.utilisation},
+        "critical_path": res.critical_path,
+        "uart": {"baud": baud, "divisor": top.divisor, "build_id": f"{bid:#010x}"},
+        "memories": [{"name": m["name"], "depth": m["depth"], "width": m["width"]} for m in man["host"]["memories"]],
+        "baked": b.baked, "probes": probes,
+        "files": {"bitstream": bit_name, "manifest": "manifest.json", "logs": sorted(logs)},
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    with atomic_write(os.path.join(out_dir, bit_name), "wb") as f:
+        f.write(bitstream)
+    for dst, text in logs.items():
+        with atomic_write(os.path.join(out_dir, dst)) as f:
+            f.write(text)
+    with atomic_write(os.path.join(out_dir, "manifest.json")) as f:
+        f.write(json.dumps(man, indent=1) + "\n")
+    with atomic_write(os.path.join(out_dir, "report.json")) as f:
+        f.write(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def _device(board):
+    from .synth import TARGETS
+    return TARGETS[board.target]["device"]
+
+
+def _round(x, n=2):
+    return None if x is None else round(float(x), n)

