@@ -94,7 +94,7 @@ def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bak
         "rtl_cycles": res["cycles"], "sim_cycles": ref.cycles,
         "rtl_kernel_cycles": [res["kernel_cycles"][k.name] for k in program.kernels],
         "sim_kernel_cycles": list(ref.kernel_cycles),
-        "wall_cycles": res["wall_cycles"], "overflow": res["overflow"],
+        "wall_cycles": res["wall_cycles"], "overflow": res["overflow"], "op_overflow": res.get("op_overflow", 0),
         "sim_cycles_per_second": res.get("sim_cycles_per_second"),
         "run_seconds": res.get("run_seconds"),
         "mismatches": [], "stuck": None, "tensors": sorted(ref.tensors),
@@ -104,7 +104,11 @@ def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bak
     else:
         summary["mismatches"] = compare_tensors(ref.tensors, res["tensors"])
         if res["overflow"]:
-            summary["mismatches"].append(f"a writer overflowed a memory (overflow mask {res['overflow']:#x})")
+            mems = [mm["name"] for mm in man["host"]["memories"] if res["overflow"] >> mm["sel"] & 1]
+            summary["mismatches"].append(f"writes past the capacity of {', '.join(mems)}")
+        if res.get("op_overflow"):
+            ops = [o for i, o in enumerate(man["overflow_ops"]) if res["op_overflow"] >> i & 1]
+            summary["mismatches"].append(f"{', '.join(ops)} exceeded its capacity (dim)")
     summary["ok"] = bool(res["done"] and not summary["mismatches"])
     summary["cycles_equal"] = summary["rtl_kernel_cycles"] == summary["sim_kernel_cycles"]
     return summary

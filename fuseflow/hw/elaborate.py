@@ -120,6 +120,7 @@ def manifest(b):
                     for k in program.kernels],
         "channels": [{"kernel": c.kernel, "stream": c.stream, "src": c.src, "dst": c.dst, "kind": c.kind,
                       "depth": c.depth, "width": c.width} for chans in top.channels for c in chans],
+        "overflow_ops": [f"{program.kernels[ki].name}.{nid}" for ki, nid in top.overflow_ops],
         "host": plan.to_json(),
     }
 

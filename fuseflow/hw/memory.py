@@ -182,7 +182,8 @@ def plan_memories(program, data_capacities=None):
             plan.memories.append(MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role,
                                          len(plan.memories), depth))
     plan.__post_init__()
-    plan.add_register("status", doc="bit 0 busy, bit 1 done, bit 2 a writer overflowed a memory")
+    plan.add_register("status", doc="bit 0 busy, bit 1 done, bit 2 a writer overflowed a memory, bit 3 an op "
+                                              "exceeded its capacity (register op_overflow)")
     plan.add_register("cycles", doc="kernel cycles of the last run (sum over kernels)")
     plan.add_register("wall_cycles", doc="cycles from start to done, kernel hand-over included")
     for k in program.kernels:

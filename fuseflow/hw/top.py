@@ -144,6 +144,11 @@ class ProgramTop(wiring.Component):
                         r = plan.add_register(f"count.{k.name}.{nid}.{mp.count}",
                                               doc=f"entries {nid} wrote to {array}")
                         self.count_regs.append((r, ki, nid, mp.count))
+        # ops with a sticky capacity flag (spacc: a coordinate beyond its dim)
+        self.overflow_ops = [(ki, nid) for ki, ops in enumerate(self.ops) for nid, op in ops.items()
+                             if "overflow" in op.signature.members and op.signature.members["overflow"].flow == Out]
+        if self.overflow_ops:
+            plan.add_register("op_overflow", doc="bit i: op i of manifest 'overflow_ops' exceeded its capacity")
         self.probe_regs = []
         if probes:
             for ki, chans in enumerate(self.channels):
@@ -320,7 +325,10 @@ class ProgramTop(wiring.Component):
             m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
 
         # register file ---------------------------------------------------------------------------------
-        regs["status"] = Cat(self.busy, self.done, overflow.any())
+        op_over = Cat(*[self.ops[ki][nid].overflow for ki, nid in self.overflow_ops]) if self.overflow_ops else Const(0)
+        regs["status"] = Cat(self.busy, self.done, overflow.any(), op_over.any())
+        if self.overflow_ops:
+            regs["op_overflow"] = op_over
         regs["cycles"] = total
         regs["wall_cycles"] = wall
         for ki, k in enumerate(program.kernels):
@@ -435,6 +443,7 @@ async def host_run(drv, man, images, max_cycles, read_probes=None):
         "cycles": vals["cycles"],
         "wall_cycles": vals["wall_cycles"],
         "overflow": vals["overflow"],
+        "op_overflow": vals.get("op_overflow", 0),
         "kernel_cycles": {k["name"]: vals[f"kernel.{k['name']}.cycles"] for k in man["kernels"]},
         "counts": {n[len("count."):]: v for n, v in vals.items() if n.startswith("count.")},
         "probes": {},

@@ -206,3 +206,72 @@ def test_suite_kernel_matches_simulator(name):
     b = build(p, inputs, op_factory=factory)
     res = run_amaranth(b, max_cycles=20 * b.reference.cycles + 1000)
     check(b, res)
+
+
+# --- the command line (Amaranth simulator path; the Verilator path is in test_verilator.py) ----------------
+
+def _save(p, path):
+    from fuseflow.samml import save
+    save(p, path)
+    return str(path)
+
+
+def test_cli_build_writes_verilog_and_manifest(tmp_path, capsys):
+    from fuseflow.hw.__main__ import main
+    graph = _save(copy_program(capacity=[6, 6]), tmp_path / "graph.json")
+    assert main(["build", graph, "-o", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "copy.v").read_text()
+    assert "module copy(" in text
+    man = json.loads((tmp_path / "out" / "copy.json").read_text())
+    assert man["module"] == "copy" and not man["baked"]
+    assert {m_["name"]: m_["depth"] for m_ in man["host"]["memories"]}["c.vals"] == 6
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["copy.json", "copy.v"]
+
+
+def test_cli_build_bakes_inputs(tmp_path):
+    from fuseflow.hw.__main__ import main
+    from fuseflow.tensors.io import save_npz
+    graph = _save(copy_program(), tmp_path / "graph.json")
+    save_npz(tmp_path / "in.npz", {"c": VEC})
+    assert main(["build", graph, "-o", str(tmp_path / "out"), "--inputs", str(tmp_path / "in.npz")]) == 0
+    man = json.loads((tmp_path / "out" / "copy.json").read_text())
+    assert man["baked"] and man["tensors"][0]["capacity_source"] == "data"
+
+
+def test_cli_sim_amaranth_bit_identical(tmp_path, capsys):
+    from fuseflow.hw.__main__ import main
+    from fuseflow.tensors.io import save_npz
+    p = kernels.build("spmv_dcsr")
+    graph = _save(p, tmp_path / "graph.json")
+    save_npz(tmp_path / "in.npz", kernels.random_inputs(p, seed=7))
+    code = main(["sim", graph, "--inputs", str(tmp_path / "in.npz"), "--simulator", "amaranth",
+                 "--vcd", str(tmp_path / "w.vcd"), "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "outputs bit-identical to the reference simulator: x" in out
+    assert "(equal)" in out
+    assert (tmp_path / "w.vcd").stat().st_size > 0
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["ok"] and r["cycles_equal"]
+
+
+@pytest.mark.parametrize("case", ["no-capacity", "over-capacity", "value-width", "bad-graph"])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, case):
+    from fuseflow.hw.__main__ import main
+    from fuseflow.tensors.io import save_npz
+    out = tmp_path / "out"
+    if case == "no-capacity":
+        args = ["build", _save(copy_program(), tmp_path / "g.json"), "-o", str(out)]
+    elif case == "bad-graph":
+        (tmp_path / "g.json").write_text('{"samml": 1, "name": "x"}')
+        args = ["build", str(tmp_path / "g.json"), "-o", str(out)]
+    else:
+        graph = _save(copy_program(capacity=[2, 2]), tmp_path / "g.json")
+        data = VEC if case == "over-capacity" else np.array([0, 40000.0, 0, 0, 0, 0, 0, 0])
+        save_npz(tmp_path / "in.npz", {"c": data})
+        args = ["sim", graph, "--inputs", str(tmp_path / "in.npz"), "--simulator", "amaranth",
+                "--json", str(out / "r.json")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())       # nothing half-written
