@@ -292,6 +292,10 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None):
         writes = sum(st.mem_writes for st in states.values())
         kstats.append({
             "name": k.name, "cycles": cycles, "tokens": sum(tokens.values()), "streams": tokens,
+            # lower bounds: no kernel finishes before its busiest stream has carried every token, nor before
+            # its busiest op has fired as often as it must
+            "stream_bound": max(tokens.values(), default=0),
+            "op_bound": max((st.busy for st in states.values()), default=0),
             "nodes": {nid: {"op": st.op, "busy": st.busy, "blocked": st.blocked,
                             "idle": cycles - st.busy - st.blocked} for nid, st in states.items()},
         })

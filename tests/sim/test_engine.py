@@ -84,3 +84,11 @@ def test_counters():
     assert res.stats["mem_read_bytes"] == 4 * 8          # four float64 values
     assert res.stats["mem_write_bytes"] == 4 * 8
     assert ks["nodes"]["array0"]["busy"] == 6
+
+
+def test_lower_bounds():
+    res = run(chain(4, 2), {"v": np.arange(1.0, 5)})
+    ks = res.stats["kernels"][0]
+    assert ks["stream_bound"] == 6                       # 4 references, S0, D
+    assert ks["op_bound"] == 6
+    assert res.cycles >= max(ks["stream_bound"], ks["op_bound"])
