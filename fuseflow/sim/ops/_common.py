@@ -33,8 +33,20 @@ def wait_room(outs):
             return m
 
 
+def wait_heads(chans, clock):
+    """Generator: wait until every channel has a head; returns the first cycle (> clock) all are visible."""
+    tin = clock + 1
+    for ch in chans:
+        while not ch.toks:
+            yield ch
+        v = ch.times[0] + 1
+        if v > tin:
+            tin = v
+    return tin
+
+
 def bad(st, why):
     return StreamError(f"node {st.id} ({st.op})", why)
 
 
-__all__ = ["room", "wait_room", "bad", "LEVEL", "STOPS"]
+__all__ = ["room", "wait_room", "wait_heads", "bad", "LEVEL", "STOPS"]

@@ -1,6 +1,6 @@
 """intersect: co-iterates n fibres and emits the coordinates present in all of them."""
 
-from ._common import LEVEL, bad, wait_room
+from ._common import LEVEL, bad, wait_heads, wait_room
 
 
 def run(st, ins, outs):
@@ -100,13 +100,7 @@ def _run_n(st, ins, outs):
     allouts = [ocrd] + orefs
     clock = -1
     while True:
-        tin = clock + 1
-        for ch in chans:
-            while not ch.toks:
-                yield ch
-            v = ch.times[0] + 1
-            if v > tin:
-                tin = v
+        tin = yield from wait_heads(chans, clock)
         heads = [ch.toks[0] for ch in crds]
         kinds = [h.__class__ is str for h in heads]
         if not any(kinds):

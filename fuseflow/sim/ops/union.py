@@ -1,6 +1,6 @@
 """union: co-iterates n fibres and emits every coordinate present in any; absent sides get reference N."""
 
-from ._common import LEVEL, bad, wait_room
+from ._common import LEVEL, bad, wait_heads, wait_room
 
 
 def run(st, ins, outs):
@@ -13,13 +13,7 @@ def run(st, ins, outs):
     allouts = [ocrd] + orefs
     clock = -1
     while True:
-        tin = clock + 1
-        for ch in chans:
-            while not ch.toks:
-                yield ch
-            v = ch.times[0] + 1
-            if v > tin:
-                tin = v
+        tin = yield from wait_heads(chans, clock)
         heads = [ch.toks[0] for ch in crds]
         data = [h for h in heads if h.__class__ is not str]
         r = yield from wait_room(allouts)
