@@ -57,9 +57,9 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
         order = {k: parse_order(v) for k, v in order.items()}
     else:
         order = parse_order(order)
-    plans = plan_program(ir, fuse, order, iteration)
-    prog, tables = build_program(ir, plans, name)
-    return CompileResult(prog, plans, tables, ir)
+    plans, full_ir = plan_program(ir, fuse, order, iteration)
+    prog, tables = build_program(full_ir, plans, name)
+    return CompileResult(prog, plans, tables, full_ir)
 
 
 def compile_text(text, fuse="regions", order=None, iteration="factored", name="program"):

@@ -99,24 +99,32 @@ def gen_kernel(prog, kp):
 
 
 def gen_transpose(prog, tp):
-    """A transpose kernel: scan the source in storage order and re-sort its entries with an order-2 sparse
-    accumulator whose reduced index is the source's outer index (there is one entry per position)."""
+    """A transpose kernel. The levels above the two swapped ones are scanned and kept; below them, each
+    entry becomes a one-coordinate fibre (a dense scan of size 1) holding the upper swapped coordinate
+    (crd_hold), and an order-2 sparse accumulator whose reduced index is the upper swapped level re-sorts
+    every group by (lower, upper): one entry per position, so nothing is actually summed."""
     k = prog.kernel(tp.name)
     kb = KernelBuilder(k)
+    n = len(tp.shape)
     root = Cell("root", {}, "root")
-    s0 = Cell("level_scan", {"ref": root["ref"]}, f"scan_{tp.src}0", tensor=tp.src, level=0,
-              format=tp.src_levels[0])
-    s1 = Cell("level_scan", {"ref": s0["ref"]}, f"scan_{tp.src}1", tensor=tp.src, level=1,
-              format=tp.src_levels[1])
-    unit = Cell("level_scan", {"ref": s1["ref"]}, "unit", format="dense", dim=1)
-    held = Cell("crd_hold", {"outer": s0["crd"], "inner": s1["crd"]}, "hold0")
+    scans, ref = [], root["ref"]
+    for lv in range(n):
+        s = Cell("level_scan", {"ref": ref}, f"scan_{tp.src}{lv}", tensor=tp.src, level=lv,
+                 format=tp.src_levels[lv])
+        scans.append(s)
+        ref = s["ref"]
+    unit = Cell("level_scan", {"ref": ref}, "unit", format="dense", dim=1)
+    upper, lower = scans[n - 2], scans[n - 1]
+    held = Cell("crd_hold", {"outer": upper["crd"], "inner": lower["crd"]}, "hold0")
     held2 = Cell("crd_hold", {"outer": held["outer"], "inner": unit["crd"]}, "hold1")
     vals = Cell("array", {"ref": unit["ref"]}, f"vals_{tp.src}", tensor=tp.src)
-    outer_dim = tp.shape[tp.src_mode_order[1]]
-    inner_dim = tp.shape[tp.src_mode_order[0]]
-    acc = Cell("spacc", {"crd_inner": held2["outer"], "crd_outer0": s1["crd"], "val": vals["val"]},
+    outer_dim = tp.shape[tp.src_mode_order[n - 1]]
+    inner_dim = tp.shape[tp.src_mode_order[n - 2]]
+    acc = Cell("spacc", {"crd_inner": held2["outer"], "crd_outer0": lower["crd"], "val": vals["val"]},
                "spacc_transpose", order=2, op="sum", dim=int(inner_dim), dim_outer=int(outer_dim))
-    write_tensor(kb, tp.dst, [("a", acc["crd_outer0"]), ("b", acc["crd_inner"])], acc["val"])
+    levels = [(f"l{lv}", scans[lv]["crd"]) for lv in range(n - 2)]
+    levels += [("a", acc["crd_outer0"]), ("b", acc["crd_inner"])]
+    write_tensor(kb, tp.dst, levels, acc["val"])
     size_fifos(k)
 
 

@@ -93,7 +93,8 @@ class KernelPlan:
 
 @dataclass
 class TransposePlan:
-    """A permuted copy of an order-2 tensor (a transpose kernel)."""
+    """A permuted copy of a tensor (a transpose kernel): order 2 transposed, or order 3 with its inner two
+    levels swapped."""
     name: str
     src: str
     dst: str
@@ -217,6 +218,19 @@ def _reduced_in_order(node):
     return out
 
 
+def _replace_hoisted(node, hoisted):
+    if isinstance(node, Red):
+        hit = hoisted.get(_text(node))
+        if hit is not None:
+            return Leaf(hit[0], hit[1], node.body.leaves()[0].stmt if node.body.leaves() else None)
+        return Red(node.op, node.idx, _replace_hoisted(node.body, hoisted))
+    if isinstance(node, Bin):
+        return Bin(node.op, _replace_hoisted(node.a, hoisted), _replace_hoisted(node.b, hoisted))
+    if isinstance(node, Fn):
+        return Fn(node.fn, _replace_hoisted(node.a, hoisted))
+    return node
+
+
 def globalize(expr):
     """Global iteration (prior work, Figure 5a): a sum of products with nested sums becomes one sum over
     every reduction index of one product. Returns None when the expression is not a sum of products."""
@@ -246,6 +260,10 @@ class Compiler:
     """Builds the kernel plans of a program for one schedule (see :func:`plan_program`)."""
 
     def __init__(self, ir, fuse="regions", order=None, iteration="factored"):
+        import copy
+        ir = copy.copy(ir)                  # hoisting adds temporaries: keep the caller's IR intact
+        ir.tensors = {k: copy.copy(v) for k, v in ir.tensors.items()}
+        ir.stmts = list(ir.stmts)
         self.ir, self.fuse = ir, fuse
         if isinstance(order, dict):
             self.kernel_orders = {k: tuple(v) for k, v in order.items()}
@@ -257,6 +275,7 @@ class Compiler:
         self.groups = schedule_groups(ir, fuse)
         self.group_of = {sid: n for n, g in enumerate(self.groups) for sid in g}
         self.layouts = {}          # written tensor -> mode order of its storage
+        self.hoisted = {}          # text of a materialised reduction -> (temporary, its indices)
         self.copies = {}           # tensor -> name of its transposed copy
         self.plans = []
         self.kernel_names = set()
@@ -288,7 +307,7 @@ class Compiler:
 
     def compile_sink(self, stmt, group, uninline=()):
         uninline = set(uninline)
-        permute = set()
+        permute = {}               # view key -> mode order of the permuted copy it reads
         notes = []
         for _attempt in range(64):
             allowed = {sid for sid in group if sid != stmt.id and sid not in uninline}
@@ -298,18 +317,38 @@ class Compiler:
                     self.compile_sink(self.ir.stmts[sid], group)
             kp = self.build(stmt, allowed, permute)
             action = self.resolve_cycles(kp)
+            if action is None and kp.cli_edges:
+                # the --order constraints come last: the fusion decisions above do not depend on them, so
+                # every order --list-orders prints can be given back with --order
+                for a, b in kp.cli_edges:
+                    _add_label(kp.pog, a, b, ("cli",))
+                try:
+                    cyc = nx.find_cycle(kp.pog)
+                    self._fail_cycle(kp, kp.pog, cyc)
+                except nx.NetworkXNoCycle:
+                    pass
             if action is not None:
                 kind, what, why = action
                 if kind == "uninline":
                     uninline.add(what)
                     notes.append(f"materialised {self.ir.stmts[what].lhs}: {why}")
                 else:
-                    permute.add(what)
-                    notes.append(f"permuted copy of {what[0]} for view {what[0]}({','.join(what[1])}): {why}")
+                    key, target = what
+                    permute[key] = target
+                    notes.append(f"permuted copy of {key[0]} (mode order {','.join(map(str, target))}) for view "
+                                 f"{key[0]}({','.join(key[1])}): {why}")
                 continue
-            first, reason = first_valid(kp)
+            first, reason, red = first_valid(kp)
             if first is None:
                 inl = sorted(kp.inlined)
+                owners = {l.stmt for l in red.leaves()} if red is not None else set()
+                if red is not None and red is not kp.expr and not (len(owners) == 1 and owners <= set(inl)):
+                    tmp = self.hoist(stmt, red)
+                    notes.append(f"materialised {_text(red)} as {tmp}: no dataflow order can lower it inside "
+                                 f"{stmt.lhs} ({reason})")
+                    continue
+                if len(owners) == 1 and owners <= set(inl):
+                    inl = sorted(owners)
                 if inl:
                     uninline.add(inl[-1])
                     notes.append(f"materialised {self.ir.stmts[inl[-1]].lhs}: no fused dataflow order can be "
@@ -328,15 +367,37 @@ class Compiler:
         self.layouts[stmt.lhs] = kp.mode_order
         return kp
 
+    def hoist(self, stmt, red):
+        """Materialise the reduction ``red`` (a sub-expression of ``stmt``'s fused tree) as a temporary
+        tensor written by its own kernel; later builds of ``stmt`` read the temporary instead."""
+        from .ir import Stmt, TensorInfo
+        n = 1
+        while f"{stmt.lhs}_t{n}" in self.ir.tensors:
+            n += 1
+        name = f"{stmt.lhs}_t{n}"
+        shape = []
+        sizes = {}
+        for leaf in red.leaves():
+            for i, d in zip(leaf.idx, self.ir.tensors[leaf.tensor].shape):
+                sizes[i] = d
+        shape = tuple(sizes[i] for i in red.free)
+        self.ir.tensors[name] = TensorInfo(name, shape, "intermediate", line=stmt.line)
+        tmp = Stmt(len(self.ir.stmts), name, tuple(red.free), red, stmt.line, f"{name}(...) = {_text(red)}")
+        tmp.synthetic = True
+        self.ir.stmts.append(tmp)
+        self.group_of[tmp.id] = self.group_of[stmt.id]
+        self.compile_sink(tmp, set())
+        self.hoisted[_text(red)] = (name, tuple(red.free))
+        return name
+
     def add_transposes(self, kp):
         for v in kp.views.values():
-            if v.permuted and v.tensor not in self.copies:
-                raise AssertionError("transposed copy missing")
             if v.permuted and not any(isinstance(p, TransposePlan) and p.dst == v.source for p in self.plans):
                 t = self.ir.tensors[v.tensor]
                 src_levels, src_mo = self.storage(v.tensor)
-                self.plans.append(TransposePlan(f"transpose_{v.tensor}", v.tensor, v.source, tuple(t.shape),
-                                                tuple(src_levels), tuple(src_mo), tuple(v.mode_order)))
+                self.plans.append(TransposePlan(self.kernel_name(f"transpose_{v.tensor}"), v.tensor, v.source,
+                                                tuple(t.shape), tuple(src_levels), tuple(src_mo),
+                                                tuple(v.mode_order)))
 
     def storage(self, tensor):
         t = self.ir.tensors[tensor]
@@ -349,6 +410,8 @@ class Compiler:
     def build(self, stmt, allowed, permute):
         used = set(stmt.idx)
         expr, instances = instantiate(self.ir, stmt, stmt.idx, used, allowed)
+        if self.hoisted:
+            expr = _replace_hoisted(expr, self.hoisted)
         if self.iteration == "global":
             g = globalize(expr)
             if g is None:
@@ -364,8 +427,8 @@ class Compiler:
             if key not in views:
                 levels, mo = self.storage(leaf.tensor)
                 if key in permute:
-                    src = self.copy_name(leaf.tensor)
-                    mo2 = tuple(reversed(mo))
+                    mo2 = tuple(permute[key])
+                    src = self.copy_name(leaf.tensor, mo2)
                     views[key] = View(key, leaf.tensor, leaf.idx, src, ("compressed",) * t.order, mo2, True)
                 else:
                     views[key] = View(key, leaf.tensor, leaf.idx, leaf.tensor, tuple(levels), tuple(mo))
@@ -399,10 +462,11 @@ class Compiler:
                 raise ProgramError("order", f"index {unknown[0]} is not an index of kernel {stmt.lhs} (indices: "
                                             f"{', '.join(rank)})")
             chain = [i for i in chain if i in rank]
-            for a, b in zip(chain, chain[1:]):
-                edge(a, b, ("cli",))
-        return KernelPlan(stmt.lhs, stmt, stmt.lhs, tuple(stmt.idx), expr, views, leaf_view, sizes, g, rank, inlined,
-                          instances)
+        cli_edges = list(zip(chain, chain[1:])) if chain else []
+        kp = KernelPlan(stmt.lhs, stmt, stmt.lhs, tuple(stmt.idx), expr, views, leaf_view, sizes, g, rank, inlined,
+                        instances)
+        kp.cli_edges = cli_edges
+        return kp
 
     def kernel_name(self, base):
         name = base
@@ -413,16 +477,18 @@ class Compiler:
         self.kernel_names.add(name)
         return name
 
-    def copy_name(self, tensor):
-        if tensor not in self.copies:
-            base = f"{tensor}_T"
+    def copy_name(self, tensor, mode_order):
+        """The permuted copy of ``tensor`` stored with ``mode_order`` (``A_T`` for a transposed matrix)."""
+        key = (tensor, tuple(mode_order))
+        if key not in self.copies:
+            base = f"{tensor}_T" if len(mode_order) == 2 else f"{tensor}_p{''.join(map(str, mode_order))}"
             name = base
             n = 2
             while name in self.ir.tensors or name in self.copies.values():
                 name = f"{base}{n}"
                 n += 1
-            self.copies[tensor] = name
-        return self.copies[tensor]
+            self.copies[key] = name
+        return self.copies[key]
 
     def resolve_cycles(self, kp):
         """None if the POG is acyclic, else an action ('uninline', stmt id, why) or ('permute', key, why);
@@ -441,31 +507,122 @@ class Compiler:
         why = f"the order constraints form a cycle {path}"
         if prods:
             return ("uninline", prods[0], why)
-        keys = [lab[1] for _, _, lab in labels if lab[0] == "view"]
-        cands = [k for k in keys if self.permutable(kp, k)]
-        if cands:
-            pos = {id(l): n for n, l in enumerate(kp.expr.leaves())}
-            last = max(cands, key=lambda k: max(pos[lid] for lid, kk in kp.leaf_view.items() if kk == k))
-            t = self.ir.tensors[last[0]]
-            if t.order != 2:
-                raise ProgramError(f"line {kp.stmt.line}", f"{why}; breaking it needs a permuted copy of "
-                                                           f"{last[0]} (order {t.order}), and only order-2 "
-                                                           f"transposes are supported")
-            return ("permute", last, why)
-        raise ProgramError(f"line {kp.stmt.line}", f"unsatisfiable dataflow order for {kp.out}: {why} ("
-                                                   + "; ".join(_describe_label(self.ir, u, v, lab)
-                                                               for u, v, lab in labels) + ")")
+        # storage-order conflicts: keep every constraint that cannot move (user orders, views of tensors
+        # that cannot be transposed) and add the movable views one by one in order of use; the first view
+        # whose constraints close a cycle reads a permuted copy (the paper's "permuted copy for one of the
+        # views"), unless the cycle goes through a user order and the view is an input (then the user's
+        # order is what cannot be met)
+        movable = [k for k in _keys_in_use_order(kp) if self.permutable(kp, k)]
+        hard = nx.DiGraph()
+        hard.add_nodes_from(kp.pog.nodes)
+        soft = {}
+        for u, v, data in kp.pog.edges(data=True):
+            for lab in data["labels"]:
+                if lab[0] == "view" and lab[1] in movable:
+                    soft.setdefault(lab[1], []).append((u, v))
+                else:
+                    _add_label(hard, u, v, lab)
+        try:
+            cyc = nx.find_cycle(hard)
+        except nx.NetworkXNoCycle:
+            cyc = None
+        if cyc is not None:
+            prods = sorted({lab[1] for a, b in cyc for lab in hard[a][b]["labels"]
+                            if lab[0] == "order" and lab[1] != kp.stmt.id}, reverse=True)
+            if prods:
+                path = " -> ".join([cyc[0][0]] + [b for _, b in cyc])
+                return ("uninline", prods[0], f"the order constraints form a cycle {path}")
+            self._fail_cycle(kp, hard, cyc)
+        accepted = []
+
+        def graph(keys, extra=()):
+            g = hard.copy()
+            for k in keys:
+                for u, v in soft.get(k, []):
+                    _add_label(g, u, v, ("view", k))
+            for u, v, lab in extra:
+                _add_label(g, u, v, lab)
+            return g
+
+        for key in movable:
+            trial = graph(accepted + [key])
+            try:
+                cyc = nx.find_cycle(trial)
+            except nx.NetworkXNoCycle:
+                accepted.append(key)
+                continue
+            labs = [lab for a, b in cyc for lab in trial[a][b]["labels"]]
+            path = " -> ".join([cyc[0][0]] + [b for _, b in cyc])
+            user = any(lab[0] in ("order", "cli") for lab in labs)
+            in_cycle = [lab[1] for lab in labs if lab[0] == "view" and lab[1] in movable]
+            # the conflicting view first, then the views it conflicts with (latest first)
+            for cand in [key] + [k for k in reversed(accepted) if k in in_cycle]:
+                if user and self.ir.tensors[cand[0]].role == "input":
+                    continue
+                view = kp.views[cand]
+                target = permuted_order(view.mode_order)
+                li = tuple(view.idx[d] for d in target)
+                rest = [k for k in accepted + [key] if k != cand]
+                alt = graph(rest, [(a, b, ("view", cand)) for a, b in zip(li, li[1:])])
+                if nx.is_directed_acyclic_graph(alt):
+                    return ("permute", (cand, target), f"the order constraints form a cycle {path}")
+            if user and self.ir.tensors[key[0]].role == "input":
+                self._fail_cycle(kp, trial, cyc)
+            detail = "; ".join(_describe_label(self.ir, a, b, lab) for a, b in cyc for lab in trial[a][b]["labels"])
+            raise ProgramError(f"line {kp.stmt.line}", f"the storage orders conflict (cycle {path}) and no "
+                                                       f"permuted copy that can be built (order-2 transpose, "
+                                                       f"order-3 swap of the inner two levels) breaks it ({detail})")
+        raise AssertionError("cycle not found again")
+
+    def _fail_cycle(self, kp, g, cyc):
+        labels = [(a, b, lab) for a, b in cyc for lab in g[a][b]["labels"]]
+        path = " -> ".join([cyc[0][0]] + [b for _, b in cyc])
+        detail = "; ".join(_describe_label(self.ir, u, v, lab) for u, v, lab in labels)
+        big = [lab[1] for _, _, lab in labels if lab[0] == "view" and self.ir.tensors[lab[1][0]].order > 2
+               and sum(1 for k in kp.views if k[0] == lab[1][0]) >= 1]
+        if big and not any(lab[0] in ("order", "cli") for _, _, lab in labels):
+            k = big[0]
+            raise ProgramError(f"line {kp.stmt.line}", f"the storage orders conflict (cycle {path}); breaking it "
+                                                       f"needs a permuted copy of {k[0]} (order "
+                                                       f"{self.ir.tensors[k[0]].order}), and only order-2 "
+                                                       f"transposes are supported ({detail})")
+        raise ProgramError(f"line {kp.stmt.line}", f"unsatisfiable dataflow order for {kp.out}: the order "
+                                                   f"constraints form a cycle {path} ({detail})")
 
     def permutable(self, kp, key):
-        tensor = key[0]
-        t = self.ir.tensors[tensor]
-        if t.order != 2:
+        """Can this view read a permuted copy? Order-2 tensors (transposed) and order-3 tensors (inner two
+        levels swapped), inputs or written by an earlier kernel, when the view does not already read one."""
+        t = self.ir.tensors[key[0]]
+        if t.order not in (2, 3):
             return False
-        if key in {v.key for v in kp.views.values() if v.permuted}:
-            return False
-        if t.role != "input":
-            return True
-        return sum(1 for k in kp.views if k[0] == tensor) >= 2
+        return key not in {v.key for v in kp.views.values() if v.permuted}
+
+
+def permuted_order(mode_order):
+    """The mode order of the permuted copy a transpose kernel builds: order 2 reversed, order 3 with its
+    two inner levels swapped (one sparse accumulator of order 2 per outer coordinate)."""
+    mo = tuple(mode_order)
+    if len(mo) == 2:
+        return (mo[1], mo[0])
+    if len(mo) == 3:
+        return (mo[0], mo[2], mo[1])
+    raise ValueError(mo)
+
+
+def _keys_in_use_order(kp):
+    out = []
+    for leaf in kp.expr.leaves():
+        k = kp.leaf_view[id(leaf)]
+        if k not in out:
+            out.append(k)
+    return out
+
+
+def _add_label(g, u, v, lab):
+    if g.has_edge(u, v):
+        g[u][v]["labels"].append(lab)
+    else:
+        g.add_edge(u, v, labels=[lab])
 
 
 def _describe_label(ir, u, v, lab):
@@ -510,17 +667,18 @@ def _check(kp, order):
 
 
 def first_valid(kp, scan_limit=SCAN_LIMIT):
-    """(first valid order, None) or (None, reason of the first rejection)."""
-    reason = None
+    """(first valid order, None, None) or (None, reason of the first rejection, the reduction to blame)."""
+    reason, red = None, None
     for n, order in enumerate(topological_sorts(kp.pog, kp.rank)):
         if n >= scan_limit:
-            return None, (reason or "") + f" (gave up after {scan_limit} orders)"
-        why = _check(kp, order)
-        if why is None:
-            return order, None
+            return None, (reason or "") + f" (gave up after {scan_limit} orders)", red
+        exc = _check(kp, order)
+        if exc is None:
+            return order, None, None
         if reason is None:
-            reason = f"order {','.join(order)}: {why}"
-    return None, reason or "the constraints leave no order"
+            reason = f"order {','.join(order)}: {exc}"
+            red = exc.red
+    return None, reason or "the constraints leave no order", red
 
 
 def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
@@ -535,5 +693,6 @@ def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
 
 
 def plan_program(ir, fuse="regions", order=None, iteration="factored"):
-    """Kernel plans (KernelPlan / TransposePlan) of a program in execution order."""
-    return Compiler(ir, fuse, order, iteration).run()
+    """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries)."""
+    c = Compiler(ir, fuse, order, iteration)
+    return c.run(), c.ir

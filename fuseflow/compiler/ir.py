@@ -223,6 +223,7 @@ class Stmt:
     line: int = 0
     text: str = ""
     orders: list = field(default_factory=list)
+    synthetic: bool = False         # a sub-expression the compiler materialised (not in the source)
 
     @property
     def indices(self):
@@ -262,7 +263,7 @@ class ProgramIR:
 
     def expr_text(self):
         """All statements as text (what graph.json's ``expr`` holds; the NumPy evaluator reads it)."""
-        return "; ".join(f"{s.lhs}({','.join(s.idx)}) = {to_text(s.rhs)}" for s in self.stmts)
+        return "; ".join(f"{s.lhs}({','.join(s.idx)}) = {to_text(s.rhs)}" for s in self.stmts if not s.synthetic)
 
 
 def check_index_sizes(stmt, tensors):

@@ -32,7 +32,14 @@ from .ir import Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING
 
 
 class NotRealizable(Exception):
-    """The planner cannot lower the kernel with this dataflow order (the reason is the message)."""
+    """The planner cannot lower the kernel with this dataflow order (the reason is the message).
+
+    ``red`` names the reduction (a nested scope) that caused it, when there is one: materialising that
+    sub-expression in its own kernel removes the obstacle."""
+
+    def __init__(self, why, red=None):
+        super().__init__(why)
+        self.red = red
 
 
 # ---- deferred cells ------------------------------------------------------------------------------
@@ -142,6 +149,7 @@ class Table:
         self.rows = list(order) + ["val"]
         self.columns = []
         self.cells = {}
+        self.header = {}
 
     def column(self, name):
         if name not in self.columns:
@@ -150,19 +158,32 @@ class Table:
     def put(self, row, col, label):
         self.column(col)
         key = (row, col)
-        if key in self.cells and self.cells[key] != label:
-            self.cells[key] = self.cells[key] + " / " + label
+        if key in self.cells and label not in self.cells[key]:
+            self.cells[key] = self.cells[key] + " " + label
         else:
             self.cells[key] = label
 
-    def render(self, title=None, width=28):
+    def render(self, title=None, width=40):
         """The table as a text grid like Figure 20 (rows: indices and val; columns: views/results)."""
         cols = self.columns
+        heads = [self.header.get(c, c) for c in cols]
+        filled = dict(self.cells)
+        for c in cols:                      # reference cells: pass the column's last stream through
+            rows_with = [n for n, r in enumerate(self.rows) if (r, c) in self.cells]
+            if not rows_with:
+                continue
+            last = None
+            for n, r in enumerate(self.rows):
+                if (r, c) in self.cells:
+                    last = r
+                elif last is not None and n < rows_with[-1]:
+                    filled[(r, c)] = f"<{c}_{last}>"
+
         w0 = max([len(r) for r in self.rows] + [3]) + 1
         widths = []
-        for c in cols:
-            cells = [self.cells.get((r, c), "") for r in self.rows]
-            widths.append(min(max([len(c)] + [len(x) for x in cells]) + 1, max(width, len(c) + 1)))
+        for c, h in zip(cols, heads):
+            cells = [filled.get((r, c), "") for r in self.rows]
+            widths.append(min(max([len(h)] + [len(x) for x in cells]) + 1, max(width, len(h) + 1)))
 
         def fit(text, w):
             return text if len(text) <= w else text[:w - 2] + ".."
@@ -172,10 +193,10 @@ class Table:
             lines.append(title)
         sep = "+" + "-" * (w0 + 1) + "+" + "+".join("-" * (w + 1) for w in widths) + "+"
         lines.append(sep)
-        lines.append("| " + " " * w0 + "|" + "|".join(" " + fit(c, w).ljust(w) for c, w in zip(cols, widths)) + "|")
+        lines.append("| " + " " * w0 + "|" + "|".join(" " + fit(h, w).ljust(w) for h, w in zip(heads, widths)) + "|")
         lines.append(sep)
         for r in self.rows:
-            cells = [self.cells.get((r, c), "") for c in cols]
+            cells = [filled.get((r, c), "") for c in cols]
             lines.append("| " + r.ljust(w0) + "|" + "|".join(" " + fit(x, w).ljust(w)
                                                             for x, w in zip(cells, widths)) + "|")
         lines.append(sep)
@@ -246,8 +267,9 @@ class Planner:
                     self.leaf_op[id(node)] = merged[mkey]
                     return
                 view = self.views[key]
-                same = sum(1 for o in self.operands if o.kind == "view" and o.view is view)
-                op = Operand("view", view.label + ("'" * same), view)
+                same = sum(1 for o in self.operands if o.kind == "view" and o.view.source == view.source)
+                op = Operand("view", view.source + ("'" * same), view)
+                self.table.header[op.name] = view.label + ("'" * same)
                 self.operands.append(op)
                 self.leaf_op[id(node)] = op
                 if mkey is not None:
@@ -310,7 +332,7 @@ class Planner:
                 if x not in F and self.pos[x] < last_own:
                     raise NotRealizable(f"the result of {s.name} ({_fmt_red(s.red)}) would have to be repeated "
                                         f"over {x} with its sub-tree over "
-                                        f"{', '.join(y for y in own_free if self.pos[y] > self.pos[x])}")
+                                        f"{', '.join(y for y in own_free if self.pos[y] > self.pos[x])}", s.red)
 
     # -- planning --
     def plan(self):
@@ -355,6 +377,7 @@ class Planner:
 
     def process_level(self, owner, x):
         self._ctx_touched = []
+        self._row = x
         J = self.join(owner.body, x, owner)
         if J is None:
             raise NotRealizable(f"nothing iterates {x} in {owner.name}")
@@ -381,7 +404,7 @@ class Planner:
             if op.kind == "result" and op.scope.consumed < len(op.scope.result):
                 left = [y for y, _ in op.scope.result[op.scope.consumed:]]
                 raise NotRealizable(f"the result of {op.scope.name} would have to be repeated over {x} with its "
-                                    f"sub-tree over {', '.join(left)}")
+                                    f"sub-tree over {', '.join(left)}", op.scope.red)
             if op.handle is None:
                 raise NotRealizable(f"{op.name} has no stream at {x}")
             prev = op.last_row
@@ -478,12 +501,11 @@ class Planner:
                 crd = sc.result[sc.consumed][1]
                 sc.consumed += 1
                 col = sc.operand.name
-                if sc.consumed == len(sc.result):
-                    self.table.put(x, col, f"{sc.operand.name}[crd_{x}]")
-                    sc.operand.last_row = x
-                    return JoinRes("scan", [(sc.operand, crd, sc.val)])
-                self.table.put(x, col, f"{sc.operand.name}[crd_{x}]")
+                prev = sc.operand.last_row
+                self.table.put(x, col, f"<{col}_{prev}>")
                 sc.operand.last_row = x
+                if sc.consumed == len(sc.result):
+                    return JoinRes("scan", [(sc.operand, crd, sc.val)])
                 return JoinRes("solo", [(sc.operand, crd, None)])
             if x in node.free:
                 raise NotRealizable(f"{sc.name} delivers its levels in another order than {x}")
@@ -493,7 +515,8 @@ class Planner:
     def cover(self, j, x, owner):
         """Union ``j`` with a dense iterator over ``x`` (visit every coordinate of the dimension)."""
         if j.kind == "solo":
-            raise NotRealizable(f"a dense iteration over {x} would need the sub-tree of an intermediate")
+            raise NotRealizable(f"a dense iteration over {x} would need the sub-tree of an intermediate",
+                                j.pairs[0][0].scope.red)
         d = Cell("level_scan", {"ref": owner.bcast.handle}, f"dense_{x}", format="dense", dim=int(self.sizes[x]))
         self.table.put(x, f"Dense({x})", f"LS_dense({self.sizes[x]})")
         return self.combine("union", [j, JoinRes("scan", [(None, d["crd"], d["ref"])])], x)
@@ -504,9 +527,10 @@ class Planner:
             return None
         if len(parts) == 1:
             return parts[0]
-        if any(p.kind == "solo" for p in parts):
+        solo = [p for p in parts if p.kind == "solo"]
+        if solo:
             raise NotRealizable(f"an intermediate's outer level {x} would be merged with another stream (its "
-                                f"inner levels cannot follow)")
+                                f"inner levels cannot follow)", solo[0].pairs[0][0].scope.red)
         pairs = []
         for p in parts:
             if p.kind == kind or (p.kind == "scan" and len(p.pairs) == 1):
@@ -540,23 +564,23 @@ class Planner:
         for n, (op, crd, ref) in enumerate(j.pairs):
             if op is not None and op not in j.refs:
                 j.refs[op] = cell[f"ref{n}"]
-        names = [op.name if op is not None else "dense" for op, _, _ in j.pairs]
         label = "Intersect" if j.kind == "intersect" else "Union"
+        row = self._row
         for op, _, _ in j.pairs:
             if op is not None:
-                row = op.last_row
-                self.table.put(row, op.name, f"{label}({','.join(names)})")
+                self.table.put(row, op.name, f"{label}_{row}")
         return j
 
     # -- values and reductions --
     def value(self, node):
         if isinstance(node, Leaf):
             op = self.leaf_op[id(node)]
-            key = op.handle.key()
+            key = (op.handle.key(), op.view.source)
             if key not in self._array:
                 self._array[key] = Cell("array", {"ref": op.handle}, f"vals_{op.name}".replace("'", "p"),
                                         tensor=op.view.source)["val"]
                 self.table.put("val", op.name, f"Val(<{op.name}_{op.last_row}>)")
+                op.last_row = "val"
             return self._array[key]
         if isinstance(node, Lit):
             return ConstVal(node.value)
@@ -587,6 +611,18 @@ class Planner:
             return Cell("alu", {"a": a, "b": b}, op, op=op)["out"]
         raise TypeError(node)
 
+    def value_text(self, node):
+        """The value row's computation of a scope in terms of its columns (for the table)."""
+        if isinstance(node, Leaf):
+            return f"<{self.leaf_op[id(node)].name}_val>"
+        if isinstance(node, Lit):
+            return repr(node)
+        if isinstance(node, Red):
+            return f"<{self.scope_of[id(node)].operand.name}_val>"
+        if isinstance(node, Fn):
+            return f"{node.fn}({self.value_text(node.a)})"
+        return f"{self.value_text(node.a)} {node.op} {self.value_text(node.b)}"
+
     def finish_scope(self, s):
         val = self.value(s.body)
         if isinstance(val, ConstVal):
@@ -614,7 +650,8 @@ class Planner:
             r = levels[p][0]
             if len(inner_free) > 2:
                 raise NotRealizable(f"reducing {r} outside {', '.join(x for x, _ in inner_free)} needs a sparse "
-                                    f"accumulator of order {len(inner_free)} (at most 2 is supported)")
+                                    f"accumulator of order {len(inner_free)} (at most 2 is supported)",
+                                    s.red if s.parent is not None else None)
             order = len(inner_free)
             inputs = {"crd_inner": inner_free[-1][1], "val": val}
             params = {"order": order, "op": s.op, "dim": int(self.sizes[inner_free[-1][0]])}
@@ -627,15 +664,21 @@ class Planner:
                 new = [(inner_free[0][0], cell["crd_inner"])]
             else:
                 new = [(inner_free[0][0], cell["crd_outer0"]), (inner_free[1][0], cell["crd_inner"])]
-            for y, _ in new:
-                self.table.put(y, col, f"Red{order}_{r}[crd_{y}]")
+            for k2, (y, _) in enumerate(new):
+                self.table.put(y, col, f"Red{order}_{r}" + (f"[crd{len(new) - 1 - k2}]" if order == 2 else ""))
             levels = levels[:p] + new
         s.result = levels
         s.val = val
-        self.table.put("val", col, f"{'Red' if s.rd else 'Compute'}[val]" if s.rd else "Compute[val]")
+        self.table.put("val", col, _val_label(s, self.value_text(s.body)))
         if s.operand is not None:
             s.operand.handle = val if not levels else None
             s.operand.last_row = levels[-1][0] if levels else "val"
+
+
+def _val_label(s, text):
+    if not s.rd:
+        return text
+    return f"{s.op}_{','.join(s.rd)}({text})"
 
 
 def _inside(s, anc):
@@ -658,11 +701,11 @@ def plan_kernel(expr, out_idx, order, views, leaf_view, sizes, out_name="out"):
 
 
 def check_order(expr, out_idx, order, views, leaf_view, sizes):
-    """None if ``order`` can be lowered, else the reason (a string)."""
+    """None if ``order`` can be lowered, else the :class:`NotRealizable` exception."""
     try:
         plan_kernel(expr, out_idx, order, views, leaf_view, sizes)
     except NotRealizable as exc:
-        return str(exc)
+        return exc
     return None
 
 
