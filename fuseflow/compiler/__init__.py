@@ -32,7 +32,7 @@ def parse_order(order):
         return None
     if isinstance(order, str):
         import re
-        parts = [p.strip() for p in re.split(r",|->", order) if p.strip()]
+        parts = [p.strip() for p in re.split(r",|->", order)]
         for p in parts:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p):
                 raise ProgramError("--order", f"expected index names separated by commas, got {order!r}")
