@@ -22,11 +22,11 @@ class RandomProgram:
 
 
 @st.composite
-def random_programs(draw, max_stmts=5, allow_exp=True, allow_div=True, concordant=False):
+def random_programs(draw, max_stmts=5, allow_exp=True, allow_div=True, concordant=False, sizes=(2, 3, 4)):
     """``concordant``: every access lists its indices in the global order i < j < k < l and order-3
     tensors keep the identity mode order, so storage orders never conflict (order-2 tensors still get
     random mode orders: those conflicts are broken by transposes)."""
-    n = draw(st.sampled_from([2, 3, 4]))
+    n = draw(st.sampled_from(list(sizes)))
     ninputs = draw(st.integers(2, 4))
     lines = []
     avail = {}                      # tensor -> order
