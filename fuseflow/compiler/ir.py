@@ -262,8 +262,35 @@ class ProgramIR:
         return [s for s in self.stmts if any(l.tensor == name for l in s.rhs.leaves())]
 
     def expr_text(self):
-        """All statements as text (what graph.json's ``expr`` holds; the NumPy evaluator reads it)."""
-        return "; ".join(f"{s.lhs}({','.join(s.idx)}) = {to_text(s.rhs)}" for s in self.stmts if not s.synthetic)
+        """All statements as text (what graph.json's ``expr`` holds; the NumPy evaluator reads it).
+
+        Index names are local to a statement, but :func:`fuseflow.samml.expr.evaluate` binds index sizes
+        across the statements it evaluates together; an index whose size differs from an earlier
+        statement's is renamed (``j`` -> ``j_3``) so that the text evaluates as the program does."""
+        seen, parts = {}, []
+        for s in self.stmts:
+            if s.synthetic:
+                continue
+            sizes = {}
+            for leaf in s.rhs.leaves():
+                t = self.tensors.get(leaf.tensor)
+                if t is not None:
+                    for i, d in zip(leaf.idx, t.shape):
+                        sizes.setdefault(i, d)
+            mapping = {}
+            for i, d in sizes.items():
+                if seen.get(i, d) != d:
+                    n = s.id
+                    new = f"{i}_{n}"
+                    while new in seen or new in sizes:
+                        n += 1
+                        new = f"{i}_{n}"
+                    mapping[i] = new
+            for i, d in sizes.items():
+                seen[mapping.get(i, i)] = d
+            idx = [mapping.get(i, i) for i in s.idx]
+            parts.append(f"{s.lhs}({','.join(idx)}) = {to_text(rename(s.rhs, mapping))}")
+        return "; ".join(parts)
 
 
 def check_index_sizes(stmt, tensors):
