@@ -1,5 +1,6 @@
 """array RTL vs run_op (fixed mode)."""
 
+import pytest
 from hypothesis import given, strategies as st
 
 from fuseflow.hw.testing import check_op, hw_settings, st_tree, st_value, stream
@@ -22,4 +23,11 @@ def case(draw):
 @hw_settings(20)
 @given(case(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_random(c, stalls, seed):
+    check_op("array", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(case(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_0(c, stalls, seed):
     check_op("array", *c, stalls=stalls, seed=seed)

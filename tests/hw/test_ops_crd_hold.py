@@ -30,3 +30,10 @@ def case(draw):
 @given(case(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_random(c, stalls, seed):
     check_op("crd_hold", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(case(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_0(c, stalls, seed):
+    check_op("crd_hold", *c, stalls=stalls, seed=seed)

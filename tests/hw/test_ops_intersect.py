@@ -1,5 +1,6 @@
 """intersect RTL vs run_op (arity 2 and 3, references or values on the ref ports)."""
 
+import pytest
 from hypothesis import given, strategies as st
 
 from fuseflow.hw.testing import check_op, hw_settings, st_joiner_case
@@ -28,4 +29,18 @@ def test_random(c, stalls, seed):
 @hw_settings(10)
 @given(st_joiner_case(values=True), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_random_values(c, stalls, seed):
+    check_op("intersect", *c, any_kind="val", stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(st_joiner_case(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_0(c, stalls, seed):
+    check_op("intersect", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(st_joiner_case(values=True, depth=(1, 3), dim=(1, 12)), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_1(c, stalls, seed):
     check_op("intersect", *c, any_kind="val", stalls=stalls, seed=seed)

@@ -68,3 +68,10 @@ def test_random_stalls(case, seed):
 def test_random_fifos(case, seed):
     params, inputs = case
     check_op("level_scan", params, inputs, stalls=0.3, seed=seed, fifo_depth=2)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(st.one_of(compressed_case(), dense_case()), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_0(c, stalls, seed):
+    check_op("level_scan", *c, stalls=stalls, seed=seed)

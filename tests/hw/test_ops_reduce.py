@@ -51,3 +51,17 @@ def test_random_plain(c, stalls, seed):
 @given(with_crd(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_random_with_crd(c, stalls, seed):
     check_op("reduce", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(plain(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_0(c, stalls, seed):
+    check_op("reduce", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(with_crd(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_1(c, stalls, seed):
+    check_op("reduce", *c, stalls=stalls, seed=seed)

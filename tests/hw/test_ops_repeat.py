@@ -42,3 +42,17 @@ def test_random_refs(inputs, stalls, seed):
 @given(case(values=True), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_random_values(inputs, stalls, seed):
     check_op("repeat", {}, inputs, any_kind="val", stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(case(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_0(c, stalls, seed):
+    check_op("repeat", {}, c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(case(values=True), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_1(c, stalls, seed):
+    check_op("repeat", {}, c, any_kind="val", stalls=stalls, seed=seed)

@@ -80,3 +80,17 @@ def test_order1_random(c, stalls, seed):
 @given(order2(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_order2_random(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(order1(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_0(c, stalls, seed):
+    check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(400)
+@given(order2(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_1(c, stalls, seed):
+    check_op("spacc", *c, stalls=stalls, seed=seed)

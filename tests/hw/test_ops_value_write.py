@@ -1,5 +1,6 @@
 """value_write RTL vs run_op: values read back from the written memory."""
 
+import pytest
 from hypothesis import given, strategies as st
 
 from fuseflow.hw.testing import check_op, hw_settings, st_tree, st_value, stream
@@ -14,5 +15,14 @@ def test_example(stalls):
 @given(st.integers(0, 2).flatmap(lambda d: st.tuples(st.just(d), st_tree(d, st.one_of(st_value(), st.just("N"))))),
        st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_random(dt, stalls, seed):
+    depth, tree = dt
+    check_op("value_write", {}, {"val": stream(tree, depth)}, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(300)
+@given(st.integers(0, 3).flatmap(lambda d: st.tuples(st.just(d), st_tree(d, st.one_of(st_value(), st.just("N"))))),
+       st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep(dt, stalls, seed):
     depth, tree = dt
     check_op("value_write", {}, {"val": stream(tree, depth)}, stalls=stalls, seed=seed)
