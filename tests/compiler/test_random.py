@@ -10,6 +10,7 @@ import collections
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from fuseflow.compiler import EinsumProgram, compile_program
 from fuseflow.compiler.fusion import KernelPlan, valid_orders
@@ -75,12 +76,20 @@ def test_concordant_random_programs_compile_and_match(rp):
         TALLY["concordant compiled"] += 1
 
 
-def test_concordant_programs_mostly_compile():
+@settings(max_examples=1, **FAST)
+@given(st.lists(random_programs(concordant=True), min_size=30, max_size=30))
+def test_concordant_programs_mostly_compile(batch):
     """With concordant storage orders nearly every program compiles (the rest need an order-3 sparse
     accumulator or an order-3 permutation other than an inner swap: documented limitations)."""
-    if TALLY["concordant programs"] < 20:
-        pytest.skip("runs after test_concordant_random_programs_compile_and_match")
-    assert TALLY["concordant compiled"] >= 0.85 * TALLY["concordant programs"], dict(TALLY)
+    ok = 0
+    for rp in batch:
+        ir = EinsumProgram.parse(rp.text).to_ir()
+        try:
+            compile_program(ir, fuse="full")
+            ok += 1
+        except ProgramError:
+            pass
+    assert ok >= 0.85 * len(batch)
 
 
 @pytest.mark.slow
