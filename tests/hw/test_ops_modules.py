@@ -65,3 +65,59 @@ def test_through_fifos(op, depth):
     params, inputs = EXAMPLES[op]
     for seed in range(2):
         check_op(op, params, inputs, fifo_depth=depth, stalls=0.4 * seed, seed=seed)
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_valid_does_not_depend_on_own_ready(op):
+    """Stream rule: at every cycle of a run, each output's valid (and payload) is the same whether its own
+    ready is 0 or 1 (other outputs' readies fixed)."""
+    import random
+
+    from amaranth.hdl import Value
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.testing import OpHarness, _mem_params
+    from fuseflow.hw.token import encode
+
+    params, inputs = EXAMPLES[op]
+    dut = MODULES[op](params, connected=set(inputs))
+    init, depth = _mem_params(op, dut.params, None)
+    for array, mp in dut.memories.items():
+        if mp.writes:
+            depth[array] = 64
+    h = OpHarness(dut, init, depth)
+    sim = Simulator(h)
+    sim.add_clock(1e-6)
+    rng = random.Random(1)
+    ins = {p: [encode(t, dut.port_info[f"i_{p}"][1], dut.port_info[f"i_{p}"][2]) for t in inputs[p]]
+           for p in dut.inputs()}
+    outs = [getattr(dut, f"o_{p}") for p in dut.outputs()]
+    bad = []
+
+    async def tb(ctx):
+        pos = {p: 0 for p in ins}
+        for cyc in range(60):
+            for p, toks in ins.items():
+                s = getattr(dut, f"i_{p}")
+                ok = pos[p] < len(toks) and rng.random() < 0.8
+                ctx.set(s.valid, ok)
+                if pos[p] < len(toks):
+                    ctx.set(Value.cast(s.payload), toks[pos[p]])
+            readies = [rng.random() < 0.7 for _ in outs]
+            for o, r in zip(outs, readies):
+                ctx.set(o.ready, r)
+            for k, o in enumerate(outs):
+                seen = []
+                for r in (0, 1):
+                    ctx.set(o.ready, r)
+                    seen.append((ctx.get(o.valid), ctx.get(Value.cast(o.payload)) if ctx.get(o.valid) else None))
+                if seen[0] != seen[1]:
+                    bad.append((cyc, k, seen))
+                ctx.set(o.ready, readies[k])
+            taken = {p: ctx.get(getattr(dut, f"i_{p}").valid) and ctx.get(getattr(dut, f"i_{p}").ready) for p in ins}
+            await ctx.tick()
+            for p in ins:
+                pos[p] += bool(taken[p])
+    sim.add_testbench(tb)
+    sim.run()
+    assert not bad, bad[:5]
