@@ -132,6 +132,17 @@ class Scope:
         return self.O[self.start:]
 
 
+class _Dense:
+    """A dense iterator not built yet (a product may replace it by its other factors' coordinates)."""
+    __slots__ = ("x", "ref")
+
+    def __init__(self, x, ref):
+        self.x, self.ref = x, ref
+
+    def key(self):
+        return ("dense", id(self))
+
+
 class JoinRes:
     """A co-iteration result at one level: (operand, crd, ref) pairs, possibly not yet merged."""
     __slots__ = ("kind", "pairs", "crd", "refs")
@@ -517,9 +528,8 @@ class Planner:
         if j.kind == "solo":
             raise NotRealizable(f"a dense iteration over {x} would need the sub-tree of an intermediate",
                                 j.pairs[0][0].scope.red)
-        d = Cell("level_scan", {"ref": owner.bcast.handle}, f"dense_{x}", format="dense", dim=int(self.sizes[x]))
-        self.table.put(x, f"Dense({x})", f"LS_dense({self.sizes[x]})")
-        return self.combine("union", [j, JoinRes("scan", [(None, d["crd"], d["ref"])])], x)
+        mark = _Dense(x, owner.bcast.handle)
+        return self.combine("union", [j, JoinRes("scan", [(None, mark, None)])], x)
 
     def combine(self, kind, parts, x):
         parts = [p for p in parts if p is not None]
@@ -531,6 +541,16 @@ class Planner:
         if solo:
             raise NotRealizable(f"an intermediate's outer level {x} would be merged with another stream (its "
                                 f"inner levels cannot follow)", solo[0].pairs[0][0].scope.red)
+        if kind == "intersect":
+            # a dense iterator merged into a product only needs the coordinates of the other factors:
+            # M(i,j) * exp(S(i,j)) iterates union(S, M) within M, not every j
+            marked = [p for p in parts if p.crd is None and p.kind == "union"
+                      and any(isinstance(q[1], _Dense) for q in p.pairs)]
+            plain = [p for p in parts if p not in marked]
+            if marked and plain:
+                sib = [(None, c, r) for p in plain for _, c, r in p.pairs]
+                parts = plain + [JoinRes("union", [q for q in p.pairs if not isinstance(q[1], _Dense)] + sib)
+                                 for p in marked]
         pairs = []
         for p in parts:
             if p.kind == kind or (p.kind == "scan" and len(p.pairs) == 1):
@@ -548,6 +568,12 @@ class Planner:
     def finalize(self, j):
         if j.crd is not None:
             return j
+        for n, (op, crd, ref) in enumerate(j.pairs):
+            if isinstance(crd, _Dense):
+                d = Cell("level_scan", {"ref": crd.ref}, f"dense_{crd.x}", format="dense",
+                         dim=int(self.sizes[crd.x]))
+                self.table.put(crd.x, f"Dense({crd.x})", f"LS_dense({self.sizes[crd.x]})")
+                j.pairs[n] = (None, d["crd"], d["ref"])
         if j.kind in ("scan", "solo") or len(j.pairs) == 1:
             op, crd, ref = j.pairs[0]
             j.crd = crd

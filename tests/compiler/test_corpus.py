@@ -162,3 +162,19 @@ def test_multiuse_gets_a_permuted_copy():
     t = res.program.tensors["A_T"]
     assert t.mode_order == [1, 0]
     assert any("permuted copy" in n for p in res.kernels for n in p.notes)
+
+
+def test_masked_exp_iterates_only_the_mask():
+    """exp(0) = 1, so exp(S) alone is dense; under a product with a sparse mask the dense iterator is replaced
+    by the mask's coordinates (union(S, M) within M)."""
+    src = """
+        tensor M(6,7) : dcsr
+        tensor S(6,7) : dcsr
+        E(i,j) = M(i,j) * exp(S(i,j))
+        F(i,j) = exp(S(i,j))
+    """
+    res, _ = run_and_check(src, fuse="none")
+    k = {kk.name: kk for kk in res.program.kernels}
+    dense = lambda kern: [n for n in kern.nodes.values() if n.op == "level_scan" and n.params.get("tensor") is None]
+    assert dense(k["E"]) == []
+    assert len(dense(k["F"])) == 2
