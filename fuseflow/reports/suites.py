@@ -1,0 +1,142 @@
+"""Kernel suites of the correlation report: named lists of (name, Program, inputs).
+
+``quick``   a handful of small kernels for the default test run: vector_add and spmspm_gustavson at their default
+            sizes on three data sets each (the data sets of ``tests/hw/test_verilator.py``, so both share the same
+            Verilator builds), and the compiled ``examples/programs/spmv.ff``.
+``default`` every classic kernel of :data:`fuseflow.samml.kernels.SUITE` at sizes 4, 8, 16 and 24 and densities
+            0.1, 0.3 and 0.6, plus every ``examples/programs/*.ff`` compiled at each fusion granularity
+            (``none``, ``regions``, ``full``) on random data (density 0.3; dense operands full).
+
+Data are deterministic (fixed seeds). Each :class:`Entry` keeps what it is in ``meta`` (source, kernel, size,
+density, seed, fusion) for the report's table.
+"""
+
+import glob
+import os
+from dataclasses import dataclass, field
+
+from ..errors import FuseFlowError
+from ..samml import kernels
+
+#: sizes and densities of the classic kernels in the default suite
+DEFAULT_SIZES = (4, 8, 16, 24)
+DEFAULT_DENSITIES = (0.1, 0.3, 0.6)
+#: fusion granularities of the compiler (fuseflow.compiler.SCHEDULES)
+FUSIONS = ("none", "regions", "full")
+#: density and seed of the compiled programs' random inputs
+COMPILED_DENSITY = 0.3
+COMPILED_SEED = 7
+#: the data sets of tests/hw/test_verilator.py (seed, density): the quick suite uses the same ones, so the
+#: capacities it declares, the Verilog, and so the cached Verilator builds are the same
+QUICK_DATASETS = ((1, 0.5), (2, 0.2), (3, 0.9))
+QUICK_KERNELS = ("vector_add", "spmspm_gustavson")
+QUICK_PROGRAMS = (("spmv.ff", "regions"),)
+
+
+@dataclass
+class Entry:
+    """One kernel of a suite: a program and the data it runs on."""
+    name: str
+    program: object            # fuseflow.samml.Program
+    inputs: dict               # tensor name -> array / scipy matrix
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class Suite:
+    name: str
+    entries: list
+    notes: list = field(default_factory=list)     # what was left out, and why
+
+    def __len__(self):
+        return len(self.entries)
+
+
+def examples_dir():
+    """``examples/programs`` of the source tree (None when not found, e.g. an installed wheel)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = os.path.normpath(os.path.join(here, "..", "..", "examples", "programs"))
+    return d if os.path.isdir(d) else None
+
+
+def classic(name, n=None, density=0.3, seed=0):
+    """A classic kernel at scale ``n`` (its default size when None) on random data."""
+    if name not in kernels.SUITE:
+        raise FuseFlowError("kernel", f"unknown classic kernel {name!r} (known: {', '.join(kernels.SUITE)})")
+    program = kernels.build(name, n)
+    inputs = kernels.random_inputs(program, density=density, seed=seed)
+    size = f"n{n}" if n else "default"
+    return Entry(f"{name}/{size}/d{density:g}/s{seed}", program, inputs,
+                 {"source": "classic", "kernel": name, "size": n, "density": density, "seed": seed})
+
+
+def compiled(path, fuse, density=COMPILED_DENSITY, seed=COMPILED_SEED):
+    """An ``.ff`` program compiled with ``fuse`` granularity, on random data."""
+    from ..compiler import compile_program, parse_file
+    result = compile_program(parse_file(path), fuse=fuse)
+    program = result.program
+    inputs = kernels.random_inputs(program, density=density, seed=seed)
+    base = os.path.splitext(os.path.basename(path))[0]
+    return Entry(f"{base}.ff/fuse={fuse}", program, inputs,
+                 {"source": "compiled", "kernel": base, "file": os.path.basename(path), "fuse": fuse,
+                  "density": density, "seed": seed, "kernels": len(program.kernels)})
+
+
+def _compiled_entries(files_fuses, notes):
+    """Entries for (file, fuse) pairs; a compiler that cannot be used is a note, not a failure of the suite."""
+    out = []
+    try:
+        import fuseflow.compiler  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure: leave the compiled programs out
+        notes.append(f"compiled programs left out: fuseflow.compiler does not import ({type(exc).__name__}: {exc})")
+        return out
+    for path, fuse in files_fuses:
+        try:
+            out.append(compiled(path, fuse))
+        except FuseFlowError as exc:
+            notes.append(f"{os.path.basename(path)} (fuse={fuse}) left out: the compiler rejects it "
+                         f"({exc.what}: {exc.why})")
+    return out
+
+
+def quick():
+    entries = [classic(k, None, d, s) for k in QUICK_KERNELS for s, d in QUICK_DATASETS]
+    notes = []
+    ex = examples_dir()
+    if ex is None:
+        notes.append("compiled programs left out: examples/programs not found")
+    else:
+        entries += _compiled_entries([(os.path.join(ex, f), fuse) for f, fuse in QUICK_PROGRAMS], notes)
+    return Suite("quick", entries, notes)
+
+
+def _seed(name, n, density):
+    """A fixed seed per (kernel, size, density), independent of the suite's other entries."""
+    return (sum(map(ord, name)) * 7919 + n * 101 + int(round(density * 100))) % 100_000
+
+
+def default(sizes=DEFAULT_SIZES, densities=DEFAULT_DENSITIES):
+    entries = [classic(k, n, d, _seed(k, n, d)) for k in kernels.SUITE for n in sizes for d in densities]
+    notes = ["ML model kernels left out: fuseflow.models has none yet"]
+    ex = examples_dir()
+    if ex is None:
+        notes.append("compiled programs left out: examples/programs not found")
+    else:
+        files = sorted(glob.glob(os.path.join(ex, "*.ff")))
+        entries += _compiled_entries([(f, fuse) for f in files for fuse in FUSIONS], notes)
+    return Suite("default", entries, notes)
+
+
+SUITES = {"quick": quick, "default": default}
+
+
+def get_suite(name):
+    """The suite called ``name`` (``quick`` or ``default``)."""
+    if isinstance(name, Suite):
+        return name
+    if name not in SUITES:
+        raise FuseFlowError("--suite", f"unknown suite {name!r} (known: {', '.join(SUITES)})")
+    return SUITES[name]()
+
+
+__all__ = ["Entry", "Suite", "SUITES", "get_suite", "quick", "default", "classic", "compiled"]
