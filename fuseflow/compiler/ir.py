@@ -20,7 +20,9 @@ from ..samml import expr as ast
 
 UNARY = ("neg", "relu", "exp")
 REDUCERS = ("sum", "max")
-ZERO_PRESERVING = ("neg", "relu")       # f(0) == 0: iterating only stored entries is exact
+#: f(0) == 0: iterating only the stored entries is exact. Any other unary function (exp, and functions the
+#: parser and the ALU gain later) is computed over every coordinate of its argument's dimensions.
+ZERO_PRESERVING = ("neg", "relu", "abs", "sqrt", "tanh", "sin", "gelu", "silu", "leaky_relu")
 
 
 class Node:
@@ -129,10 +131,12 @@ def from_ast(node, stmt=None):
         return Lit(node.value)
     if isinstance(node, ast.Call):
         a = from_ast(node.arg, stmt)
-        if isinstance(a, Lit):
+        if isinstance(a, Lit) and node.fn in UNARY:
             import math
             v = a.value
             return Lit({"neg": -v, "relu": max(v, 0.0), "exp": math.exp(v) if v < 700 else float("inf")}[node.fn])
+        if isinstance(a, Lit):
+            raise ProgramError(f"line {getattr(node, 'line', 0) or '?'}", f"{node.fn}() of a constant is not supported")
         return Fn(node.fn, a)
     if isinstance(node, ast.Reduce):
         return Red(node.op, node.indices, from_ast(node.body, stmt))
