@@ -280,7 +280,6 @@ class Compiler:
         self.plans = []
         self.kernel_names = set()
         if self.cli_order:
-            known = {i for s in ir.stmts for i in s.indices}
             if len(set(self.cli_order)) != len(self.cli_order):
                 raise ProgramError("--order", f"repeats an index: {','.join(self.cli_order)}")
 

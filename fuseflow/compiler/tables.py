@@ -27,7 +27,6 @@ See ``docs/compiler.md`` for the full rules and the list of what is not supporte
 
 from __future__ import annotations
 
-from ..errors import ProgramError
 from .ir import Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING
 
 
@@ -227,7 +226,6 @@ class Planner:
         self.pos = {x: n for n, x in enumerate(self.order)}
         self.out_name = out_name
         self.table = Table(self.order)
-        self.ncells = 0
         self.root_cell = Cell("root", {}, "root")
         self._repsig = {}
         self._array = {}
@@ -237,10 +235,6 @@ class Planner:
             raise NotRealizable(f"the order does not place {', '.join(missing)}")
 
     # -- helpers --
-    def name(self, base):
-        self.ncells += 1
-        return base
-
     def repsig(self, crd):
         key = crd.key()
         if key not in self._repsig:
@@ -405,9 +399,6 @@ class Planner:
             op.handle = ref
         drive = J.pairs[0][0]
         drive_name = f"<{drive.name}_{x}>" if drive is not None else f"Dense_{x}"
-        for op in J.refs:
-            if op.kind == "view":
-                pass
         active = self.active(owner.body, x)
         for op in active:
             if id(op) in touched:
@@ -583,7 +574,6 @@ class Planner:
         for n, (op, crd, ref) in enumerate(j.pairs):
             inputs[f"crd{n}"] = crd
             inputs[f"ref{n}"] = ref
-        x = None
         cell = Cell(j.kind, inputs, f"{j.kind}", arity=len(j.pairs))
         j.crd = cell["crd"]
         j.refs = {}
@@ -735,8 +725,6 @@ def check_order(expr, out_idx, order, views, leaf_view, sizes):
     return None
 
 
-def not_realizable_error(what, why):
-    return ProgramError(what, why)
 
 
 def _kind(node):
