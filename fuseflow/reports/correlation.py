@@ -495,7 +495,6 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
     or ``amaranth``. ``only``: keep entries whose name contains this text. ``trace``: trace push times of
     disagreeing runs (up to ``max_trace_cycles`` reference cycles). ``rtl_variant(program) -> program``: changes
     the program on the RTL side only (fault injection, for testing the diagnosis)."""
-    from ..hw.elaborate import build, check_inputs_fit, check_outputs_fit
     from ..sim import run
     if simulator not in SIMULATORS:
         raise ReportError("--simulator", f"unknown simulator {simulator!r} (known: {', '.join(SIMULATORS)})")
@@ -530,15 +529,42 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
             refs[i] = ref
             rec["family"] = family_key(e.program)
             _merge_caps(fam_caps.setdefault(rec["family"], {}), measured_capacities(e.program, e.inputs, ref))
-        except FuseFlowError as exc:
+        except Exception as exc:  # noqa: BLE001 - a failing entry is a failure of the report, not of the run
             rec["status"] = "error"
-            rec["problems"] = [f"reference simulator: {exc.what}: {exc.why}"]
+            rec["problems"] = [f"reference simulator: {_why(exc)}"]
     # 2. group entries by program (same Verilog across data) and run them build by build
     groups = {}
     for i, e in enumerate(entries):
         if i in refs:
             groups.setdefault((records[i]["family"], program_key(e.program)), []).append(i)
     bar = Progress(len(entries), f"correlation ({suite.name}, {simulator})", stream=stream, enabled=progress)
+    try:
+        _run_groups(entries, records, refs, groups, fam_caps, simulator, cache, bar, rtl_variant, opts)
+    except KeyboardInterrupt:
+        # keep what was measured: a partial report, the entries not run marked as such
+        for r in records:
+            if r["status"] is None:
+                r.update(status="not run", problems=["interrupted before this entry ran"])
+        report = make_report(suite, entries, records, simulator, time.monotonic() - t_start)
+        report["interrupted"] = True
+        write_report(report, outdir)
+        raise
+    report = make_report(suite, entries, records, simulator, time.monotonic() - t_start)
+    write_report(report, outdir)
+    return report
+
+
+def _why(exc):
+    if isinstance(exc, FuseFlowError):
+        return f"{exc.what}: {exc.why}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _run_groups(entries, records, refs, groups, fam_caps, simulator, cache, bar, rtl_variant, opts):
+    """Build (once per group) and run every entry; fills ``records``."""
+    from ..hw.elaborate import build, check_inputs_fit, check_outputs_fit
+    if simulator == "verilator":
+        from ..hw import verilator as vl
     with bar:
         if len(refs) < len(entries):
             bar.step(None, n=len(entries) - len(refs))      # entries whose reference failed
@@ -563,9 +589,9 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
                     build_info.update(module=b.name, seconds=time.perf_counter() - t0,
                                       cached=os.path.basename(str(bdir)) in before, dir=str(bdir))
                     man = b.manifest()
-                except FuseFlowError as exc:
+                except Exception as exc:  # noqa: BLE001
                     for i in idxs:
-                        records[i].update(status="error", problems=[f"build: {exc.what}: {exc.why}"],
+                        records[i].update(status="error", problems=[f"build: {_why(exc)}"],
                                           build=build_info)
                         bar.step(entries[i].name)
                     continue
@@ -592,12 +618,9 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
                     rec["rtl_seconds"] = time.perf_counter() - t0
                     _summarise_result(rec, e.program, ref, rman, res, max_cycles)
                     _diagnose(rec, e, ref, rp, opts)
-                except FuseFlowError as exc:
-                    rec.update(status="error", problems=[f"rtl: {exc.what}: {exc.why}"])
+                except Exception as exc:  # noqa: BLE001
+                    rec.update(status="error", problems=[f"rtl: {_why(exc)}"])
                 bar.step(e.name)
-    report = make_report(suite, entries, records, simulator, time.monotonic() - t_start)
-    write_report(report, outdir)
-    return report
 
 
 def make_report(suite, entries, records, simulator, seconds):
@@ -678,6 +701,9 @@ def render_markdown(report):
              f"Generated {report['created']} in {report['seconds'] / 60:.1f} min "
              f"({report['builds']['distinct']} distinct builds: {report['builds']['compiled']} compiled, "
              f"{report['builds']['cached']} from the cache).")
+    if report.get("interrupted"):
+        L.append("")
+        L.append("**Interrupted**: the entries marked `not run` were not measured.")
     L.append("")
     L.append("| | |")
     L.append("|---|---|")
@@ -819,7 +845,21 @@ def parser(prog="python -m fuseflow.reports.correlation"):
                     help=f"longest run (reference cycles) to trace in Amaranth's simulator (default {MAX_TRACE_CYCLES})")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     ap.add_argument("--strict", action="store_true", help="exit 1 also when a cycle count differs")
+    ap.add_argument("--render", metavar="JSON", help="only re-render correlation.md/.png (and .json) into -o from "
+                                                      "an earlier correlation.json; runs nothing")
     return ap
+
+
+def load_report(path):
+    """A report written earlier (``correlation.json``)."""
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ReportError(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(report, dict) or report.get("fuseflow_correlation") != 1 or "records" not in report:
+        raise ReportError(path, "not a correlation report (no fuseflow_correlation/records)")
+    return report
 
 
 def _main(argv):
@@ -830,6 +870,13 @@ def _main(argv):
         raise ReportError("--simulator", f"unknown simulator {args.simulator!r} (known: {', '.join(SIMULATORS)})")
     if args.max_trace_cycles < 0:
         raise ReportError("--max-trace-cycles", "must not be negative")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ReportError(args.out, "not a directory")
+    if args.render:
+        report = load_report(args.render)
+        write_report(report, args.out)
+        print(f"{os.path.join(args.out, 'correlation.md')}: re-rendered from {args.render}")
+        return 0
     report = correlate(args.suite, args.out, args.simulator, cache=args.cache, progress=not args.no_progress,
                        trace=not args.no_trace, max_trace_cycles=args.max_trace_cycles, only=args.only)
     m = report["metrics"]

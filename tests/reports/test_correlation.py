@@ -322,6 +322,31 @@ def test_cli_amaranth_subset(tmp_path):
     assert "3/3" in p.stderr                     # the progress bar
     md, js = _read_report(out)
     assert js["entries"] == 3 and js["simulator"] == "amaranth"
+    # re-render from the JSON: same tables, nothing run
+    again = tmp_path / "again"
+    p = cli("--render", str(out / "correlation.json"), "-o", str(again))
+    assert p.returncode == 0, p.stderr
+    md2, js2 = _read_report(again)
+    assert md2.split("\n", 3)[3] == md.split("\n", 3)[3] and js2 == js
+    one_line_error(cli("--render", str(out / "correlation.md"), "-o", str(tmp_path / "x")), "not JSON")
+    assert not (tmp_path / "x").exists()
+
+
+def test_interrupted_run_writes_a_partial_report(tmp_path):
+    entries = [suites.classic("vector_add", 5, 0.5, s) for s in (1, 2)]
+    seen = []
+
+    def variant(p):
+        seen.append(p)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return p
+
+    with pytest.raises(KeyboardInterrupt):
+        corr.correlate(suites.Suite("tiny", entries), tmp_path, "amaranth", progress=False, rtl_variant=variant)
+    md, js = _read_report(tmp_path)
+    assert js["interrupted"] is True and [r["status"] for r in js["records"]] == ["ok", "not run"]
+    assert "Interrupted" in md
 
 
 def test_main_is_importable():
