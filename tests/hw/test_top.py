@@ -275,3 +275,41 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, case):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
     assert not out.exists() or not any(out.iterdir())       # nothing half-written
+
+
+# --- programs from the compiler (fused and unfused: several kernels, intermediates through memories) -------
+
+def compiled(name, fuse):
+    import os
+
+    from fuseflow.compiler import compile_text
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "programs")
+    with open(os.path.join(root, f"{name}.ff")) as f:
+        return compile_text(f.read(), fuse=fuse, name=name).program
+
+
+def run_compiled(name, fuse, seed=0):
+    p = compiled(name, fuse)
+    need_ops(p)
+    inputs = kernels.random_inputs(p, density=0.4, seed=seed)
+    b = build(p, inputs)
+    res = run_amaranth(b, max_cycles=20 * b.reference.cycles + 2000)
+    check(b, res)
+    return b
+
+
+def test_compiled_unfused_program_runs_kernels_in_sequence():
+    b = run_compiled("elementwise", "none")
+    assert len(b.program.kernels) == 3
+    assert any(t.role == "intermediate" for t in b.program.tensors.values())
+
+
+CORPUS = ["chain3", "chain4", "elementwise", "gcn", "gcn2", "graphsage", "multiuse", "reductions", "sddmm", "spmm",
+          "spmv"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fuse", ["none", "full"])
+@pytest.mark.parametrize("name", CORPUS)
+def test_compiled_corpus_matches_simulator(name, fuse):
+    run_compiled(name, fuse)

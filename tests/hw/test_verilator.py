@@ -128,3 +128,27 @@ def test_cli_sim_verilator(tmp_path, cache):
     assert "bit-identical" in out.stdout
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["ok"] and r["rtl_kernel_cycles"] == r["sim_kernel_cycles"]
+
+
+# --- compiled programs, several kernels (intermediates through memories) ------------------------------------
+
+MULTI = [("elementwise", "none"), ("chain3", "none"), ("reductions", "full"), ("multiuse", "full")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,fuse", MULTI)
+def test_compiled_multi_kernel_on_verilator(name, fuse, cache):
+    from fuseflow.compiler import compile_text
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "programs")
+    with open(os.path.join(root, f"{name}.ff")) as f:
+        p = compile_text(f.read(), fuse=fuse, name=name).program
+    need_ops(p)
+    inputs = kernels.random_inputs(p, density=0.4, seed=0)
+    ref = reference_run(p, inputs)
+    b = build(p, inputs, reference=ref)
+    bdir = verilator.build_verilator(b.verilog(), b.name, root=cache)
+    res = verilator.run_verilator(bdir, b.name, b.manifest(), b.images, 20 * ref.cycles + 1000)
+    assert res["done"], res
+    assert compare_tensors(ref.tensors, res["tensors"]) == []
+    assert [res["kernel_cycles"][k.name] for k in p.kernels] == list(ref.kernel_cycles)
+    assert len(p.kernels) > 1
