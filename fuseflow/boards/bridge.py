@@ -27,6 +27,7 @@ class UARTRx(Elaboratable):
 
     def __init__(self, divisor):
         if divisor < 4:
+            self._MustUse__silence = True
             raise HardwareError("uart", f"clock divisor {divisor} is below 4 clocks per bit")
         self.divisor = int(divisor)
         self.rx = Signal(init=1)
@@ -77,6 +78,7 @@ class UARTTx(Elaboratable):
 
     def __init__(self, divisor):
         if divisor < 4:
+            self._MustUse__silence = True
             raise HardwareError("uart", f"clock divisor {divisor} is below 4 clocks per bit")
         self.divisor = int(divisor)
         self.data = Signal(8)

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from amaranth.hdl import Elaboratable, Module
+from amaranth.lib import io
 
 from ..cli import atomic_write
 from ..errors import HardwareError
@@ -94,10 +95,13 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.bridged = b = self.bridged
-        uart = platform.request("uart", 0)
-        m.d.comb += [b.rx.eq(uart.rx.i), uart.tx.o.eq(b.tx)]
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [b.rx.eq(rx.i), tx.o.eq(b.tx)]
         for i, sig in enumerate((b.busy, b.done)[:self.board.leds]):
-            m.d.comb += platform.request("led", i).o.eq(sig)
+            m.submodules[f"led{i}"] = led = io.Buffer("o", platform.request("led", i, dir="-"))
+            m.d.comb += led.o.eq(sig)
         return m
 
 
@@ -120,6 +124,7 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
     from ..hw.elaborate import load_program
     from .synth import build_overrides, run_build_plan
     board = get_board(board) if isinstance(board, str) else board
+    uart_divisor(board.clock_hz, baud)              # bad baud rates fail before any elaboration
     say = progress or (lambda msg: None)
     t0 = time.monotonic()
     program = load_program(graph)
@@ -131,12 +136,12 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
     plan = board.platform().build(top, name=name, do_build=False, **build_overrides(name, board.family, seed))
     with tempfile.TemporaryDirectory(prefix="fuseflow-board-") as work:
         say("synthesis and place-and-route (Yosys, nextpnr)")
-        res = run_build_plan(plan, name, board.target, work, board.description)
+        res = run_build_plan(plan, name, board.target, work, f"board {board.name}")
         if keep_work:
             shutil.copytree(work, keep_work, dirs_exist_ok=True)
         bit_src = os.path.join(work, f"{name}.{board.bitstream}")
         if not os.path.exists(bit_src):
-            raise HardwareError(f"board build ({board.description})", f"no bitstream {name}.{board.bitstream} "
+            raise HardwareError(f"board {board.name}", f"no bitstream {name}.{board.bitstream} "
                                                                         f"was produced")
         with open(bit_src, "rb") as f:
             bitstream = f.read()
@@ -166,16 +171,18 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
         "files": {"bitstream": bit_name, "manifest": "manifest.json", "logs": sorted(logs)},
         "seconds": round(time.monotonic() - t0, 1),
     }
-    with atomic_write(os.path.join(out_dir, bit_name), "wb") as f:
-        f.write(bitstream)
+    _write(os.path.join(out_dir, bit_name), bitstream, "wb")
     for dst, text in logs.items():
-        with atomic_write(os.path.join(out_dir, dst)) as f:
-            f.write(text)
-    with atomic_write(os.path.join(out_dir, "manifest.json")) as f:
-        f.write(json.dumps(man, indent=1) + "\n")
-    with atomic_write(os.path.join(out_dir, "report.json")) as f:
-        f.write(json.dumps(report, indent=1) + "\n")
+        _write(os.path.join(out_dir, dst), text)
+    _write(os.path.join(out_dir, "manifest.json"), json.dumps(man, indent=1) + "\n")
+    _write(os.path.join(out_dir, "report.json"), json.dumps(report, indent=1) + "\n")
     return report
+
+
+def _write(path, data, mode="w"):
+    with atomic_write(path, mode) as f:
+        f.write(data)
+    os.chmod(path, 0o644)
 
 
 def _device(board):

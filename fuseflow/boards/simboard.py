@@ -27,13 +27,14 @@ async def _ticks(ctx, n):
 
 class SimBoard(Transport):
     """``build``: :class:`fuseflow.hw.elaborate.Build`; ``divisor``: clocks per UART bit (both sides);
-    ``clock_hz``: the simulated clock; ``timeout_bits``: the bridge's silence timeout; ``vcd``: waveform path."""
+    ``clock_hz``: the simulated clock; ``timeout_bits``: the bridge's silence timeout; ``vcd``: waveform path.
+    ``dut``: instead of ``build``, any Elaboratable with ``rx``/``tx`` signals and a bridge of the same divisor."""
 
-    def __init__(self, build, divisor=4, clock_hz=100e6, timeout_bits=64, vcd=None):
+    def __init__(self, build=None, divisor=4, clock_hz=100e6, timeout_bits=64, vcd=None, dut=None):
         self.divisor = int(divisor)
         self.clock_hz = float(clock_hz)
-        self.dut = BridgedTop(build, self.divisor, timeout_bits)
-        self.manifest = self.dut.manifest
+        self.dut = dut if dut is not None else BridgedTop(build, self.divisor, timeout_bits)
+        self.manifest = getattr(self.dut, "manifest", None)
         self.timeout_bits = timeout_bits
         self._period = 1.0 / self.clock_hz
         self._txq = collections.deque()

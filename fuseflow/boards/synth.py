@@ -426,10 +426,10 @@ def critical_path(report):
 
 # --- board builds (Amaranth BuildPlan) -----------------------------------------------------------------
 
-def run_build_plan(plan, name, target, work_dir, target_desc, timeout=DEFAULT_TIMEOUT):
+def run_build_plan(plan, name, target, work_dir, what="board build", timeout=DEFAULT_TIMEOUT):
     """Extract an Amaranth :class:`~amaranth.build.run.BuildPlan` into ``work_dir`` and run its script with the
     YoWASP tools. The plan must have been prepared with :func:`build_overrides`. Returns a
-    :class:`SynthResult`; HardwareError with the first tool error (or the resource that overflowed)."""
+    :class:`SynthResult`; HardwareError(``what``, the first tool error or the resource that overflowed)."""
     plan.extract(work_dir)
     env = toolchain_env()
     t0 = time.monotonic()
@@ -437,11 +437,11 @@ def run_build_plan(plan, name, target, work_dir, target_desc, timeout=DEFAULT_TI
     log = _read(work_dir, f"{name}.tim")
     if p.returncode != 0:
         ylog = _read(work_dir, f"{name}.rpt")
-        msg = overflow_message(log, target_desc)
+        msg = overflow_message(log, TARGETS[target]["device"])
         if msg is None:
             where = "nextpnr" if log else "yosys"
             msg = f"{where}: " + _first_error(p.stderr, log if log else ylog, p.stdout)
-        raise HardwareError(f"board build ({target_desc})", msg)
+        raise HardwareError(what, msg)
     res = parse_reports(_read_json(work_dir, f"{name}.report.json"), _read_json(work_dir, f"{name}.stat.json"),
                         log, target)
     res.name, res.seconds = name, time.monotonic() - t0

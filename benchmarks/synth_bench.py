@@ -1,0 +1,269 @@
+"""Synthesis table: every op alone and every kernel of the quick suite on ECP5-85F (Yosys + nextpnr, YoWASP).
+
+    python benchmarks/synth_bench.py [-o benchmarks/results/synth.json] [--md benchmarks/results/synth.md]
+                                     [--target ecp5-85f|ice40-up5k] [--only ops|kernels] [-j 2]
+
+Ops are synthesised alone with representative parameters (every variant that changes the datapath: alu per
+operation, level_scan dense/compressed, spacc orders, ...), inside a registered-I/O wrapper
+(:func:`fuseflow.boards.synth.RegisteredIO`: every input bit from a shift register, every output bit captured
+into one), so every path is register to register; ops with tensor memories are also synthesised with 64-entry
+memories on their memory ports ("+mem": the combinational memory read is then part of the path). Kernels are
+whole kernel tops (:func:`fuseflow.hw.elaborate.build`, no probes, memories sized by random data at the given
+scale) in the same wrapper. Targets: >= 150 MHz per op alone, >= 100 MHz per kernel.
+
+Writes JSON (default benchmarks/results/synth.json) and a Markdown table (default benchmarks/results/synth.md).
+"""
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+OP_TARGET_MHZ = 150.0
+KERNEL_TARGET_MHZ = 100.0
+MEM_DEPTH = 64
+
+#: op -> [(label, params, constructor keywords)]; ops not listed are synthesised with default parameters
+VARIANTS = {
+    "level_scan": [("compressed", {"tensor": "T", "level": 0, "format": "compressed"}, {}),
+                   ("dense", {"tensor": "T", "level": 0, "format": "dense", "dim": 64}, {})],
+    "array": [("", {"tensor": "T"}, {})],
+    "repeat": [("ref", {}, {"any_kind": "ref"}), ("val", {}, {"any_kind": "val"})],
+    "alu": [(op, {"op": op}, {}) for op in ("add", "sub", "max", "relu", "mul", "div", "exp")]
+           + [("mul const", {"op": "mul", "const": 0.5}, {})],
+    "reduce": [("sum", {"op": "sum"}, {}), ("max", {"op": "max"}, {}),
+               ("sum with crd", {"op": "sum"}, {"connected": {"val", "crd"}})],
+    "intersect": [("arity 2", {"arity": 2}, {}), ("arity 3", {"arity": 3}, {})],
+    "union": [("arity 2", {"arity": 2}, {"any_kind": "val"})],
+    "level_write": [("level 0", {"tensor": "T", "level": 0, "format": "compressed"}, {}),
+                    ("level 1", {"tensor": "T", "level": 1, "format": "compressed"}, {})],
+    "value_write": [("", {"tensor": "T"}, {})],
+    "spacc": [("order 1, dim 64", {"order": 1, "dim": 64}, {}),
+              ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
+}
+
+#: kernels of the quick suite (name, scale, density); "fused_chain3" is examples/programs/chain3.ff compiled
+KERNELS = [("spmv_csr", 8, 0.3), ("spmv_dcsr", 8, 0.3), ("elementwise_add", 8, 0.3), ("vector_add", 16, 0.5),
+           ("spmspm_gustavson", 8, 0.3), ("fused_chain3", 8, 0.3)]
+
+
+def op_cases():
+    from fuseflow.hw.ops import MODULES
+    cases = []
+    for op in MODULES:
+        for label, params, kw in VARIANTS.get(op, [("", {}, {})]):
+            name = f"{op} {label}".strip()
+            cases.append({"kind": "op", "name": name, "op": op, "params": params, "kw": kw, "mem_depth": None})
+            if op in ("level_scan", "array") and \
+                    not (op == "level_scan" and params.get("format") == "dense"):
+                cases.append({"kind": "op", "name": f"{name} +mem", "op": op, "params": params, "kw": kw,
+                              "mem_depth": MEM_DEPTH})
+    return cases
+
+
+def kernel_cases():
+    return [{"kind": "kernel", "name": name, "n": n, "density": dens} for name, n, dens in KERNELS]
+
+
+def kernel_program(name, n):
+    from fuseflow.samml import kernels
+    if name == "fused_chain3":
+        from fuseflow.compiler import compile_program, parse_file
+        here = os.path.dirname(os.path.abspath(__file__))
+        return compile_program(parse_file(os.path.join(here, "..", "examples", "programs", "chain3.ff")),
+                               fuse="regions").program
+    return kernels.build(name, n)
+
+
+def run_case(case, target):
+    """One synthesis (runs in a worker process). Returns a JSON-able row."""
+    from fuseflow.boards.synth import synth_component
+    from fuseflow.errors import FuseFlowError
+    t0 = time.monotonic()
+    row = {k: v for k, v in case.items() if k != "kw"}
+    if "kw" in case:
+        row["kw"] = {k: sorted(v) if isinstance(v, set) else v for k, v in case["kw"].items()}
+    try:
+        if case["kind"] == "op":
+            from fuseflow.hw.ops import MODULES
+            comp = MODULES[case["op"]](case["params"], **case["kw"])
+            res = synth_component(comp, case["name"], target, OP_TARGET_MHZ, mem_depth=case["mem_depth"])
+        else:
+            from fuseflow.hw.elaborate import build
+            from fuseflow.samml import kernels
+            program = kernel_program(case["name"], case["n"])
+            inputs = kernels.random_inputs(program, density=case["density"], seed=1)
+            b = build(program, inputs, probes=False)
+            mems = b.plan.memories
+            row["memories"] = len(mems)
+            row["memory_bits"] = sum(m.depth * m.width for m in mems)
+            row["ops"] = sum(len(k.nodes) for k in program.kernels)
+            row["kernels"] = len(program.kernels)
+            res = synth_component(b.top, case["name"], target, KERNEL_TARGET_MHZ)
+        d = res.to_json()
+        row.update({k: d[k] for k in ("luts", "ffs", "brams", "dsps", "lutram_luts", "logic_cells", "fmax_mhz",
+                                      "target_mhz", "meets_target", "io_bits", "critical_path")})
+        row["cells"] = d["cells"]
+        row["fmax_mhz"] = None if row["fmax_mhz"] is None else round(row["fmax_mhz"], 2)
+    except FuseFlowError as exc:
+        row["error"] = f"{exc.what}: {exc.why}"
+    row["seconds"] = round(time.monotonic() - t0, 1)
+    return row
+
+
+def tool_versions():
+    from fuseflow.boards.synth import TARGETS, tool_path
+    out = {}
+    for name in ("yosys", TARGETS["ecp5-85f"]["nextpnr"]):
+        try:
+            flag = "-V" if name == "yosys" else "--version"
+            p = subprocess.run([tool_path(name), flag], capture_output=True, text=True, timeout=600)
+            out[name] = (p.stdout + p.stderr).strip().splitlines()[-1][:120]
+        except Exception as exc:  # noqa: BLE001 - informational only
+            out[name] = f"unknown ({exc})"
+    return out
+
+
+def describe(row):
+    if "error" in row:
+        return f"ERROR {row['error']}"
+    io = sum(row["io_bits"].values())
+    return (f"{row['luts']} LUT, {row['ffs']} FF ({io} I/O), {row['brams']} BRAM, {row['dsps']} DSP, "
+            f"{row['fmax_mhz']} MHz (target {row['target_mhz']:g}: {'met' if row['meets_target'] else 'MISSED'})")
+
+
+def markdown(doc):
+    rows = doc["results"]
+    target = doc["target"]
+    lines = [f"# Synthesis table: {doc['device']} ({target})", "",
+             f"Generated by `benchmarks/synth_bench.py` ({doc['tools'].get('yosys', '?')}; "
+             f"{doc['tools'].get(doc['nextpnr'], '?')}), nextpnr seed 1, one run per row. "
+             "Each design sits in a registered-I/O wrapper (every input bit from a shift register, every output "
+             "bit captured into one), so every path is register to register; the FF column includes those "
+             "wrapper registers (in brackets), LUTs include the wrapper's output capture multiplexers (about one "
+             "per output bit). Fmax is nextpnr's post-route estimate for the slowest clock path.", "",
+             "Memories are read combinationally by design (the timing contract in docs/samml.md: an op uses the "
+             "data in the cycle it presents the address), so Yosys maps them to LUT RAM (TRELLIS_DPR16X4, counted "
+             "in LUTs; the LUT-RAM column shows how many) and never to block RAM: **BRAM is 0 everywhere**. "
+             "DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers.", ""]
+    ops = [r for r in rows if r["kind"] == "op"]
+    ks = [r for r in rows if r["kind"] == "kernel"]
+
+    def path(r):
+        cp = r.get("critical_path") or {}
+        if not cp:
+            return ""
+        src = ", ".join(s.replace("fuseflow/hw/", "") for s in cp.get("sources", [])[:3])
+        return (f"{cp['delay_ns']:.1f} ns, {cp['logic_levels']} levels ({cp['routing_ns']:.1f} ns routing): "
+                f"{cp['from']} -> {cp['to']}" + (f" [{src}]" if src else ""))
+
+    def table(rs, extra_cols=()):
+        head = ["design", *[c for c, _ in extra_cols], "LUT", "LUT RAM", "FF (I/O)", "BRAM", "DSP",
+                "Fmax MHz", "target", "critical path"]
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in rs:
+            if "error" in r:
+                cells = [r["name"]] + [""] * len(extra_cols) + [f"error: {r['error']}"]
+                cells += [""] * (len(head) - len(cells))
+                out.append("| " + " | ".join(cells) + " |")
+                continue
+            io = sum(r["io_bits"].values())
+            status = "met" if r["meets_target"] else "**missed**"
+            cells = [r["name"], *[str(f(r)) for _, f in extra_cols], str(r["luts"]), str(r["lutram_luts"]),
+                     f"{r['ffs']} ({io})", str(r["brams"]), str(r["dsps"]), f"{r['fmax_mhz']:.1f}",
+                     f"{r['target_mhz']:g} {status}", path(r)]
+            out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    def verdict(rs, tgt):
+        ok = [r for r in rs if "error" not in r and r["meets_target"]]
+        bad = [r for r in rs if "error" not in r and not r["meets_target"]]
+        err = [r for r in rs if "error" in r]
+        s = f"{len(ok)} of {len(rs)} meet {tgt:g} MHz"
+        if bad:
+            s += "; below: " + ", ".join(f"{r['name']} ({r['fmax_mhz']:.0f})" for r in sorted(bad, key=lambda r: r["fmax_mhz"]))
+        if err:
+            s += f"; {len(err)} failed"
+        return s
+
+    lines += [f"## Ops alone (target {OP_TARGET_MHZ:g} MHz)", "", verdict(ops, OP_TARGET_MHZ) + ".", ""]
+    lines += table(ops)
+    lines += ["", f"## Kernels of the quick suite (target {KERNEL_TARGET_MHZ:g} MHz)", "",
+              verdict(ks, KERNEL_TARGET_MHZ) + ".", ""]
+    lines += table(ks, (("ops", lambda r: r.get("ops", "")), ("memory bits", lambda r: r.get("memory_bits", ""))))
+    if doc.get("notes"):
+        lines += ["", "## Where the targets are missed", ""] + [f"- {n}" for n in doc["notes"]]
+    lines += ["", f"Total: {len(rows)} runs in {doc['seconds']:.0f} s on {doc['machine']}.", ""]
+    return "\n".join(lines)
+
+
+def notes(rows):
+    """Automatic remarks on the misses: which source lines the critical paths run through."""
+    out = []
+    by_src = {}
+    for r in rows:
+        if "error" in r or r["meets_target"]:
+            continue
+        for s in (r.get("critical_path") or {}).get("sources", [])[:4]:
+            by_src.setdefault(s, []).append(r["name"])
+    for src, names in sorted(by_src.items(), key=lambda kv: -len(kv[1])):
+        out.append(f"`{src}` is on the critical path of {len(names)} design(s) below target: {', '.join(names)}")
+    return out[:12]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--out", default="benchmarks/results/synth.json")
+    ap.add_argument("--md", default=None, help="Markdown table (default: beside the JSON, .md)")
+    ap.add_argument("--target", default="ecp5-85f")
+    ap.add_argument("--only", choices=("ops", "kernels"))
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    from fuseflow.boards.synth import TARGETS
+    from fuseflow.cli import atomic_write
+    if args.target not in TARGETS:
+        print(f"error: --target: unknown target {args.target!r} (have: {', '.join(TARGETS)})", file=sys.stderr)
+        return 2
+    cases = ([] if args.only == "kernels" else op_cases()) + ([] if args.only == "ops" else kernel_cases())
+    t0 = time.monotonic()
+    print(f"synthesising {len(cases)} designs for {args.target} with {args.jobs} job(s); the first YoWASP call "
+          f"compiles WebAssembly (about a minute)", flush=True)
+    versions = tool_versions()
+    rows = [None] * len(cases)
+    with cf.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futs = {pool.submit(run_case, c, args.target): i for i, c in enumerate(cases)}
+        done = 0
+        for fut in cf.as_completed(futs):
+            i = futs[fut]
+            rows[i] = fut.result()
+            done += 1
+            print(f"[{done:2d}/{len(cases)}] {rows[i]['name']:28s} {describe(rows[i])}  ({rows[i]['seconds']} s)",
+                  flush=True)
+    t = TARGETS[args.target]
+    doc = {
+        "target": args.target, "device": t["device"], "nextpnr": t["nextpnr"], "tools": versions,
+        "op_target_mhz": OP_TARGET_MHZ, "kernel_target_mhz": KERNEL_TARGET_MHZ, "mem_depth": MEM_DEPTH,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "seconds": round(time.monotonic() - t0, 1), "results": rows, "notes": notes(rows),
+    }
+    md = args.md or os.path.splitext(args.out)[0] + ".md"
+    with atomic_write(args.out) as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    with atomic_write(md) as f:
+        f.write(markdown(doc))
+    ops = [r for r in rows if r["kind"] == "op" and "error" not in r]
+    ks = [r for r in rows if r["kind"] == "kernel" and "error" not in r]
+    print(f"{args.out}, {md}: {sum(r['meets_target'] for r in ops)}/{len(ops)} ops >= {OP_TARGET_MHZ:g} MHz, "
+          f"{sum(r['meets_target'] for r in ks)}/{len(ks)} kernels >= {KERNEL_TARGET_MHZ:g} MHz "
+          f"({doc['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""``python -m fuseflow.boards``: FPGA board builds, synthesis reports and the UART host bridge.
+
+    python -m fuseflow.boards build graph.json --board ulx3s-85f|icebreaker [-o build/] [--inputs data.npz]
+                              [--bake] [--probes] [--baud 115200] [--keep-work DIR]
+    python -m fuseflow.boards synth graph.json [--target ecp5-85f|ice40-up5k] [--freq MHz] [--inputs data.npz]
+                              [--json out.json]
+    python -m fuseflow.boards simulate graph.json --inputs data.npz [--divisor 4]
+    python -m fuseflow.boards run graph.json --inputs data.npz --manifest build/manifest.json --port /dev/ttyUSB0
+
+``build`` elaborates the program's kernel top behind the UART bridge on the board, runs Yosys and nextpnr
+(YoWASP) and writes the bitstream, ``manifest.json`` and ``report.json`` (utilisation, Fmax against the board
+clock, critical path) into the output directory; nothing is written when it fails. Memories are sized by the
+graph's capacities or by ``--inputs`` (baked into the bitstream with ``--bake``). Exit status 1 when nextpnr's
+Fmax is below the board clock (the files are still written), 2 for bad input or a design that does not fit.
+
+``synth`` synthesises the kernel top alone (registered I/O, no board) and prints utilisation and Fmax.
+``simulate`` runs the board top in Amaranth's simulator with a bit-level UART on the host side and the host
+client, and compares the results and cycle counts with the reference simulator. ``run`` does the same with a
+real board on a serial port (needs pyserial).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from ..cli import atomic_write, main_guard
+from ..errors import HardwareError
+
+
+def _parser():
+    ap = argparse.ArgumentParser(prog="python -m fuseflow.boards", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="bitstream + report.json for a board")
+    b.add_argument("graph")
+    b.add_argument("--board", required=True, help="ulx3s-85f or icebreaker")
+    b.add_argument("-o", "--out", default="build", help="output directory (default: build)")
+    b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes the memories")
+    b.add_argument("--bake", action="store_true", help="also bake --inputs into the memories' initial contents")
+    b.add_argument("--probes", action="store_true", help="keep the per-channel probe registers (more area)")
+    b.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
+    b.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    b.add_argument("--keep-work", help="copy the tool work directory here")
+    s = sub.add_parser("synth", help="synthesise the kernel top alone and print utilisation and Fmax")
+    s.add_argument("graph")
+    s.add_argument("--target", default="ecp5-85f", help="ecp5-85f (default) or ice40-up5k")
+    s.add_argument("--freq", type=float, default=100.0, help="target frequency for nextpnr in MHz (default 100)")
+    s.add_argument("--inputs", help="tensor file: sizes the memories")
+    s.add_argument("--json", help="write the result here")
+    m = sub.add_parser("simulate", help="round trip through the simulated UART bridge and client")
+    m.add_argument("graph")
+    m.add_argument("--inputs", required=True)
+    m.add_argument("--divisor", type=int, default=4, help="clocks per UART bit in simulation (default 4)")
+    r = sub.add_parser("run", help="run on a board over its serial port (needs pyserial)")
+    r.add_argument("graph")
+    r.add_argument("--inputs", required=True)
+    r.add_argument("--manifest", required=True, help="manifest.json written by 'build'")
+    r.add_argument("--port", required=True, help="serial port, e.g. /dev/ttyUSB0")
+    r.add_argument("--max-cycles", type=int, default=10_000_000)
+    return ap
+
+
+def _inputs(path):
+    from ..tensors.io import load_tensor_file
+    return load_tensor_file(path)
+
+
+def _fmt_util(u):
+    return (f"{u['luts']} LUTs, {u['ffs']} FFs, {u['brams']} BRAM, {u['dsps']} DSP"
+            + (f", {u['logic_cells']} logic cells" if u.get("logic_cells") else ""))
+
+
+def cmd_build(args):
+    from .platforms import build_board, get_board
+    board = get_board(args.board)
+    inputs = _inputs(args.inputs) if args.inputs else None
+    rep = build_board(args.graph, board, args.out, inputs=inputs, bake=args.bake, probes=args.probes,
+                      baud=args.baud, seed=args.seed, keep_work=args.keep_work,
+                      progress=lambda msg: print(f"  {msg}", flush=True))
+    out = args.out
+    print(f"{os.path.join(out, rep['files']['bitstream'])}: {rep['description']}, {rep['program']} "
+          f"({len(rep['kernels'])} kernel(s)), UART {rep['uart']['baud']} baud")
+    print(f"  {_fmt_util(rep['utilisation'])}")
+    fm = rep["fmax_mhz"]
+    print(f"  Fmax {fm} MHz against the {rep['clock_mhz']:g} MHz board clock"
+          + (f" (x{rep['margin']})" if rep["margin"] else ""))
+    if rep["critical_path"]:
+        print(f"  critical path: {rep['critical_path']['summary']}")
+    print(f"{os.path.join(out, 'report.json')}: report; {os.path.join(out, 'manifest.json')}: host map")
+    if not rep["timing_met"]:
+        print(f"error: timing: Fmax {fm} MHz is below the {rep['clock_mhz']:g} MHz board clock", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_synth(args):
+    from ..hw.elaborate import build
+    from .synth import synth_component
+    inputs = _inputs(args.inputs) if args.inputs else None
+    b = build(args.graph, inputs, probes=False)
+    res = synth_component(b.top, b.name, args.target, args.freq)
+    print(f"{b.name} on {args.target}: {res.luts} LUTs, {res.ffs} FFs (incl. {sum(res.io_bits.values())} I/O "
+          f"wrapper registers), {res.brams} BRAM, {res.dsps} DSP; Fmax {res.fmax_mhz:.1f} MHz "
+          f"({'meets' if res.meets else 'misses'} {args.freq:g} MHz)")
+    if res.critical_path:
+        print(f"  critical path: {res.critical_path['summary']}")
+    if args.json:
+        with atomic_write(args.json) as f:
+            f.write(json.dumps(res.to_json(), indent=1) + "\n")
+    return 0
+
+
+def _report_run(s):
+    print(f"{s['name']}: through the UART bridge and host client")
+    print(f"  RTL {s['rtl_cycles']} cycles, reference simulator {s['sim_cycles']} cycles"
+          + (" (equal)" if s["rtl_cycles"] == s["sim_cycles"] else ""))
+    if s.get("bytes_sent") is not None:
+        print(f"  UART: {s['bytes_sent']} bytes to the board, {s['bytes_received']} back, "
+              f"{s['uart_cycles']} simulated cycles")
+    if s["mismatches"]:
+        for mm in s["mismatches"]:
+            print(f"  MISMATCH {mm}")
+        print(f"error: bridge: {len(s['mismatches'])} mismatch(es) with the reference simulator", file=sys.stderr)
+        return 1
+    print("  outputs bit-identical to the reference simulator")
+    return 0
+
+
+def cmd_simulate(args):
+    from .simboard import simulate
+    return _report_run(simulate(args.graph, _inputs(args.inputs), divisor=args.divisor))
+
+
+def cmd_run(args):
+    from ..hw.elaborate import load_program, reference_run
+    from ..hw.top import compare_tensors
+    from .client import BridgeClient, SerialTransport, images_for
+    with open(args.manifest) as f:
+        man = json.load(f)
+    if "board" not in man:
+        raise HardwareError(args.manifest, "not a board manifest (written by 'python -m fuseflow.boards build')")
+    program = load_program(args.graph)
+    inputs = _inputs(args.inputs)
+    ref = reference_run(program, inputs)
+    images = images_for(program, man, inputs)
+    t = SerialTransport(args.port, man["board"]["baud"])
+    try:
+        client = BridgeClient(t, man, clock_hz=man["board"]["clock_hz"])
+        res = client.run(images, max_cycles=args.max_cycles)
+    finally:
+        t.close()
+    mism = compare_tensors(ref.tensors, res["tensors"]) if res["done"] else ["the run never finished"]
+    return _report_run({"name": program.name, "rtl_cycles": res["cycles"], "sim_cycles": ref.cycles,
+                        "mismatches": mism})
+
+
+def _main(argv):
+    args = _parser().parse_args(argv)
+    return {"build": cmd_build, "synth": cmd_synth, "simulate": cmd_simulate, "run": cmd_run}[args.cmd](args)
+
+
+def main(argv=None):
+    return main_guard(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""``python -m fuseflow.boards``: the simulated round trip, and one-line errors with exit 2 and no outputs
+for bad input (these fail before any synthesis tool runs)."""
+
+import numpy as np
+import pytest
+
+from fuseflow.boards.__main__ import main
+from fuseflow.samml import io as samml_io
+from fuseflow.samml import kernels
+
+
+@pytest.fixture
+def spmv_files(tmp_path):
+    program, inputs = kernels.dcsr_example()
+    g = tmp_path / "spmv.json"
+    samml_io.save(program, g)
+    d = tmp_path / "spmv.npz"
+    np.savez(d, B=inputs["B"].toarray(), c=inputs["c"])
+    return g, d
+
+
+def test_simulate_command(spmv_files, capsys):
+    g, d = spmv_files
+    assert main(["simulate", str(g), "--inputs", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "RTL 21 cycles, reference simulator 21 cycles (equal)" in out
+    assert "bit-identical" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--board", "nope"], "error: --board: unknown board 'nope'"),
+    (["--board", "icebreaker"], "error: tensor B: no capacity"),
+    (["--board", "ulx3s-85f", "--inputs", "{d}", "--baud", "10000000"], "error: --baud: 10000000 baud is too fast"),
+    (["--board", "ulx3s-85f", "--inputs", "{d}", "--baud", "2900000"], "error: --baud: 2900000 baud is 4.2% off"),
+    (["--board", "ulx3s-85f", "--inputs", "{missing}"], "missing.npz: no such file"),
+])
+def test_build_bad_input(spmv_files, tmp_path, capsys, args, message):
+    g, d = spmv_files
+    out = tmp_path / "out"
+    args = [a.format(d=d, missing=tmp_path / "missing.npz") for a in args]
+    assert main(["build", str(g), "-o", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_run_needs_a_board_manifest(spmv_files, tmp_path, capsys):
+    g, d = spmv_files
+    m = tmp_path / "m.json"
+    m.write_text('{"host": {}}')
+    assert main(["run", str(g), "--inputs", str(d), "--manifest", str(m), "--port", "/dev/null"]) == 2
+    assert "not a board manifest" in capsys.readouterr().err
