@@ -237,7 +237,7 @@ class FixedFormat:
         4. ``v = T[i] + (((T[i+1] - T[i]) * t + 2**(r-1)) >> r)`` (just ``T[i]`` if ``r == 0``):
            ``2**(f / 2**p)`` with ``p`` fractional bits
         5. ``s = n - G``; ``s >= 0``: ``v << s``, saturated to ``max_raw``; ``s < 0``:
-           ``(v + 2**(-s-1)) >> -s`` (round half up; 0 once ``-s >= 62``).
+           ``(v + 2**(-s-1)) >> -s`` (round half up; 0 once ``-s >= 62``), saturated to ``max_raw``.
         """
         return self._exp(x, EXP_TABLE_BITS)
 
@@ -265,7 +265,7 @@ class FixedFormat:
         s = -s
         if s >= 62:
             return 0
-        return (v + (1 << (s - 1))) >> s
+        return min((v + (1 << (s - 1))) >> s, self.max_raw)   # narrow formats: v itself may not fit
 
     # ---- array ops (np.int64, bit-identical to the scalar ops) ------------------------------
     def add_array(self, a, b):
@@ -331,7 +331,7 @@ class FixedFormat:
         up = np.where(over, self.max_raw, np.left_shift(v, np.where(over, 0, up_s)))
         down_s = np.clip(-s, 1, 61)
         down = np.right_shift(v + np.left_shift(np.int64(1), down_s - 1), down_s)
-        down = np.where(-s >= 62, 0, down)
+        down = np.where(-s >= 62, 0, np.minimum(down, self.max_raw))
         out = np.where(s >= 0, up, down)
         return out.astype(np.int64).reshape(np.shape(x))
 

@@ -13,8 +13,6 @@ from fuseflow.samml.registry import BINARY_ALU_OPS, UNARY_ALU_OPS
 from fuseflow.tensors.fixed import FixedFormat
 
 OPS = BINARY_ALU_OPS + UNARY_ALU_OPS
-# exp: fixed.py does not saturate exp for formats with width <= frac + 8 (reported), so those formats
-# are checked for the other ops only
 FORMATS = [FixedFormat(32, 16), FixedFormat(16, 4), FixedFormat(24, 12), FixedFormat(12, 2),
            FixedFormat(32, 0), FixedFormat(16, 8), FixedFormat(32, 30)]
 
@@ -61,7 +59,7 @@ def _run_datapath(fx, ops, pairs):
 
 @pytest.mark.parametrize("fx", FORMATS, ids=str)
 def test_datapath_bit_identical(fx):
-    ops = [o for o in OPS if o != "exp" or fx.width > fx.frac + 8]
+    ops = list(OPS)
     _run_datapath(fx, ops, _operands(fx, 300, fx.width * 100 + fx.frac))
 
 
@@ -75,7 +73,7 @@ def test_exp_dense_sweep():
 @pytest.mark.slow
 @pytest.mark.parametrize("fx", FORMATS, ids=str)
 def test_datapath_bit_identical_long(fx):
-    ops = [o for o in OPS if o != "exp" or fx.width > fx.frac + 8]
+    ops = list(OPS)
     _run_datapath(fx, ops, _operands(fx, 20000, 7 + fx.width))
 
 

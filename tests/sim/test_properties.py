@@ -178,3 +178,10 @@ def test_level_write_rebuilds_a_canonical_level(fibres, pad):
 
 def top_level(n):
     return {"seg": [0, n], "crd": list(range(n))}
+
+
+def test_spacc_rejects_a_stream_that_ends_inside_a_group():
+    import pytest
+    from fuseflow.errors import StreamError
+    with pytest.raises(StreamError, match="ends inside a group"):
+        run_op("spacc", {"order": 1}, {"crd_inner": [1, 2, "S0", "D"], "val": [1.0, 2.0, "S0", "D"]})

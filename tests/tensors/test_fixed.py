@@ -338,3 +338,14 @@ def test_module_level_helpers():
     assert fixed.div(65536, 2 * 65536) == 32768
     assert fixed.relu(-1) == 0 and fixed.neg(5) == -5 and fixed.exp(0) == 65536
     assert fixed.mul_array(np.array([65536]), np.array([3 * 65536])).tolist() == [3 * 65536]
+
+
+def test_exp_saturates_in_narrow_formats():
+    """e**5 = 148.4 does not fit 16/8 (max 127.996): the result saturates instead of wrapping past max_raw."""
+    fmt = FixedFormat(16, 8)
+    x = fmt.encode(5.0)
+    assert fmt.exp(x) == fmt.max_raw
+    assert fmt.exp_array(np.array([x]))[0] == fmt.max_raw
+    xs = np.arange(fmt.min_raw, fmt.max_raw + 1, 97, dtype=np.int64)
+    out = fmt.exp_array(xs)
+    assert out.max() <= fmt.max_raw and out.min() >= 0

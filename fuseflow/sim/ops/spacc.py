@@ -42,6 +42,8 @@ def _order1(st, ins, outs):
         elif c != v:
             raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
         elif c == "D":
+            if acc:
+                raise bad(st, "stream ends inside a group (no stop of level >= 1 closed it)")
             r = yield from wait_room(both)
             t = max(t, r)
             ic.pop(t)
@@ -99,6 +101,8 @@ def _order2(st, ins, outs):
                 cur = x
                 acc.setdefault(x, {})
             elif x == "D":
+                if any(acc.values()):
+                    raise bad(st, "stream ends inside a group (no stop of level >= 1 closed it)")
                 while not ij.toks:
                     yield ij
                 while not iv.toks:
