@@ -152,3 +152,40 @@ def test_compiled_multi_kernel_on_verilator(name, fuse, cache):
     assert compare_tensors(ref.tensors, res["tensors"]) == []
     assert [res["kernel_cycles"][k.name] for k in p.kernels] == list(ref.kernel_cycles)
     assert len(p.kernels) > 1
+
+
+@pytest.mark.slow
+def test_stuck_run_ends_on_the_watchdog(cache):
+    """A design whose value writer never takes a token: Verilator runs until the watchdog timer, then the
+    probes (read through the host port) say where it stopped."""
+    from amaranth.hdl import Module
+
+    from fuseflow.hw.ops._common import OpComponent
+    from fuseflow.hw.top import default_factory, op_params, stuck_report
+    from fuseflow.tensors.fixed import FixedFormat
+
+    class NeverTakes(OpComponent):
+        op_name = "value_write"
+
+        def _add_members(self, members):
+            self._add_write(members, "vals", "vals", self.fixed.width, "count", signed=True)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.comb += self.i_val.ready.eq(0)
+            return m
+
+    def factory(program, kernel, node):
+        if node.op == "value_write":
+            v = program.config["value"]
+            return NeverTakes(op_params(program, node), fixed=FixedFormat(v["width"], v["frac"]))
+        return default_factory(program, kernel, node)
+
+    p = kernels.build("vector_add")
+    need_ops(p)
+    b = build(p, kernels.random_inputs(p, seed=1), op_factory=factory)
+    res = verilator.run_build(b, max_cycles=5000, root=cache)
+    assert not res["done"]
+    msg = stuck_report(b.manifest(), res, 5000)
+    assert "done never rose within 5000 cycles" in msg
+    assert "add.out -> write_x_vals.val holds 2 token(s)" in msg
