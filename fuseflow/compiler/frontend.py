@@ -191,7 +191,11 @@ class EinsumProgram:
             if "=" not in stripped:
                 raise ProgramError(f"line {lineno}, column {col}", f"expected a statement, 'tensor', 'output', "
                                                                    f"'order' or 'fuse {{', got {stripped!r}")
-            p.statement(line, line=lineno, col=1)
+            col = 1
+            for part in line.split(";"):            # several statements on a line: a; b
+                if part.strip():
+                    p.statement(part, line=lineno, col=col)
+                col += len(part) + 1
         if open_line is not None:
             raise ProgramError(f"line {open_line}", "'fuse {' is never closed with '}'")
         return p

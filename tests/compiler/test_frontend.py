@@ -118,3 +118,11 @@ def test_order_naming_unknown_index():
     with pytest.raises(ProgramError) as info:
         compile_text("tensor A(3,3) : csr\nT(i,j) = A(i,j)\n", order="i,z")
     assert "index z" in info.value.why
+
+
+def test_statements_separated_by_semicolons():
+    res = compile_text("tensor A(3,3) : csr\nT(i,j) = A(i,j) * 2; U(i) = T(i,j)\n", fuse="full")
+    assert [k.name for k in res.program.kernels] == ["U"]
+    with pytest.raises(ProgramError) as info:
+        compile_text("tensor A(3,3) : csr\nT(i,j) = A(i,j) * 2; U(i) = Q(i,j)\n")
+    assert info.value.what == "line 2, column 29"
