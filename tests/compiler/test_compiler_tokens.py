@@ -18,7 +18,7 @@ import numpy as np
 
 from fuseflow.compiler import EinsumProgram
 
-from harness import random_tensor, run_and_check
+from compiler_harness import random_tensor, run_and_check
 
 EXPECTED = {8: (548, 863), 16: (3013, 6283), 32: (19927, 67267)}
 

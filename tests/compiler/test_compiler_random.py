@@ -16,8 +16,8 @@ from fuseflow.compiler import EinsumProgram, compile_program
 from fuseflow.compiler.fusion import KernelPlan, valid_orders
 from fuseflow.errors import ProgramError
 
-from harness import random_tensor, run_and_check
-from randprog import random_programs
+from compiler_harness import random_tensor, run_and_check
+from compiler_randprog import random_programs
 
 TALLY = collections.Counter()
 

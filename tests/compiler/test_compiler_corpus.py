@@ -11,7 +11,7 @@ import pytest
 from fuseflow.compiler import EinsumProgram, compile_program, parse_file
 from fuseflow.compiler.fusion import Compiler, KernelPlan, valid_orders
 
-from harness import inputs_for, run_and_check
+from compiler_harness import inputs_for, run_and_check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "programs", "*.ff")))

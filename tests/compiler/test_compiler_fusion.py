@@ -8,7 +8,7 @@ from fuseflow.compiler import EinsumProgram, compile_program, compile_text
 from fuseflow.compiler.fusion import Compiler, KernelPlan, TransposePlan, topological_sorts, valid_orders
 from fuseflow.errors import ProgramError
 
-from harness import run_and_check
+from compiler_harness import run_and_check
 
 
 def plans(text, fuse="full", order=None):
