@@ -18,7 +18,9 @@ Grammar (one statement per line or separated by ``;``; ``#`` starts a comment)::
 
 Indices used on the right but absent on the left are summed (implicit ``sum``) at the smallest
 subexpression that holds every use of the index (TACO's rule). ``max[j](...)`` reduces by maximum over
-the stored (sparse) entries of its fibre; an all-empty fibre gives 0.
+the nonzero entries of its fibre; an all-empty fibre gives 0. (The simulator takes the maximum over the *stored*
+entries it visits; the two differ only where a fibre stores explicit zeros and all its other entries are
+negative, which dense evaluation cannot see.)
 """
 
 import re
@@ -296,9 +298,9 @@ def evaluate(statements, tensors):
     if isinstance(statements, str):
         statements = parse_statements(statements)
     env = {k: np.asarray(_dense(v), dtype=np.float64) for k, v in tensors.items()}
-    sizes = {}
     results = {}
     for st in statements:
+        sizes = {}                       # index names are local to their statement
         _bind_sizes(st.rhs, env, sizes, st.line)
         arr, idx = _eval(st.rhs, env, sizes)
         for i in st.lhs.indices:

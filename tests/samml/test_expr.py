@@ -51,3 +51,9 @@ def test_syntax_errors_have_line_and_column(text, where, why):
 def test_shape_mismatch():
     with pytest.raises(ProgramError, match="index j has size"):
         evaluate("x(i) = A(i,j) * c(j)", {"A": np.ones((2, 3)), "c": np.ones(4)})
+
+
+def test_index_names_are_local_to_each_statement():
+    A, W1, W2 = rng.random((4, 6)), rng.random((6, 5)), rng.random((5, 3))
+    got = evaluate("H(i,j) = A(i,k) * W1(k,j)\nY(i,j) = H(i,k) * W2(k,j)", {"A": A, "W1": W1, "W2": W2})
+    np.testing.assert_allclose(got["Y"], A @ W1 @ W2)
