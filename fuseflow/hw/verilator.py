@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from ..errors import FuseFlowError, HardwareError
 
 TIMESCALE = ("1ns", "1ps")
 CLOCK_PERIOD_NS = 10
-BUILD_ARGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "fast")
+BUILD_ARGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "0")
 BENCH_MODULE = "fuseflow.hw.cocotb_bench"
 
 
@@ -92,6 +93,32 @@ def _locked(path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+_INIT_LINE = re.compile(r"\s*[A-Za-z_\\][^\s\[]*\s*\[\d+\] = \d+'[hdb]0+;\s*")
+
+
+def strip_zero_init(text):
+    """Drop the ``initial`` blocks that only set memory entries to zero (Amaranth writes one line per entry).
+
+    Verilator is run with ``--x-initial 0``, so those memories start at zero anyway; large all-zero memories
+    otherwise dominate the C++ compile. Blocks with any non-zero entry (baked data, ROM tables) are kept."""
+    lines = text.split("\n")
+    out = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        if line.strip() == "initial begin":
+            j = i + 1
+            while j < n and _INIT_LINE.fullmatch(lines[j]):
+                j += 1
+            if j > i + 1 and j < n and lines[j].strip() == "end":
+                i = j + 1
+                continue
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
 def _runtime_key(waves):
     return hashlib.sha256("\n".join([_versions(), repr(MAKE_OVERRIDES), str(waves), shutil.which("g++") or "",
                                       ]).encode()).hexdigest()[:16]
@@ -149,7 +176,7 @@ def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True)
             shutil.rmtree(bdir)
         bdir.mkdir(parents=True)
         src = bdir / f"{module}.v"
-        src.write_text(verilog_text)
+        src.write_text(strip_zero_init(verilog_text))
         log = bdir / "build.log"
         try:
             _run_logged(_verilator_command(bdir, module, src, waves), bdir, log)
