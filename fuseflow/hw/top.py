@@ -271,8 +271,9 @@ class ProgramTop(wiring.Component):
                         km.d.comb += [rp.addr.eq(getattr(op, f"{prefix}_addr")),
                                       getattr(op, f"{prefix}_data").eq(rp.data)]
                     for prefix in mp.writes:
+                        # gated by the kernel's enable: an op held in reset may drive its write enable
                         writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),
-                                                   getattr(op, f"{prefix}_wen")))
+                                                   getattr(op, f"{prefix}_wen") & en[ki]))
             # cycle counting and finish
             cyc = Signal(COUNTER_WIDTH, name=f"cyc_{_ident(k.name)}")
             fire = Signal(name=f"fire_{_ident(k.name)}")
