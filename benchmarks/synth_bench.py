@@ -19,15 +19,18 @@ import concurrent.futures as cf
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
 
 OP_TARGET_MHZ = 150.0
 KERNEL_TARGET_MHZ = 100.0
 MEM_DEPTH = 64
+#: seconds per tool run (the combinational 32-bit divider is the slow one)
+TOOL_TIMEOUT = 1200
 
 #: op -> [(label, params, constructor keywords)]; ops not listed are synthesised with default parameters
 VARIANTS = {
@@ -93,7 +96,8 @@ def run_case(case, target):
         if case["kind"] == "op":
             from fuseflow.hw.ops import MODULES
             comp = MODULES[case["op"]](case["params"], **case["kw"])
-            res = synth_component(comp, case["name"], target, OP_TARGET_MHZ, mem_depth=case["mem_depth"])
+            res = synth_component(comp, case["name"], target, OP_TARGET_MHZ, mem_depth=case["mem_depth"],
+                                  timeout=TOOL_TIMEOUT)
         else:
             from fuseflow.hw.elaborate import build
             from fuseflow.samml import kernels
@@ -105,7 +109,7 @@ def run_case(case, target):
             row["memory_bits"] = sum(m.depth * m.width for m in mems)
             row["ops"] = sum(len(k.nodes) for k in program.kernels)
             row["kernels"] = len(program.kernels)
-            res = synth_component(b.top, case["name"], target, KERNEL_TARGET_MHZ)
+            res = synth_component(b.top, case["name"], target, KERNEL_TARGET_MHZ, timeout=TOOL_TIMEOUT)
         d = res.to_json()
         row.update({k: d[k] for k in ("luts", "ffs", "brams", "dsps", "lutram_luts", "logic_cells", "fmax_mhz",
                                       "target_mhz", "meets_target", "io_bits", "critical_path")})
@@ -124,7 +128,9 @@ def tool_versions():
         try:
             flag = "-V" if name == "yosys" else "--version"
             p = subprocess.run([tool_path(name), flag], capture_output=True, text=True, timeout=600)
-            out[name] = (p.stdout + p.stderr).strip().splitlines()[-1][:120]
+            text = p.stdout + p.stderr
+            m = re.search(r"(Yosys [\w.+-]+)", text) or re.search(r"Version (nextpnr-[\w.+-]+)", text)
+            out[name] = m.group(1) if m else text.strip().splitlines()[-1][:80]
         except Exception as exc:  # noqa: BLE001 - informational only
             out[name] = f"unknown ({exc})"
     return out
@@ -204,17 +210,27 @@ def markdown(doc):
 
 
 def notes(rows):
-    """Automatic remarks on the misses: which source lines the critical paths run through."""
+    """Remarks on the misses: for each design below target, where its critical path runs (the Amaranth source
+    lines nextpnr attributes to it), then the source lines shared by several of them."""
     out = []
     by_src = {}
     for r in rows:
-        if "error" in r or r["meets_target"]:
+        if "error" in r:
+            out.append(f"**{r['name']}** has no result: {r['error']}")
             continue
-        for s in (r.get("critical_path") or {}).get("sources", [])[:4]:
+        if r["meets_target"]:
+            continue
+        cp = r.get("critical_path") or {}
+        srcs = [s.replace("fuseflow/", "") for s in cp.get("sources", [])]
+        for s in srcs[:6]:
             by_src.setdefault(s, []).append(r["name"])
-    for src, names in sorted(by_src.items(), key=lambda kv: -len(kv[1])):
-        out.append(f"`{src}` is on the critical path of {len(names)} design(s) below target: {', '.join(names)}")
-    return out[:12]
+        out.append(f"**{r['name']}** ({r['fmax_mhz']:.0f} MHz, {cp.get('delay_ns', 0):.1f} ns, "
+                   f"{cp.get('logic_levels', '?')} logic levels): {cp.get('from', '?')} -> {cp.get('to', '?')}"
+                   + (f"; source lines on the path: {', '.join(srcs[:6])}" if srcs else ""))
+    shared = [(s, n) for s, n in by_src.items() if len(n) > 1]
+    for src, names in sorted(shared, key=lambda kv: -len(kv[1]))[:8]:
+        out.append(f"`{src}` is on the critical path of {len(names)} designs below target: {', '.join(names)}")
+    return out
 
 
 def main(argv=None):

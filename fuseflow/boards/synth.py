@@ -347,7 +347,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 def _short_src(src):
-    s = src.split(":")[0]
+    s = os.path.normpath(src.split(":")[0])
     if s.startswith(_REPO + os.sep):
         s = s[len(_REPO) + 1:]
     elif "site-packages" in s:
