@@ -40,6 +40,7 @@ class Build:
     images: dict = field(default_factory=dict)      # memory name -> raw words of the given inputs
     reference: object = None                        # fuseflow.sim SimResult (fixed mode) when data was given
     baked: bool = False
+    packed: dict = None                             # input tensors as packed (raw fixed-point values)
     _verilog: str = None
 
     def verilog(self):
@@ -95,7 +96,7 @@ def build(graph, inputs=None, *, bake=False, probes=True, op_factory=None, refer
         for name, p in packed.items():
             images.update(tensor_images(plan, name, p))
     top = ProgramTop(program, plan, init=images if bake else None, op_factory=op_factory, probes=probes)
-    return Build(program, plan, top, module_name(program.name), images, ref, bake)
+    return Build(program, plan, top, module_name(program.name), images, ref, bake, packed)
 
 
 def manifest(b):
@@ -189,9 +190,12 @@ class AmaranthDriver:
         return False
 
 
-def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None):
+def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None, trace=False):
     """Run a :class:`Build` in Amaranth's simulator: load ``images`` (default: the build's own input images,
-    unless baked), start, wait for done, read back. Returns :func:`fuseflow.hw.top.host_run`'s dict."""
+    unless baked), start, wait for done, read back. Returns :func:`fuseflow.hw.top.host_run`'s dict.
+
+    ``trace=True`` also records every token pushed into every channel: ``result["trace"]`` maps
+    ``"<kernel>.<stream> -> <node.port>"`` to the SAM-style token list (see :func:`localise`)."""
     import contextlib
 
     from amaranth.sim import Simulator
@@ -208,7 +212,85 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None)
         result.update(await host_run(AmaranthDriver(ctx, b.top), man, images, max_cycles, read_probes))
 
     sim.add_testbench(bench)
+    traces = {}
+    if trace:
+        from amaranth.lib import data
+
+        from .token import decode_fields
+        handles = list(b.top.fifo_handles)
+
+        async def monitor(ctx):
+            for ch, *_ in handles:
+                traces[f"{ch.kernel}.{ch.name}"] = []
+            sigs = [x for _, q, _, en in handles for x in (q.w_en, q.w_rdy, q.w_data, en)]
+            async for _clk, _rst, *vals in ctx.tick().sample(*sigs):
+                for i, (ch, q, layout, _) in enumerate(handles):
+                    w_en, w_rdy, raw, enabled = vals[4 * i:4 * i + 4]
+                    if w_en and w_rdy and enabled:        # a kernel held in reset pushes nothing
+                        view = data.Const(layout, raw)
+                        traces[f"{ch.kernel}.{ch.name}"].append(
+                            decode_fields(view.data, view.ctrl, _kind_width(b.program, ch.kind), ch.kind == "val",
+                                          repsig=ch.kind == "repsig"))
+
+        sim.add_process(monitor)
     cm = sim.write_vcd(vcd) if vcd else contextlib.nullcontext()
     with cm:
         sim.run()
+    if trace:
+        result["trace"] = traces
     return result
+
+
+def _kind_width(program, kind):
+    if kind == "val":
+        return int(program.config.get("value", {}).get("width", 32))
+    return int(program.config.get("crd_width", 16))
+
+
+def localise(b, trace):
+    """Find the first op whose RTL output tokens differ from the reference model's on the RTL's own inputs.
+
+    ``trace``: ``run_amaranth(..., trace=True)["trace"]``. Each node is re-run with ``fuseflow.sim.run_op``
+    (fixed mode) on the tokens the RTL fed it (memory-backed ops get their arrays from the reference run);
+    returns ``[(kernel, node, port, expected tokens, rtl tokens)]`` for the ops that disagree."""
+    from ..sim import run_op
+    from ..tensors.packed import DenseLevel
+    program = b.program
+    packed = dict(b.packed or {})
+    packed.update(b.reference.tensors)
+    bad = []
+    for k in program.kernels:
+        for nid, node in k.nodes.items():
+            ins, outs = {}, {}
+            for sid, s in k.streams.items():
+                for d in s.dsts:
+                    key = f"{k.name}.{sid} -> {d}"
+                    if d.node == nid:
+                        ins[d.port] = trace.get(key)
+                    if s.src.node == nid and s.src.port not in outs:
+                        outs[s.src.port] = trace.get(key)
+            if any(v is None or not v or v[-1] != "D" for v in ins.values()):
+                continue                                  # the RTL never completed this op's inputs
+            params = {kk: v for kk, v in node.params.items() if kk != "tensor"}
+            name = node.params.get("tensor")
+            if name in packed and node.op in ("level_scan", "array"):
+                t = packed[name]
+                if node.op == "array":
+                    params["vals"] = [int(x) for x in t.vals]
+                else:
+                    lv = t.levels[node.params.get("level", 0)]
+                    if isinstance(lv, DenseLevel):
+                        params["dim"] = lv.size
+                    else:
+                        params["seg"], params["crd"] = [int(x) for x in lv.seg], [int(x) for x in lv.crd]
+            if node.op in ("level_write", "value_write", "root"):
+                continue
+            try:
+                want = run_op(node.op, params, ins, mode="fixed")
+            except Exception as exc:  # noqa: BLE001 - the model rejects the RTL's inputs: report that
+                bad.append((k.name, nid, "*", f"the model rejects the RTL's inputs: {exc}", ins))
+                continue
+            for port, got in outs.items():
+                if got is not None and want.get(port) != got:
+                    bad.append((k.name, nid, port, want.get(port), got))
+    return bad

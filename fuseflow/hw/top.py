@@ -57,18 +57,26 @@ class Channel:
         return f"{self.stream} -> {self.dst}"
 
 
-def _any_kind(kernel, node):
-    """The kind of an op's ``any`` ports: the kind of the stream on its ``any`` input."""
+def _any_kind(kernel, node, program=None):
+    """The kind of an op's ``any`` ports: the kind of the streams on its ``any`` inputs. The op modules take one
+    kind for all of them, and a joiner may mix references and values on its ``ref<i>`` ports (the compiler does
+    that for a union over a value stream): then the wider kind is taken (references and values are passed
+    through unchanged, and consumers take the low bits they need)."""
     if node.op == "repeat":
-        s = kernel.driver(node.id, "in")
-        return s.kind if s else "ref"
-    if node.op in ("intersect", "union"):
-        for i in range(node.params.get("arity", 2)):
-            s = kernel.driver(node.id, f"ref{i}")
-            if s is not None:
-                return s.kind
+        ports = ["in"]
+    elif node.op in ("intersect", "union"):
+        ports = [f"ref{i}" for i in range(node.params.get("arity", 2))]
+    else:
         return "ref"
-    return "ref"
+    kinds = {s.kind for s in (kernel.driver(node.id, p) for p in ports) if s is not None}
+    if not kinds:
+        return "ref"
+    if len(kinds) == 1:
+        return kinds.pop()
+    cfg = program.config if program is not None else {}
+    crd_w = int(cfg.get("crd_width", 16))
+    val_w = int(cfg.get("value", {}).get("width", 32))
+    return "val" if val_w >= crd_w else "ref"
 
 
 def op_params(program, node):
@@ -93,7 +101,7 @@ def default_factory(program, kernel, node):
     fixed = FixedFormat(int(value.get("width", 32)), int(value.get("frac", 16)))
     connected = {pname for pname, _ in node.spec.input_ports(node.params) if kernel.driver(node.id, pname)}
     return cls(op_params(program, node), crd_width=int(cfg.get("crd_width", 16)), fixed=fixed,
-               any_kind=_any_kind(kernel, node), connected=connected)
+               any_kind=_any_kind(kernel, node, program), connected=connected)
 
 
 def _payload_width(port):
@@ -174,6 +182,7 @@ class ProgramTop(wiring.Component):
         m = Module()
         plan, program = self.plan, self.program
         nk = len(program.kernels)
+        self.fifo_handles = []            # (Channel, SyncFIFO, payload layout): for stream tracing in simulation
 
         # memories --------------------------------------------------------------------------------
         mems = {}
@@ -207,6 +216,7 @@ class ProgramTop(wiring.Component):
                 for d in s.dsts:
                     ch = next(chans)
                     q = fifo.SyncFIFO(width=width, depth=ch.depth)
+                    self.fifo_handles.append((ch, q, src.signature.members["payload"].shape, en[ki]))
                     km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
                     qs.append(q)
                     dst = getattr(ops[d.node], f"i_{d.port}")

@@ -342,3 +342,57 @@ def test_host_port_writes_and_reads_every_memory_while_idle():
     for m_ in man["host"]["memories"]:
         assert got[m_["name"]] == [(0x5A5A + 7 * i + m_["sel"]) & ((1 << m_["width"]) - 1)
                                    for i in range(m_["depth"])], m_["name"]
+
+
+def test_union_mixing_references_and_values():
+    """A joiner whose ref<i> ports carry a reference stream and a value stream (the compiler emits such unions):
+    the op is built for the wider kind, so values above 16 bits pass unharmed."""
+    p = Program("mixed_union")
+    p.tensor("a", "input", [8], ["compressed"])
+    p.tensor("b", "input", [8], ["compressed"])
+    p.tensor("x", "output", [8], ["compressed"])
+    k = p.kernel("main")
+    sa = k.add("level_scan", {"ref": k.add("root", id="root_a")["ref"]}, id="scan_a", tensor="a", level=0,
+               format="compressed")
+    sb = k.add("level_scan", {"ref": k.add("root", id="root_b")["ref"]}, id="scan_b", tensor="b", level=0,
+               format="compressed")
+    vb = k.add("array", {"ref": sb["ref"]}, id="vals_b", tensor="b")
+    u = k.add("union", {"crd0": sa["crd"], "ref0": sa["ref"], "crd1": sb["crd"], "ref1": vb["val"]}, id="u",
+              arity=2)
+    va = k.add("array", {"ref": u["ref0"]}, id="vals_a", tensor="a")
+    s = k.add("alu", {"a": va["val"], "b": u["ref1"]}, id="add", op="add")
+    k.add("level_write", {"crd": u["crd"]}, id="write_x0", tensor="x", level=0, format="compressed")
+    k.add("value_write", {"val": s["out"]}, id="write_x_vals", tensor="x")
+    p.validate()
+    assert k.streams["u.ref1"].kind == "val"
+    a = np.array([0, 1.5, 0, -2, 0, 0, 3.25, 0])
+    bb = np.array([4.5, 0, 0, -7.75, 0, 2.0, 0, 0])
+    b = build(p, {"a": a, "b": bb})
+    res = run_amaranth(b, max_cycles=1000)
+    check(b, res)
+
+
+def test_trace_localises_the_op_that_diverges():
+    """run_amaranth(trace=True) records every channel; localise() re-runs each op's reference model on the RTL's
+    own inputs and names the ops whose RTL output differs (here an adder built as a subtractor)."""
+    from fuseflow.hw.elaborate import localise
+    p = kernels.build("vector_add")
+    inputs = kernels.random_inputs(p, density=0.7, seed=4)
+    b = build(p, inputs)
+    res = run_amaranth(b, max_cycles=1000, trace=True)
+    check(b, res)
+    assert localise(b, res["trace"]) == []
+    assert res["trace"]["main.add.out -> write_x_vals.val"][-1] == "D"
+
+    def wrong(program, kernel, node):
+        if node.op == "alu":
+            from fuseflow.hw.ops import MODULES
+            v = program.config["value"]
+            return MODULES["alu"](dict(node.params, op="sub"), fixed=FixedFormat(v["width"], v["frac"]),
+                                  connected={"a", "b"})
+        return factory(program, kernel, node)
+
+    b2 = build(p, inputs, op_factory=wrong)
+    res2 = run_amaranth(b2, max_cycles=1000, trace=True)
+    assert compare_tensors(b2.reference.tensors, res2["tensors"]) != []
+    assert [(k, n) for k, n, *_ in localise(b2, res2["trace"])] == [("main", "add")]
