@@ -1,16 +1,17 @@
 """``python -m fuseflow.boards``: FPGA board builds, synthesis reports and the UART host bridge.
 
     python -m fuseflow.boards build graph.json --board ulx3s-85f|icebreaker [-o build/] [--inputs data.npz]
-                              [--bake] [--probes] [--baud 115200] [--keep-work DIR]
+                              [--random-inputs DENSITY] [--bake] [--probes] [--baud 115200] [--keep-work DIR]
     python -m fuseflow.boards synth graph.json [--target ecp5-85f|ice40-up5k] [--freq MHz] [--inputs data.npz]
-                              [--json out.json]
-    python -m fuseflow.boards simulate graph.json --inputs data.npz [--divisor 4]
+                              [--random-inputs DENSITY] [--json out.json]
+    python -m fuseflow.boards simulate graph.json --inputs data.npz|--random-inputs DENSITY [--divisor 4]
     python -m fuseflow.boards run graph.json --inputs data.npz --manifest build/manifest.json --port /dev/ttyUSB0
 
 ``build`` elaborates the program's kernel top behind the UART bridge on the board, runs Yosys and nextpnr
 (YoWASP) and writes the bitstream, ``manifest.json`` and ``report.json`` (utilisation, Fmax against the board
 clock, critical path) into the output directory; nothing is written when it fails. Memories are sized by the
-graph's capacities or by ``--inputs`` (baked into the bitstream with ``--bake``). Exit status 1 when nextpnr's
+graph's capacities or by ``--inputs`` (baked into the bitstream with ``--bake``) or by random tensors of a given
+density (``--random-inputs``, seed ``--data-seed``). Exit status 1 when nextpnr's
 Fmax is below the board clock (the files are still written), 2 for bad input or a design that does not fit.
 
 ``synth`` synthesises the kernel top alone (registered I/O, no board) and prints utilisation and Fmax.
@@ -36,6 +37,9 @@ def _parser():
     b.add_argument("--board", required=True, help="ulx3s-85f or icebreaker")
     b.add_argument("-o", "--out", default="build", help="output directory (default: build)")
     b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes the memories")
+    b.add_argument("--random-inputs", type=float, metavar="DENSITY",
+                   help="instead of --inputs: random tensors of this density (seed --data-seed) size the memories")
+    b.add_argument("--data-seed", type=int, default=1)
     b.add_argument("--bake", action="store_true", help="also bake --inputs into the memories' initial contents")
     b.add_argument("--probes", action="store_true", help="keep the per-channel probe registers (more area)")
     b.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
@@ -46,10 +50,14 @@ def _parser():
     s.add_argument("--target", default="ecp5-85f", help="ecp5-85f (default) or ice40-up5k")
     s.add_argument("--freq", type=float, default=100.0, help="target frequency for nextpnr in MHz (default 100)")
     s.add_argument("--inputs", help="tensor file: sizes the memories")
+    s.add_argument("--random-inputs", type=float, metavar="DENSITY", help="random tensors of this density instead")
+    s.add_argument("--data-seed", type=int, default=1)
     s.add_argument("--json", help="write the result here")
     m = sub.add_parser("simulate", help="round trip through the simulated UART bridge and client")
     m.add_argument("graph")
-    m.add_argument("--inputs", required=True)
+    m.add_argument("--inputs", help="tensor file with every input tensor")
+    m.add_argument("--random-inputs", type=float, metavar="DENSITY", help="random tensors of this density instead")
+    m.add_argument("--data-seed", type=int, default=1)
     m.add_argument("--divisor", type=int, default=4, help="clocks per UART bit in simulation (default 4)")
     r = sub.add_parser("run", help="run on a board over its serial port (needs pyserial)")
     r.add_argument("graph")
@@ -65,6 +73,23 @@ def _inputs(path):
     return load_tensor_file(path)
 
 
+def _data(args, required=False):
+    """The tensors of --inputs or --random-inputs (None when neither is given and they are optional)."""
+    if args.inputs and args.random_inputs is not None:
+        raise HardwareError("--random-inputs", "give either --inputs or --random-inputs, not both")
+    if args.inputs:
+        return _inputs(args.inputs)
+    if args.random_inputs is not None:
+        if not 0 < args.random_inputs <= 1:
+            raise HardwareError("--random-inputs", f"density must be in (0, 1], got {args.random_inputs}")
+        from ..hw.elaborate import load_program
+        from ..samml.kernels import random_inputs
+        return random_inputs(load_program(args.graph), density=args.random_inputs, seed=args.data_seed)
+    if required:
+        raise HardwareError("--inputs", "give the tensors with --inputs FILE or --random-inputs DENSITY")
+    return None
+
+
 def _fmt_util(u):
     return (f"{u['luts']} LUTs, {u['ffs']} FFs, {u['brams']} BRAM, {u['dsps']} DSP"
             + (f", {u['logic_cells']} logic cells" if u.get("logic_cells") else ""))
@@ -73,7 +98,7 @@ def _fmt_util(u):
 def cmd_build(args):
     from .platforms import build_board, get_board
     board = get_board(args.board)
-    inputs = _inputs(args.inputs) if args.inputs else None
+    inputs = _data(args)
     rep = build_board(args.graph, board, args.out, inputs=inputs, bake=args.bake, probes=args.probes,
                       baud=args.baud, seed=args.seed, keep_work=args.keep_work,
                       progress=lambda msg: print(f"  {msg}", flush=True))
@@ -96,7 +121,7 @@ def cmd_build(args):
 def cmd_synth(args):
     from ..hw.elaborate import build
     from .synth import synth_component
-    inputs = _inputs(args.inputs) if args.inputs else None
+    inputs = _data(args)
     b = build(args.graph, inputs, probes=False)
     res = synth_component(b.top, b.name, args.target, args.freq)
     print(f"{b.name} on {args.target}: {res.luts} LUTs, {res.ffs} FFs (incl. {sum(res.io_bits.values())} I/O "
@@ -128,7 +153,7 @@ def _report_run(s):
 
 def cmd_simulate(args):
     from .simboard import simulate
-    return _report_run(simulate(args.graph, _inputs(args.inputs), divisor=args.divisor))
+    return _report_run(simulate(args.graph, _data(args, required=True), divisor=args.divisor))
 
 
 def cmd_run(args):

@@ -33,6 +33,8 @@ def test_simulate_command(spmv_files, capsys):
     (["--board", "ulx3s-85f", "--inputs", "{d}", "--baud", "10000000"], "error: --baud: 10000000 baud is too fast"),
     (["--board", "ulx3s-85f", "--inputs", "{d}", "--baud", "2900000"], "error: --baud: 2900000 baud is 4.2% off"),
     (["--board", "ulx3s-85f", "--inputs", "{missing}"], "missing.npz: no such file"),
+    (["--board", "icebreaker", "--inputs", "{d}", "--random-inputs", "0.5"], "either --inputs or --random-inputs"),
+    (["--board", "icebreaker", "--random-inputs", "2"], "error: --random-inputs: density must be in (0, 1]"),
 ])
 def test_build_bad_input(spmv_files, tmp_path, capsys, args, message):
     g, d = spmv_files
@@ -43,6 +45,12 @@ def test_build_bad_input(spmv_files, tmp_path, capsys, args, message):
     assert message in err
     assert len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_simulate_needs_data(spmv_files, capsys):
+    g, d = spmv_files
+    assert main(["simulate", str(g)]) == 2
+    assert "give the tensors with --inputs FILE or --random-inputs DENSITY" in capsys.readouterr().err
 
 
 def test_run_needs_a_board_manifest(spmv_files, tmp_path, capsys):
