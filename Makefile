@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # default test run: 2 workers on CI's 2 cores
 PYTEST_ARGS ?= -n 2
 
-.PHONY: all venv demo test slow bench examples correlate synth-report clean
+.PHONY: all venv demo test slow bench examples correlate correlate-quick synth-report boards clean
 
 all: test
 
@@ -34,6 +34,25 @@ bench: $(STAMP)
 	$(PY) benchmarks/sim_bench.py -o benchmarks/results/sim.json
 	@for b in compile_bench rtl_bench; do \
 	  if [ -f benchmarks/$$b.py ]; then $(PY) benchmarks/$$b.py || exit 1; fi; done
+
+# RTL-vs-simulator correlation report (Verilator): report/correlation.{md,json,png}
+correlate: $(STAMP)
+	$(PY) -m fuseflow.reports.correlation --suite default -o report
+
+correlate-quick: $(STAMP)
+	$(PY) -m fuseflow.reports.correlation --suite quick -o report
+
+# every op alone and the quick-suite kernels on ECP5-85F: benchmarks/results/synth.{json,md}
+synth-report: $(STAMP)
+	$(PY) benchmarks/synth_bench.py
+
+# bitstreams for both boards (SpMV with a UART host bridge): build/boards/<board>/
+boards: $(STAMP)
+	$(PY) -m fuseflow.samml kernels -o build/boards/kernels
+	$(PY) -m fuseflow.boards build build/boards/kernels/spmv_csr/graph.json --board ulx3s-85f \
+	    --random-inputs 0.5 -o build/boards/ulx3s-85f
+	$(PY) -m fuseflow.boards build build/boards/kernels/spmv_csr/graph.json --board icebreaker \
+	    --random-inputs 0.5 -o build/boards/icebreaker
 
 examples: $(STAMP)
 	$(PY) -m fuseflow.samml kernels -o examples/kernels
