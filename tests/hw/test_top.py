@@ -396,3 +396,52 @@ def test_trace_localises_the_op_that_diverges():
     res2 = run_amaranth(b2, max_cycles=1000, trace=True)
     assert compare_tensors(b2.reference.tensors, res2["tensors"]) != []
     assert [(k, n) for k, n, *_ in localise(b2, res2["trace"])] == [("main", "add")]
+
+
+# --- random programs from the compiler's generator (slow) ----------------------------------------------------
+
+def _compiler_randprog():
+    import os
+    import sys
+    d = os.path.join(os.path.dirname(__file__), "..", "compiler")
+    if d not in sys.path:
+        sys.path.insert(0, d)
+    try:
+        import compiler_randprog
+    except ImportError:
+        pytest.skip("the compiler's random program generator is not available")
+    return compiler_randprog
+
+
+@pytest.mark.slow
+def test_random_compiled_programs_match_simulator():
+    """Random 2-5 statement programs (the compiler tests' generator), compiled at every fusion level: the RTL is
+    bit-identical and cycle-exact to the fixed-mode simulator; on a mismatch the diverging op is named."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from fuseflow.compiler import EinsumProgram, compile_program
+    from fuseflow.errors import ProgramError
+    from fuseflow.hw.elaborate import localise
+    randprog = _compiler_randprog()
+
+    @settings(max_examples=25, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(randprog.random_programs(), st.sampled_from(["none", "regions", "full"]), st.integers(0, 2**16))
+    def run(rp, fuse, seed):
+        try:
+            p = compile_program(EinsumProgram.parse(rp.text, "rand").to_ir(), fuse=fuse).program
+        except ProgramError:
+            return
+        rng = np.random.default_rng(seed)
+        inputs = {t.name: np.where(rng.random(t.shape) < rp.densities.get(t.name, 0.5),
+                                   np.round(rng.uniform(-2, 2, t.shape), 2), 0.0) for t in p.inputs}
+        b = build(p, inputs)
+        res = run_amaranth(b, max_cycles=20 * b.reference.cycles + 2000, trace=True)
+        assert res["done"], rp.text
+        mism = compare_tensors(b.reference.tensors, res["tensors"])
+        where = localise(b, res["trace"]) if mism else []
+        assert not mism, (rp.text, fuse, mism, where[:2])
+        assert [res["kernel_cycles"][k.name] for k in p.kernels] == list(b.reference.kernel_cycles), rp.text
+
+    run()
