@@ -117,8 +117,8 @@ def manifest(b):
         "tensors": [{"name": t.name, "role": t.role, "shape": list(t.shape), "levels": list(t.levels),
                      "mode_order": list(t.mode_order), "capacity": plan.capacities[t.name],
                      "capacity_source": plan.capacity_source[t.name]} for t in program.tensors.values()],
-        "kernels": [{"name": k.name, "nodes": {nid: n.op for nid, n in k.nodes.items()}}
-                    for k in program.kernels],
+        "kernels": [{"name": k.name, "nodes": {nid: n.op for nid, n in k.nodes.items()}, "events": ev}
+                    for k, ev in zip(program.kernels, top.events)],
         "channels": [{"kernel": c.kernel, "stream": c.stream, "src": c.src, "dst": c.dst, "kind": c.kind,
                       "depth": c.depth, "width": c.width} for chans in top.channels for c in chans],
         "overflow_ops": [f"{program.kernels[ki].name}.{nid}" for ki, nid in top.overflow_ops],

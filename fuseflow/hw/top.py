@@ -143,6 +143,22 @@ class ProgramTop(wiring.Component):
                     chans.append(Channel(k.name, sid, str(s.src), str(d), s.kind, int(s.depth or depth_default),
                                          _payload_width(src)))
             self.channels.append(chans)
+        # what can fire in each kernel, in the order elaborate() lists it (for the last_event register)
+        self.events = []
+        for k in program.kernels:
+            ev = []
+            for sid, s in k.streams.items():
+                ev += [f"{sid} -> {d} popped" for d in s.dsts]
+                ev.append(f"{sid} pushed")
+            for nid, node in k.nodes.items():
+                for pname, _ in node.spec.output_ports(node.params):
+                    if k.output_stream(nid, pname) is None and getattr(self.ops[len(self.events)][nid],
+                                                                       f"o_{pname}", None) is not None:
+                        ev.append(f"{nid}.{pname} emitted (unconnected)")
+            self.events.append(ev)
+        for k in program.kernels:
+            plan.add_register(f"kernel.{k.name}.last_event",
+                              doc="1 + index in the manifest's kernel events of what fired last (0: nothing)")
         # registers: the plan's fixed ones, then writer counts, then probes
         self.count_regs = []                # (register, kernel index, node id, count member)
         for ki, (k, ops) in enumerate(zip(program.kernels, self.ops)):
@@ -202,6 +218,7 @@ class ProgramTop(wiring.Component):
         regs = {}                          # register name -> value
 
         fifo_stats = []                    # per kernel: [(count, level)]
+        last_events = []
         for ki, k in enumerate(program.kernels):
             km = Module()
             ops = self.ops[ki]
@@ -288,6 +305,12 @@ class ProgramTop(wiring.Component):
             cyc = Signal(COUNTER_WIDTH, name=f"cyc_{_ident(k.name)}")
             fire = Signal(name=f"fire_{_ident(k.name)}")
             km.d.comb += fire.eq(_any(fires))
+            assert len(fires) == len(self.events[ki])
+            last = Signal(range(len(fires) + 1), name=f"last_event_{_ident(k.name)}")
+            for i, f_ in enumerate(fires):           # the highest-numbered event of the last firing cycle
+                with km.If(f_):
+                    km.d.sync += last.eq(i + 1)
+            last_events.append(last)
             km.d.comb += kdone[ki].eq(_all(dones))
             with km.If(~kdone[ki]):
                 km.d.sync += cyc.eq(cyc + 1)
@@ -344,6 +367,7 @@ class ProgramTop(wiring.Component):
         regs["wall_cycles"] = wall
         for ki, k in enumerate(program.kernels):
             regs[f"kernel.{k.name}.cycles"] = kcycles[ki]
+            regs[f"kernel.{k.name}.last_event"] = last_events[ki]
         regs["overflow"] = overflow
         for r, ki, nid, member in self.count_regs:
             regs[r.name] = getattr(self.ops[ki][nid], member)
@@ -456,6 +480,9 @@ async def host_run(drv, man, images, max_cycles, read_probes=None):
         "overflow": vals["overflow"],
         "op_overflow": vals.get("op_overflow", 0),
         "kernel_cycles": {k["name"]: vals[f"kernel.{k['name']}.cycles"] for k in man["kernels"]},
+        "last_event": {k["name"]: (k["events"][vals[f"kernel.{k['name']}.last_event"] - 1]
+                                   if vals.get(f"kernel.{k['name']}.last_event") else None)
+                       for k in man["kernels"] if "events" in k},
         "counts": {n[len("count."):]: v for n, v in vals.items() if n.startswith("count.")},
         "probes": {},
         "load_seconds": t1 - t0,
@@ -535,7 +562,8 @@ def stuck_report(man, res, max_cycles):
     for k in man["kernels"]:
         n = kc.get(k["name"], 0)
         if n:
-            parts.append(f"kernel {k['name']}: last op fired in cycle {n - 1}")
+            ev = res.get("last_event", {}).get(k["name"])
+            parts.append(f"kernel {k['name']}: last firing in cycle {n - 1}" + (f" ({ev})" if ev else ""))
     waiting, idle = [], []
     for ch in man["channels"]:
         pr = res.get("probes", {}).get(f"{ch['kernel']}.{ch['stream']} -> {ch['dst']}")

@@ -190,6 +190,7 @@ def test_stuck_run_names_where_it_stopped():
     msg = stuck_report(b.manifest(), res, 200)
     assert "done never rose within 200 cycles" in msg
     assert "vals_c.val -> write_x_vals.val holds 2 token(s)" in msg
+    assert "kernel copy_c_x: last firing in cycle" in msg and "popped)" in msg
 
 
 # --- the classic suite, where every op has RTL ------------------------------------------------------------
