@@ -96,7 +96,7 @@ def build(graph, inputs=None, *, bake=False, probes=True, op_factory=None, refer
         for name, p in packed.items():
             images.update(tensor_images(plan, name, p))
     top = ProgramTop(program, plan, init=images if bake else None, op_factory=op_factory, probes=probes)
-    return Build(program, plan, top, module_name(program.name), images, ref, bake, packed)
+    return Build(program, top.plan, top, module_name(program.name), images, ref, bake, packed)
 
 
 def manifest(b):

@@ -27,6 +27,7 @@ Probes (``probes=True``, the default): per channel a token counter and the FIFO 
 so a harness can name where a stuck run stopped.
 """
 
+import copy
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, ResetInserter, Shape, Signal, Value
@@ -115,7 +116,7 @@ class ProgramTop(wiring.Component):
 
     def __init__(self, program, plan, init=None, op_factory=None, probes=True):
         self.program = program
-        self.plan = plan
+        self.plan = plan = copy.deepcopy(plan)      # the top adds its registers to its own copy
         self.init = dict(init or {})
         self.probes = probes
         factory = op_factory or default_factory
