@@ -208,6 +208,11 @@ def _run(cmd, cwd, what, timeout, env=None):
 
 def _first_error(*texts):
     for text in texts:
+        m = re.search(r"wasm trap: ([^\n]*)", text or "")
+        if m:
+            return (f"the WebAssembly tool crashed (wasm trap: {m.group(1).strip()}; a design this large may exceed "
+                    f"the 4 GiB WebAssembly memory)")
+    for text in texts:
         for line in (text or "").splitlines():
             s = line.strip()
             if s.startswith("ERROR:") or s.startswith("Error:"):
