@@ -727,7 +727,7 @@ def render_markdown(report):
     L.append("![RTL vs simulator cycles](correlation.png)")
     L.append("")
     if report["notes"]:
-        L.append("Left out of the suite: " + "; ".join(report["notes"]) + ".")
+        L.append("Notes on the suite: " + "; ".join(report["notes"]) + ".")
         L.append("")
     recs = report["records"]
     fails = [r for r in recs if r["status"] != "ok"]
@@ -823,6 +823,11 @@ def write_report(report, outdir):
         f.write(js)
     with atomic_write(os.path.join(outdir, "correlation.md")) as f:
         f.write(md + "\n")
+    # atomic_write's temporary files are private (0600); a report is for reading: the umask's usual mode
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("correlation.png", "correlation.json", "correlation.md"):
+        os.chmod(os.path.join(outdir, name), 0o666 & ~mask)
 
 
 # --- command line -------------------------------------------------------------------------------------
@@ -839,10 +844,12 @@ def parser(prog="python -m fuseflow.reports.correlation"):
     ap.add_argument("-o", "--out", default="report", help="output directory (default: report)")
     ap.add_argument("--simulator", default="verilator", help="verilator (default) or amaranth")
     ap.add_argument("--only", help="run only the entries whose name contains this text")
-    ap.add_argument("--cache", help="Verilator build cache (default: $FUSEFLOW_HW_CACHE or ~/.cache/fuseflow/verilator)")
+    ap.add_argument("--cache", help="Verilator build cache (default: $FUSEFLOW_HW_CACHE or "
+                                    "~/.cache/fuseflow/verilator)")
     ap.add_argument("--no-trace", action="store_true", help="do not trace push times of disagreeing kernels")
     ap.add_argument("--max-trace-cycles", type=int, default=MAX_TRACE_CYCLES,
-                    help=f"longest run (reference cycles) to trace in Amaranth's simulator (default {MAX_TRACE_CYCLES})")
+                    help=f"longest run (reference cycles) to trace in Amaranth's simulator "
+                         f"(default {MAX_TRACE_CYCLES})")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     ap.add_argument("--strict", action="store_true", help="exit 1 also when a cycle count differs")
     ap.add_argument("--render", metavar="JSON", help="only re-render correlation.md/.png (and .json) into -o from "
@@ -862,8 +869,8 @@ def load_report(path):
     return report
 
 
-def _main(argv):
-    args = parser().parse_args(argv)
+def _main(argv, prog=None):
+    args = (parser(prog) if prog else parser()).parse_args(argv)
     if args.suite not in SUITES:
         raise ReportError("--suite", f"unknown suite {args.suite!r} (known: {', '.join(SUITES)})")
     if args.simulator not in SIMULATORS:
@@ -901,9 +908,11 @@ def _main(argv):
     return 0
 
 
-def main(argv=None):
-    """Entry point (``python -m fuseflow.reports.correlation``, ``python -m fuseflow.hw correlate``)."""
-    return main_guard(_main, argv)
+def main(argv=None, prog=None):
+    """Entry point (``python -m fuseflow.reports.correlation``; ``python -m fuseflow.hw correlate`` passes the
+    arguments after ``correlate`` and ``prog="python -m fuseflow.hw correlate"`` for its usage line). Returns the
+    exit status."""
+    return main_guard(lambda a: _main(a, prog), argv)
 
 
 if __name__ == "__main__":
