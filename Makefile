@@ -58,4 +58,4 @@ examples: $(STAMP)
 	$(PY) -m fuseflow.samml kernels -o examples/kernels
 
 clean:
-	rm -rf out build sim_build .pytest_cache .hypothesis
+	rm -rf out build sim_build report .pytest_cache .hypothesis
