@@ -274,12 +274,15 @@ class BridgedTop(Elaboratable):
     per UART bit. Ports: ``rx`` (host -> FPGA), ``tx`` (FPGA -> host), ``busy``, ``done``."""
 
     def __init__(self, build, divisor, timeout_bits=P.DEFAULT_TIMEOUT_BITS):
-        plan = build.plan
+        top = build.top
         self.build = build
         self.manifest = build.manifest()
         self.build_id = P.build_id(self.manifest)
-        self.bridge = HostBridge((plan.sel_width, plan.addr_width, plan.data_width), divisor, self.build_id,
-                                 timeout_bits, cycles_width=len(build.top.cycles))
+        widths = (len(top.host_sel), len(top.host_addr), len(top.host_wdata))
+        host = self.manifest["host"]
+        if widths != (host["sel_width"], host["addr_width"], host["data_width"]):
+            raise HardwareError("bridge", f"the kernel top's host port widths {widths} differ from its manifest's")
+        self.bridge = HostBridge(widths, divisor, self.build_id, timeout_bits, cycles_width=len(top.cycles))
         self.layout = self.bridge.layout
         self.rx = Signal(init=1)
         self.tx = Signal(init=1)
