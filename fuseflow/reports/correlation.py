@@ -27,7 +27,6 @@ report is still written), 2 for bad arguments (``error: what: why``, nothing wri
 """
 
 import argparse
-import contextlib
 import hashlib
 import io
 import json
@@ -211,45 +210,10 @@ def count_divergences(program, ref, manifest, probes):
     return out
 
 
-@contextlib.contextmanager
-def _recording_reference():
-    """Patch the reference simulator's channel producers to log the cycle of every push (diagnosis only).
-
-    Uses the engine's internals (``engine.Out``, ``engine.run_kernel``); yields the list that receives one
-    ``{stream id: [push cycles]}`` per kernel run."""
-    from ..sim import channel as chmod
-    from ..sim import engine
-    logs = []
-    base_out, base_run = engine.Out, engine.run_kernel
-
-    class RecordingOut(chmod.Out):
-        __slots__ = ("log",)
-
-        def __init__(self, name, chans):
-            super().__init__(name, chans)
-            self.log = []
-
-        def push(self, tok, t):
-            self.log.append(t)
-            chmod.Out.push(self, tok, t)
-
-    def run_kernel(*args, **kwargs):
-        cycles, outs, chans = base_run(*args, **kwargs)
-        logs.append({sid: list(o.log) for sid, o in outs.items()})
-        return cycles, outs, chans
-
-    engine.Out, engine.run_kernel = RecordingOut, run_kernel
-    try:
-        yield logs
-    finally:
-        engine.Out, engine.run_kernel = base_out, base_run
-
-
 def reference_trace(program, inputs):
     """Per kernel ``{stream id: [cycle of each push]}`` of the fixed-mode reference run."""
     from ..sim import run
-    with _recording_reference() as logs:
-        run(program, inputs, mode="fixed")
+    logs = run(program, inputs, mode="fixed", trace=True).trace
     if len(logs) != len(program.kernels):
         raise ReportError("trace", f"recorded {len(logs)} kernel runs for {len(program.kernels)} kernels")
     return logs

@@ -71,3 +71,16 @@ class Out:
             ch.credits.popleft()
             ch.toks.append(tok)
             ch.times.append(t)
+
+
+class TracingOut(Out):
+    """An :class:`Out` that also records the cycle of every push (``run(..., trace=True)``)."""
+    __slots__ = ("log",)
+
+    def __init__(self, name, chans):
+        super().__init__(name, chans)
+        self.log = []
+
+    def push(self, tok, t):
+        self.log.append(t)
+        Out.push(self, tok, t)

@@ -20,7 +20,7 @@ from ..samml.registry import OPS, get_op, port_kind
 from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
-from .channel import Channel, Out
+from .channel import Channel, Out, TracingOut
 from .ops import MODELS
 from .tokens import normalize
 
@@ -75,7 +75,7 @@ class _Unbounded:
         pass
 
 
-def run_kernel(nodes, streams, depth_default=2, models=MODELS):
+def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
     """Simulate one kernel.
 
     ``nodes``: list of NodeState in a topological order. ``streams``: list of (stream_id, (src_node, src_port),
@@ -94,7 +94,7 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS):
                 ch.credits = _Unbounded()
             ins[dnode][dport] = ch
             chans.append(ch)
-        o = Out(sid, chans)
+        o = out_class(sid, chans)
         outs[src][sport] = o
         out_by_stream[sid] = o
         chans_by_stream[sid] = chans
@@ -247,6 +247,7 @@ class SimResult:
     kernel_cycles: list
     stats: dict = field(default_factory=dict)
     mode: str = "float"
+    trace: list = None            # with trace=True: per kernel {stream id: [cycle of every push]}
 
     def summary(self):
         s = self.stats
@@ -260,11 +261,12 @@ def load_program(graph_or_program):
     return samml_io.load(graph_or_program)
 
 
-def run(graph_or_program, inputs, mode="float", fifo_depth=None):
+def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
     """Simulate a program (a :class:`~fuseflow.samml.Program` or a graph.json path) on ``inputs``.
 
     ``inputs`` maps input tensor names to NumPy arrays, SciPy sparse matrices or PackedTensors (packed into the
-    declared formats here). Returns a :class:`SimResult` with dense outputs, cycles and counters.
+    declared formats here). Returns a :class:`SimResult` with dense outputs, cycles and counters; with
+    ``trace=True`` also the cycle of every push on every stream (slower; for diagnosis).
     """
     prog = load_program(graph_or_program)
     cfg = prog.config
@@ -273,7 +275,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None):
     crd_bytes = math.ceil(cfg.get("crd_width", 16) / 8)
     val_bytes = math.ceil(env.fixed.width / 8) if mode == "fixed" else 8
     store = pack_inputs(prog, inputs, env)
-    kernel_cycles, kstats = [], []
+    kernel_cycles, kstats, traces = [], [], []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
     t0 = time.perf_counter()
     for k in prog.kernels:
@@ -284,7 +286,10 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None):
             states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), env)
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
-        cycles, outs, _ = run_kernel([states[n] for n in order], streams, depth_default)
+        cycles, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
+                                     out_class=TracingOut if trace else Out)
+        if trace:
+            traces.append({sid: list(o.log) for sid, o in outs.items()})
         kernel_cycles.append(cycles)
         _collect_writes(prog, k, states, store, env)
         tokens = {sid: o.count for sid, o in outs.items()}
@@ -315,7 +320,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None):
         outputs[t.name] = packed.to_dense()
     stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall)
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
-    return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode)
+    return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None)
 
 
 def _read_bytes(st, crd_bytes, val_bytes):

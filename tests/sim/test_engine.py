@@ -92,3 +92,13 @@ def test_lower_bounds():
     assert ks["stream_bound"] == 6                       # 4 references, S0, D
     assert ks["op_bound"] == 6
     assert res.cycles >= max(ks["stream_bound"], ks["op_bound"])
+
+
+def test_trace_records_every_push():
+    # chain of depth 2 runs at one token per cycle: the scanner pushes at 1..d+2, the array one cycle later
+    res = run(chain(3, 2), {"v": np.arange(1.0, 4)}, trace=True)
+    (t,) = res.trace
+    assert t["root0.ref"] == [0, 1]
+    assert t["level_scan0.ref"] == [1, 2, 3, 4, 5]
+    assert t["array0.val"] == [2, 3, 4, 5, 6]
+    assert run(chain(3, 2), {"v": np.arange(1.0, 4)}).trace is None
