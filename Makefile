@@ -44,15 +44,14 @@ correlate-quick: $(STAMP)
 
 # every op alone and the quick-suite kernels on ECP5-85F: benchmarks/results/synth.{json,md}
 synth-report: $(STAMP)
-	$(PY) benchmarks/synth_bench.py
+	$(PY) benchmarks/synth_bench.py -o benchmarks/results/synth.json --md benchmarks/results/synth.md
 
-# bitstreams for both boards (SpMV with a UART host bridge): build/boards/<board>/
+# bitstreams for both boards (SpMV behind a UART host bridge): build/<board>/
 boards: $(STAMP)
-	$(PY) -m fuseflow.samml kernels -o build/boards/kernels
-	$(PY) -m fuseflow.boards build build/boards/kernels/spmv_csr/graph.json --board ulx3s-85f \
-	    --random-inputs 0.5 -o build/boards/ulx3s-85f
-	$(PY) -m fuseflow.boards build build/boards/kernels/spmv_csr/graph.json --board icebreaker \
-	    --random-inputs 0.5 -o build/boards/icebreaker
+	$(PY) -m fuseflow.boards build examples/kernels/spmv_dcsr/graph.json --board ulx3s-85f \
+	    --random-inputs 0.5 -o build/ulx3s-85f
+	$(PY) -m fuseflow.boards build examples/kernels/spmv_dcsr/graph.json --board icebreaker \
+	    --random-inputs 0.5 -o build/icebreaker
 
 examples: $(STAMP)
 	$(PY) -m fuseflow.samml kernels -o examples/kernels
