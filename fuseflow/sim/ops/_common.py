@@ -45,8 +45,36 @@ def wait_heads(chans, clock):
     return tin
 
 
+def joiner_ports(st, ins, outs):
+    """The ports of an n-ary joiner: (n, crd inputs, ref inputs, output crd, output refs, every output)."""
+    n = st.params["arity"]
+    crds = [ins[f"crd{i}"] for i in range(n)]
+    refs = [ins[f"ref{i}"] for i in range(n)]
+    orefs = [outs[f"ref{i}"] for i in range(n)]
+    return n, crds, refs, outs["crd"], orefs, [outs["crd"]] + orefs
+
+
+def sink(st, inp, take):
+    """Generator for ops without outputs: pop one token per cycle, hand it to ``take``; stop after D."""
+    itoks, itimes = inp.toks, inp.times
+    clock = -1
+    while True:
+        while not itoks:
+            yield inp
+        tok = itoks[0]
+        t = itimes[0] + 1
+        if t <= clock:
+            t = clock + 1
+        inp.pop(t)
+        clock = st.clock = t
+        st.busy += 1
+        take(tok)
+        if tok == "D":
+            return
+
+
 def bad(st, why):
     return StreamError(f"node {st.id} ({st.op})", why)
 
 
-__all__ = ["room", "wait_room", "wait_heads", "bad", "LEVEL", "STOPS"]
+__all__ = ["room", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]

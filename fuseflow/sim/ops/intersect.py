@@ -1,6 +1,6 @@
 """intersect: co-iterates n fibres and emits the coordinates present in all of them."""
 
-from ._common import LEVEL, bad, wait_heads, wait_room
+from ._common import LEVEL, bad, joiner_ports, wait_heads, wait_room
 
 
 def run(st, ins, outs):
@@ -91,13 +91,8 @@ def _run2(st, ins, outs):
 
 
 def _run_n(st, ins, outs):
-    n = st.params["arity"]
-    crds = [ins[f"crd{i}"] for i in range(n)]
-    refs = [ins[f"ref{i}"] for i in range(n)]
+    n, crds, refs, ocrd, orefs, allouts = joiner_ports(st, ins, outs)
     chans = crds + refs
-    ocrd = outs["crd"]
-    orefs = [outs[f"ref{i}"] for i in range(n)]
-    allouts = [ocrd] + orefs
     clock = -1
     while True:
         tin = yield from wait_heads(chans, clock)

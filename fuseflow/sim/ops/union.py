@@ -1,16 +1,11 @@
 """union: co-iterates n fibres and emits every coordinate present in any; absent sides get reference N."""
 
-from ._common import LEVEL, bad, wait_heads, wait_room
+from ._common import LEVEL, bad, joiner_ports, wait_heads, wait_room
 
 
 def run(st, ins, outs):
-    n = st.params["arity"]
-    crds = [ins[f"crd{i}"] for i in range(n)]
-    refs = [ins[f"ref{i}"] for i in range(n)]
+    n, crds, refs, ocrd, orefs, allouts = joiner_ports(st, ins, outs)
     chans = crds + refs
-    ocrd = outs["crd"]
-    orefs = [outs[f"ref{i}"] for i in range(n)]
-    allouts = [ocrd] + orefs
     clock = -1
     while True:
         tin = yield from wait_heads(chans, clock)
