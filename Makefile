@@ -37,10 +37,10 @@ bench: $(STAMP)
 
 # RTL-vs-simulator correlation report (Verilator): report/correlation.{md,json,png}
 correlate: $(STAMP)
-	$(PY) -m fuseflow.reports.correlation --suite default -o report
+	$(PY) -m fuseflow.hw correlate --suite default -o report
 
 correlate-quick: $(STAMP)
-	$(PY) -m fuseflow.reports.correlation --suite quick -o report
+	$(PY) -m fuseflow.hw correlate --suite quick -o report
 
 # every op alone and the quick-suite kernels on ECP5-85F: benchmarks/results/synth.{json,md}
 synth-report: $(STAMP)

@@ -108,3 +108,9 @@ def test_fuseflow_entry_point(spmv):
     assert p.returncode == 0 and "21 cycles" in p.stdout
     p = cli("fuseflow", "nonsense")
     one_line_error(p, "unknown part")
+
+
+def test_hw_correlate_is_the_correlation_report(tmp_path):
+    p = cli("fuseflow.hw", "correlate", "--suite", "nope", "-o", str(tmp_path / "r"))
+    one_line_error(p, "--suite", "unknown suite 'nope'")
+    assert not (tmp_path / "r").exists()

@@ -41,6 +41,8 @@ def _parser():
     s.add_argument("--bake", action="store_true", help="bake the inputs into memory init instead of loading "
                                                         "them through the host port")
     s.add_argument("--json", help="write the run's results (cycles, comparison) here as JSON")
+    sub.add_parser("correlate", add_help=False,
+                   help="RTL-vs-simulator correlation report over a kernel suite (python -m fuseflow.hw correlate -h)")
     return ap
 
 
@@ -149,6 +151,10 @@ def _main(argv):
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["correlate"]:
+        from ..reports.correlation import main as correlate
+        return correlate(argv[1:], prog="python -m fuseflow.hw correlate")
     return main_guard(_main, argv)
 
 
