@@ -2,7 +2,7 @@
 
 Every kernel plan becomes one kernel. Its fusion table is planned for the selected order, then the output's
 cells are evaluated top-down: the level writers pull the output coordinate streams (through the crd_drop
-chain that makes the written tensor canonical, see the empty-fibre rule in ``docs/semantics-brief.md``) and
+chain that makes the written tensor canonical, see the empty-fibre rule in ``docs/samml.md``) and
 the value writer pulls the value stream; every cell builds its node once, so only cells the output needs
 become nodes.
 
