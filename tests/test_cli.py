@@ -114,3 +114,17 @@ def test_hw_correlate_is_the_correlation_report(tmp_path):
     p = cli("fuseflow.hw", "correlate", "--suite", "nope", "-o", str(tmp_path / "r"))
     one_line_error(p, "--suite", "unknown suite 'nope'")
     assert not (tmp_path / "r").exists()
+
+
+def test_inputs_from_mtx_and_npy_files(spmv):
+    import scipy.io
+    import scipy.sparse as sp
+    prog, inputs = kernels.dcsr_example()
+    scipy.io.mmwrite(str(spmv / "B.mtx"), sp.coo_matrix(inputs["B"]))
+    np.save(spmv / "c.npy", inputs["c"])
+    p = cli("fuseflow.sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "B.mtx"), str(spmv / "c.npy"),
+            "--check")
+    assert p.returncode == 0, p.stderr
+    assert "check: outputs match NumPy" in p.stdout
+    p = cli("fuseflow.sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "c.npy"), str(spmv / "c.npy"))
+    one_line_error(p, "tensor c is given twice")

@@ -15,7 +15,9 @@ def parser():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="simulate a program on input tensors")
     r.add_argument("graph", help="graph.json")
-    r.add_argument("--inputs", required=True, help=".npz with one array (dense or SciPy sparse) per input tensor")
+    r.add_argument("--inputs", required=True, nargs="+", metavar="FILE",
+                   help=".npz with one array (dense or SciPy sparse) per input tensor, or .mtx/.npy files named "
+                        "after their tensors (B.mtx, c.npy); several files are merged")
     r.add_argument("--mode", choices=("float", "fixed"), default="float")
     r.add_argument("--check", action="store_true", help="compare outputs with NumPy; exit 1 on mismatch")
     r.add_argument("--json", metavar="REPORT", help="write cycles and counters as JSON")
@@ -27,9 +29,14 @@ def parser():
 
 def main(argv=None):
     args = parser().parse_args(argv)
-    from ..tensors.io import load_npz
+    from ..tensors.io import load_tensor_file
     prog = engine.load_program(args.graph)
-    inputs = load_npz(args.inputs)
+    inputs = {}
+    for path in args.inputs:
+        for name, value in load_tensor_file(path).items():
+            if name in inputs:
+                raise FuseFlowError(path, f"tensor {name} is given twice")
+            inputs[name] = value
     if args.fifo_depth is not None and args.fifo_depth < 1:
         raise FuseFlowError("--fifo-depth", "must be at least 1")
     res = engine.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth)
