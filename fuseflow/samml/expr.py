@@ -134,15 +134,20 @@ class _Parser:
             self.error(self.peek()[2], f"unexpected {self.peek()[1]!r}")
         return Statement(lhs, rhs, self.line)
 
-    def access(self, name_tok):
-        self.take("(")
+    def index_list(self, close):
+        """Comma-separated index names up to ``close`` (which is consumed)."""
         idx = []
-        if self.peek()[1] != ")":
+        if self.peek()[1] != close:
             idx.append(self.take(kind="name")[1])
             while self.peek()[1] == ",":
                 self.take(",")
                 idx.append(self.take(kind="name")[1])
-        self.take(")")
+        self.take(close)
+        return idx
+
+    def access(self, name_tok):
+        self.take("(")
+        idx = self.index_list(")")
         if len(set(idx)) != len(idx):
             self.error(name_tok[2], f"tensor {name_tok[1]} uses an index twice: ({','.join(idx)})")
         return Access(name_tok[1], tuple(idx))
@@ -182,11 +187,9 @@ class _Parser:
             nxt = self.peek()[1]
             if value in REDUCTIONS and nxt == "[":
                 self.take("[")
-                idx = [self.take(kind="name")[1]]
-                while self.peek()[1] == ",":
-                    self.take(",")
-                    idx.append(self.take(kind="name")[1])
-                self.take("]")
+                idx = self.index_list("]")
+                if not idx:
+                    self.error(pos, f"{value}[...] needs at least one index")
                 self.take("(")
                 body = self.expr()
                 self.take(")")

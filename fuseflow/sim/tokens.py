@@ -14,17 +14,6 @@ STOPS = tuple(f"S{i}" for i in range(MAX_STOP))
 LEVEL = {s: i for i, s in enumerate(STOPS)}
 
 
-def is_stop(tok):
-    return tok.__class__ is str and tok[0] == "S" and tok in LEVEL
-
-
-def stop(level):
-    try:
-        return STOPS[level]
-    except IndexError:
-        raise StreamError("stop", f"stop level {level} exceeds {MAX_STOP - 1}") from None
-
-
 def normalize(tokens, kind=None):
     """Check a SAM-style token list (``[0, 2, 'S0', 'D']``) and return it as a list.
 

@@ -4,18 +4,6 @@ from ...errors import StreamError
 from ..tokens import LEVEL, STOPS
 
 
-def room(outs):
-    """Cycle from which every output in ``outs`` has a free slot, or None if not yet known."""
-    m = 0
-    for o in outs:
-        r = o.room()
-        if r is None:
-            return None
-        if r > m:
-            m = r
-    return m
-
-
 def wait_room(outs):
     """Generator: wait until every output in ``outs`` has a known free slot; returns the cycle it is free from.
 
@@ -31,6 +19,16 @@ def wait_room(outs):
                 m = r
         else:
             return m
+
+
+def fire_at(st, outs, tin):
+    """Generator: the cycle (>= ``tin``) at which a firing that writes ``outs`` can happen; counts the cycles it
+    waits for room as blocked. The hottest ops (array, alu, level_scan, repeat, repeat_sig, two-input intersect)
+    write this out inline to save a generator per token."""
+    r = yield from wait_room(outs)
+    t = tin if tin >= r else r
+    st.blocked += t - tin
+    return t
 
 
 def wait_heads(chans, clock):
@@ -77,4 +75,4 @@ def bad(st, why):
     return StreamError(f"node {st.id} ({st.op})", why)
 
 
-__all__ = ["room", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]
+__all__ = ["fire_at", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]

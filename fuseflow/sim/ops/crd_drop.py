@@ -4,7 +4,7 @@ A kept fibre's closing S0 is held back until the next fibre of the same parent t
 emitted, costing one cycle) or a higher stop absorbs it.
 """
 
-from ._common import LEVEL, STOPS, bad, wait_room
+from ._common import LEVEL, STOPS, bad, fire_at
 
 
 def run(st, ins, outs):
@@ -22,7 +22,7 @@ def run(st, ins, outs):
             x = ii.toks[0]
             t = max(clock + 1, ii.times[0] + 1)
             if x.__class__ is not str or x == "N":
-                t = yield from _push(st, [oi], t)
+                t = yield from fire_at(st, [oi], t)
                 ii.pop(t)
                 oi.push(x, t)
             elif x == "S0":
@@ -30,7 +30,7 @@ def run(st, ins, outs):
                 pending = True
                 in_fibre = False
             elif x in LEVEL:
-                t = yield from _push(st, [oi], t)
+                t = yield from fire_at(st, [oi], t)
                 ii.pop(t)
                 oi.push(x, t)
                 closed = True
@@ -48,7 +48,7 @@ def run(st, ins, outs):
                 x = ii.toks[0]
                 t = max(t, ii.times[0] + 1)
                 if x.__class__ is not str or x == "N":
-                    t = yield from _push(st, both, t)
+                    t = yield from fire_at(st, both, t)
                     io.pop(t)
                     oo.push(c, t)
                     if pending:
@@ -62,7 +62,7 @@ def run(st, ins, outs):
                     io.pop(t)
                     ii.pop(t)
                 elif x in LEVEL:
-                    t = yield from _push(st, [oi], t)
+                    t = yield from fire_at(st, [oi], t)
                     io.pop(t)
                     ii.pop(t)
                     oi.push(x, t)
@@ -72,7 +72,7 @@ def run(st, ins, outs):
                     raise bad(st, f"outer coordinate {c} meets inner {x!r}")
             elif c in LEVEL:
                 if closed:
-                    t = yield from _push(st, [oo], t)
+                    t = yield from fire_at(st, [oo], t)
                     io.pop(t)
                     oo.push(c, t)
                     closed = False
@@ -84,7 +84,7 @@ def run(st, ins, outs):
                     if x != want or pending:
                         raise bad(st, f"outer {c} meets inner {x!r} (expected {want})")
                     t = max(t, ii.times[0] + 1)
-                    t = yield from _push(st, both, t)
+                    t = yield from fire_at(st, both, t)
                     io.pop(t)
                     ii.pop(t)
                     oo.push(c, t)
@@ -95,7 +95,7 @@ def run(st, ins, outs):
                 if ii.toks[0] != "D" or pending:
                     raise bad(st, f"outer is done but inner has {ii.toks[0]!r}")
                 t = max(t, ii.times[0] + 1)
-                t = yield from _push(st, both, t)
+                t = yield from fire_at(st, both, t)
                 io.pop(t)
                 ii.pop(t)
                 oo.push("D", t)
@@ -108,10 +108,3 @@ def run(st, ins, outs):
         clock = st.clock = t
         st.busy += 1
 
-
-def _push(st, outs, tin):
-    """Wait until every output in ``outs`` has room; returns the firing cycle (>= tin)."""
-    r = yield from wait_room(outs)
-    t = tin if tin >= r else r
-    st.blocked += t - tin
-    return t

@@ -1,6 +1,6 @@
 """crd_hold: repeats each outer coordinate once per coordinate of its inner fibre."""
 
-from ._common import LEVEL, STOPS, bad
+from ._common import LEVEL, STOPS, bad, fire_at
 
 
 def run(st, ins, outs):
@@ -42,13 +42,7 @@ def run(st, ins, outs):
             push = "D"
         else:
             raise bad(st, f"unexpected outer token {c!r}")
-        r = out.room()
-        while r is None:
-            yield out
-            r = out.room()
-        tin = t
-        t = max(t, r)
-        st.blocked += t - tin
+        t = yield from fire_at(st, [out], t)
         ii.pop(t)
         if pop_outer:
             io.pop(t)

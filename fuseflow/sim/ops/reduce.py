@@ -1,6 +1,6 @@
 """reduce: one value per non-empty innermost fibre (sum or max); S_n (n >= 1) becomes S_(n-1)."""
 
-from ._common import LEVEL, STOPS, bad
+from ._common import LEVEL, STOPS, bad, fire_at
 
 
 def run(st, ins, outs):
@@ -59,13 +59,7 @@ def _with_crd(st, ins, outs):
                 push, pop_c, pop_v = "D", True, True
             else:
                 raise bad(st, f"unexpected token {c!r} on crd")
-        r = out.room()
-        while r is None:
-            yield out
-            r = out.room()
-        tin = t
-        t = max(t, r)
-        st.blocked += t - tin
+        t = yield from fire_at(st, [out], t)
         if pop_c:
             ic.pop(t)
         if pop_v:
@@ -123,12 +117,7 @@ def _plain(st, ins, outs):
         if push is None:
             t = tin
         else:
-            r = out.room()
-            while r is None:
-                yield out
-                r = out.room()
-            t = tin if tin >= r else r
-            st.blocked += t - tin
+            t = yield from fire_at(st, [out], tin)
             out.push(push, t)
         if pop:
             inp.pop(t)
