@@ -214,6 +214,7 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
     sim.add_testbench(bench)
     traces = {}
     if trace:
+        from amaranth.hdl import Value
         from amaranth.lib import data
 
         from .token import decode_fields
@@ -222,11 +223,11 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
         async def monitor(ctx):
             for ch, *_ in handles:
                 traces[f"{ch.kernel}.{ch.name}"] = []
-            sigs = [x for _, q, _, en in handles for x in (q.w_en, q.w_rdy, q.w_data, en)]
+            sigs = [x for _, q, _, en in handles for x in (q.w.valid, q.w.ready, Value.cast(q.w.payload), en)]
             async for _clk, _rst, *vals in ctx.tick().sample(*sigs):
                 for i, (ch, q, layout, _) in enumerate(handles):
-                    w_en, w_rdy, raw, enabled = vals[4 * i:4 * i + 4]
-                    if w_en and w_rdy and enabled:        # a kernel held in reset pushes nothing
+                    w_valid, w_ready, raw, enabled = vals[4 * i:4 * i + 4]
+                    if w_valid and w_ready and enabled:        # a kernel held in reset pushes nothing
                         view = data.Const(layout, raw)
                         traces[f"{ch.kernel}.{ch.name}"].append(
                             decode_fields(view.data, view.ctrl, _kind_width(b.program, ch.kind), ch.kind == "val",

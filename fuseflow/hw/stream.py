@@ -1,18 +1,21 @@
 """Stream plumbing: the channel FIFO and fan-out, with the simulator's timing (DESIGN.md section 5).
 
-:class:`StreamFIFO` wraps :class:`amaranth.lib.fifo.SyncFIFO` (asynchronous-read storage): a token
-written in cycle t is readable in cycle t+1, and a slot freed by a read in cycle t is writable in cycle
-t+1 (``w.ready = level != depth`` does not look at the read side). That is exactly the reference
-simulator's channel (``fuseflow/sim/channel.py``). (``SyncFIFOBuffered`` has one more cycle of latency,
-so it would not match the simulator.)
+:class:`StreamFIFO` is the channel: storage with asynchronous (combinational) reads, the logic of
+:class:`amaranth.lib.fifo.SyncFIFO`, so a token written in cycle t is readable in cycle t+1 and a slot freed
+by a read in cycle t is writable in cycle t+1 (``w.ready = level != depth`` does not look at the read side).
+That is exactly the reference simulator's channel (``fuseflow/sim/channel.py``). It also shows its second
+entry (``r_next``, valid when ``level >= 2``: the simulator's ``ch.toks[1]``, visible from its push cycle
++ 1), which SyncFIFO does not expose; a look-ahead consumer (intersect) reads it. (``SyncFIFOBuffered``
+has one more cycle of latency, so it would not match the simulator.)
 
 :class:`FanOut` copies one stream to n consumers: a token leaves when every consumer takes it in the
 same cycle (the simulator's fan-out: the producer pushes to all channels at once and needs room in
 all). Put a :class:`StreamFIFO` behind every fan-out output.
 """
 
-from amaranth.hdl import Module, Signal, Value
-from amaranth.lib import fifo, wiring
+from amaranth.hdl import Module, Mux, Signal, Value, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .token import token_layout, token_signature
@@ -29,9 +32,11 @@ def all_of(values):
 
 
 class StreamFIFO(wiring.Component):
-    """A stream-typed channel FIFO of ``depth`` tokens of a W-bit stream.
+    """A stream-typed channel FIFO of ``depth`` tokens of a W-bit stream, with a look-ahead view.
 
-    Ports: ``w`` (In, the producer side), ``r`` (Out, the consumer side), ``level`` (Out).
+    Ports: ``w`` (In, the producer side), ``r`` (Out, the consumer side: the head), ``level`` (Out,
+    tokens held), ``r_next`` (Out, the payload of the entry behind the head) and ``r_next_valid`` (Out,
+    ``level >= 2``; always 0 at depth 1). ``r_next`` becomes the head in the cycle after the head is read.
     """
 
     def __init__(self, width, depth=2):
@@ -43,22 +48,52 @@ class StreamFIFO(wiring.Component):
             "w": In(token_signature(width)),
             "r": Out(token_signature(width)),
             "level": Out(range(depth + 1)),
+            "r_next": Out(token_layout(width)),
+            "r_next_valid": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        nbits = token_layout(self.width).size
-        m.submodules.fifo = q = fifo.SyncFIFO(width=nbits, depth=self.depth)
+        depth = self.depth
+        m.submodules.storage = mem = Memory(shape=unsigned(token_layout(self.width).size), depth=depth, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port(domain="comb")
+        produce = Signal(range(depth))
+        consume = Signal(range(depth))
+        do_write = self.w.valid & self.w.ready
+        do_read = self.r.valid & self.r.ready
         m.d.comb += [
-            q.w_data.eq(Value.cast(self.w.payload)),
-            q.w_en.eq(self.w.valid),
-            self.w.ready.eq(q.w_rdy),
-            self.r.payload.eq(q.r_data),
-            self.r.valid.eq(q.r_rdy),
-            q.r_en.eq(self.r.ready),
-            self.level.eq(q.level),
+            self.w.ready.eq(self.level != depth),
+            self.r.valid.eq(self.level != 0),
+            wp.addr.eq(produce),
+            wp.data.eq(Value.cast(self.w.payload)),
+            wp.en.eq(do_write),
+            rp.addr.eq(consume),
+            self.r.payload.eq(rp.data),
         ]
+        with m.If(do_write):
+            m.d.sync += produce.eq(_incr(produce, depth))
+        with m.If(do_read):
+            m.d.sync += consume.eq(_incr(consume, depth))
+        with m.If(do_write & ~do_read):
+            m.d.sync += self.level.eq(self.level + 1)
+        with m.If(do_read & ~do_write):
+            m.d.sync += self.level.eq(self.level - 1)
+        if depth >= 2:
+            np_ = mem.read_port(domain="comb")
+            m.d.comb += [
+                np_.addr.eq(_incr(consume, depth)),
+                self.r_next.eq(np_.data),
+                self.r_next_valid.eq(self.level >= 2),
+            ]
         return m
+
+
+def _incr(ptr, depth):
+    """``ptr + 1`` modulo ``depth`` (any depth, not only powers of two)."""
+    if depth == 1:
+        return ptr
+    return Mux(ptr == depth - 1, 0, ptr + 1)
 
 
 class FanOut(wiring.Component):

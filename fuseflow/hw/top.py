@@ -30,14 +30,15 @@ so a harness can name where a stuck run stopped.
 import copy
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, ResetInserter, Shape, Signal, Value
-from amaranth.lib import fifo, wiring
+from amaranth.hdl import Cat, Const, Module, ResetInserter, Shape, Signal
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
 from ..tensors.fixed import FixedFormat
 from . import token as tk
 from .memory import REG_WIDTH, make_memory
+from .stream import StreamFIFO
 
 COUNTER_WIDTH = 32
 
@@ -107,6 +108,11 @@ def default_factory(program, kernel, node):
 
 def _payload_width(port):
     return Shape.cast(port.signature.members["payload"].shape).width
+
+
+def _data_width(port):
+    """The data width of a stream port's token layout: ``StreamFIFO(_data_width(p))`` has ``p``'s payload layout."""
+    return Shape.cast(port.signature.members["payload"].shape["data"].shape).width
 
 
 class ProgramTop(wiring.Component):
@@ -199,7 +205,7 @@ class ProgramTop(wiring.Component):
         m = Module()
         plan, program = self.plan, self.program
         nk = len(program.kernels)
-        self.fifo_handles = []            # (Channel, SyncFIFO, payload layout): for stream tracing in simulation
+        self.fifo_handles = []            # (Channel, StreamFIFO, payload layout): for stream tracing in simulation
 
         # memories --------------------------------------------------------------------------------
         mems = {}
@@ -229,24 +235,24 @@ class ProgramTop(wiring.Component):
             chans = iter(self.channels[ki])
             for sid, s in k.streams.items():
                 src = getattr(ops[s.src.node], f"o_{s.src.port}")
-                width = _payload_width(src)
+                width = _data_width(src)
                 qs = []
                 for d in s.dsts:
                     ch = next(chans)
-                    q = fifo.SyncFIFO(width=width, depth=ch.depth)
+                    q = StreamFIFO(width, ch.depth)
                     self.fifo_handles.append((ch, q, src.signature.members["payload"].shape, en[ki]))
                     km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
                     qs.append(q)
                     dst = getattr(ops[d.node], f"i_{d.port}")
-                    view = _view(q.r_data, src)
+                    view = q.r.payload
                     km.d.comb += [
                         dst.payload.data.eq(view.data),
                         dst.payload.ctrl.eq(view.ctrl),
-                        dst.valid.eq(q.r_rdy),
-                        q.r_en.eq(dst.ready),
+                        dst.valid.eq(q.r.valid),
+                        q.r.ready.eq(dst.ready),
                     ]
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
-                    km.d.comb += pop.eq(q.r_rdy & dst.ready)
+                    km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)
                     seen = Signal(name=f"seenD_{_ident(sid)}__{_ident(str(d))}")
                     with km.If(pop & tk.is_done(view)):
@@ -260,10 +266,10 @@ class ProgramTop(wiring.Component):
                 # fan-out: written together when every FIFO has room
                 room = Const(1)
                 for q in qs:
-                    room = room & q.w_rdy
+                    room = room & q.w.ready
                 km.d.comb += src.ready.eq(room)
                 for q in qs:
-                    km.d.comb += [q.w_data.eq(Value.cast(src.payload)), q.w_en.eq(src.valid & room)]
+                    km.d.comb += [q.w.payload.eq(src.payload), q.w.valid.eq(src.valid & room)]
                 push = Signal(name=f"push_{_ident(sid)}")
                 km.d.comb += push.eq(src.valid & room)
                 fires.append(push)
@@ -387,13 +393,6 @@ class ProgramTop(wiring.Component):
                             m.d.comb += rdata.eq(regs[r.name])
         m.d.sync += self.host_rdata.eq(rdata)
         return m
-
-
-def _view(raw, port):
-    """A token view (data, ctrl) of a flat FIFO word laid out like ``port``'s payload."""
-    layout = port.signature.members["payload"].shape
-    from amaranth.lib import data
-    return data.View(layout, raw)
 
 
 def _any(values):

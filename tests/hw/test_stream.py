@@ -114,3 +114,75 @@ def test_fanout_all_at_once(n, depth, ntok, seed):
     assert all(levels_ok)
     for g in got:
         assert g == list(range(len(g)))
+
+
+@hw_settings(25)
+@given(st.integers(1, 5), st.integers(0, 12), st.lists(st.tuples(st.booleans(), st.booleans()), min_size=40,
+                                                      max_size=40))
+def test_fifo_next_shows_the_second_entry(depth, n, pattern):
+    """``r_next``/``r_next_valid``: the entry behind the head, valid exactly when the channel model holds two
+    tokens (a token written in cycle t counts from t+1), for random producer valid and consumer ready."""
+    dut = StreamFIFO(16, depth)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    seen, expect = [], []
+
+    async def tb(ctx):
+        k = read = level = 0
+        for wv, r in pattern:
+            ctx.set(dut.w.valid, wv and k < n)
+            ctx.set(Value.cast(dut.w.payload), 100 + k)
+            ctx.set(dut.r.ready, r)
+            nv = ctx.get(dut.r_next_valid)
+            seen.append((ctx.get(dut.level), nv, ctx.get(Value.cast(dut.r_next)) if nv else None))
+            expect.append((level, int(level >= 2), 100 + read + 1 if level >= 2 else None))
+            do_w = wv and k < n and level < depth
+            do_r = r and level > 0
+            k += do_w
+            read += do_r
+            level += do_w - do_r
+            await ctx.tick()
+    sim.add_testbench(tb)
+    sim.run()
+    assert seen == expect
+
+
+def test_fifo_next_after_a_read():
+    """Depth 3 holding 7, 8, 9: next is 8; after one read the head is 8 and next 9; after another, next is
+    invalid (one token left)."""
+    dut = StreamFIFO(16, 3)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+
+    async def tb(ctx):
+        for v in (7, 8, 9):
+            ctx.set(dut.w.valid, 1)
+            ctx.set(Value.cast(dut.w.payload), v)
+            await ctx.tick()
+        ctx.set(dut.w.valid, 0)
+        assert ctx.get(dut.level) == 3 and ctx.get(dut.r_next_valid) == 1
+        assert ctx.get(Value.cast(dut.r.payload)) == 7 and ctx.get(Value.cast(dut.r_next)) == 8
+        ctx.set(dut.r.ready, 1)
+        await ctx.tick()
+        assert ctx.get(Value.cast(dut.r.payload)) == 8 and ctx.get(Value.cast(dut.r_next)) == 9
+        assert ctx.get(dut.r_next_valid) == 1
+        await ctx.tick()
+        ctx.set(dut.r.ready, 0)
+        assert ctx.get(Value.cast(dut.r.payload)) == 9 and ctx.get(dut.r_next_valid) == 0
+        assert ctx.get(dut.level) == 1
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_fifo_depth1_never_shows_a_next():
+    dut = StreamFIFO(16, 1)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+
+    async def tb(ctx):
+        ctx.set(dut.w.valid, 1)
+        ctx.set(Value.cast(dut.w.payload), 5)
+        await ctx.tick()
+        assert ctx.get(dut.level) == 1 and ctx.get(dut.w.ready) == 0 and ctx.get(dut.r_next_valid) == 0
+    sim.add_testbench(tb)
+    sim.run()
