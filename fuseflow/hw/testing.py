@@ -272,7 +272,7 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
 def _extra_cycles(dut):
     p = dut.params
     if dut.op_name == "spacc":
-        return 4 * (p.get("dim") or 0) * (p.get("dim_outer") or 1)
+        return 4 * (p.get("dim") or 0) * (p.get("dim_outer") or 1) * (p.get("dim_outer1") or 1)
     if dut.op_name == "level_scan":
         return 4 * (len(p.get("crd") or []) + 4 * (p.get("dim") or 0) * 16)
     return 0
@@ -390,4 +390,53 @@ def st_joiner_case(values=False, arity=(2, 3), depth=(1, 2), dim=(1, 6)):
             inputs[f"crd{i}"] = stream(tree_map(tree, d - 1, lambda s, i=i: s[i][0]), d)
             inputs[f"ref{i}"] = stream(tree_map(tree, d - 1, lambda s, i=i: s[i][1]), d)
         return {"arity": n}, inputs
+    return case()
+
+
+# ---- spacc cases ---------------------------------------------------------------------------------
+
+def spacc_streams(tree, top, order):
+    """spacc's token streams ({port: tokens}) of a nested list of ``top`` levels (kept and reduced levels
+    above the sub-tree) whose elements are sub-tree fibres: order 1 ``[(j, v), ...]``, order 2
+    ``[(a, [(j, v), ...]), ...]``, order 3 ``[(a, [(b, [(j, v), ...]), ...]), ...]``. Stream d (0 = outermost:
+    ``crd_outer{order-2}``, ..., ``crd_inner``) has depth ``top + d + 1``; ``val`` is ``crd_inner``'s."""
+    names = [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
+
+    def proj(fib, d, pick):
+        if d == 0:
+            return [pick(x) for x in fib]
+        return [proj(x[1], d - 1, pick) for x in fib]
+
+    out = {}
+    for d, name in enumerate(names):
+        out[name] = stream(tree_map(tree, top, lambda f, d=d: proj(f, d, lambda x: x[0])), top + d + 1)
+    out["val"] = stream(tree_map(tree, top, lambda f: proj(f, order - 1, lambda x: x[1])), top + order)
+    return out
+
+
+def st_spacc_tree(order, dims, value, kept=(0, 1), group=(1, 1), max_len=3, sorted_=None):
+    """A hypothesis strategy for ``(tree, kept, group)``: a nested list of ``kept + group`` levels whose
+    elements are order-``order`` sub-tree fibres (as :func:`spacc_streams` takes them) with coordinates below
+    ``dims`` (outermost first) and values from ``value``. Coordinates are unsorted and may repeat unless
+    ``sorted_`` (None: either)."""
+    import hypothesis.strategies as st
+
+    @st.composite
+    def case(draw):
+        srt = draw(st.booleans()) if sorted_ is None else sorted_
+
+        def crds(dim):
+            if srt:
+                return st_sorted_crds(dim, max_len)
+            return st.lists(st.integers(0, dim - 1), max_size=max_len)
+
+        def fib(d):
+            if d == order - 1:
+                return crds(dims[d]).flatmap(lambda cs: st.lists(value, min_size=len(cs), max_size=len(cs)).map(
+                    lambda vs: list(zip(cs, vs))))
+            return crds(dims[d]).flatmap(lambda cs: st.lists(fib(d + 1), min_size=len(cs), max_size=len(cs)).map(
+                lambda fs: list(zip(cs, fs))))
+        e = draw(st.integers(*kept))
+        g = draw(st.integers(*group))
+        return draw(st_tree(e + g, fib(0), max_len)), e, g
     return case()

@@ -221,20 +221,38 @@ _op(OpSpec(
            "With crd: 1 cycle per value, 1 per fibre end, 1 per outer stop that closes a fibre.",
 ))
 _op(OpSpec(
-    "spacc", "Sparse accumulator (higher-order reducer): merges the values of all fibres of a reduced index "
-             "into a sorted sub-tree of order 1 (crd_inner) or 2 (crd_outer0, crd_inner).",
+    "spacc", "Sparse accumulator (higher-order reducer): merges every entry of a group (the fibres of the "
+             "`group` reduced levels directly above the sub-tree) into one sorted sub-tree of order 1 "
+             "(crd_inner), 2 (crd_outer0, crd_inner) or 3 (crd_outer1, crd_outer0, crd_inner); coordinates may "
+             "arrive unsorted and repeat.",
     inputs=(Port("crd_inner", "crd", "innermost coordinates"),
-            Port("crd_outer{i}", "crd", "outer coordinates (order 2)", count="order", count_offset=-1),
+            Port("crd_outer{i}", "crd", "outer coordinates (order >= 2; crd_outer0 is the one above crd_inner)",
+                 count="order", count_offset=-1),
             Port("val", "val", "values aligned with crd_inner")),
     outputs=(Port("crd_inner", "crd", "merged innermost coordinates, sorted"),
              Port("crd_outer{i}", "crd", "merged outer coordinates, sorted", count="order", count_offset=-1),
              Port("val", "val", "accumulated values")),
-    params=(Param("order", "int", 1, (1, 2), "order of the accumulated sub-tree"),
+    params=(Param("order", "int", 1, (1, 2, 3), "order of the accumulated sub-tree"),
+            Param("group", "int", 1, doc="number of reduced levels directly above the sub-tree (>= 1): a group "
+                                         "ends with a stop of level >= group on the outermost sub-tree stream"),
             Param("op", "str", "sum", ("sum", "max"), "reduction"),
             Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)"),
-            Param("dim_outer", "int", None, doc="size of the outer dimension (order 2, hardware capacity)")),
-    timing="1 cycle per input step; then 1 cycle per emitted entry plus 1 for the closing stop.",
+            Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)"),
+            Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)")),
+    timing="1 cycle per input step (no output); the step that takes the group-closing stop starts the emission: "
+           "1 cycle per emitted entry (sorted), 1 per fibre end (the last carries the closing stops); then the "
+           "next input step.",
 ))
+
+def check_spacc(params, where="op spacc"):
+    """Raise GraphError (one line) for a spacc ``order`` or ``group`` out of range."""
+    order, group = params.get("order", 1), params.get("group", 1)
+    if order not in (1, 2, 3):
+        raise GraphError(where, f"spacc order must be 1, 2 or 3, got {order!r}")
+    if not isinstance(group, int) or isinstance(group, bool) or group < 1:
+        raise GraphError(where, f"spacc group must be an integer >= 1 (the number of reduced levels), got {group!r}")
+
+
 _op(OpSpec(
     "crd_drop", "Drops outer coordinates whose inner fibre is empty, and the empty inner fibres with them.",
     inputs=(Port("outer", "crd", "outer coordinates"), Port("inner", "crd", "inner coordinates")),

@@ -1,10 +1,13 @@
-"""spacc RTL vs run_op (fixed mode): orders 1 and 2, sum and max, with stalls."""
+# amaranth: UnusedElaboratable=no
+"""spacc RTL vs run_op (fixed mode): orders 1, 2 and 3, group 1-3, sum and max, with stalls."""
 
 import pytest
 from hypothesis import given, strategies as st
 
-from fuseflow.hw.testing import (check_op, hw_settings, run_hw_op, st_sorted_crds, st_tree, st_value, stream,
-                                 tree_map)
+from fuseflow.errors import GraphError, HardwareError
+from fuseflow.hw.ops.spacc import Spacc
+from fuseflow.hw.testing import (check_op, hw_settings, run_hw_op, spacc_streams, st_sorted_crds, st_spacc_tree,
+                                 st_tree, st_value, stream, tree_map)
 
 
 def test_order1_example(stalls):
@@ -27,6 +30,45 @@ def test_overflow_flag():
     # coordinates beyond dim are not accumulated and raise the sticky overflow flag
     out, _ = run_hw_op("spacc", {"dim": 4}, {"crd_inner": [1, 6, "S1", "D"], "val": [1, 2, "S1", "D"]})
     assert out == {"crd_inner": [1, "S0", "D"], "val": [1, "S0", "D"]}
+
+
+def test_order3_example(stalls):
+    # k0: a=1 {2: {3: 10}}, a=0 {0: {1: 20}, 1: {0: 30, 2: 40}}; k1: a=1 {0: {1: 50}}
+    inputs = {"crd_outer1": [1, 0, "S0", 1, "S1", "D"], "crd_outer0": [2, "S0", 0, 1, "S1", 0, "S2", "D"],
+              "crd_inner": [3, "S1", 1, "S0", 0, 2, "S2", 1, "S3", "D"],
+              "val": [10, "S1", 20, "S0", 30, 40, "S2", 50, "S3", "D"]}
+    got, _, _ = check_op("spacc", {"order": 3, "dim": 4, "dim_outer": 3, "dim_outer1": 2}, inputs, stalls=stalls,
+                         seed=3)
+    assert got == {"crd_outer1": [0, 1, "S0", "D"], "crd_outer0": [0, 1, "S0", 0, 2, "S1", "D"],
+                   "crd_inner": [1, "S0", 0, 2, "S1", 1, "S0", 3, "S2", "D"],
+                   "val": [20, "S0", 30, 40, "S1", 50, "S0", 10, "S2", "D"]}
+
+
+def test_transpose_group2(stalls):
+    # a 2x3 matrix {(0,1): 1, (0,2): 2, (1,0): 3} as one-coordinate fibres, re-sorted by (col, row)
+    inputs = {"crd_outer0": [1, "S0", 2, "S1", 0, "S2", "D"], "crd_inner": [0, "S1", 0, "S2", 1, "S3", "D"],
+              "val": [1, "S1", 2, "S2", 3, "S3", "D"]}
+    got, _, _ = check_op("spacc", {"order": 2, "group": 2, "dim": 2, "dim_outer": 3}, inputs, stalls=stalls, seed=4)
+    assert got == {"crd_outer0": [0, 1, 2, "S0", "D"], "crd_inner": [1, "S0", 0, "S0", 0, "S1", "D"],
+                   "val": [3, "S0", 1, "S0", 2, "S1", "D"]}
+
+
+def test_order3_overflow_flag():
+    # (a, b, j) = (0, 2, 0) is beyond dim_outer 2: dropped
+    out, _ = run_hw_op("spacc", {"order": 3, "dim": 2, "dim_outer": 2, "dim_outer1": 1},
+                       {"crd_outer1": [0, "S1", "D"], "crd_outer0": [1, 2, "S2", "D"],
+                        "crd_inner": [1, "S0", 0, "S3", "D"], "val": [5, "S0", 6, "S3", "D"]})
+    assert out == {"crd_outer1": [0, "S0", "D"], "crd_outer0": [1, "S1", "D"], "crd_inner": [1, "S2", "D"],
+                   "val": [5, "S2", "D"]}
+
+
+def test_params_are_checked():
+    with pytest.raises(HardwareError, match="order 3 needs 'dim_outer1'"):
+        Spacc({"order": 3, "dim": 4, "dim_outer": 4})
+    with pytest.raises(HardwareError, match="needs 'dim'"):
+        Spacc({"order": 1})
+    with pytest.raises(GraphError, match="group must be an integer >= 1"):
+        Spacc({"order": 2, "group": 0, "dim": 4, "dim_outer": 4})
 
 
 def _crds(dim, sorted_):
@@ -70,6 +112,23 @@ def order2(draw):
             {"crd_outer0": outer, "crd_inner": inner, "val": vals})
 
 
+DIMS = {1: (5,), 2: (3, 4), 3: (2, 3, 3)}
+
+
+@st.composite
+def grouped(draw, order, group, max_len=3):
+    """Any order and group: unsorted, repeated coordinates at every sub-tree level."""
+    dims = tuple(draw(st.integers(1, d)) for d in DIMS[order])
+    val = st.one_of(st_value(), st.just("N"))
+    tree, kept, g = draw(st_spacc_tree(order, dims, val, group=group, max_len=max_len))
+    params = {"order": order, "group": g, "op": draw(st.sampled_from(["sum", "max"])), "dim": dims[-1]}
+    if order >= 2:
+        params["dim_outer"] = dims[-2]
+    if order == 3:
+        params["dim_outer1"] = dims[0]
+    return params, spacc_streams(tree, kept + g, order)
+
+
 @hw_settings(20)
 @given(order1(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_order1_random(c, stalls, seed):
@@ -79,6 +138,19 @@ def test_order1_random(c, stalls, seed):
 @hw_settings(20)
 @given(order2(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_order2_random(c, stalls, seed):
+    check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@hw_settings(20)
+@given(grouped(3, (1, 1)), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_order3_random(c, stalls, seed):
+    check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@hw_settings(20)
+@given(st.sampled_from([1, 2, 3]).flatmap(lambda o: grouped(o, (2, 3), max_len=3 if o < 3 else 2)),
+       st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_group_random(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)
 
 
@@ -93,4 +165,12 @@ def test_sweep_0(c, stalls, seed):
 @hw_settings(400)
 @given(order2(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
 def test_sweep_1(c, stalls, seed):
+    check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.slow
+@hw_settings(300)
+@given(st.sampled_from([1, 2, 3]).flatmap(lambda o: st.sampled_from([(1, 1), (2, 3)]).flatmap(
+    lambda g: grouped(o, g, max_len=3 if o < 3 else 2))), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
+def test_sweep_2(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)

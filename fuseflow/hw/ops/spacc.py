@@ -1,39 +1,50 @@
-"""spacc: sparse accumulator (fuseflow/sim/ops/spacc.py), orders 1 and 2.
+"""spacc: sparse accumulator (fuseflow/sim/ops/spacc.py), orders 1, 2 and 3, ``group`` reduced levels.
+
+Streams, outermost first (sub-tree depth d = stream d): ``crd_outer{order-2}`` .. ``crd_outer0``,
+``crd_inner`` (with ``val``); capacities ``dims`` = (``dim_outer1``,) ``dim_outer``, ``dim`` for the
+streams of order 3 (2; order 1: ``dim``).
 
 Storage (owned by the op, not a tensor memory): a dense accumulator array ``acc`` (value width x
-``dim`` entries for order 1, ``dim_outer * dim`` for order 2; one combinational read port, one synchronous
-write port) and an occupancy bitmap register (``dim`` or ``dim_outer * dim`` bits). Emission walks the
-bitmap with a find-first-set, so entries leave in sorted order one per cycle. Capacity: inner
-coordinates must be ``< dim`` (and outer ones ``< dim_outer``); a coordinate beyond is not accumulated
-and sets the sticky ``overflow`` output. The bitmap and find-first-set cost O(dim) (order 2:
-O(dim_outer * dim)) logic: meant for dims up to a few hundred.
+``prod(dims)`` entries, address ``(a * dim_outer + b) * dim + j``; one combinational read port, one
+synchronous write port) and an occupancy bitmap register of ``prod(dims)`` bits. Emission walks the bitmap
+with find-first-set (order 2: lowest non-empty row, then its lowest bit; order 3: lowest non-empty plane,
+row, bit), so entries leave in sorted order one per cycle. Capacity: a coordinate of stream d must be
+``< dims[d]``; an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmap and the
+priority encoders cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3
+is for small tensors).
 
-Order 1 (``i_crd_inner``, ``i_val`` -> ``o_crd_inner``, ``o_val``), accumulate phase, both heads:
-coordinate j -> ``acc[j] = f(acc[j], v)`` (or v when j is new; N = 0), pops both, no output; ``S0`` ->
-pops both; ``S_n`` (n >= 1) -> pops both, no output, then the emission phase: one firing per occupied j
-(ascending) emitting ``(j, acc[j])`` and clearing it, then one firing emitting ``S_(n-1)`` on both; D -> D.
+Accumulate phase: register ``dep`` is the stream being read, ``closed`` says its next token is a stop whose
+fibre end a deeper stream already signalled, ``pre[d]`` holds the current coordinate of stream d.
+- ``dep`` = innermost: both heads (crd_inner, val); data -> ``acc[pre, j] = f(acc, v)`` (or v when new;
+  N = 0), pops both; a stop pops both and ends the fibre (below).
+- ``dep`` = d < innermost, ``closed``: pops stream d's stop alone and ends its fibre.
+- otherwise stream d's head: data -> ``pre[d]``, ``dep = d + 1``; a stop (an empty fibre: every deeper
+  stream holds its bare stop) pops streams d.. and val together and ends the fibre; D (d = 0) needs every
+  head and emits D on every output.
+- fibre end of stream d with a stop of level j: d > 0 -> ``dep = d - 1``, ``closed = j != 0``; d = 0 and
+  j >= group -> the emission phase with ``base = j - group``.
 
-Order 2 (adds ``i_crd_outer0`` / ``o_crd_outer0``; the accumulated sub-tree is (i, j)): outside an
-inner fibre the outer head is inspected: i -> pops it, the inner fibre of i follows (``j`` + values
-accumulated into row i, its stop pops both; a stop of level >= 1 means the outer fibre is closed and the
-next outer stop is popped alone); an outer stop ``S_m`` (with ``S_(m+1)`` on the inner streams unless
-closed) pops, and for m >= 1 starts the emission: per non-empty row i (ascending) its entries
-(``i`` on ``o_crd_outer0`` with the first one only), then ``S0`` on crd_inner/val, except after the last
-row, which gets ``S_m``, ``S_m`` and ``S_(m-1)`` on crd_outer0 (also the whole output when no row is
-non-empty). D -> D on all three.
+Emission: one firing per entry (coordinate on stream d only with the first entry of its fibre), then per
+row end one stop firing (order 3: S1 on crd_inner/val + S0 on crd_outer0 when the plane also ended, else
+S0 on crd_inner/val; order 2: S0 on crd_inner/val), except after the last row (or for an empty group):
+S_(base + d) on stream d (val: as crd_inner), back to the accumulate phase.
 """
+
+from math import prod
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
+from ...samml.registry import check_spacc
 from ..stream import all_of
-from ..token import is_data_or_empty, is_done, is_empty, is_stop, stop_level
+from ..token import is_data_or_empty, is_done, is_empty, stop_level
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
 from .alu import fixed_op
 
 ACC, EMIT, ROWSTOP = 0, 1, 2
+_PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
 
 
 def _ffs(m, bits, n, name):
@@ -45,24 +56,28 @@ def _ffs(m, bits, n, name):
     return idx
 
 
+def _one_bit(x):
+    """At most one bit of ``x`` is set."""
+    return (x & (x - 1)) == 0
+
+
 class Spacc(OpComponent):
     op_name = "spacc"
 
     def _add_members(self, members):
         p = self.params
-        if p.get("dim") is None:
-            raise HardwareError("op spacc", "needs 'dim' (size of the innermost dimension: the accumulator's "
-                                            "capacity in hardware)")
-        self.dim = int(p["dim"])
+        check_spacc(p, "op spacc")
         self.order = int(p["order"])
-        if self.order == 2:
-            if p.get("dim_outer") is None:
-                raise HardwareError("op spacc", "order 2 needs 'dim_outer' (size of the outer dimension)")
-            self.dim_outer = int(p["dim_outer"])
-        else:
-            self.dim_outer = 1
-        if self.dim < 1 or self.dim_outer < 1:
-            raise HardwareError("op spacc", "dim and dim_outer must be >= 1")
+        self.group = int(p.get("group") or 1)
+        names = ["dim_outer1", "dim_outer", "dim"][3 - self.order:]
+        for name in names:
+            if p.get(name) is None:
+                raise HardwareError("op spacc", f"order {self.order} needs '{name}' (size of {_PORT[name]}'s "
+                                                "dimension: the accumulator's capacity in hardware)")
+            if int(p[name]) < 1:
+                raise HardwareError("op spacc", f"'{name}' must be >= 1, got {p[name]}")
+        self.dims = [int(p[x]) for x in names]
+        self.dim = self.dims[-1]
         members["overflow"] = Out(1)
 
     def elaborate(self, platform):
@@ -70,8 +85,9 @@ class Spacc(OpComponent):
         fx = self.fixed
         W = fx.width
         w = self.crd_width
-        dim, dout = self.dim, self.dim_outer
-        n = dim * dout
+        order, dims = self.order, self.dims
+        dim = dims[-1]
+        n = prod(dims)
         f = self.fire_logic()
         acc = Memory(shape=unsigned(W), depth=n, init=[])
         m.submodules.acc = acc
@@ -81,8 +97,11 @@ class Spacc(OpComponent):
         overflow = Signal()
         m.d.comb += self.overflow.eq(overflow)
         phase = Signal(range(3))
-        level = Signal(8)                        # level of the stop that closes the emission
+        base = Signal(8)                         # m - group of the stop that closed the group
 
+        names = [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
+        ins = [getattr(self, f"i_{x}") for x in names]
+        outs = [getattr(self, f"o_{x}") for x in names]
         c, cv = self.i_crd_inner.payload, self.i_crd_inner.valid
         v, vv = self.i_val.payload, self.i_val.valid
         oc, ov = self.o_crd_inner, self.o_val
@@ -92,129 +111,162 @@ class Spacc(OpComponent):
         m.d.comb += cur_val.eq(rp.data.as_signed())
         merged = fixed_op(m, "add" if self.params["op"] == "sum" else "max", cur_val, x, fx, prefix="acc")
 
-        def accumulate(row, cond):
-            """Accumulate (row, c) <- v on fire (row: a Value or 0)."""
+        dep = Signal(range(max(order, 2)))
+        closed = Signal()
+        pre = [Signal(w, name=f"pre{d}") for d in range(order - 1)]
+        first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
+
+        def accumulate():
+            """On fire: acc[pre, c] <- merge(v)."""
             j = c.data[:w]
             addr = Signal(range(max(n, 2)), name="acc_addr")
-            ok = (j < dim) & (row < dout)
-            m.d.comb += addr.eq(row * dim + j)
+            ok = j < dim
+            lin = 0
+            for d in range(order - 1):
+                lin = lin * dims[d] + pre[d] if d else pre[d]
+                ok = ok & (pre[d] < dims[d])
+            m.d.comb += addr.eq(lin * dim + j if order > 1 else j)
             occupied = bitmap.bit_select(addr, 1)
             m.d.comb += [rp.addr.eq(addr), wp.addr.eq(addr), wp.data.eq(Mux(occupied, merged, x)),
-                         wp.en.eq(cond & ok)]
-            with m.If(cond):
+                         wp.en.eq(f.fire & ok)]
+            with m.If(f.fire):
                 with m.If(ok):
                     m.d.sync += bitmap.bit_select(addr, 1).eq(1)
                 with m.Else():
                     m.d.sync += overflow.eq(1)
 
-        if self.order == 1:
-            j = _ffs(m, bitmap, n, "emit_j")
-            with m.Switch(phase):
-                with m.Case(ACC):
-                    m.d.comb += [f.go.eq(cv & vv), f.pop["crd_inner"].eq(1), f.pop["val"].eq(1)]
-                    with m.If(is_data_or_empty(c)):
-                        accumulate(0, f.fire)
-                    with m.Elif(is_done(c)):
-                        m.d.comb += [f.push["crd_inner"].eq(1), f.push["val"].eq(1)]
-                        copy_ctrl(m, oc, c)
-                        copy_ctrl(m, ov, c)
-                    with m.Elif(is_stop(c) & (stop_level(c) != 0)):
-                        with m.If(f.fire):
-                            m.d.sync += [phase.eq(EMIT), level.eq(stop_level(c) - 1)]
-                with m.Case(EMIT):
-                    m.d.comb += [f.go.eq(1), f.push["crd_inner"].eq(1), f.push["val"].eq(1)]
-                    with m.If(bitmap != 0):
-                        m.d.comb += rp.addr.eq(j)
-                        set_data(m, oc, j)
-                        set_data(m, ov, cur_val)
-                        with m.If(f.fire):
-                            m.d.sync += bitmap.bit_select(j, 1).eq(0)
-                    with m.Else():
-                        set_stop(m, oc, level)
-                        set_stop(m, ov, level)
-                        with m.If(f.fire):
-                            m.d.sync += phase.eq(ACC)
-            f.build(m)
-            return m
-
-        # ---- order 2 ----
-        ii, iv_ = self.i_crd_outer0.payload, self.i_crd_outer0.valid
-        oi = self.o_crd_outer0
-        cur = Signal(w)
-        in_row = Signal()                        # reading the inner fibre of `cur`
-        closed = Signal()
-        first = Signal(init=1)                   # the next entry is its row's first
-        rows = [bitmap[r * dim:(r + 1) * dim] for r in range(dout)]
-        row_nz = Signal(dout)
-        for r in range(dout):
-            m.d.comb += row_nz[r].eq(rows[r].any())
-        ei = _ffs(m, row_nz, dout, "emit_i")
-        row_bits = Signal(dim)
-        m.d.comb += row_bits.eq(bitmap.word_select(ei, dim))
-        ej = _ffs(m, row_bits, dim, "emit_j")
-        eaddr = Signal(range(max(n, 2)))
-        m.d.comb += eaddr.eq(ei * dim + ej)
-        pushes_all = [f.push["crd_inner"], f.push["crd_outer0"], f.push["val"]]
-        pops_all = [f.pop["crd_inner"], f.pop["crd_outer0"], f.pop["val"]]
+        def end_fibre(d, j):
+            """On fire: the fibre of stream d ended with a stop of level j."""
+            with m.If(f.fire):
+                if d:
+                    m.d.sync += [dep.eq(d - 1), closed.eq(j != 0)]
+                else:
+                    m.d.sync += closed.eq(0)
+                    with m.If(j >= self.group):
+                        m.d.sync += [phase.eq(EMIT), base.eq(j - self.group)] + [s.eq(1) for s in first]
 
         def final_stops():
-            m.d.comb += [p.eq(1) for p in pushes_all]
-            set_stop(m, oi, level - 1)
-            set_stop(m, oc, level)
-            set_stop(m, ov, level)
+            m.d.comb += [f.push[p].eq(1) for p in f.push]
+            for d, o in enumerate(outs):
+                set_stop(m, o, base + d)
+            set_stop(m, ov, base + order - 1)
             with m.If(f.fire):
-                m.d.sync += [phase.eq(ACC), first.eq(1)]
+                m.d.sync += phase.eq(ACC)
+
+        # ---- find-first-set over the bitmap, outermost level first
+        if order == 1:
+            ecrd = [_ffs(m, bitmap, n, "emit_j")]
+            row_bits = bitmap
+            plane_last = None
+        else:
+            nrows = n // dim
+            row_nz = Signal(nrows)
+            for r in range(nrows):
+                m.d.comb += row_nz[r].eq(bitmap[r * dim:(r + 1) * dim].any())
+            if order == 2:
+                ea = _ffs(m, row_nz, nrows, "emit_a")
+                ecrd = [ea]
+                row_idx = ea
+                plane_last = None
+            else:
+                d0, d1 = dims[0], dims[1]
+                plane_nz = Signal(d0)
+                for a in range(d0):
+                    m.d.comb += plane_nz[a].eq(row_nz[a * d1:(a + 1) * d1].any())
+                ea = _ffs(m, plane_nz, d0, "emit_a")
+                plane_rows = Signal(d1)
+                m.d.comb += plane_rows.eq(row_nz.word_select(ea, d1))
+                eb = _ffs(m, plane_rows, d1, "emit_b")
+                row_idx = Signal(range(max(nrows, 2)))
+                m.d.comb += row_idx.eq(ea * d1 + eb)
+                ecrd = [ea, eb]
+                plane_last = _one_bit(plane_rows)
+            row_bits = Signal(dim)
+            m.d.comb += row_bits.eq(bitmap.word_select(row_idx, dim))
+            ej = _ffs(m, row_bits, dim, "emit_j")
+            ecrd.append(ej)
+        eaddr = Signal(range(max(n, 2)))
+        m.d.comb += eaddr.eq(ecrd[-1] if order == 1 else row_idx * dim + ecrd[-1])
+        plane_end = Signal()                     # order 3: the row just emitted was its plane's last
 
         with m.Switch(phase):
             with m.Case(ACC):
-                with m.If(in_row):
-                    m.d.comb += [f.go.eq(cv & vv), f.pop["crd_inner"].eq(1), f.pop["val"].eq(1)]
-                    with m.If(is_data_or_empty(c)):
-                        accumulate(cur, f.fire)
-                    with m.Else():
-                        with m.If(f.fire):
-                            m.d.sync += [in_row.eq(0), closed.eq(stop_level(c) != 0)]
-                with m.Elif(~ii.ctrl):
-                    m.d.comb += [f.go.eq(iv_), f.pop["crd_outer0"].eq(1)]
-                    with m.If(f.fire):
-                        m.d.sync += [cur.eq(ii.data[:w]), in_row.eq(1)]
-                with m.Elif(is_done(ii)):
-                    m.d.comb += [f.go.eq(iv_ & cv & vv)] + [p.eq(1) for p in pushes_all + pops_all]
-                    copy_ctrl(m, oi, ii)
-                    copy_ctrl(m, oc, ii)
-                    copy_ctrl(m, ov, ii)
-                with m.Else():
-                    with m.If(closed):
-                        m.d.comb += [f.go.eq(iv_), f.pop["crd_outer0"].eq(1)]
-                    with m.Else():
-                        m.d.comb += [f.go.eq(iv_ & cv & vv)] + [p.eq(1) for p in pops_all]
-                    with m.If(f.fire):
-                        m.d.sync += closed.eq(0)
-                        with m.If(stop_level(ii) != 0):
-                            m.d.sync += [phase.eq(EMIT), level.eq(stop_level(ii)), first.eq(1)]
+                with m.Switch(dep):
+                    for d in range(order):
+                        with m.Case(d):
+                            hd, hv = ins[d].payload, ins[d].valid
+                            if d == order - 1:
+                                m.d.comb += [f.pop["crd_inner"].eq(1), f.pop["val"].eq(1)]
+                                with m.If(is_data_or_empty(c)):
+                                    m.d.comb += f.go.eq(cv & vv)
+                                    accumulate()
+                                with m.Elif(is_done(c)):
+                                    if d == 0:
+                                        m.d.comb += f.go.eq(cv & vv)
+                                        m.d.comb += [f.push[p].eq(1) for p in f.push]
+                                        for o in outs + [ov]:
+                                            copy_ctrl(m, o, c)
+                                with m.Else():
+                                    m.d.comb += f.go.eq(cv & vv)
+                                    end_fibre(d, stop_level(c))
+                                continue
+                            with m.If(closed):
+                                m.d.comb += [f.go.eq(hv), f.pop[names[d]].eq(1)]
+                                end_fibre(d, stop_level(hd))
+                            with m.Elif(~hd.ctrl):
+                                m.d.comb += [f.go.eq(hv), f.pop[names[d]].eq(1)]
+                                with m.If(f.fire):
+                                    m.d.sync += [pre[d].eq(hd.data[:w]), dep.eq(d + 1)]
+                            with m.Else():
+                                deeper = ins[d:] + [self.i_val]
+                                m.d.comb += [f.go.eq(all_of(s.valid for s in deeper))]
+                                m.d.comb += [f.pop[p].eq(1) for p in names[d:] + ["val"]]
+                                if d == 0:
+                                    with m.If(is_done(hd)):
+                                        m.d.comb += [f.push[p].eq(1) for p in f.push]
+                                        for o in outs + [ov]:
+                                            copy_ctrl(m, o, hd)
+                                    with m.Else():
+                                        end_fibre(d, stop_level(hd))
+                                else:
+                                    end_fibre(d, stop_level(hd))
             with m.Case(EMIT):
                 m.d.comb += f.go.eq(1)
-                with m.If(row_nz == 0):
+                with m.If(bitmap == 0):
                     final_stops()
                 with m.Else():
-                    m.d.comb += [f.push["crd_inner"].eq(1), f.push["val"].eq(1), f.push["crd_outer0"].eq(first),
-                                 rp.addr.eq(eaddr)]
-                    set_data(m, oi, ei)
-                    set_data(m, oc, ej)
+                    m.d.comb += [f.push["crd_inner"].eq(1), f.push["val"].eq(1), rp.addr.eq(eaddr)]
+                    for d in range(order - 1):
+                        m.d.comb += f.push[names[d]].eq(first[d])
+                    for d in range(order):
+                        set_data(m, outs[d], ecrd[d])
                     set_data(m, ov, cur_val)
                     with m.If(f.fire):
-                        m.d.sync += [bitmap.bit_select(eaddr, 1).eq(0), first.eq(0)]
-                        with m.If((row_bits & (row_bits - 1)) == 0):
-                            m.d.sync += phase.eq(ROWSTOP)
-            with m.Case(ROWSTOP):
-                m.d.comb += f.go.eq(1)
-                with m.If(row_nz == 0):
-                    final_stops()
-                with m.Else():
-                    m.d.comb += [f.push["crd_inner"].eq(1), f.push["val"].eq(1)]
-                    set_stop(m, oc, 0)
-                    set_stop(m, ov, 0)
-                    with m.If(f.fire):
-                        m.d.sync += [phase.eq(EMIT), first.eq(1)]
+                        m.d.sync += [bitmap.bit_select(eaddr, 1).eq(0)] + [s.eq(0) for s in first]
+                        if order > 1:
+                            with m.If(_one_bit(row_bits)):
+                                m.d.sync += phase.eq(ROWSTOP)
+                                if plane_last is not None:
+                                    m.d.sync += plane_end.eq(plane_last)
+            if order > 1:
+                with m.Case(ROWSTOP):
+                    m.d.comb += f.go.eq(1)
+                    with m.If(bitmap == 0):
+                        final_stops()
+                    with m.Else():
+                        m.d.comb += [f.push["crd_inner"].eq(1), f.push["val"].eq(1)]
+                        if order == 3:
+                            m.d.comb += f.push[names[1]].eq(plane_end)
+                            set_stop(m, outs[1], 0)
+                            set_stop(m, oc, plane_end)
+                            set_stop(m, ov, plane_end)
+                        else:
+                            set_stop(m, oc, 0)
+                            set_stop(m, ov, 0)
+                        with m.If(f.fire):
+                            m.d.sync += phase.eq(EMIT)
+                            m.d.sync += first[order - 2].eq(1)
+                            if order == 3:
+                                m.d.sync += first[0].eq(plane_end)
         f.build(m)
         return m

@@ -1,18 +1,30 @@
-"""spacc: sparse accumulator. Merges the values of every fibre of a reduced index into a sorted sub-tree.
+"""spacc: sparse accumulator. Merges every entry of a group into one sorted sub-tree (docs/samml.md, spacc).
 
-Order 1: inputs crd_inner (levels ..., k, j) and val; a group is every k fibre between stops of level >= 1.
-Order 2: adds crd_outer0 (levels ..., k, i); the accumulated sub-tree is (i, j).
-A group ends with the firing that takes its closing stop (no output); the entries then leave one per cycle
-in sorted order, followed by the closing stop(s).
+The sub-tree has ``order`` levels: (j) for order 1, (a, j) for order 2, (a, b, j) for order 3. The streams,
+outermost first, are ``crd_outer{order-2}`` ... ``crd_outer0``, ``crd_inner`` (with ``val``); sub-tree depth d
+(0 = outermost) is stream d. ``group`` reduced levels sit directly above the sub-tree, so a group (everything
+under one prefix of kept levels) ends with a stop S_m, m >= group, on stream 0. Coordinates may come in any
+order and repeat; entries with the same (a, b, j) are merged with ``op``.
+
+Timing: one firing per input step (no output); the firing that takes the group-closing stop starts the
+emission: one firing per entry in sorted order, one per fibre end (the last one carries the group's closing
+stops, S_(m - group + d) on stream d).
 """
 
-from ._common import LEVEL, STOPS, bad, wait_room
+from ...samml.registry import check_spacc
+from ._common import LEVEL, STOPS, bad, fire_at
+
+
+def stream_names(order):
+    """Sub-tree streams, outermost first: crd_outer{order-2}, ..., crd_outer0, crd_inner."""
+    return [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
 
 
 def run(st, ins, outs):
+    check_spacc(st.params, f"node {st.id}")
     if st.params["order"] == 1:
         return _order1(st, ins, outs)
-    return _order2(st, ins, outs)
+    return _nested(st, ins, outs)
 
 
 def _order1(st, ins, outs):
@@ -21,6 +33,7 @@ def _order1(st, ins, outs):
     both = [oc, ov]
     f = st.env.binary["add" if st.params["op"] == "sum" else "max"]
     zero = st.env.zero
+    group = st.params.get("group", 1)
     acc = {}
     clock = -1
     while True:
@@ -37,15 +50,12 @@ def _order1(st, ins, outs):
                 raise bad(st, f"coordinate {c} meets value token {v!r}")
             acc[c] = f(acc[c], v) if c in acc else v
             st.alu_ops += 1
-            ic.pop(t)
-            iv.pop(t)
         elif c != v:
             raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
         elif c == "D":
             if acc:
-                raise bad(st, "stream ends inside a group (no stop of level >= 1 closed it)")
-            r = yield from wait_room(both)
-            t = max(t, r)
+                raise bad(st, "stream ends inside a group (no stop of level >= group closed it)")
+            t = yield from fire_at(st, both, t)
             ic.pop(t)
             iv.pop(t)
             oc.push("D", t)
@@ -53,154 +63,174 @@ def _order1(st, ins, outs):
             st.clock = t
             st.busy += 1
             return
-        elif c == "S0":
-            ic.pop(t)
-            iv.pop(t)
         elif c in LEVEL:
-            ic.pop(t)
-            iv.pop(t)
-            clock = st.clock = t
-            st.busy += 1
-            for j in sorted(acc):
-                r = yield from wait_room(both)
-                t = max(clock + 1, r)
-                oc.push(j, t)
-                ov.push(acc[j], t)
+            m = LEVEL[c]
+            if m >= group:
+                ic.pop(t)
+                iv.pop(t)
                 clock = st.clock = t
                 st.busy += 1
-            acc = {}
-            r = yield from wait_room(both)
-            t = max(clock + 1, r)
-            s = STOPS[LEVEL[c] - 1]
-            oc.push(s, t)
-            ov.push(s, t)
+                clock = yield from _emit(st, {(): acc} if acc else {}, m - group, both, clock)
+                acc = {}
+                continue
         else:
             raise bad(st, f"unexpected token {c!r}")
+        ic.pop(t)
+        iv.pop(t)
         clock = st.clock = t
         st.busy += 1
 
 
-def _order2(st, ins, outs):
-    ij, ii, iv = ins["crd_inner"], ins["crd_outer0"], ins["val"]
-    oj, oi, ov = outs["crd_inner"], outs["crd_outer0"], outs["val"]
-    allouts = [oj, oi, ov]
+def _nested(st, ins, outs):
+    """Orders 2 and 3: a walk over the nested input streams (depth d reads stream d)."""
+    n = st.params["order"]
+    group = st.params.get("group", 1)
+    names = stream_names(n)
+    chans = [ins[x] for x in names]
+    iv = ins["val"]
+    ochans = [outs[x] for x in names] + [outs["val"]]
+    ic = chans[-1]
     f = st.env.binary["add" if st.params["op"] == "sum" else "max"]
     zero = st.env.zero
-    acc = {}                 # i -> {j: value}
-    cur = None               # the outer coordinate whose inner fibre is being read
-    closed = False           # the last inner stop also closed the outer fibre
+    acc = {}                 # (a,) or (a, b) -> {j: value}
+    prefix = [None] * (n - 1)
+    row = None               # acc row of the current prefix (while reading crd_inner)
+    d = 0                    # the stream being read
+    closed = False           # stream d's next token is a stop whose fibre end a deeper stream already signalled
+    want = 0                 # ... and its level
     clock = -1
     while True:
-        if cur is None:
-            while not ii.toks:
-                yield ii
-            x = ii.toks[0]
-            t = max(clock + 1, ii.times[0] + 1)
-            if x.__class__ is not str:
-                ii.pop(t)
-                cur = x
-                acc.setdefault(x, {})
-            elif x == "D":
-                if any(acc.values()):
-                    raise bad(st, "stream ends inside a group (no stop of level >= 1 closed it)")
-                while not ij.toks:
-                    yield ij
-                while not iv.toks:
-                    yield iv
-                if ij.toks[0] != "D" or iv.toks[0] != "D":
-                    raise bad(st, "crd_outer0 is done but crd_inner/val are not")
-                t = max(t, ij.times[0] + 1, iv.times[0] + 1)
-                r = yield from wait_room(allouts)
-                t = max(t, r)
-                for ch in (ii, ij, iv):
-                    ch.pop(t)
-                for o in allouts:
-                    o.push("D", t)
-                st.clock = t
-                st.busy += 1
-                return
-            elif x in LEVEL:
-                m = LEVEL[x]
-                if closed:
-                    ii.pop(t)
-                    closed = False
-                else:
-                    # an empty outer fibre: the inner streams hold its bare stop S_(m+1)
-                    while not ij.toks:
-                        yield ij
-                    while not iv.toks:
-                        yield iv
-                    want = STOPS[m + 1]
-                    if ij.toks[0] != want or iv.toks[0] != want:
-                        raise bad(st, f"outer {x} needs inner {want}, got {ij.toks[0]!r}/{iv.toks[0]!r}")
-                    t = max(t, ij.times[0] + 1, iv.times[0] + 1)
-                    for ch in (ii, ij, iv):
-                        ch.pop(t)
-                if m >= 1:
-                    clock = st.clock = t
-                    st.busy += 1
-                    t = yield from _emit2(st, acc, m, oj, oi, ov, allouts, clock)
-                    acc = {}
-            else:
-                raise bad(st, f"unexpected token {x!r} on crd_outer0")
-        else:
-            while not ij.toks:
-                yield ij
+        if d == n - 1:
+            # crd_inner and val: data accumulate into the current row; a stop ends the row
+            while not ic.toks:
+                yield ic
             while not iv.toks:
                 yield iv
-            c, v = ij.toks[0], iv.toks[0]
-            t = max(clock + 1, ij.times[0] + 1, iv.times[0] + 1)
+            c, v = ic.toks[0], iv.toks[0]
+            t = max(clock + 1, ic.times[0] + 1, iv.times[0] + 1)
+            ic.pop(t)
+            iv.pop(t)
+            clock = st.clock = t
+            st.busy += 1
             if c.__class__ is not str:
                 if v == "N":
                     v = zero
                 elif v.__class__ is str:
                     raise bad(st, f"coordinate {c} meets value token {v!r}")
-                row = acc[cur]
                 row[c] = f(row[c], v) if c in row else v
                 st.alu_ops += 1
-            elif c != v or c not in LEVEL:
+                continue
+            if c != v or c not in LEVEL:
                 raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
+            j = LEVEL[c]
+        else:
+            ch = chans[d]
+            while not ch.toks:
+                yield ch
+            x = ch.toks[0]
+            t = max(clock + 1, ch.times[0] + 1)
+            if closed:
+                if x != STOPS[want]:
+                    raise bad(st, f"{names[d]} has {x!r} where the fibre end needs {STOPS[want]}")
+                ch.pop(t)
+                j = want
+                closed = False
+            elif x.__class__ is not str:
+                ch.pop(t)
+                clock = st.clock = t
+                st.busy += 1
+                prefix[d] = x
+                d += 1
+                if d == n - 1:
+                    row = acc.setdefault(tuple(prefix), {})
+                continue
+            elif x in LEVEL:
+                # an empty fibre on stream d: every deeper stream holds its bare stop, one level up per depth
+                j = LEVEL[x]
+                deeper = chans[d + 1:] + [iv]
+                for e, dch in enumerate(deeper):
+                    while not dch.toks:
+                        yield dch
+                    need = STOPS[j + min(e + 1, n - 1 - d)]
+                    if dch.toks[0] != need:
+                        raise bad(st, f"{names[d]} has the bare stop {x}, so {dch.consumer or 'a deeper input'} "
+                                      f"needs {need}, got {dch.toks[0]!r}")
+                    if dch.times[0] + 1 > t:
+                        t = dch.times[0] + 1
+                ch.pop(t)
+                for dch in deeper:
+                    dch.pop(t)
+            elif x == "D":
+                if d != 0:
+                    raise bad(st, f"{names[d]} ends inside a fibre of {names[d - 1]}")
+                if any(acc.values()):
+                    raise bad(st, "stream ends inside a group (no stop of level >= group closed it)")
+                for dch in chans[1:] + [iv]:
+                    while not dch.toks:
+                        yield dch
+                    if dch.toks[0] != "D":
+                        raise bad(st, f"{names[0]} is done but another input has {dch.toks[0]!r}")
+                    if dch.times[0] + 1 > t:
+                        t = dch.times[0] + 1
+                t = yield from fire_at(st, ochans, t)
+                for dch in chans + [iv]:
+                    dch.pop(t)
+                for o in ochans:
+                    o.push("D", t)
+                st.clock = t
+                st.busy += 1
+                return
             else:
-                closed = c != "S0"
-                cur = None
-            ij.pop(t)
-            iv.pop(t)
-        clock = st.clock = t
-        st.busy += 1
+                raise bad(st, f"unexpected token {x!r} on {names[d]}")
+            clock = st.clock = t
+            st.busy += 1
+        # the fibre of stream d ended with a stop of level j (taken in cycle clock)
+        if d:
+            d -= 1
+            if j:
+                closed, want = True, j - 1
+        elif j >= group:
+            clock = yield from _emit(st, acc, j - group, ochans, clock)
+            acc = {}
 
 
-def _emit2(st, acc, m, oj, oi, ov, allouts, clock):
-    """Emit the accumulated (i, j) sub-tree; returns the cycle of the last firing."""
-    rows = [(i, acc[i]) for i in sorted(acc) if acc[i]]
+def _emit(st, acc, base, ochans, clock):
+    """Emit the accumulated sub-tree ({prefix tuple: {j: value}}) after the group-closing firing in cycle
+    ``clock``; ``base`` = m - group. ``ochans``: the output streams outermost first, val last. Returns the cycle of
+    the last firing (the closing stops: S_(base + d) on stream d)."""
+    n = len(ochans) - 1
+    inner = ochans[n - 1:]                     # crd_inner, val
+    keys = sorted(p for p, r in acc.items() if r)
     t = clock
-    if not rows:
-        r = yield from wait_room(allouts)
-        t = max(clock + 1, r)
-        oi.push(STOPS[m - 1], t)
-        oj.push(STOPS[m], t)
-        ov.push(STOPS[m], t)
-        return t
-    for k, (i, row) in enumerate(rows):
-        for n, j in enumerate(sorted(row)):
-            outs = allouts if n == 0 else [oj, ov]
-            r = yield from wait_room(outs)
-            t = max(t + 1, r)
-            if n == 0:
-                oi.push(i, t)
-            oj.push(j, t)
-            ov.push(row[j], t)
+    q = 0                                      # the outermost stream that starts a new fibre
+    for k, p in enumerate(keys):
+        row = acc[p]
+        first = ochans[q:]
+        for idx, j in enumerate(sorted(row)):
+            t = yield from fire_at(st, first if idx == 0 else inner, t + 1)
+            if idx == 0:
+                for e in range(q, n - 1):
+                    ochans[e].push(p[e], t)
+            ochans[n - 1].push(j, t)
+            ochans[n].push(row[j], t)
             st.clock = t
             st.busy += 1
-        last = k == len(rows) - 1
-        outs = allouts if last else [oj, ov]
-        r = yield from wait_room(outs)
-        t = max(t + 1, r)
-        s = STOPS[m] if last else "S0"
-        oj.push(s, t)
-        ov.push(s, t)
-        if last:
-            oi.push(STOPS[m - 1], t)
-        if not last:
+        if k + 1 < len(keys):
+            nxt = keys[k + 1]
+            q = 0
+            while p[q] == nxt[q]:
+                q += 1
+            # streams q+1 .. n-1 close a fibre: stream q+1 with S0, each deeper one a level higher
+            t = yield from fire_at(st, ochans[q + 1:], t + 1)
+            for e in range(q + 1, n + 1):
+                s = STOPS[min(e, n - 1) - q - 1]
+                ochans[e].push(s, t)
             st.clock = t
             st.busy += 1
+    t = yield from fire_at(st, ochans, t + 1)
+    for e in range(n + 1):
+        s = STOPS[base + min(e, n - 1)]
+        ochans[e].push(s, t)
+    st.clock = t
+    st.busy += 1
     return t

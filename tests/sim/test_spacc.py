@@ -1,0 +1,105 @@
+"""spacc in the reference simulator: orders 1-3 and ``group`` reduced levels against a plain-Python merge
+model (unsorted, repeated coordinates; sum and max), the transpose use, and parameter validation."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fuseflow.errors import GraphError, StreamError
+from fuseflow.hw.testing import spacc_streams, st_spacc_tree, tree_map
+from fuseflow.sim import run_op
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+
+def _entries(fib, order, prefix=()):
+    """(coordinates, value) of every entry of a sub-tree fibre, in stream order."""
+    for c, sub in fib:
+        if len(prefix) == order - 1:
+            yield prefix + (c,), sub
+        else:
+            yield from _entries(sub, order, prefix + (c,))
+
+
+def _groups(node, depth):
+    """The sub-tree fibres of a group node (a nested list of ``depth`` reduced levels)."""
+    if depth == 0:
+        yield node
+    else:
+        for child in node:
+            yield from _groups(child, depth - 1)
+
+
+def _nest(merged, order):
+    """Sorted sub-tree fibre of {(a, b, j): value}."""
+    if order == 1:
+        return sorted((k[0], v) for k, v in merged.items())
+    heads = sorted({k[0] for k in merged})
+    return [(a, _nest({k[1:]: v for k, v in merged.items() if k[0] == a}, order - 1)) for a in heads]
+
+
+def model(tree, kept, group, order, op):
+    """The expected output streams: every group merged (first value as is, N = 0) and sorted."""
+    def merge(node):
+        acc = {}
+        for fib in _groups(node, group):
+            for key, v in _entries(fib, order):
+                v = 0.0 if v == "N" else v
+                acc[key] = v if key not in acc else (acc[key] + v if op == "sum" else max(acc[key], v))
+        return _nest(acc, order)
+    return spacc_streams(tree_map(tree, kept, merge), kept, order)
+
+
+VALUES = st.one_of(st.integers(-9, 9).map(float), st.just("N"))
+DIMS = {1: [6], 2: [4, 5], 3: [3, 3, 4]}
+
+
+@pytest.mark.parametrize("order,group,max_len", [(1, (1, 3), 3), (2, (1, 3), 3), (3, (1, 1), 3), (3, (2, 3), 2)])
+def test_merge_model(order, group, max_len):
+    @SETTINGS
+    @given(st_spacc_tree(order, DIMS[order], VALUES, group=group, max_len=max_len), st.sampled_from(["sum", "max"]))
+    def check(case, op):
+        tree, kept, g = case
+        inputs = spacc_streams(tree, kept + g, order)
+        out = run_op("spacc", {"order": order, "group": g, "op": op}, inputs)
+        assert out == model(tree, kept, g, order, op)
+    check()
+
+
+def test_transpose_by_group_2():
+    # a 2x3 matrix {(0,1): 1, (0,2): 2, (1,0): 3}, every entry a one-coordinate fibre, read as (col, row)
+    inputs = {"crd_outer0": [1, "S0", 2, "S1", 0, "S2", "D"], "crd_inner": [0, "S1", 0, "S2", 1, "S3", "D"],
+              "val": [1.0, "S1", 2.0, "S2", 3.0, "S3", "D"]}
+    out, info = run_op("spacc", {"order": 2, "group": 2}, inputs, stats=True)
+    assert out == {"crd_outer0": [0, 1, 2, "S0", "D"], "crd_inner": [1, "S0", 0, "S0", 0, "S1", "D"],
+                   "val": [3.0, "S0", 1.0, "S0", 2.0, "S1", "D"]}
+    # 12 input steps (the last takes the closing S2), 3 entries, 3 fibre ends, D
+    assert info["cycles"] == 12 + 3 + 3 + 1
+
+
+def test_order3_permutes_a_tensor():
+    # a 2x2x2 tensor (i, j, k) read in its storage order, every entry its own one-coordinate fibres carrying
+    # the target coordinates (k, i, j); group 3 (i, j, k all reduced) makes one group of the whole tensor
+    ents = {(0, 0, 1): 1.0, (0, 1, 0): 2.0, (1, 0, 1): 3.0, (1, 1, 1): 4.0}
+
+    def unit(i, j, k):
+        return [(k, [(i, [(j, ents[i, j, k])])])]
+    tree = [[[unit(0, 0, 1)], [unit(0, 1, 0)]], [[unit(1, 0, 1)], [unit(1, 1, 1)]]]
+    inputs = spacc_streams(tree, 3, 3)
+    assert inputs["crd_outer1"] == [1, "S1", 0, "S2", 1, "S1", 1, "S3", "D"]
+    out = run_op("spacc", {"order": 3, "group": 3}, inputs)
+    # target entries (k, i, j): (0,0,1)=2, (1,0,0)=1, (1,1,0)=3, (1,1,1)=4
+    assert out == {"crd_outer1": [0, 1, "S0", "D"], "crd_outer0": [0, "S0", 0, 1, "S1", "D"],
+                   "crd_inner": [1, "S1", 0, "S0", 0, 1, "S2", "D"], "val": [2.0, "S1", 1.0, "S0", 3.0, 4.0, "S2", "D"]}
+
+
+def test_bad_params_are_one_line_errors():
+    with pytest.raises(GraphError, match="group must be an integer >= 1"):
+        run_op("spacc", {"order": 1, "group": 0}, {"crd_inner": ["S1", "D"], "val": ["S1", "D"]})
+    with pytest.raises(GraphError, match="must be one of 1, 2, 3"):
+        run_op("spacc", {"order": 4}, {})
+
+
+def test_stream_ending_inside_a_group():
+    with pytest.raises(StreamError, match="ends inside a group"):
+        run_op("spacc", {"order": 2, "group": 2}, {"crd_outer0": [1, "S1", "D"], "crd_inner": [0, "S2", "D"],
+                                                   "val": [1.0, "S2", "D"]})
