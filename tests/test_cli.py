@@ -128,3 +128,21 @@ def test_inputs_from_mtx_and_npy_files(spmv):
     assert "check: outputs match NumPy" in p.stdout
     p = cli("fuseflow.sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "c.npy"), str(spmv / "c.npy"))
     one_line_error(p, "tensor c is given twice")
+
+
+def test_sim_size_fifos_writes_a_sized_graph(tmp_path):
+    from fuseflow.samml import load
+    prog = kernels.build("spmspm_gustavson", 10)
+    save(prog, tmp_path / "graph.json")
+    save_npz(tmp_path / "data.npz", kernels.random_inputs(prog, density=0.4, seed=1))
+    out = tmp_path / "sized.json"
+    p = cli("fuseflow.sim", "size-fifos", str(tmp_path / "graph.json"), "--inputs", str(tmp_path / "data.npz"),
+            "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "cycles with" in p.stdout and out.exists()
+    sized = load(out)
+    assert [k.name for k in sized.kernels] == [k.name for k in prog.kernels]
+    bad = cli("fuseflow.sim", "size-fifos", str(tmp_path / "graph.json"), "--inputs", str(tmp_path / "data.npz"),
+              "-o", str(tmp_path / "x.json"), "--max-depth", "0")
+    one_line_error(bad, "--max-depth")
+    assert not (tmp_path / "x.json").exists()

@@ -24,19 +24,53 @@ def parser():
     r.add_argument("--outputs", metavar="NPZ", help="write the output tensors (dense) to an .npz file")
     r.add_argument("--fifo-depth", type=int, help="override the FIFO depth of every stream")
     r.add_argument("--nodes", action="store_true", help="print per-node busy/blocked/idle cycles")
+    z = sub.add_parser("size-fifos", help="deepen the channels whose producers stall, where that shortens the run "
+                                          "on sample inputs (profile-guided; writes a sized graph.json)")
+    z.add_argument("graph", help="graph.json")
+    z.add_argument("--inputs", required=True, nargs="+", metavar="FILE", help="sample inputs (as for run)")
+    z.add_argument("-o", "--output", required=True, metavar="GRAPH", help="where to write the sized graph.json")
+    z.add_argument("--mode", choices=("float", "fixed"), default="fixed")
+    z.add_argument("--max-depth", type=int, default=64, help="deepest channel allowed (default 64)")
+    z.add_argument("--min-gain", type=float, default=0.002,
+                   help="keep a change only if it saves this fraction of the cycles (default 0.002)")
     return ap
 
 
-def main(argv=None):
-    args = parser().parse_args(argv)
+def _load_inputs(paths):
     from ..tensors.io import load_tensor_file
-    prog = engine.load_program(args.graph)
     inputs = {}
-    for path in args.inputs:
+    for path in paths:
         for name, value in load_tensor_file(path).items():
             if name in inputs:
                 raise FuseFlowError(path, f"tensor {name} is given twice")
             inputs[name] = value
+    return inputs
+
+
+def size_main(args):
+    from ..samml import io as samml_io
+    from .fifo_sizing import size_fifos
+    if args.max_depth < 1:
+        raise FuseFlowError("--max-depth", "must be at least 1")
+    if not 0 <= args.min_gain < 1:
+        raise FuseFlowError("--min-gain", "must be in [0, 1)")
+    prog = engine.load_program(args.graph)
+    inputs = _load_inputs(args.inputs)
+    sized, rep = size_fifos(prog, inputs, mode=args.mode, max_depth=args.max_depth, min_gain=args.min_gain,
+                            progress=lambda line: print(f"  {line}", flush=True))
+    with atomic_write(args.output) as f:
+        f.write(samml_io.dumps(sized))
+    print(f"{prog.name}: {rep['cycles_before']} -> {rep['cycles_after']} cycles with {rep['extra_slots']} more "
+          f"token slots ({rep['runs']} simulations); wrote {args.output}")
+    return 0
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    if args.cmd == "size-fifos":
+        return size_main(args)
+    prog = engine.load_program(args.graph)
+    inputs = _load_inputs(args.inputs)
     if args.fifo_depth is not None and args.fifo_depth < 1:
         raise FuseFlowError("--fifo-depth", "must be at least 1")
     res = engine.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth)
