@@ -5,6 +5,11 @@ stream, from the simulator's per-stream counts; summed over kernels), RTL cycles
 whether the outputs are bit-identical to the simulator's, Verilator simulated cycles per second (kernel run only,
 host loading excluded) and the reference simulator's cycles per second on the same kernel, plus the Verilator
 build time. Writes JSON (default benchmarks/results/rtl.json). Ratios are measured in one run on one machine.
+
+Channel depths: each kernel is sized by ``fuseflow.sim.fifo_sizing`` on random data of another seed than the
+measured run (``--default-depths`` keeps the graphs' depths); the simulator's cycles at the default depths are
+reported beside, with the token slots the sizing added. Beside the stream bound, the op bound (firings of the
+busiest op) says whether an op's own step count, not the channels, is what the kernel waits for.
 """
 
 import argparse
@@ -23,6 +28,7 @@ from fuseflow.hw.elaborate import build, check_outputs_fit, reference_run  # noq
 from fuseflow.hw.ops import MODULES  # noqa: E402
 from fuseflow.hw.top import compare_tensors  # noqa: E402
 from fuseflow.samml import kernels  # noqa: E402
+from fuseflow.sim.fifo_sizing import size_fifos  # noqa: E402
 
 TARGET_RATIO = 1.10
 DEFAULT_SCALE = 32
@@ -57,9 +63,13 @@ def op_bound(ref):
     return total, busiest
 
 
-def measure(name, scale, seed=0, cache=None):
+def measure(name, scale, seed=0, cache=None, sized=True):
     from fuseflow.hw import verilator
     p = kernels.build(name, scale)
+    if sized:
+        # profile-guided channel depths, sized on other data (seed + 1) than the run measured here
+        base = p
+        p, sizing = size_fifos(base, kernels.random_inputs(base, density=DENSITY, seed=seed + 1))
     missing = sorted({n.op for k in p.kernels for n in k.nodes.values()} - set(MODULES))
     if missing:
         return {"kernel": name, "scale": scale, "skipped": f"no RTL for {', '.join(missing)}"}
@@ -101,9 +111,12 @@ def measure(name, scale, seed=0, cache=None):
     # the same kernel in the (cycle-exact) reference simulator with deeper channels: how much of the gap to the
     # stream lower bound is backpressure (FIFO depth) and how much the ops' own step counts
     from fuseflow.sim import run
+    if sized:
+        out["fifo_sizing"] = {"extra_token_slots": sizing["extra_slots"], "depths": sizing["depths"],
+                              "sim_cycles_default_depths": run(base, inputs, mode="fixed").cycles}
     out["sim_ratio_by_fifo_depth"] = {}
     for depth in FIFO_SWEEP:
-        r = run(p, inputs, mode="fixed", fifo_depth=depth)
+        r = run(base if sized else p, inputs, mode="fixed", fifo_depth=depth)
         out["sim_ratio_by_fifo_depth"][str(depth)] = round(r.cycles / lower_bound(r), 4)
     if out["sim_cycles_per_second"] and out["verilator_cycles_per_second"]:
         out["verilator_over_sim_speed"] = round(out["verilator_cycles_per_second"] / out["sim_cycles_per_second"], 3)
@@ -126,13 +139,15 @@ def main(argv=None):
     ap.add_argument("--scale", type=int, default=DEFAULT_SCALE, help="kernel size n (roughly n x n matrices)")
     ap.add_argument("--kernels", nargs="*", default=list(kernels.SUITE), help="suite kernels to run")
     ap.add_argument("--cache", help="Verilator build cache (default $FUSEFLOW_HW_CACHE or ~/.cache)")
+    ap.add_argument("--default-depths", action="store_true",
+                    help="keep the graphs' channel depths (default: profile-guided sizing on another seed's data)")
     ap.add_argument("--no-speed", action="store_true", help="skip the larger sustained-speed run")
     args = ap.parse_args(argv)
     results = []
     for name in args.kernels:
         t0 = time.perf_counter()
         try:
-            r = measure(name, kernel_scale(name, args.scale), cache=args.cache)
+            r = measure(name, kernel_scale(name, args.scale), cache=args.cache, sized=not args.default_depths)
         except Exception as exc:  # noqa: BLE001 - one broken kernel must not hide the others
             r = {"kernel": name, "scale": kernel_scale(name, args.scale), "error": f"{type(exc).__name__}: {exc}"[:2000]}
         r["total_seconds"] = round(time.perf_counter() - t0, 2)
@@ -145,7 +160,7 @@ def main(argv=None):
     speed = None
     if not args.no_speed:
         try:
-            speed = measure(SPEED_CASE[0], SPEED_CASE[1], cache=args.cache)
+            speed = measure(SPEED_CASE[0], SPEED_CASE[1], cache=args.cache, sized=False)
             print(f"speed case {SPEED_CASE}: {speed.get('verilator_cycles_per_second')} cycles/s", file=sys.stderr)
         except Exception as exc:  # noqa: BLE001
             speed = {"kernel": SPEED_CASE[0], "scale": SPEED_CASE[1], "error": f"{type(exc).__name__}: {exc}"[:2000]}
