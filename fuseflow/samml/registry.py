@@ -239,9 +239,11 @@ _op(OpSpec(
             Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)"),
             Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)"),
             Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)")),
-    timing="1 cycle per input step (no output); the step that takes the group-closing stop starts the emission: "
-           "1 cycle per emitted entry (sorted), 1 per fibre end (the last carries the closing stops); then the "
-           "next input step.",
+    timing="Double-buffered (two banks, a FIFO of depth 2 between two sides that may fire in the same cycle). "
+           "Accumulate side: 1 cycle per input step, no output; a group's steps need a free bank, the step "
+           "taking the group-closing stop (cycle t) hands it over. Emit side, groups in order: from t+1, 1 cycle "
+           "per entry (sorted) and 1 per fibre end; the last (cycle t', the closing stops) frees the bank from "
+           "t'+1. D: taken without a bank, emitted after the last group.",
 ))
 
 def check_spacc(params, where="op spacc"):

@@ -1,9 +1,10 @@
 """The reference simulator's engine: binds tensors to a program's kernels and runs the op models.
 
-Each op model is a generator with a local clock. The engine resumes them in rounds; a model runs until it
-needs a token or a free slot that has not been simulated yet and then yields. Ops that are idle cost nothing
-per cycle: time advances by the cycle stamps carried on tokens and slot credits (the DAM approach, exact for
-the timing contract in docs/samml.md). A round in which no op fires is a deadlock and is reported with the
+Each op model is a generator with a local clock (or a tuple of generators, one per process of the op, e.g. the
+two sides of a double-buffered spacc; they share the node's counters, and each waits on its own). The engine
+resumes them in rounds; a model runs until it needs a token or a free slot that has not been simulated yet and
+then yields. Ops that are idle cost nothing per cycle: time advances by the cycle stamps carried on tokens and
+slot credits (the DAM approach, exact for the timing contract in docs/samml.md). A round in which no op fires is a deadlock and is reported with the
 streams every blocked op waits on.
 """
 
@@ -48,14 +49,13 @@ class Env:
 class NodeState:
     """A node's parameters (with bound arrays) and its counters."""
     __slots__ = ("id", "op", "params", "env", "busy", "blocked", "clock", "alu_ops", "mem_reads",
-                 "mem_writes", "result", "waiting")
+                 "mem_writes", "result")
 
     def __init__(self, node_id, op, params, env):
         self.id, self.op, self.params, self.env = node_id, op, params, env
         self.busy = self.blocked = self.alu_ops = self.mem_reads = self.mem_writes = 0
         self.clock = -1
         self.result = None
-        self.waiting = None
 
 
 class _Unbounded:
@@ -104,13 +104,14 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
         for name, _ in (spec.output_ports(st.params) if spec else ()):
             if name not in outs[st.id]:
                 outs[st.id][name] = Out(f"{st.id}.{name}", [])
-        live.append((st, models[st.op](st, ins[st.id], outs[st.id])))
+        gens = models[st.op](st, ins[st.id], outs[st.id])
+        for gen in (gens if gens.__class__ is tuple else (gens,)):
+            live.append([st, gen, None])        # node, generator, what it waits for (a Channel or an Out)
     while live:
         progress = False
         still = []
         for item in live:
-            st, gen = item
-            w = st.waiting
+            st, gen, w = item
             # skip ops whose awaited token or slot has not appeared: resuming them would yield at once
             if w is not None:
                 if w.__class__ is Channel:
@@ -122,9 +123,8 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
                     continue
             before = st.busy
             try:
-                st.waiting = next(gen)
+                item[2] = next(gen)
             except StopIteration:
-                st.waiting = None
                 progress = True
                 continue
             still.append(item)
@@ -139,8 +139,7 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
 
 def _deadlock_message(blocked):
     parts = []
-    for st, _ in blocked:
-        w = st.waiting
+    for st, _, w in blocked:
         if isinstance(w, Channel):
             parts.append(f"{st.id} waits for a token on '{w.name}' (empty)")
         elif isinstance(w, Out):

@@ -16,6 +16,28 @@ def test_order1_example(stalls):
     assert got == {"crd_inner": [1, 3, 5, "S0", "D"], "val": [50, 10, 40, "S0", "D"]}
 
 
+def test_double_buffer_example(stalls):
+    # three groups: the second is taken while the first leaves, the third waits for the first one's bank
+    # (docs/samml.md: 11 cycles by the timing rule)
+    got, sim_cycles, rtl_cycles = check_op("spacc", {"dim": 4}, {"crd_inner": [2, 0, "S1", 1, "S1", 3, "S2", "D"],
+                                                                 "val": [10, 20, "S1", 30, "S1", 40, "S2", "D"]},
+                                           stalls=stalls, seed=5)
+    assert got == {"crd_inner": [0, 2, "S0", 1, "S0", 3, "S1", "D"], "val": [20, 10, "S0", 30, "S0", 40, "S1", "D"]}
+    if not stalls:
+        assert sim_cycles == rtl_cycles == 11
+
+
+def test_order2_banks_alternate(stalls):
+    # four groups of one (i, j) entry each and an empty one: every bank is used twice or more
+    inputs = {"crd_outer0": [1, "S1", 0, "S1", "S1", 2, "S1", 1, "S2", "D"],
+              "crd_inner": [3, "S2", 0, "S2", "S2", 1, "S2", 2, "S3", "D"],
+              "val": [1, "S2", 2, "S2", "S2", 3, "S2", 4, "S3", "D"]}
+    got, _, _ = check_op("spacc", {"order": 2, "dim": 4, "dim_outer": 3}, inputs, stalls=stalls, seed=6)
+    assert got == {"crd_outer0": [1, "S0", 0, "S0", "S0", 2, "S0", 1, "S1", "D"],
+                   "crd_inner": [3, "S1", 0, "S1", "S1", 1, "S1", 2, "S2", "D"],
+                   "val": [1, "S1", 2, "S1", "S1", 3, "S1", 4, "S2", "D"]}
+
+
 def test_order2_example(stalls):
     # k fibres: {2: [3, 1], 0: [5]} and {0: [], 1: [1]} -> rows 0: [5], 1: [1], 2: [1, 3]
     inputs = {"crd_outer0": [2, 0, "S0", 0, 1, "S1", "D"],

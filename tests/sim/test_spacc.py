@@ -103,3 +103,57 @@ def test_stream_ending_inside_a_group():
     with pytest.raises(StreamError, match="ends inside a group"):
         run_op("spacc", {"order": 2, "group": 2}, {"crd_outer0": [1, "S1", "D"], "crd_inner": [0, "S2", "D"],
                                                    "val": [1.0, "S2", "D"]})
+
+
+def _double_buffered_cycles(groups):
+    """Cycles of an order-1 spacc (run_op: inputs visible from cycle 0, outputs never full) from the timing rule
+    of docs/samml.md: ``groups`` = [(input steps, entries)] per group."""
+    t = -1                   # the accumulate side's last firing
+    free = [0, 0]            # the cycle from which each bank is free
+    last_emit = -1
+    for g, (steps, entries) in enumerate(groups):
+        start = max(t + 1, free[g % 2])
+        close = start + steps - 1
+        t = close
+        first = max(close, last_emit) + 1
+        last_emit = first + entries          # entries, then the closing stops
+        free[g % 2] = last_emit + 1
+    t_done = t + 1
+    return max(t_done, last_emit) + 1 + 1
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.lists(st.integers(0, 7), max_size=5), max_size=3), max_size=5))
+def test_order1_timing_follows_the_double_buffer_rule(groups):
+    # groups of k fibres (one kept level above k): every group's last k fibre (or a bare stop) closes it
+    crd = []
+    shape = []
+    for g, ks in enumerate(groups):
+        last = g == len(groups) - 1
+        steps = 0
+        for n, fibre in enumerate(ks):
+            crd += fibre + ([("S2" if last else "S1")] if n == len(ks) - 1 else ["S0"])
+            steps += len(fibre) + 1
+        if not ks:
+            crd.append("S2" if last else "S1")
+            steps = 1
+        shape.append((steps, len({j for f in ks for j in f})))
+    if not groups:
+        crd = ["S1"]                         # one empty group: the bare stop of the kept level
+        shape = [(1, 0)]
+    val = [float(x) if not isinstance(x, str) else x for x in crd]
+    out, info = run_op("spacc", {"order": 1}, {"crd_inner": crd + ["D"], "val": val + ["D"]}, stats=True)
+    assert info["cycles"] == _double_buffered_cycles(shape)
+    assert info["busy"] <= info["cycles"]
+
+
+def test_busy_counts_cycles_in_which_either_side_fired():
+    # docs example: the accumulate side fires in cycles 0-4 and 6-8, the emit side in 3-7 and 8-10
+    out, info = run_op("spacc", {"order": 1}, {"crd_inner": [2, 0, "S1", 1, "S1", 3, "S2", "D"],
+                                               "val": [1.0, 2.0, "S1", 3.0, "S1", 4.0, "S2", "D"]}, stats=True)
+    assert info == {"cycles": 11, "busy": 11}
+    out, info = run_op("spacc", {"order": 1}, {"crd_inner": [0, 1, 2, 3, "S1", "S1", "D"],
+                                               "val": [1.0, 1.0, 1.0, 1.0, "S1", "S1", "D"]}, stats=True)
+    # accumulate 0-5 (D in 6), emit 5-9 (entries 5-8, S0 9) and the empty group's S0 in 10, D in 11
+    assert out["crd_inner"] == [0, 1, 2, 3, "S0", "S0", "D"]
+    assert info == {"cycles": 12, "busy": 12}

@@ -1,33 +1,43 @@
-"""spacc: sparse accumulator (fuseflow/sim/ops/spacc.py), orders 1, 2 and 3, ``group`` reduced levels.
+"""spacc: sparse accumulator (fuseflow/sim/ops/spacc.py), orders 1, 2 and 3, ``group`` reduced levels,
+double-buffered.
 
 Streams, outermost first (sub-tree depth d = stream d): ``crd_outer{order-2}`` .. ``crd_outer0``,
 ``crd_inner`` (with ``val``); capacities ``dims`` = (``dim_outer1``,) ``dim_outer``, ``dim`` for the
 streams of order 3 (2; order 1: ``dim``).
 
-Storage (owned by the op, not a tensor memory): a dense accumulator array ``acc`` (value width x
-``prod(dims)`` entries, address ``(a * dim_outer + b) * dim + j``; one combinational read port, one
-synchronous write port) and an occupancy bitmap register of ``prod(dims)`` bits. Emission walks the bitmap
-with find-first-set (order 2: lowest non-empty row, then its lowest bit; order 3: lowest non-empty plane,
-row, bit), so entries leave in sorted order one per cycle. Capacity: a coordinate of stream d must be
-``< dims[d]``; an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmap and the
-priority encoders cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3
-is for small tensors).
+Storage (owned by the op, not a tensor memory), two banks: an accumulator array ``acc`` of ``2 * prod(dims)``
+values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two combinational read ports,
+one per side, and one synchronous write port, the accumulate side's) and an occupancy bitmap register of
+``prod(dims)`` bits per bank. Emission walks its bank's bitmap with find-first-set (order 2: lowest non-empty
+row, then its lowest bit; order 3: lowest non-empty plane, row, bit), so entries leave in sorted order one per
+cycle. Capacity: a coordinate of stream d must be ``< dims[d]``; an entry beyond is not accumulated and sets
+the sticky ``overflow`` output. The bitmaps and priority encoders cost O(prod(dims)) logic: meant for small
+capacities (up to a few hundred entries; order 3 is for small tensors).
 
-Accumulate phase: register ``dep`` is the stream being read, ``closed`` says its next token is a stop whose
+Two processes, each with its own firing rule (``_common.Fire``): the accumulate side pops the inputs and never
+pushes; the emit side pushes the outputs and never pops. ``full[k]``: bank k was handed over and is not yet
+emitted. The accumulate side writes bank ``ab`` and fires (except for D) only while ``full[ab] = 0``; the
+group-closing firing sets ``full[ab]``, stores ``base[ab] = m - group`` and flips ``ab``. The emit side works
+on bank ``eb`` while ``full[eb]``; its last firing (the closing stops) clears ``full[eb]`` and flips ``eb``.
+Registers switch at the clock edge, so a bank closed in cycle t is emitted from t + 1 and a bank freed in
+cycle t' is written from t' + 1 (the simulator's channel of depth 2).
+
+Accumulate side: register ``dep`` is the stream being read, ``closed`` says its next token is a stop whose
 fibre end a deeper stream already signalled, ``pre[d]`` holds the current coordinate of stream d.
-- ``dep`` = innermost: both heads (crd_inner, val); data -> ``acc[pre, j] = f(acc, v)`` (or v when new;
+- ``dep`` = innermost: both heads (crd_inner, val); data -> ``acc[ab, pre, j] = f(acc, v)`` (or v when new;
   N = 0), pops both; a stop pops both and ends the fibre (below).
 - ``dep`` = d < innermost, ``closed``: pops stream d's stop alone and ends its fibre.
 - otherwise stream d's head: data -> ``pre[d]``, ``dep = d + 1``; a stop (an empty fibre: every deeper
   stream holds its bare stop) pops streams d.. and val together and ends the fibre; D (d = 0) needs every
-  head and emits D on every output.
+  head, pops them and sets ``done_in`` (no bank needed).
 - fibre end of stream d with a stop of level j: d > 0 -> ``dep = d - 1``, ``closed = j != 0``; d = 0 and
-  j >= group -> the emission phase with ``base = j - group``.
+  j >= group -> hand the bank over.
 
-Emission: one firing per entry (coordinate on stream d only with the first entry of its fibre), then per
-row end one stop firing (order 3: S1 on crd_inner/val + S0 on crd_outer0 when the plane also ended, else
-S0 on crd_inner/val; order 2: S0 on crd_inner/val), except after the last row (or for an empty group):
-S_(base + d) on stream d (val: as crd_inner), back to the accumulate phase.
+Emit side (bank ``eb``): one firing per entry (coordinate on stream d only with the first entry of its fibre),
+then per row end one stop firing (order 3: S1 on crd_inner/val + S0 on crd_outer0 when the plane also ended,
+else S0 on crd_inner/val; order 2: S0 on crd_inner/val), except after the last row (or for an empty group):
+S_(base + d) on stream d (val: as crd_inner), which frees the bank. With no full bank and ``done_in``: D on
+every output, once.
 """
 
 from math import prod
@@ -40,10 +50,9 @@ from ...errors import HardwareError
 from ...samml.registry import check_spacc
 from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level
-from ._common import OpComponent, copy_ctrl, set_data, set_stop
+from ._common import Fire, OpComponent, set_data, set_done, set_stop
 from .alu import fixed_op
 
-ACC, EMIT, ROWSTOP = 0, 1, 2
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
 
 
@@ -88,16 +97,32 @@ class Spacc(OpComponent):
         order, dims = self.order, self.dims
         dim = dims[-1]
         n = prod(dims)
-        f = self.fire_logic()
-        acc = Memory(shape=unsigned(W), depth=n, init=[])
+        fa = Fire(self, [], self.inputs())            # accumulate side
+        fe = Fire(self, self.outputs(), [])           # emit side
+        acc = Memory(shape=unsigned(W), depth=2 * n, init=[])
         m.submodules.acc = acc
-        rp = acc.read_port(domain="comb")
+        rpa = acc.read_port(domain="comb")
+        rpe = acc.read_port(domain="comb")
         wp = acc.write_port()
-        bitmap = Signal(n)
+        bm = [Signal(n, name=f"bitmap{k}") for k in range(2)]
+        full = [Signal(name=f"full{k}") for k in range(2)]
+        base = [Signal(8, name=f"base{k}") for k in range(2)]   # m - group of the stop that closed the bank
+        ab = Signal()                                  # the accumulate side's bank
+        eb = Signal()                                  # the emit side's bank
+        done_in = Signal()                             # the accumulate side took D
+        done_out = Signal()                            # the emit side emitted D
         overflow = Signal()
         m.d.comb += self.overflow.eq(overflow)
-        phase = Signal(range(3))
-        base = Signal(8)                         # m - group of the stop that closed the group
+        a_free = Signal()
+        m.d.comb += a_free.eq(Mux(ab, ~full[1], ~full[0]) & ~done_in)
+        abits = Signal(n)
+        m.d.comb += abits.eq(Mux(ab, bm[1], bm[0]))
+        ebits = Signal(n)
+        m.d.comb += ebits.eq(Mux(eb, bm[1], bm[0]))
+        e_full = Signal()
+        m.d.comb += e_full.eq(Mux(eb, full[1], full[0]))
+        ebase = Signal(8)
+        m.d.comb += ebase.eq(Mux(eb, base[1], base[0]))
 
         names = [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
         ins = [getattr(self, f"i_{x}") for x in names]
@@ -108,61 +133,92 @@ class Spacc(OpComponent):
         x = Signal(signed(W))
         m.d.comb += x.eq(Mux(is_empty(v), 0, v.data[:W].as_signed()))
         cur_val = Signal(signed(W))
-        m.d.comb += cur_val.eq(rp.data.as_signed())
+        m.d.comb += cur_val.eq(rpa.data.as_signed())
         merged = fixed_op(m, "add" if self.params["op"] == "sum" else "max", cur_val, x, fx, prefix="acc")
 
+        # ---- accumulate side
         dep = Signal(range(max(order, 2)))
         closed = Signal()
         pre = [Signal(w, name=f"pre{d}") for d in range(order - 1)]
-        first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
+        set_bit = Signal()
+        set_addr = Signal(range(max(n, 2)))
+        close = Signal()                               # this firing hands the bank over
+        close_base = Signal(8)
 
         def accumulate():
-            """On fire: acc[pre, c] <- merge(v)."""
+            """On fire: acc[ab, pre, c] <- merge(v)."""
             j = c.data[:w]
-            addr = Signal(range(max(n, 2)), name="acc_addr")
             ok = j < dim
             lin = 0
             for d in range(order - 1):
                 lin = lin * dims[d] + pre[d] if d else pre[d]
                 ok = ok & (pre[d] < dims[d])
-            m.d.comb += addr.eq(lin * dim + j if order > 1 else j)
-            occupied = bitmap.bit_select(addr, 1)
-            m.d.comb += [rp.addr.eq(addr), wp.addr.eq(addr), wp.data.eq(Mux(occupied, merged, x)),
-                         wp.en.eq(f.fire & ok)]
-            with m.If(f.fire):
-                with m.If(ok):
-                    m.d.sync += bitmap.bit_select(addr, 1).eq(1)
-                with m.Else():
-                    m.d.sync += overflow.eq(1)
+            m.d.comb += set_addr.eq(lin * dim + j if order > 1 else j)
+            occupied = abits.bit_select(set_addr, 1)
+            m.d.comb += [rpa.addr.eq(ab * n + set_addr), wp.addr.eq(ab * n + set_addr),
+                         wp.data.eq(Mux(occupied, merged, x)), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
+            with m.If(fa.fire & ~ok):
+                m.d.sync += overflow.eq(1)
 
         def end_fibre(d, j):
             """On fire: the fibre of stream d ended with a stop of level j."""
-            with m.If(f.fire):
+            with m.If(fa.fire):
                 if d:
                     m.d.sync += [dep.eq(d - 1), closed.eq(j != 0)]
                 else:
                     m.d.sync += closed.eq(0)
-                    with m.If(j >= self.group):
-                        m.d.sync += [phase.eq(EMIT), base.eq(j - self.group)] + [s.eq(1) for s in first]
+            if not d:
+                m.d.comb += [close.eq(fa.fire & (j >= self.group)), close_base.eq(j - self.group)]
 
-        def final_stops():
-            m.d.comb += [f.push[p].eq(1) for p in f.push]
-            for d, o in enumerate(outs):
-                set_stop(m, o, base + d)
-            set_stop(m, ov, base + order - 1)
-            with m.If(f.fire):
-                m.d.sync += phase.eq(ACC)
+        def take_done(tok):
+            with m.If(is_done(tok)):
+                m.d.comb += fa.go.eq(all_of(s.valid for s in ins + [self.i_val]) & ~done_in)
+                m.d.comb += [fa.pop[p].eq(1) for p in fa.pop]
+                with m.If(fa.fire):
+                    m.d.sync += done_in.eq(1)
 
-        # ---- find-first-set over the bitmap, outermost level first
+        with m.Switch(dep):
+            for d in range(order):
+                with m.Case(d):
+                    hd, hv = ins[d].payload, ins[d].valid
+                    if d == order - 1:
+                        m.d.comb += [fa.pop["crd_inner"].eq(1), fa.pop["val"].eq(1)]
+                        with m.If(is_data_or_empty(c)):
+                            m.d.comb += fa.go.eq(cv & vv & a_free)
+                            accumulate()
+                        if d == 0:
+                            with m.Elif(is_done(c)):
+                                take_done(c)
+                        with m.Elif(~is_done(c)):
+                            m.d.comb += fa.go.eq(cv & vv & a_free)
+                            end_fibre(d, stop_level(c))
+                        continue
+                    with m.If(closed):
+                        m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1)]
+                        end_fibre(d, stop_level(hd))
+                    with m.Elif(~hd.ctrl):
+                        m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1)]
+                        with m.If(fa.fire):
+                            m.d.sync += [pre[d].eq(hd.data[:w]), dep.eq(d + 1)]
+                    if d == 0:
+                        with m.Elif(is_done(hd)):
+                            take_done(hd)
+                    with m.Elif(~is_done(hd)):
+                        deeper = ins[d:] + [self.i_val]
+                        m.d.comb += fa.go.eq(all_of(s.valid for s in deeper) & a_free)
+                        m.d.comb += [fa.pop[p].eq(1) for p in names[d:] + ["val"]]
+                        end_fibre(d, stop_level(hd))
+
+        # ---- emit side: find-first-set over bank eb, outermost level first
         if order == 1:
-            ecrd = [_ffs(m, bitmap, n, "emit_j")]
-            row_bits = bitmap
+            ecrd = [_ffs(m, ebits, n, "emit_j")]
+            row_bits = ebits
             plane_last = None
         else:
             nrows = n // dim
             row_nz = Signal(nrows)
             for r in range(nrows):
-                m.d.comb += row_nz[r].eq(bitmap[r * dim:(r + 1) * dim].any())
+                m.d.comb += row_nz[r].eq(ebits[r * dim:(r + 1) * dim].any())
             if order == 2:
                 ea = _ffs(m, row_nz, nrows, "emit_a")
                 ecrd = [ea]
@@ -176,97 +232,87 @@ class Spacc(OpComponent):
                 ea = _ffs(m, plane_nz, d0, "emit_a")
                 plane_rows = Signal(d1)
                 m.d.comb += plane_rows.eq(row_nz.word_select(ea, d1))
-                eb = _ffs(m, plane_rows, d1, "emit_b")
+                eb_ = _ffs(m, plane_rows, d1, "emit_b")
                 row_idx = Signal(range(max(nrows, 2)))
-                m.d.comb += row_idx.eq(ea * d1 + eb)
-                ecrd = [ea, eb]
+                m.d.comb += row_idx.eq(ea * d1 + eb_)
+                ecrd = [ea, eb_]
                 plane_last = _one_bit(plane_rows)
             row_bits = Signal(dim)
-            m.d.comb += row_bits.eq(bitmap.word_select(row_idx, dim))
+            m.d.comb += row_bits.eq(ebits.word_select(row_idx, dim))
             ej = _ffs(m, row_bits, dim, "emit_j")
             ecrd.append(ej)
         eaddr = Signal(range(max(n, 2)))
         m.d.comb += eaddr.eq(ecrd[-1] if order == 1 else row_idx * dim + ecrd[-1])
-        plane_end = Signal()                     # order 3: the row just emitted was its plane's last
+        m.d.comb += rpe.addr.eq(eb * n + eaddr)
+        ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
+        first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
+        plane_end = Signal()                           # order 3: the row just emitted was its plane's last
+        clr_bit = Signal()
+        release = Signal()                             # this firing emits the closing stops: frees bank eb
 
-        with m.Switch(phase):
-            with m.Case(ACC):
-                with m.Switch(dep):
-                    for d in range(order):
-                        with m.Case(d):
-                            hd, hv = ins[d].payload, ins[d].valid
-                            if d == order - 1:
-                                m.d.comb += [f.pop["crd_inner"].eq(1), f.pop["val"].eq(1)]
-                                with m.If(is_data_or_empty(c)):
-                                    m.d.comb += f.go.eq(cv & vv)
-                                    accumulate()
-                                with m.Elif(is_done(c)):
-                                    if d == 0:
-                                        m.d.comb += f.go.eq(cv & vv)
-                                        m.d.comb += [f.push[p].eq(1) for p in f.push]
-                                        for o in outs + [ov]:
-                                            copy_ctrl(m, o, c)
-                                with m.Else():
-                                    m.d.comb += f.go.eq(cv & vv)
-                                    end_fibre(d, stop_level(c))
-                                continue
-                            with m.If(closed):
-                                m.d.comb += [f.go.eq(hv), f.pop[names[d]].eq(1)]
-                                end_fibre(d, stop_level(hd))
-                            with m.Elif(~hd.ctrl):
-                                m.d.comb += [f.go.eq(hv), f.pop[names[d]].eq(1)]
-                                with m.If(f.fire):
-                                    m.d.sync += [pre[d].eq(hd.data[:w]), dep.eq(d + 1)]
-                            with m.Else():
-                                deeper = ins[d:] + [self.i_val]
-                                m.d.comb += [f.go.eq(all_of(s.valid for s in deeper))]
-                                m.d.comb += [f.pop[p].eq(1) for p in names[d:] + ["val"]]
-                                if d == 0:
-                                    with m.If(is_done(hd)):
-                                        m.d.comb += [f.push[p].eq(1) for p in f.push]
-                                        for o in outs + [ov]:
-                                            copy_ctrl(m, o, hd)
-                                    with m.Else():
-                                        end_fibre(d, stop_level(hd))
-                                else:
-                                    end_fibre(d, stop_level(hd))
-            with m.Case(EMIT):
-                m.d.comb += f.go.eq(1)
-                with m.If(bitmap == 0):
-                    final_stops()
-                with m.Else():
-                    m.d.comb += [f.push["crd_inner"].eq(1), f.push["val"].eq(1), rp.addr.eq(eaddr)]
-                    for d in range(order - 1):
-                        m.d.comb += f.push[names[d]].eq(first[d])
-                    for d in range(order):
-                        set_data(m, outs[d], ecrd[d])
-                    set_data(m, ov, cur_val)
-                    with m.If(f.fire):
-                        m.d.sync += [bitmap.bit_select(eaddr, 1).eq(0)] + [s.eq(0) for s in first]
-                        if order > 1:
-                            with m.If(_one_bit(row_bits)):
-                                m.d.sync += phase.eq(ROWSTOP)
-                                if plane_last is not None:
-                                    m.d.sync += plane_end.eq(plane_last)
+        def final_stops():
+            m.d.comb += [fe.push[p].eq(1) for p in fe.push]
+            for d, o in enumerate(outs):
+                set_stop(m, o, ebase + d)
+            set_stop(m, ov, ebase + order - 1)
+            m.d.comb += release.eq(fe.fire)
+            with m.If(fe.fire):
+                m.d.sync += [ephase.eq(0), eb.eq(~eb)] + [s.eq(1) for s in first]
+
+        with m.If(e_full):
+            m.d.comb += fe.go.eq(1)
+            with m.If(ebits == 0):
+                final_stops()
+            with m.Elif(ephase == 0):
+                m.d.comb += [fe.push["crd_inner"].eq(1), fe.push["val"].eq(1)]
+                for d in range(order - 1):
+                    m.d.comb += fe.push[names[d]].eq(first[d])
+                for d in range(order):
+                    set_data(m, outs[d], ecrd[d])
+                set_data(m, ov, rpe.data.as_signed())
+                m.d.comb += clr_bit.eq(fe.fire)
+                with m.If(fe.fire):
+                    m.d.sync += [s.eq(0) for s in first]
+                    if order > 1:
+                        with m.If(_one_bit(row_bits)):
+                            m.d.sync += ephase.eq(1)
+                            if plane_last is not None:
+                                m.d.sync += plane_end.eq(plane_last)
             if order > 1:
-                with m.Case(ROWSTOP):
-                    m.d.comb += f.go.eq(1)
-                    with m.If(bitmap == 0):
-                        final_stops()
-                    with m.Else():
-                        m.d.comb += [f.push["crd_inner"].eq(1), f.push["val"].eq(1)]
+                with m.Else():
+                    m.d.comb += [fe.push["crd_inner"].eq(1), fe.push["val"].eq(1)]
+                    if order == 3:
+                        m.d.comb += fe.push[names[1]].eq(plane_end)
+                        set_stop(m, outs[1], 0)
+                        set_stop(m, oc, plane_end)
+                        set_stop(m, ov, plane_end)
+                    else:
+                        set_stop(m, oc, 0)
+                        set_stop(m, ov, 0)
+                    with m.If(fe.fire):
+                        m.d.sync += [ephase.eq(0), first[order - 2].eq(1)]
                         if order == 3:
-                            m.d.comb += f.push[names[1]].eq(plane_end)
-                            set_stop(m, outs[1], 0)
-                            set_stop(m, oc, plane_end)
-                            set_stop(m, ov, plane_end)
-                        else:
-                            set_stop(m, oc, 0)
-                            set_stop(m, ov, 0)
-                        with m.If(f.fire):
-                            m.d.sync += phase.eq(EMIT)
-                            m.d.sync += first[order - 2].eq(1)
-                            if order == 3:
-                                m.d.sync += first[0].eq(plane_end)
-        f.build(m)
+                            m.d.sync += first[0].eq(plane_end)
+        with m.Elif(done_in & ~done_out):
+            m.d.comb += fe.go.eq(1)
+            m.d.comb += [fe.push[p].eq(1) for p in fe.push]
+            for o in outs + [ov]:
+                set_done(m, o)
+            with m.If(fe.fire):
+                m.d.sync += done_out.eq(1)
+
+        # ---- bank registers (the two sides never work on the same bank)
+        for k in range(2):
+            with m.If(set_bit & (ab == k)):
+                m.d.sync += bm[k].bit_select(set_addr, 1).eq(1)
+            with m.If(clr_bit & (eb == k)):
+                m.d.sync += bm[k].bit_select(eaddr, 1).eq(0)
+            with m.If(close & (ab == k)):
+                m.d.sync += [full[k].eq(1), base[k].eq(close_base)]
+            with m.If(release & (eb == k)):
+                m.d.sync += full[k].eq(0)
+        with m.If(close):
+            m.d.sync += ab.eq(~ab)
+        fa.build(m)
+        fe.build(m)
         return m

@@ -6,11 +6,21 @@ outermost first, are ``crd_outer{order-2}`` ... ``crd_outer0``, ``crd_inner`` (w
 under one prefix of kept levels) ends with a stop S_m, m >= group, on stream 0. Coordinates may come in any
 order and repeat; entries with the same (a, b, j) are merged with ``op``.
 
-Timing: one firing per input step (no output); the firing that takes the group-closing stop starts the
-emission: one firing per entry in sorted order, one per fibre end (the last one carries the group's closing
-stops, S_(m - group + d) on stream d).
+Double-buffered: two processes (two generators sharing the node) joined by a channel of depth 2 whose slots are
+the two banks. The accumulate side fires once per input step (no output); it needs a bank for every firing of
+a group (it takes a free slot's credit at the group's first firing) and pushes the bank into the channel with
+the group-closing stop in cycle t. The emit side pops it once visible (t + 1 on): one firing per entry in sorted
+order, one per fibre end, the last one carrying the group's closing stops (S_(m - group + d) on stream d); it
+pops the bank in that last firing t', so the accumulate side may refill it from t' + 1. D is taken by the
+accumulate side (no bank needed) and sent through the channel outside its credits; the emit side emits D after
+the last bank.
+
+Counters: ``busy`` counts the cycles in which either side fired (both sides count their firings as they go, so
+the engine sees progress; the emit side subtracts the cycles in which both fired when it finishes). ``blocked``
+counts the emit side's cycles waiting for output room (waiting for a free bank is not counted).
 """
 
+from ..channel import Channel, Out
 from ...samml.registry import check_spacc
 from ._common import LEVEL, STOPS, bad, fire_at
 
@@ -22,19 +32,36 @@ def stream_names(order):
 
 def run(st, ins, outs):
     check_spacc(st.params, f"node {st.id}")
-    if st.params["order"] == 1:
-        return _order1(st, ins, outs)
-    return _nested(st, ins, outs)
+    order = st.params["order"]
+    names = stream_names(order)
+    ochans = [outs[x] for x in names] + [outs["val"]]
+    banks = Channel(f"{st.id}.banks", 2, f"{st.id} (emit side)")
+    acc_log = []             # cycles in which the accumulate side fired
+    side = _acc1 if order == 1 else _acc_nested
+    return side(st, ins, banks, acc_log), _emitter(st, banks, ochans, acc_log)
 
 
-def _order1(st, ins, outs):
+def _bank(bank_out):
+    """Generator: wait until a bank's credit is known; returns the cycle it is free from."""
+    while bank_out.room() is None:
+        yield bank_out
+    return bank_out.room()
+
+
+def _send_done(banks, t):
+    """The accumulate side took D in cycle t: pass it behind the last bank (no bank needed)."""
+    banks.toks.append("D")
+    banks.times.append(t)
+
+
+def _acc1(st, ins, banks, log):
     ic, iv = ins["crd_inner"], ins["val"]
-    oc, ov = outs["crd_inner"], outs["val"]
-    both = [oc, ov]
+    bank_out = Out(banks.name, [banks])
     f = st.env.binary["add" if st.params["op"] == "sum" else "max"]
     zero = st.env.zero
     group = st.params.get("group", 1)
     acc = {}
+    have = False             # holds a bank (from the group's first firing to its closing stop)
     clock = -1
     while True:
         while not ic.toks:
@@ -43,6 +70,22 @@ def _order1(st, ins, outs):
             yield iv
         c, v = ic.toks[0], iv.toks[0]
         t = max(clock + 1, ic.times[0] + 1, iv.times[0] + 1)
+        if c == "D":
+            if v != "D":
+                raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
+            if acc:
+                raise bad(st, "stream ends inside a group (no stop of level >= group closed it)")
+            ic.pop(t)
+            iv.pop(t)
+            log.append(t)
+            st.busy += 1
+            _send_done(banks, t)
+            return
+        if not have:
+            r = yield from _bank(bank_out)
+            if r > t:
+                t = r
+            have = True
         if c.__class__ is not str:
             if v == "N":
                 v = zero
@@ -52,47 +95,34 @@ def _order1(st, ins, outs):
             st.alu_ops += 1
         elif c != v:
             raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
-        elif c == "D":
-            if acc:
-                raise bad(st, "stream ends inside a group (no stop of level >= group closed it)")
-            t = yield from fire_at(st, both, t)
-            ic.pop(t)
-            iv.pop(t)
-            oc.push("D", t)
-            ov.push("D", t)
-            st.clock = t
-            st.busy += 1
-            return
         elif c in LEVEL:
             m = LEVEL[c]
             if m >= group:
-                ic.pop(t)
-                iv.pop(t)
-                clock = st.clock = t
-                st.busy += 1
-                clock = yield from _emit(st, {(): acc} if acc else {}, m - group, both, clock)
+                bank_out.push(({(): acc} if acc else {}, m - group), t)
                 acc = {}
-                continue
+                have = False
         else:
             raise bad(st, f"unexpected token {c!r}")
         ic.pop(t)
         iv.pop(t)
-        clock = st.clock = t
+        clock = t
+        log.append(t)
         st.busy += 1
 
 
-def _nested(st, ins, outs):
+def _acc_nested(st, ins, banks, log):
     """Orders 2 and 3: a walk over the nested input streams (depth d reads stream d)."""
     n = st.params["order"]
     group = st.params.get("group", 1)
     names = stream_names(n)
     chans = [ins[x] for x in names]
     iv = ins["val"]
-    ochans = [outs[x] for x in names] + [outs["val"]]
     ic = chans[-1]
+    bank_out = Out(banks.name, [banks])
     f = st.env.binary["add" if st.params["op"] == "sum" else "max"]
     zero = st.env.zero
     acc = {}                 # (a,) or (a, b) -> {j: value}
+    have = False             # holds a bank (from the group's first firing to its closing stop)
     prefix = [None] * (n - 1)
     row = None               # acc row of the current prefix (while reading crd_inner)
     d = 0                    # the stream being read
@@ -108,9 +138,11 @@ def _nested(st, ins, outs):
                 yield iv
             c, v = ic.toks[0], iv.toks[0]
             t = max(clock + 1, ic.times[0] + 1, iv.times[0] + 1)
+            # (a bank is held: this fibre follows a coordinate of the group)
             ic.pop(t)
             iv.pop(t)
-            clock = st.clock = t
+            clock = t
+            log.append(t)
             st.busy += 1
             if c.__class__ is not str:
                 if v == "N":
@@ -129,6 +161,29 @@ def _nested(st, ins, outs):
                 yield ch
             x = ch.toks[0]
             t = max(clock + 1, ch.times[0] + 1)
+            if x == "D" and not closed:
+                if d != 0:
+                    raise bad(st, f"{names[d]} ends inside a fibre of {names[d - 1]}")
+                if any(acc.values()):
+                    raise bad(st, "stream ends inside a group (no stop of level >= group closed it)")
+                for dch in chans[1:] + [iv]:
+                    while not dch.toks:
+                        yield dch
+                    if dch.toks[0] != "D":
+                        raise bad(st, f"{names[0]} is done but another input has {dch.toks[0]!r}")
+                    if dch.times[0] + 1 > t:
+                        t = dch.times[0] + 1
+                for dch in chans + [iv]:
+                    dch.pop(t)
+                log.append(t)
+                st.busy += 1
+                _send_done(banks, t)
+                return
+            if not have:
+                r = yield from _bank(bank_out)
+                if r > t:
+                    t = r
+                have = True
             if closed:
                 if x != STOPS[want]:
                     raise bad(st, f"{names[d]} has {x!r} where the fibre end needs {STOPS[want]}")
@@ -137,7 +192,8 @@ def _nested(st, ins, outs):
                 closed = False
             elif x.__class__ is not str:
                 ch.pop(t)
-                clock = st.clock = t
+                clock = t
+                log.append(t)
                 st.busy += 1
                 prefix[d] = x
                 d += 1
@@ -160,29 +216,10 @@ def _nested(st, ins, outs):
                 ch.pop(t)
                 for dch in deeper:
                     dch.pop(t)
-            elif x == "D":
-                if d != 0:
-                    raise bad(st, f"{names[d]} ends inside a fibre of {names[d - 1]}")
-                if any(acc.values()):
-                    raise bad(st, "stream ends inside a group (no stop of level >= group closed it)")
-                for dch in chans[1:] + [iv]:
-                    while not dch.toks:
-                        yield dch
-                    if dch.toks[0] != "D":
-                        raise bad(st, f"{names[0]} is done but another input has {dch.toks[0]!r}")
-                    if dch.times[0] + 1 > t:
-                        t = dch.times[0] + 1
-                t = yield from fire_at(st, ochans, t)
-                for dch in chans + [iv]:
-                    dch.pop(t)
-                for o in ochans:
-                    o.push("D", t)
-                st.clock = t
-                st.busy += 1
-                return
             else:
                 raise bad(st, f"unexpected token {x!r} on {names[d]}")
-            clock = st.clock = t
+            clock = t
+            log.append(t)
             st.busy += 1
         # the fibre of stream d ended with a stop of level j (taken in cycle clock)
         if d:
@@ -190,14 +227,40 @@ def _nested(st, ins, outs):
             if j:
                 closed, want = True, j - 1
         elif j >= group:
-            clock = yield from _emit(st, acc, j - group, ochans, clock)
+            bank_out.push((acc, j - group), clock)
             acc = {}
+            have = False
 
 
-def _emit(st, acc, base, ochans, clock):
-    """Emit the accumulated sub-tree ({prefix tuple: {j: value}}) after the group-closing firing in cycle
-    ``clock``; ``base`` = m - group. ``ochans``: the output streams outermost first, val last. Returns the cycle of
-    the last firing (the closing stops: S_(base + d) on stream d)."""
+def _emitter(st, banks, ochans, acc_log):
+    """The emit side: drains the banks in order, then emits D."""
+    log = []
+    clock = -1
+    while True:
+        while not banks.toks:
+            yield banks
+        item = banks.toks[0]
+        handed = banks.times[0]
+        if clock < handed:
+            clock = handed
+        if item == "D":
+            t = yield from fire_at(st, ochans, clock + 1)
+            banks.pop(t)
+            for o in ochans:
+                o.push("D", t)
+            log.append(t)
+            st.busy += 1 - len(set(acc_log).intersection(log))
+            st.clock = t
+            return
+        acc, base = item
+        clock = yield from _emit(st, acc, base, ochans, clock, log)
+        banks.pop(clock)
+
+
+def _emit(st, acc, base, ochans, clock, log):
+    """Emit the accumulated sub-tree ({prefix tuple: {j: value}}), the first firing after cycle ``clock``;
+    ``base`` = m - group; ``log`` gets the cycle of every firing. ``ochans``: the output streams outermost
+    first, val last. Returns the cycle of the last firing (the closing stops: S_(base + d) on stream d)."""
     n = len(ochans) - 1
     inner = ochans[n - 1:]                     # crd_inner, val
     keys = sorted(p for p, r in acc.items() if r)
@@ -213,7 +276,7 @@ def _emit(st, acc, base, ochans, clock):
                     ochans[e].push(p[e], t)
             ochans[n - 1].push(j, t)
             ochans[n].push(row[j], t)
-            st.clock = t
+            log.append(t)
             st.busy += 1
         if k + 1 < len(keys):
             nxt = keys[k + 1]
@@ -225,12 +288,12 @@ def _emit(st, acc, base, ochans, clock):
             for e in range(q + 1, n + 1):
                 s = STOPS[min(e, n - 1) - q - 1]
                 ochans[e].push(s, t)
-            st.clock = t
+            log.append(t)
             st.busy += 1
     t = yield from fire_at(st, ochans, t + 1)
     for e in range(n + 1):
         s = STOPS[base + min(e, n - 1)]
         ochans[e].push(s, t)
-    st.clock = t
+    log.append(t)
     st.busy += 1
     return t
