@@ -7,6 +7,10 @@ with random valid stalls), drains every output port (optionally with random read
 ``({port: tokens}, {"cycles": n})`` like ``fuseflow.sim.run_op(..., mode="fixed", stats=True)``.
 :func:`check_op` runs both and compares them.
 
+An op with a look-ahead rule (intersect) gets it when its inputs can show two tokens as ``run_op``'s
+unbounded sources do: without FIFOs the sources also drive the ``i_<p>_next`` views, with ``fifo_depth``
+the FIFOs' ``r_next`` do when the depth is at least the op's ``lookahead_depth``.
+
 Cycle convention (the simulator's): the first active clock edge is cycle 0; ``cycles`` = 1 + the cycle
 of the op's last firing (the last edge at which any of its ports transferred). Without stalls and
 without FIFOs every input token is visible from cycle 0 on (the next token is presented in the cycle
@@ -26,7 +30,7 @@ from .stream import StreamFIFO
 from .token import decode, encode
 
 __all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "make_op",
-           "HarnessTimeout"]
+           "harness_lookahead", "peek_source", "HarnessTimeout"]
 
 
 class HarnessTimeout(HardwareError):
@@ -63,9 +67,18 @@ class Stalls:
         return 0
 
 
-def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None):
+def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None, lookahead=False):
     from .ops import MODULES
-    return MODULES[op](params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected)
+    return MODULES[op](params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected,
+                       lookahead=lookahead)
+
+
+def harness_lookahead(op, fifo_depth=None):
+    """Whether ``run_hw_op`` turns the op's look-ahead on: it has one, and its inputs are the harness's
+    unbounded sources (no FIFOs) or FIFOs of at least its ``lookahead_depth``."""
+    from .ops import MODULES
+    need = MODULES[op].lookahead_depth
+    return need is not None and (not fifo_depth or fifo_depth >= need)
 
 
 class OpHarness(Elaboratable):
@@ -73,7 +86,9 @@ class OpHarness(Elaboratable):
 
     ``mem_init``: {array: [ints]}; ``mem_depth``: {array: depth} (at least len(init)).
     With ``fifo_depth`` every input and output goes through a :class:`StreamFIFO`; the testbench
-    streams are then ``self.ins[p]`` / ``self.outs[p]`` (FIFO sides) instead of the op's ports.
+    streams are then ``self.ins[p]`` / ``self.outs[p]`` (FIFO sides) instead of the op's ports. The op's
+    look-ahead views (``dut.peek_ports()``) are then driven by the FIFOs' ``r_next``; without FIFOs,
+    ``self.peeks[p] = (payload, valid)`` are the op's view inputs, for the testbench to drive.
     """
 
     def __init__(self, dut, mem_init=None, mem_depth=None, fifo_depth=None):
@@ -88,6 +103,12 @@ class OpHarness(Elaboratable):
             self.mems[array] = Memory(shape=unsigned(mp.width), depth=depth, init=init)
         self.fifos_in, self.fifos_out = {}, {}
         self.ins, self.outs = {}, {}
+        self.peeks = {}
+        if dut.peek_ports() and fifo_depth and fifo_depth < dut.lookahead_depth:
+            raise HardwareError(f"op {dut.op_name}", f"look-ahead needs FIFOs of depth >= {dut.lookahead_depth}")
+        if not fifo_depth:
+            self.peeks = {p: (getattr(dut, f"i_{p}_next"), getattr(dut, f"i_{p}_next_valid"))
+                          for p in dut.peek_ports()}
         for p in dut.inputs():
             port = getattr(dut, f"i_{p}")
             if fifo_depth:
@@ -123,6 +144,9 @@ class OpHarness(Elaboratable):
         for p, f in self.fifos_in.items():
             m.submodules[f"fifo_in_{p}"] = f
             wiring.connect(m, f.r, getattr(dut, f"i_{p}"))
+            if p in dut.peek_ports():
+                m.d.comb += [getattr(dut, f"i_{p}_next").eq(f.r_next),
+                             getattr(dut, f"i_{p}_next_valid").eq(f.r_next_valid)]
         for p, f in self.fifos_out.items():
             m.submodules[f"fifo_out_{p}"] = f
             wiring.connect(m, getattr(dut, f"o_{p}"), f.w)
@@ -154,7 +178,8 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     spec = get_op(op)
     params = dict(params or {})
     inputs = dict(inputs or {})
-    dut = make_op(op, params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=set(inputs))
+    dut = make_op(op, params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=set(inputs),
+                  lookahead=harness_lookahead(op, fifo_depth))
     init, depth = _mem_params(op, dut.params | params, fixed)
     ntok = sum(len(t) for t in inputs.values())
     for array in dut.memories:
@@ -192,7 +217,10 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
                         await ctx.tick().repeat(n)
                     await stream_put(ctx, stream, raw)
             return tb
-        sim.add_testbench(source())
+        if p in h.peeks:
+            sim.add_testbench(peek_source(raws, h.ins[p], *h.peeks[p], st))
+        else:
+            sim.add_testbench(source())
 
     for p in dut.outputs():
         kind, w, s = info(f"o_{p}")
@@ -267,6 +295,34 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     else:
         sim.run()
     return results, {"cycles": state["last"] + 1}
+
+
+def peek_source(raws, stream, nxt, nxt_valid, stalls):
+    """Testbench feeding ``stream`` and its look-ahead view (``nxt``, ``nxt_valid``) from an unbounded
+    source: token k arrives ``stalls.next()`` cycles after token k-1 (all at cycle 0 without stalls, as in
+    ``run_op``); the head is valid once it has arrived, the view once the token behind it has. An invalid
+    view carries an all-ones word (a control token), so an op that used it would go wrong."""
+    junk = (1 << len(Value.cast(nxt))) - 1
+
+    async def tb(ctx):
+        arrive, a = [], 0
+        for _ in raws:
+            a += stalls.next()
+            arrive.append(a)
+        h = c = 0
+        while h < len(raws):
+            valid = arrive[h] <= c
+            seen = h + 1 < len(raws) and arrive[h + 1] <= c
+            ctx.set(stream.valid, valid)
+            ctx.set(Value.cast(stream.payload), raws[h])
+            ctx.set(nxt_valid, seen)
+            ctx.set(Value.cast(nxt), raws[h + 1] if seen else junk)
+            _, _, ready = await ctx.tick().sample(stream.ready)
+            h += bool(valid and ready)
+            c += 1
+        ctx.set(stream.valid, 0)
+        ctx.set(nxt_valid, 0)
+    return tb
 
 
 def _extra_cycles(dut):

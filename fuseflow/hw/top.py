@@ -14,9 +14,10 @@ Ports (all in the ``sync`` domain)::
 
 Per kernel: one op module per node (``fuseflow.hw.ops.MODULES``), one channel FIFO per stream consumer (depth
 from the stream or the program's ``fifo_depth``), fan-out written together when every consumer has room, and
-unconnected outputs always ready. Kernels run in order; kernel k's ops and FIFOs are held in reset until its
-turn and keep their state (write counts) after it until the next ``start``. Intermediates pass through the
-tensor memories.
+unconnected outputs always ready; an op with a look-ahead rule (intersect) gets it when all its input channels
+are deep enough (:func:`lookahead`) and reads its channels' second entries (``StreamFIFO.r_next``). Kernels run
+in order; kernel k's ops and FIFOs are held in reset until its turn and keep their state (write counts) after it
+until the next ``start``. Intermediates pass through the tensor memories.
 
 Cycle counting matches the reference simulator exactly: cycle 0 of a kernel is its first cycle out of reset
 (the root pushes reference 0 then), and the kernel's cycle count is 1 + the last cycle in which any of its
@@ -103,7 +104,18 @@ def default_factory(program, kernel, node):
     fixed = FixedFormat(int(value.get("width", 32)), int(value.get("frac", 16)))
     connected = {pname for pname, _ in node.spec.input_ports(node.params) if kernel.driver(node.id, pname)}
     return cls(op_params(program, node), crd_width=int(cfg.get("crd_width", 16)), fixed=fixed,
-               any_kind=_any_kind(kernel, node, program), connected=connected)
+               any_kind=_any_kind(kernel, node, program), connected=connected,
+               lookahead=lookahead(cls, program, kernel, node))
+
+
+def lookahead(cls, program, kernel, node):
+    """Whether op module ``cls`` gets its look-ahead rule at ``node``: every input channel holds at least
+    ``cls.lookahead_depth`` tokens (the reference simulator decides the same from the same depths)."""
+    if cls.lookahead_depth is None:
+        return False
+    depth_default = int(program.config.get("fifo_depth", 2))
+    streams = [kernel.driver(node.id, pname) for pname, _ in node.spec.input_ports(node.params)]
+    return all(int(s.depth or depth_default) >= cls.lookahead_depth for s in streams if s is not None)
 
 
 def _payload_width(port):
@@ -251,6 +263,17 @@ class ProgramTop(wiring.Component):
                         dst.valid.eq(q.r.valid),
                         q.r.ready.eq(dst.ready),
                     ]
+                    if d.port in ops[d.node].peek_ports():
+                        if ch.depth < ops[d.node].lookahead_depth:
+                            raise HardwareError(f"node {d.node}", f"look-ahead on port {d.port} needs a channel "
+                                                                  f"of depth >= {ops[d.node].lookahead_depth}, "
+                                                                  f"got {ch.depth}")
+                        nxt = getattr(ops[d.node], f"i_{d.port}_next")
+                        km.d.comb += [
+                            nxt.data.eq(q.r_next.data),
+                            nxt.ctrl.eq(q.r_next.ctrl),
+                            getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
+                        ]
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)

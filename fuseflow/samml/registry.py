@@ -173,7 +173,10 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
                  Port("ref{i}", "any", "references of input i, aligned with crd", count="arity")),
         params=(Param("arity", "int", 2, doc="number of inputs (>= 2)"),),
         timing="1 cycle per step; a step needs every input's head. "
-               + ("Intersect pops every input below the largest head coordinate, or all inputs on a match."
+               + ("Intersect pops every input below the largest head coordinate, or all inputs on a match. "
+                  "Look-ahead (every input channel of depth >= 3, and run_op): a step that pops the inputs below "
+                  "the largest head also needs their second coordinates, and pops the inputs at the largest head "
+                  "too when one of those is above it or a stop."
                   if _name == "intersect" else "Union pops every input holding the smallest head coordinate."),
     ))
 _op(OpSpec(

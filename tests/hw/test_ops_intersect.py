@@ -3,6 +3,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
+from fuseflow.errors import HardwareError
+
 from fuseflow.hw.testing import check_op, hw_settings, st_joiner_case
 
 A = {"crd0": [0, 2, 3, "S0", 1, "S1", "D"], "ref0": [10, 11, 12, "S0", 13, "S1", "D"],
@@ -44,3 +46,71 @@ def test_sweep_0(c, stalls, seed):
 @given(st_joiner_case(values=True, depth=(1, 3), dim=(1, 12)), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
 def test_sweep_1(c, stalls, seed):
     check_op("intersect", *c, any_kind="val", stalls=stalls, seed=seed)
+
+
+# --- look-ahead (docs/samml.md, intersect): the harness's unbounded sources and FIFOs of depth >= 3 ----------
+
+LOOKAHEAD = [
+    # (params, inputs, outputs, cycles): two-sided pops on data and on a stop, arity 2 and 3 (docs examples)
+    ({}, {"crd0": [0, 2, 5, 6, "S0", "D"], "ref0": [0, 1, 2, 3, "S0", "D"],
+          "crd1": [1, 4, 6, "S0", "D"], "ref1": [0, 1, 2, "S0", "D"]},
+     {"crd": [6, "S0", "D"], "ref0": [3, "S0", "D"], "ref1": [2, "S0", "D"]}, 6),
+    ({}, {"crd0": [0, "S0", 1, "S1", "D"], "ref0": [0, "S0", 1, "S1", "D"],
+          "crd1": [1, "S0", 1, "S1", "D"], "ref1": [0, "S0", 1, "S1", "D"]},
+     {"crd": ["S0", 1, "S1", "D"], "ref0": ["S0", 1, "S1", "D"], "ref1": ["S0", 1, "S1", "D"]}, 5),
+    ({"arity": 3}, {"crd0": [1, 6, "S0", "D"], "ref0": [0, 1, "S0", "D"], "crd1": [2, 6, "S0", "D"],
+                    "ref1": [0, 1, "S0", "D"], "crd2": [4, 6, "S0", "D"], "ref2": [0, 1, "S0", "D"]},
+     {"crd": [6, "S0", "D"], "ref0": [1, "S0", "D"], "ref1": [1, "S0", "D"], "ref2": [1, "S0", "D"]}, 4),
+]
+
+
+@pytest.mark.parametrize("case", range(len(LOOKAHEAD)))
+def test_lookahead_examples(case, stalls):
+    params, inputs, outputs, cycles = LOOKAHEAD[case]
+    got, sim_cycles, rtl_cycles = check_op("intersect", params, inputs, stalls=stalls, seed=case)
+    assert got == outputs
+    if not stalls:
+        assert sim_cycles == rtl_cycles == cycles
+
+
+def test_lookahead_needs_channels_of_depth_3():
+    from fuseflow.hw.testing import harness_lookahead, make_op
+    assert [harness_lookahead("intersect", d) for d in (None, 1, 2, 3, 8)] == [True, False, False, True, True]
+    assert not harness_lookahead("union", None)
+    on = make_op("intersect", {"arity": 3}, lookahead=True)
+    off = make_op("intersect", {}, lookahead=False)
+    on._MustUse__silence = off._MustUse__silence = True       # inspected, not elaborated
+    assert on.peek_ports() == ["crd0", "crd1", "crd2"]
+    assert {"i_crd2_next", "i_crd2_next_valid"} <= set(on.signature.members)
+    assert off.peek_ports() == [] and "i_crd0_next" not in off.signature.members
+
+
+def test_lookahead_converts_to_verilog():
+    from amaranth.back import verilog
+
+    from fuseflow.hw.testing import make_op
+    text = verilog.convert(make_op("intersect", {"arity": 3}, lookahead=True), name="ff_intersect_la")
+    assert "i_crd2_next_valid" in text
+    with pytest.raises(HardwareError, match="no look-ahead rule"):
+        make_op("union", {}, lookahead=True)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_through_fifos_with_and_without_lookahead(depth, stalls):
+    """FIFOs of depth 3 feed the look-ahead from their r_next; depth 2 turns it off: same tokens either way."""
+    for params, inputs, outputs, _ in LOOKAHEAD:
+        got, _, _ = check_op("intersect", params, inputs, fifo_depth=depth, stalls=stalls, seed=depth)
+        assert got == outputs
+
+
+@hw_settings(20)
+@given(st_joiner_case(dim=(4, 16)), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_random_sparse_fibres(c, stalls, seed):
+    """Wider coordinate ranges: more inputs skip the other's head (two-sided pops)."""
+    check_op("intersect", *c, stalls=stalls, seed=seed)
+
+
+@hw_settings(10)
+@given(st_joiner_case(dim=(4, 16)), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_random_through_depth3_fifos(c, stalls, seed):
+    check_op("intersect", *c, stalls=stalls, seed=seed, fifo_depth=3)

@@ -62,18 +62,25 @@ def declare_capacities(program, refs, inputs_list):
 _builds = {}
 
 
-def kernel_build(name, cache):
-    """(build, build dir, [(inputs, reference)]) for suite kernel ``name``, built once per session."""
-    if name not in _builds:
+def kernel_build(name, cache, lookahead=False):
+    """(build, build dir, [(inputs, reference)]) for suite kernel ``name``, built once per session. With
+    ``lookahead`` the streams into every intersect get depth 3 (its look-ahead is on)."""
+    if (name, lookahead) not in _builds:
         p = kernels.build(name)
+        if lookahead:
+            for k in p.kernels:
+                for nid, node in k.nodes.items():
+                    if node.op == "intersect":
+                        for pname, _ in node.spec.input_ports(node.params):
+                            k.driver(nid, pname).depth = 3
         need_ops(p)
         data = datasets(p)
         refs = [reference_run(p, d) for d in data]
         declare_capacities(p, refs, data)
         b = build(p)
         bdir = verilator.build_verilator(b.verilog(), b.name, root=cache)
-        _builds[name] = (b, bdir, list(zip(data, refs)))
-    return _builds[name]
+        _builds[name, lookahead] = (b, bdir, list(zip(data, refs)))
+    return _builds[name, lookahead]
 
 
 @pytest.fixture(scope="session")
@@ -87,8 +94,8 @@ def cache(tmp_path_factory):
     return str(base / "verilator-cache")
 
 
-def run_kernel(name, cache):
-    b, bdir, cases = kernel_build(name, cache)
+def run_kernel(name, cache, lookahead=False):
+    b, bdir, cases = kernel_build(name, cache, lookahead)
     man = b.manifest()
     for inputs, ref in cases:
         images = check_inputs_fit(b, inputs)
@@ -109,6 +116,13 @@ def test_kernel_on_verilator(name, cache):
 @pytest.mark.parametrize("name", SLOW)
 def test_kernel_on_verilator_slow(name, cache):
     run_kernel(name, cache)
+
+
+def test_intersect_lookahead_on_verilator(cache):
+    """spmv_csr with depth-3 channels into its intersect: the look-ahead reads the FIFOs' second entries."""
+    run_kernel("spmv_csr", cache, lookahead=True)
+    b, _, _ = kernel_build("spmv_csr", cache, lookahead=True)
+    assert any(op.peek_ports() for ops in b.top.ops for op in ops.values())
 
 
 def test_cli_sim_verilator(tmp_path, cache):

@@ -61,18 +61,30 @@ class MemPorts:
 class OpComponent(wiring.Component):
     """Base of every op module. Subclasses set ``op_name`` and implement ``elaborate``.
 
-    Constructor: ``Cls(params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None)``. ``params`` are the
+    Constructor: ``Cls(params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None,
+    lookahead=False)``. ``params`` are the
     node's registry parameters (resolved here; tensor arrays such as seg/crd/vals are ignored: the op
     reaches its arrays through its memory interfaces). ``fixed`` is the :class:`FixedFormat` of values;
     ``any_kind`` ("ref" or "val") sets the width of the op's ``any`` ports (repeat, intersect, union).
     ``connected``: the input ports that are driven (default: the registry's required inputs for these
-    params); an optional input (alu ``b``, reduce ``crd``) exists only when listed.
+    params); an optional input (alu ``b``, reduce ``crd``) exists only when listed. ``lookahead``: the
+    op's look-ahead rule is on (only ops with a ``lookahead_depth``, i.e. intersect): it then has, for
+    each port of :meth:`peek_ports`, the inputs ``i_<p>_next`` (token layout) and ``i_<p>_next_valid``,
+    to be driven by the channel's ``StreamFIFO.r_next``/``r_next_valid``. Turn it on exactly when every
+    input channel holds at least ``lookahead_depth`` tokens, as the simulator does.
     """
 
     op_name = None
+    #: minimum depth of every input channel for the op's look-ahead rule (None: the op has none)
+    lookahead_depth = None
 
-    def __init__(self, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None):
+    def __init__(self, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None,
+                 lookahead=False):
         self.spec = get_op(self.op_name)
+        if lookahead and self.lookahead_depth is None:
+            self._MustUse__silence = True            # never constructed: nothing to warn about
+            raise HardwareError(f"op {self.op_name}", "has no look-ahead rule")
+        self.lookahead = bool(lookahead)
         self.params = self.spec.resolve_params(dict(params or {}), f"op {self.op_name}")
         self.crd_width = int(crd_width)
         self.fixed = fixed or FixedFormat()
@@ -125,6 +137,10 @@ class OpComponent(wiring.Component):
         members[f"{prefix}_wdata"] = Out(width)
         members[f"{prefix}_wen"] = Out(1)
         members[count] = Out(self.crd_width + 1)
+
+    def peek_ports(self):
+        """Input ports with a look-ahead view (``i_<p>_next``, ``i_<p>_next_valid``); none by default."""
+        return []
 
     def inputs(self):
         return [n[2:] for n in self.port_info if n.startswith("i_")]

@@ -2,21 +2,39 @@
 
 Every firing inspects all 2n input heads (fuseflow/sim/ops/intersect.py):
 all coordinates equal -> emits the coordinate and every input's reference, pops all;
-all data but not equal -> pops (crd and ref of) every input whose coordinate is below the largest, no output;
+all data but not equal -> pops (crd and ref of) every input whose coordinate is below the largest (LOW), no
+output; with look-ahead it needs the second coordinate (``i_crd<i>_next``, valid) of every LOW input as well,
+and also pops the inputs at the largest when some LOW input's second coordinate is above it or a stop;
 all control (equal stops, or D) -> emits it on every output, pops all;
 some at a stop, others at data -> pops the data ones, no output.
+
+Look-ahead (``lookahead=True``) is for channels of depth >= ``LOOKAHEAD_DEPTH`` (3) on every input; the
+simulator decides it from the same depths.
 """
 
 from functools import reduce
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Mux, Module, Signal
+from amaranth.lib.wiring import In
 
+from ...sim.ops.intersect import LOOKAHEAD_DEPTH
 from ..stream import all_of
+from ..token import token_layout
 from ._common import OpComponent, copy_ctrl, copy_tok, set_data
 
 
 class Intersect(OpComponent):
     op_name = "intersect"
+    lookahead_depth = LOOKAHEAD_DEPTH
+
+    def _add_members(self, members):
+        for p in self.peek_ports():
+            members[f"i_{p}_next"] = In(token_layout(self.crd_width))
+            members[f"i_{p}_next_valid"] = In(1)
+
+    def peek_ports(self):
+        """The coordinate ports ``crd<i>`` when look-ahead is on."""
+        return [f"crd{i}" for i in range(self.params["arity"])] if self.lookahead else []
 
     def elaborate(self, platform):
         m = Module()
@@ -25,13 +43,25 @@ class Intersect(OpComponent):
         f = self.fire_logic()
         crds = [getattr(self, f"i_crd{i}") for i in range(n)]
         refs = [getattr(self, f"i_ref{i}") for i in range(n)]
-        m.d.comb += f.go.eq(all_of(s.valid for s in crds + refs))
+        heads_valid = all_of(s.valid for s in crds + refs)
         cv = [c.payload.data[:w] for c in crds]
         top = Signal(w)
         m.d.comb += top.eq(reduce(lambda a, b: Mux(a >= b, a, b), cv))
         all_data = all_of(~c.payload.ctrl for c in crds)
         all_ctrl = all_of(c.payload.ctrl for c in crds)
         all_eq = all_of(c == cv[0] for c in cv[1:])
+        low = [Signal(name=f"low{i}") for i in range(n)]
+        m.d.comb += [low[i].eq(cv[i] < top) for i in range(n)]
+        skip = Signal()                  # some LOW input's second coordinate passes the largest head
+        if self.lookahead:
+            nxt = [getattr(self, f"i_crd{i}_next") for i in range(n)]
+            nxt_valid = [getattr(self, f"i_crd{i}_next_valid") for i in range(n)]
+            seconds = all_of(~low[i] | nxt_valid[i] for i in range(n))
+            m.d.comb += skip.eq(reduce(lambda a, b: a | b,
+                                       [low[i] & (nxt[i].ctrl | (nxt[i].data[:w] > top)) for i in range(n)]))
+            m.d.comb += f.go.eq(heads_valid & (~all_data | all_eq | seconds))
+        else:
+            m.d.comb += f.go.eq(heads_valid)
         with m.If(all_data):
             with m.If(all_eq):
                 m.d.comb += f.push["crd"].eq(1)
@@ -41,7 +71,8 @@ class Intersect(OpComponent):
                     copy_tok(m, getattr(self, f"o_ref{i}"), refs[i].payload)
             with m.Else():
                 for i in range(n):
-                    m.d.comb += [f.pop[f"crd{i}"].eq(cv[i] < top), f.pop[f"ref{i}"].eq(cv[i] < top)]
+                    # inputs not LOW hold the largest head: popped when it cannot match
+                    m.d.comb += [f.pop[f"crd{i}"].eq(low[i] | skip), f.pop[f"ref{i}"].eq(low[i] | skip)]
         with m.Elif(all_ctrl):
             m.d.comb += f.push["crd"].eq(1)
             copy_ctrl(m, self.o_crd, crds[0].payload)

@@ -1,0 +1,106 @@
+"""intersect's look-ahead in the reference simulator: when it applies (every input channel of depth >= 3, or
+run_op's unbounded sources), that it changes cycles only, and why the ref channels count too.
+
+The tables of docs/samml.md (## intersect) check the rule token by token and cycle by cycle; here: properties
+against the op without look-ahead, and whole kernels."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fuseflow.sim.ops.intersect as intersect
+from fuseflow.errors import DeadlockError
+from fuseflow.hw.testing import st_joiner_case
+from fuseflow.samml import kernels
+from fuseflow.samml.expr import evaluate
+from fuseflow.sim import run, run_op
+
+
+def no_lookahead(monkeypatch):
+    monkeypatch.setattr(intersect, "lookahead", lambda chans: False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st_joiner_case(arity=(2, 4), depth=(1, 3), dim=(1, 16)))
+def test_same_tokens_in_no_more_cycles(case):
+    """With every token visible from cycle 0 the look-ahead never waits: same tokens, at most as many cycles."""
+    params, inputs = case
+    got, info = run_op("intersect", params, inputs, mode="fixed", stats=True)
+    with pytest.MonkeyPatch.context() as mp:
+        no_lookahead(mp)
+        want, base = run_op("intersect", params, inputs, mode="fixed", stats=True)
+    assert got == want
+    assert info["cycles"] <= base["cycles"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st_joiner_case(arity=(2, 2), depth=(1, 3), dim=(1, 16)))
+def test_two_input_fast_path_is_the_n_input_rule(case):
+    params, inputs = case
+    got = run_op("intersect", params, inputs, mode="fixed", stats=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(intersect, "_run2", intersect._run_n)
+        assert run_op("intersect", params, inputs, mode="fixed", stats=True) == got
+
+
+def test_long_fibres_take_about_1_3_L():
+    """Two random fibres of 300 coordinates in [0, 1000): 1.3 L cycles with look-ahead, 1.7 L without."""
+    rng = np.random.default_rng(0)
+    fib = [sorted(rng.choice(1000, 300, replace=False).tolist()) for _ in range(2)]
+    inputs = {}
+    for i, f in enumerate(fib):
+        inputs[f"crd{i}"] = f + ["S0", "D"]
+        inputs[f"ref{i}"] = list(range(len(f))) + ["S0", "D"]
+    out, info = run_op("intersect", {}, inputs, stats=True)
+    assert out["crd"] == sorted(set(fib[0]) & set(fib[1])) + ["S0", "D"]
+    with pytest.MonkeyPatch.context() as mp:
+        no_lookahead(mp)
+        _, base = run_op("intersect", {}, inputs, stats=True)
+    assert 1.2 * 300 < info["cycles"] < 1.4 * 300
+    assert 1.6 * 300 < base["cycles"] < 1.8 * 300
+
+
+def intersect_inputs(program, crd_depth, ref_depth):
+    """Set the depth of every stream into an intersect (crd and ref ports separately)."""
+    for k in program.kernels:
+        for nid, node in k.nodes.items():
+            if node.op == "intersect":
+                for i in range(node.params.get("arity", 2)):
+                    k.driver(nid, f"crd{i}").depth = crd_depth
+                    k.driver(nid, f"ref{i}").depth = ref_depth
+    return program
+
+
+@pytest.mark.parametrize("name,depths", [("vector_mul", (1, 2, 3)), ("spmv_csr", (2, 3)), ("elementwise_mul", (2, 3))])
+def test_kernels_look_ahead_from_depth_3(name, depths, monkeypatch):
+    """Depth 1 and 2: the cycles of the op without look-ahead; depth 3: fewer. Results: NumPy's. (spmv and
+    elementwise_mul deadlock at depth 1 with or without look-ahead.)"""
+    p = kernels.build(name, 16)
+    inputs = kernels.random_inputs(p, density=0.4, seed=2)
+    base, cyc = {}, {}
+    for depth in depths:
+        res = run(p, inputs, fifo_depth=depth)
+        cyc[depth] = res.cycles
+        for t, want in evaluate(p.expr, inputs).items():
+            np.testing.assert_allclose(res.outputs[t], want, rtol=1e-12, atol=1e-12)
+    no_lookahead(monkeypatch)
+    for depth in depths:
+        base[depth] = run(p, inputs, fifo_depth=depth).cycles
+    assert all(cyc[d] == base[d] for d in depths if d < 3)
+    assert cyc[3] < base[3]
+
+
+def test_a_depth1_ref_channel_turns_it_off(monkeypatch):
+    """Deep crd channels but depth-1 ref channels: no look-ahead (the cycles of the op without it). Looking at the
+    crd channels alone would deadlock: the scanner pushes a crd and its ref together, and the ref channel stays
+    full until the intersect pops the ref the look-ahead holds back."""
+    p = intersect_inputs(kernels.build("vector_mul", 16), crd_depth=8, ref_depth=1)
+    inputs = kernels.random_inputs(p, density=0.5, seed=1)
+    got = run(p, inputs)
+    with pytest.MonkeyPatch.context() as mp:
+        no_lookahead(mp)
+        assert run(p, inputs).cycles == got.cycles
+    crds_only = lambda chans: all(ch.depth >= 3 for ch in chans[:len(chans) // 2])  # noqa: E731
+    monkeypatch.setattr(intersect, "lookahead", crds_only)
+    with pytest.raises(DeadlockError, match="intersect"):
+        run(p, inputs)
