@@ -22,15 +22,22 @@ def _copy(program):
     return Program.from_json(program.to_json())
 
 
-def _blocked_ops(result):
-    """(kernel index, node id, blocked cycles) of every op that waited on a full channel, most blocked first."""
-    out = []
+def _candidates(prog, result, default, max_depth, n):
+    """Groups of streams to deepen together, one group per trial: the output channels of the ops that waited
+    longest on a full channel, then the input channels of the busiest ops (an op may use deeper inputs
+    only when all of them are deep, e.g. the intersect's look-ahead)."""
+    blocked, busy = [], []
     for ki, ks in enumerate(result.stats["kernels"]):
         for nid, ns in ks["nodes"].items():
             if ns["blocked"] > 0:
-                out.append((ki, nid, ns["blocked"]))
-    out.sort(key=lambda x: -x[2])
-    return out
+                blocked.append((ns["blocked"], ki, nid))
+            busy.append((ns["busy"], ki, nid))
+    out = []
+    for _, ki, nid in sorted(blocked, key=lambda x: -x[0])[:n]:
+        out.append((ki, [s for s in prog.kernels[ki].streams.values() if s.src.node == nid]))
+    for _, ki, nid in sorted(busy, key=lambda x: -x[0])[:max(1, n // 4)]:
+        out.append((ki, [s for s in prog.kernels[ki].streams.values() if any(d.node == nid for d in s.dsts)]))
+    return [(ki, [s for s in group if (s.depth or default) < max_depth]) for ki, group in out]
 
 
 def size_fifos(program, inputs, *, mode="fixed", max_depth=64, min_gain=0.002, candidates=8, max_rounds=40,
@@ -63,20 +70,21 @@ def size_fifos(program, inputs, *, mode="fixed", max_depth=64, min_gain=0.002, c
     changed = {}
     for _ in range(max_rounds):
         best = None
-        for ki, nid, _blocked in _blocked_ops(res)[:candidates]:
-            k = prog.kernels[ki]
-            outs = [s for s in k.streams.values() if s.src.node == nid and (s.depth or default) < max_depth]
+        for ki, outs in _candidates(prog, res, default, max_depth, candidates):
             if not outs:
                 continue
             old = {s.id: s.depth for s in outs}
+            new = {s.id: min(max_depth, 2 * (s.depth or default)) for s in outs}
             for s in outs:
-                s.depth = min(max_depth, 2 * (s.depth or default))
-            trial = run(prog, inputs, mode=mode)
+                s.depth = new[s.id]
+            try:
+                trial = run(prog, inputs, mode=mode)
+            finally:
+                for s in outs:
+                    s.depth = old[s.id]
             runs += 1
             if best is None or trial.cycles < best[0]:
-                best = (trial.cycles, ki, {s.id: s.depth for s in outs}, trial)
-            for s in outs:
-                s.depth = old[s.id]
+                best = (trial.cycles, ki, new, trial)
         if best is None or cycles - best[0] < max(1, min_gain * cycles):
             break
         c, ki, depths, res = best
