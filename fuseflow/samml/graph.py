@@ -154,7 +154,10 @@ class Kernel:
         return NodeHandle(self, id)
 
     def connect(self, src, node_id, port, kind=None):
-        """Drive input ``port`` of ``node_id`` from producer port ``src`` (fan-out is allowed)."""
+        """Drive input ``port`` of ``node_id`` from producer port ``src`` (fan-out is allowed).
+
+        A stream into an op whose registry entry asks for deeper inputs (``input_depth``: the intersect's
+        look-ahead) gets at least that depth; graphs loaded from JSON keep the depths they state."""
         if isinstance(src, NodeHandle):
             raise GraphError(f"node {node_id}", f"input '{port}' needs a port such as node['ref'], not a node")
         dst = PortRef(node_id, port)
@@ -165,8 +168,12 @@ class Kernel:
             sid = f"{src.node}.{src.port}"
             self.streams[sid] = Stream(sid, kind or self._src_kind(src), src, [])
             self._by_src[src] = sid
-        self.streams[sid].dsts.append(dst)
+        stream = self.streams[sid]
+        stream.dsts.append(dst)
         self._driver[dst] = sid
+        need = self.nodes[node_id].spec.input_depth if node_id in self.nodes else None
+        if need and (stream.depth or 0) < need:
+            stream.depth = need
 
     def _src_kind(self, src):
         node = self.nodes.get(src.node)

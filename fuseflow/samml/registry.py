@@ -68,6 +68,8 @@ class OpSpec:
     params: tuple = ()
     memory: str | None = None          # "read" or "write" when the op is backed by a tensor memory
     timing: str = ""
+    #: channel depth every input needs for the op's full rate (the intersect's look-ahead), else None
+    input_depth: int | None = None
 
     def param(self, name):
         for p in self.params:
@@ -171,6 +173,7 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
                 Port("ref{i}", "any", "references of input i", count="arity")),
         outputs=(Port("crd", "crd", "merged coordinates"),
                  Port("ref{i}", "any", "references of input i, aligned with crd", count="arity")),
+        input_depth=3 if _name == "intersect" else None,
         params=(Param("arity", "int", 2, doc="number of inputs (>= 2)"),),
         timing="1 cycle per step; a step needs every input's head. "
                + ("Intersect pops every input below the largest head coordinate, or all inputs on a match. "

@@ -212,7 +212,8 @@ def test_suite_kernel_matches_simulator(name):
 # --- intersect look-ahead: channels of depth >= 3 into every intersect ------------------------------------
 
 def deepen_intersect_inputs(program, depth=3):
-    """Give every stream into an intersect ``depth`` slots (the look-ahead needs 3)."""
+    """Give every stream into an intersect ``depth`` slots (the look-ahead needs 3; the graph builder already
+    gives 3, the registry's input_depth; ``depth=None`` falls back to the default of 2)."""
     for k in program.kernels:
         for nid, node in k.nodes.items():
             if node.op == "intersect":
@@ -243,7 +244,7 @@ def test_intersect_lookahead_saves_cycles_in_rtl():
     b = build(p, inputs, op_factory=factory)
     res = run_amaranth(b, max_cycles=20 * b.reference.cycles + 1000)
     check(b, res)
-    shallow = reference_run(kernels.build("spmv_csr", 16), inputs)
+    shallow = reference_run(deepen_intersect_inputs(kernels.build("spmv_csr", 16), None), inputs)
     assert res["cycles"] < 0.9 * shallow.cycles
 
 
@@ -260,7 +261,7 @@ def test_lookahead_on_a_shallow_channel_is_refused():
     import warnings
 
     from amaranth.hdl import Fragment
-    p = kernels.build("vector_mul")
+    p = deepen_intersect_inputs(kernels.build("vector_mul"), None)
     b = build(p, kernels.random_inputs(p, density=0.5, seed=3))
     b.top._MustUse__silence = True
     with warnings.catch_warnings():

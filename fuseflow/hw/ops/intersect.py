@@ -8,7 +8,7 @@ and also pops the inputs at the largest when some LOW input's second coordinate 
 all control (equal stops, or D) -> emits it on every output, pops all;
 some at a stop, others at data -> pops the data ones, no output.
 
-Look-ahead (``lookahead=True``) is for channels of depth >= ``LOOKAHEAD_DEPTH`` (3) on every input; the
+Look-ahead (``lookahead=True``) is for channels of depth >= the registry's ``input_depth`` (3) on every input; the
 simulator decides it from the same depths.
 """
 
@@ -17,7 +17,7 @@ from functools import reduce
 from amaranth.hdl import Mux, Module, Signal
 from amaranth.lib.wiring import In
 
-from ...sim.ops.intersect import LOOKAHEAD_DEPTH
+from ...samml.registry import get_op
 from ..stream import all_of
 from ..token import token_layout
 from ._common import OpComponent, copy_ctrl, copy_tok, set_data
@@ -25,7 +25,7 @@ from ._common import OpComponent, copy_ctrl, copy_tok, set_data
 
 class Intersect(OpComponent):
     op_name = "intersect"
-    lookahead_depth = LOOKAHEAD_DEPTH
+    lookahead_depth = get_op("intersect").input_depth
 
     def _add_members(self, members):
         for p in self.peek_ports():

@@ -22,10 +22,11 @@ would not: its producer could not push the second (crd, ref) pair. Hence the dep
 The tokens are unchanged: the op pops the same tokens before each output, only in fewer cycles.
 """
 
+from ...samml.registry import get_op
 from ._common import LEVEL, bad, joiner_ports, wait_heads, wait_room
 
-#: every input channel must hold this many tokens for the look-ahead (fuseflow/hw uses the same constant)
-LOOKAHEAD_DEPTH = 3
+#: every input channel must hold this many tokens for the look-ahead (the registry's input_depth)
+LOOKAHEAD_DEPTH = get_op("intersect").input_depth
 
 
 def lookahead(chans):
