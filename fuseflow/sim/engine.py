@@ -141,7 +141,8 @@ def _deadlock_message(blocked):
     parts = []
     for st, _, w in blocked:
         if isinstance(w, Channel):
-            parts.append(f"{st.id} waits for a token on '{w.name}' (empty)")
+            held = f"holds {len(w.toks)}, needs another" if w.toks else "empty"   # look-ahead waits for a second
+            parts.append(f"{st.id} waits for a token on '{w.name}' ({held})")
         elif isinstance(w, Out):
             full = [ch.name for ch in w.chans if not ch.credits]
             parts.append(f"{st.id} waits to write '{w.name}' (full: {', '.join(full) or '?'})")
