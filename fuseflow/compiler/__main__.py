@@ -57,7 +57,9 @@ def compile_cmd(args):
     if args.list_orders:
         for p in result.plans:
             if not isinstance(p, KernelPlan):
-                print(f"kernel {p.name}: transpose {p.src} -> {p.dst} (no dataflow order)")
+                how = "cheap" if p.cheap else "general"
+                print(f"kernel {p.name}: transpose {p.src} -> {p.dst} (mode order "
+                      f"{','.join(map(str, p.dst_mode_order))}, {how} kernel; no dataflow order)")
                 continue
             orders, capped = p.orders(args.max_orders)
             more = f" (capped at {args.max_orders}; more may exist, raise --max-orders)" if capped else ""

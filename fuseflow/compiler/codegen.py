@@ -8,8 +8,8 @@ become nodes.
 
 Tensors of the program: inputs keep their declared formats; outputs and intermediates (tensors written by
 one kernel and read by a later one) have every level ``compressed`` with the mode order in which the
-producing kernel iterates their indices; permuted copies (``A_T``) are compressed with the reversed mode
-order of their source.
+producing kernel iterates their indices; permuted copies (``A_T``, ``B_p201``) are compressed with the mode
+order the fusion pass chose for them.
 """
 
 from __future__ import annotations
@@ -69,19 +69,20 @@ def write_tensor(kb, name, levels, val):
 
 
 def size_fifos(kernel):
-    """FIFO depths that keep the kernel deadlock-free (DESIGN.md section 5).
+    """FIFO depths that keep the kernel deadlock-free (docs/compiler.md section 4).
 
-    A sparse accumulator emits a whole sorted fibre per group; a consumer that merges that fibre with a
-    stream whose next token depends on the accumulator's *next* outer coordinate (a scanner's stop
-    look-ahead through a repeat driven by ``crd_outer0``) must be able to buffer one complete inner fibre.
-    So every stream out of a ``spacc`` gets depth ``dim + 2`` (the inner dimension plus the closing stop and
-    one token of the next fibre); ``crd_outer0`` gets ``dim_outer + 2``. Other streams keep the default."""
+    A sparse accumulator emits a whole sorted sub-tree per group; a consumer that merges it with a stream
+    whose next token depends on the accumulator's *next* outer coordinate (a scanner's stop look-ahead
+    through a repeat driven by ``crd_outer0``) must be able to buffer one complete emitted fibre. So every
+    stream out of a ``spacc`` gets depth ``dim + 2`` (the inner dimension plus the closing stop and one
+    token of the next fibre); ``crd_outer0`` gets ``dim_outer + 2`` and ``crd_outer1`` (order 3)
+    ``dim_outer1 + 2``. Other streams keep the default."""
     for node in kernel.nodes.values():
         if node.op != "spacc":
             continue
-        dim = int(node.params.get("dim") or 0)
-        dim_outer = int(node.params.get("dim_outer") or 0)
-        for port, bound in (("crd_inner", dim), ("val", dim), ("crd_outer0", dim_outer)):
+        bounds = (("crd_inner", "dim"), ("val", "dim"), ("crd_outer0", "dim_outer"), ("crd_outer1", "dim_outer1"))
+        for port, param in bounds:
+            bound = int(node.params.get(param) or 0)
             s = kernel.output_stream(node.id, port)
             if s is not None and bound:
                 s.depth = max(s.depth or 0, bound + 2)
@@ -98,11 +99,26 @@ def gen_kernel(prog, kp):
     return planner.table
 
 
-def gen_transpose(prog, tp):
-    """A transpose kernel. The levels above the two swapped ones are scanned and kept; below them, each
-    entry becomes a one-coordinate fibre (a dense scan of size 1) holding the upper swapped coordinate
-    (crd_hold), and an order-2 sparse accumulator whose reduced index is the upper swapped level re-sorts
-    every group by (lower, upper): one entry per position, so nothing is actually summed."""
+def gen_transpose(prog, tp, general=False):
+    """A transpose kernel (a permuted copy ``tp.dst`` of ``tp.src``); the cheap kernel for an order-2
+    transpose or an order-3 inner swap unless ``general``, else the general one."""
+    if tp.cheap and not general:
+        return _gen_swap(prog, tp)
+    return _gen_permute(prog, tp)
+
+
+def _hold(crd, inners, name):
+    """``crd`` held down through the inner coordinate streams ``inners`` (one crd_hold per level)."""
+    for n, inner in enumerate(inners):
+        crd = Cell("crd_hold", {"outer": crd, "inner": inner}, f"{name}{n}")["outer"]
+    return crd
+
+
+def _gen_swap(prog, tp):
+    """The levels above the two swapped ones are scanned and kept; below them, each entry becomes a
+    one-coordinate fibre (a dense scan of size 1) holding the upper swapped coordinate (crd_hold), and an
+    order-2 sparse accumulator whose reduced index is the upper swapped level re-sorts every group by
+    (lower, upper): one entry per position, so nothing is actually summed."""
     k = prog.kernel(tp.name)
     kb = KernelBuilder(k)
     n = len(tp.shape)
@@ -115,12 +131,11 @@ def gen_transpose(prog, tp):
         ref = s["ref"]
     unit = Cell("level_scan", {"ref": ref}, "unit", format="dense", dim=1)
     upper, lower = scans[n - 2], scans[n - 1]
-    held = Cell("crd_hold", {"outer": upper["crd"], "inner": lower["crd"]}, "hold0")
-    held2 = Cell("crd_hold", {"outer": held["outer"], "inner": unit["crd"]}, "hold1")
+    held = _hold(upper["crd"], [lower["crd"], unit["crd"]], "hold")
     vals = Cell("array", {"ref": unit["ref"]}, f"vals_{tp.src}", tensor=tp.src)
     outer_dim = tp.shape[tp.src_mode_order[n - 1]]
     inner_dim = tp.shape[tp.src_mode_order[n - 2]]
-    acc = Cell("spacc", {"crd_inner": held2["outer"], "crd_outer0": lower["crd"], "val": vals["val"]},
+    acc = Cell("spacc", {"crd_inner": held, "crd_outer0": lower["crd"], "val": vals["val"]},
                "spacc_transpose", order=2, op="sum", dim=int(inner_dim), dim_outer=int(outer_dim))
     levels = [(f"l{lv}", scans[lv]["crd"]) for lv in range(n - 2)]
     levels += [("a", acc["crd_outer0"]), ("b", acc["crd_inner"])]
@@ -128,8 +143,52 @@ def gen_transpose(prog, tp):
     size_fifos(k)
 
 
-def build_program(ir, plans, name=None):
-    """The SAMML program of a list of plans (in execution order)."""
+def _gen_permute(prog, tp):
+    """Any permutation of an order-n tensor (n = 2, 3). Every source level is scanned (the n reduced levels
+    of the accumulator); below them each entry becomes a chain of n one-coordinate fibres (dense scans of
+    size 1, no tensor: the sub-tree levels), the d-th carrying the coordinate of target level d held down
+    from its source level (crd_hold); the values are read through the last unit scan's references (a
+    dense scan of size 1 maps reference r to r). One ``spacc`` of order n with ``group`` n merges the
+    whole tensor as one group and emits it sorted in the target order (every position once: nothing is
+    summed); capacity: the product of the dimensions."""
+    k = prog.kernel(tp.name)
+    kb = KernelBuilder(k)
+    n = len(tp.shape)
+    if n not in (2, 3):
+        raise ValueError(f"permuted copies exist for order 2 and 3, not {n}")
+    root = Cell("root", {}, "root")
+    scans, ref = [], root["ref"]
+    for lv in range(n):
+        s = Cell("level_scan", {"ref": ref}, f"scan_{tp.src}{lv}", tensor=tp.src, level=lv,
+                 format=tp.src_levels[lv])
+        scans.append(s)
+        ref = s["ref"]
+    units = []
+    for d in range(n):
+        u = Cell("level_scan", {"ref": ref}, f"unit{d}", format="dense", dim=1)
+        units.append(u)
+        ref = u["ref"]
+    inners = [s["crd"] for s in scans] + [u["crd"] for u in units]
+    sub = []
+    for d, dim in enumerate(tp.dst_mode_order):
+        lv = list(tp.src_mode_order).index(dim)
+        sub.append(_hold(scans[lv]["crd"], inners[lv + 1:n + d + 1], f"hold{d}_"))
+    vals = Cell("array", {"ref": ref}, f"vals_{tp.src}", tensor=tp.src)
+    dims = [int(tp.shape[m]) for m in tp.dst_mode_order]
+    inputs = {"crd_inner": sub[-1], "val": vals["val"]}
+    params = {"order": n, "group": n, "op": "sum", "dim": dims[-1]}
+    for m in range(n - 1):                   # crd_outer0 is the level just above crd_inner
+        inputs[f"crd_outer{m}"] = sub[n - 2 - m]
+        params["dim_outer" if m == 0 else f"dim_outer{m}"] = dims[n - 2 - m]
+    acc = Cell("spacc", inputs, "spacc_permute", **params)
+    levels = [(f"l{d}", acc[f"crd_outer{n - 2 - d}"]) for d in range(n - 1)] + [(f"l{n - 1}", acc["crd_inner"])]
+    write_tensor(kb, tp.dst, levels, acc["val"])
+    size_fifos(k)
+
+
+def build_program(ir, plans, name=None, general_transposes=False):
+    """The SAMML program of a list of plans (in execution order). ``general_transposes`` builds every
+    permuted copy with the general kernel (tests)."""
     prog = Program(name or ir.name, expr=ir.expr_text())
     written = {}
     for p in plans:
@@ -154,6 +213,6 @@ def build_program(ir, plans, name=None):
         if isinstance(p, KernelPlan):
             tables[p.name] = gen_kernel(prog, p)
         else:
-            gen_transpose(prog, p)
+            gen_transpose(prog, p, general_transposes)
     prog.validate()
     return prog, tables

@@ -11,8 +11,9 @@ For every kernel the compiler
 4. builds the partial-order graph (a networkx DiGraph over index variables) from the views' storage orders,
    the statements' ``order`` lines (through the renaming) and the command line's ``--order``;
 5. breaks cycles: a cycle through an inlined producer's order un-inlines (materialises) that producer;
-   a cycle through views of a tensor that has other views (or that an earlier kernel wrote) gets a
-   permuted copy of the tensor (a transpose kernel) for one view; anything else is an unsatisfiable order;
+   a storage-order conflict between views gets a permuted copy of an order-2 or order-3 tensor (a
+   transpose kernel, any target mode order) for one view; a cycle through the user's orders and an
+   input's storage order is an unsatisfiable order;
 6. enumerates the topological sorts deterministically (index rank: output indices, then first use),
    keeps those the fusion-table planner can lower (:func:`.tables.check_order`), caps the enumeration,
    and selects the first valid order (or the only one the user's constraints allow).
@@ -93,8 +94,8 @@ class KernelPlan:
 
 @dataclass
 class TransposePlan:
-    """A permuted copy of a tensor (a transpose kernel): order 2 transposed, or order 3 with its inner two
-    levels swapped."""
+    """A permuted copy of a tensor (a transpose kernel): stored with ``dst_mode_order`` (any permutation of an
+    order-2 or order-3 tensor; ``cheap`` when it is an order-2 transpose or an order-3 inner swap)."""
     name: str
     src: str
     dst: str
@@ -104,6 +105,10 @@ class TransposePlan:
     dst_mode_order: tuple
     kind: str = "transpose"
     notes: list = field(default_factory=list)
+
+    @property
+    def cheap(self):
+        return is_cheap_permutation(self.src_mode_order, self.dst_mode_order)
 
 
 def _text(node):
@@ -558,39 +563,35 @@ class Compiler:
             for cand in [key] + [k for k in reversed(accepted) if k in in_cycle]:
                 if user and self.ir.tensors[cand[0]].role == "input":
                     continue
-                view = kp.views[cand]
-                target = permuted_order(view.mode_order)
-                li = tuple(view.idx[d] for d in target)
                 rest = [k for k in accepted + [key] if k != cand]
-                alt = graph(rest, [(a, b, ("view", cand)) for a, b in zip(li, li[1:])])
-                if nx.is_directed_acyclic_graph(alt):
+                target = choose_permutation(kp.views[cand], graph(rest), kp.rank)
+                if target is not None:
                     return ("permute", (cand, target), f"the order constraints form a cycle {path}")
             if user and self.ir.tensors[key[0]].role == "input":
                 self._fail_cycle(kp, trial, cyc)
             detail = "; ".join(_describe_label(self.ir, a, b, lab) for a, b in cyc for lab in trial[a][b]["labels"])
             raise ProgramError(f"line {kp.stmt.line}", f"the storage orders conflict (cycle {path}) and no "
-                                                       f"permuted copy that can be built (order-2 transpose, "
-                                                       f"order-3 swap of the inner two levels) breaks it ({detail})")
+                                                       f"permuted copy of the views in it breaks it ({detail})")
         raise AssertionError("cycle not found again")
 
     def _fail_cycle(self, kp, g, cyc):
         labels = [(a, b, lab) for a, b in cyc for lab in g[a][b]["labels"]]
         path = " -> ".join([cyc[0][0]] + [b for _, b in cyc])
         detail = "; ".join(_describe_label(self.ir, u, v, lab) for u, v, lab in labels)
-        big = [lab[1] for _, _, lab in labels if lab[0] == "view" and self.ir.tensors[lab[1][0]].order > 2
-               and sum(1 for k in kp.views if k[0] == lab[1][0]) >= 1]
+        big = [lab[1] for _, _, lab in labels if lab[0] == "view" and self.ir.tensors[lab[1][0]].order > 3]
         if big and not any(lab[0] in ("order", "cli") for _, _, lab in labels):
             k = big[0]
             raise ProgramError(f"line {kp.stmt.line}", f"the storage orders conflict (cycle {path}); breaking it "
                                                        f"needs a permuted copy of {k[0]} (order "
-                                                       f"{self.ir.tensors[k[0]].order}), and only order-2 "
-                                                       f"transposes are supported ({detail})")
+                                                       f"{self.ir.tensors[k[0]].order}), and permuted copies "
+                                                       f"exist for order 2 and 3 only ({detail})")
         raise ProgramError(f"line {kp.stmt.line}", f"unsatisfiable dataflow order for {kp.out}: the order "
                                                    f"constraints form a cycle {path} ({detail})")
 
     def permutable(self, kp, key):
-        """Can this view read a permuted copy? Order-2 tensors (transposed) and order-3 tensors (inner two
-        levels swapped), inputs or written by an earlier kernel, when the view does not already read one."""
+        """Can this view read a permuted copy? Order-2 and order-3 tensors (any mode order: the copy is
+        built by one sparse accumulator of the tensor's order), inputs or written by an earlier kernel, when
+        the view does not already read one."""
         t = self.ir.tensors[key[0]]
         if t.order not in (2, 3):
             return False
@@ -598,14 +599,56 @@ class Compiler:
 
 
 def permuted_order(mode_order):
-    """The mode order of the permuted copy a transpose kernel builds: order 2 reversed, order 3 with its
-    two inner levels swapped (one sparse accumulator of order 2 per outer coordinate)."""
+    """The cheap permuted copy of a storage order: order 2 reversed, order 3 with its two inner levels
+    swapped (one sparse accumulator of order 2 per outer coordinate). Other permutations are built by the
+    general transpose kernel (one group: the whole tensor)."""
     mo = tuple(mode_order)
     if len(mo) == 2:
         return (mo[1], mo[0])
     if len(mo) == 3:
         return (mo[0], mo[2], mo[1])
     raise ValueError(mo)
+
+
+def is_cheap_permutation(src_mode_order, dst_mode_order):
+    """True when ``dst`` is the cheap permuted copy of ``src`` (order-2 transpose, order-3 inner swap)."""
+    return len(src_mode_order) in (2, 3) and tuple(dst_mode_order) == permuted_order(src_mode_order)
+
+
+def permutation_candidates(view, g, rank):
+    """Target mode orders for a permuted copy read by ``view``, deterministically: the cheap one (order-2
+    transpose, order-3 inner swap), then the view's indices in the first topological order of ``g`` (the
+    POG without the view's storage constraints), then every other permutation."""
+    import itertools
+    n = len(view.mode_order)
+    out = [permuted_order(view.mode_order)]
+    if nx.is_directed_acyclic_graph(g):
+        first = next(topological_sorts(g, rank), None)
+        if first is not None:
+            pos = {x: p for p, x in enumerate(first)}
+            out.append(tuple(sorted(range(n), key=lambda d: pos.get(view.idx[d], len(pos)))))
+    out += list(itertools.permutations(range(n)))
+    seen, res = {tuple(view.mode_order)}, []
+    for t in out:
+        if t not in seen:
+            seen.add(t)
+            res.append(t)
+    return res
+
+
+def choose_permutation(view, g, rank):
+    """The first candidate target mode order (:func:`permutation_candidates`) whose storage constraints
+    keep ``g`` acyclic, or None (``g`` itself has a cycle)."""
+    if not nx.is_directed_acyclic_graph(g):
+        return None
+    for target in permutation_candidates(view, g, rank):
+        li = [view.idx[d] for d in target]
+        g2 = g.copy()
+        for a, b in zip(li, li[1:]):
+            _add_label(g2, a, b, ("view", view.key))
+        if nx.is_directed_acyclic_graph(g2):
+            return tuple(target)
+    return None
 
 
 def _keys_in_use_order(kp):

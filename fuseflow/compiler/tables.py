@@ -18,7 +18,7 @@ any other operand. Per index (row) and scope, the steps of Algorithm 2 are:
 2. repeats for operands that lack the index (repeat signal from the row's coordinates);
 3. compute pipelines (ALUs) in the value row;
 4. higher-order reductions: a scalar ``reduce`` when the reduced index is innermost, otherwise a
-   sparse accumulator of order 1 or 2 over the inner free indices;
+   sparse accumulator of order 1, 2 or 3 over the inner free indices;
 5. stream merging: ``intersect`` for products, ``union`` for sums (a union with a dense iterator where a
    sum, ``exp`` or a division must visit every coordinate of a dimension).
 
@@ -637,7 +637,15 @@ class Planner:
             return f"<{self.scope_of[id(node)].operand.name}_val>"
         if isinstance(node, Fn):
             return f"{node.fn}({self.value_text(node.a)})"
-        return f"{self.value_text(node.a)} {node.op} {self.value_text(node.b)}"
+        prec = {"+": 1, "-": 1, "*": 2, "/": 2}
+
+        def side(child, right):
+            text = self.value_text(child)
+            if isinstance(child, Bin) and (prec[child.op] < prec[node.op] or
+                                           (right and prec[child.op] == prec[node.op] and node.op in "-/")):
+                return f"({text})"
+            return text
+        return f"{side(node.a, False)} {node.op} {side(node.b, True)}"
 
     def finish_scope(self, s):
         val = self.value(s.body)
@@ -664,24 +672,24 @@ class Planner:
             p = max(n for n, (x, _) in enumerate(levels) if x in red)
             inner_free = levels[p + 1:]
             r = levels[p][0]
-            if len(inner_free) > 2:
+            if len(inner_free) > 3:
                 raise NotRealizable(f"reducing {r} outside {', '.join(x for x, _ in inner_free)} needs a sparse "
-                                    f"accumulator of order {len(inner_free)} (at most 2 is supported)",
+                                    f"accumulator of order {len(inner_free)} (at most 3 is supported)",
                                     s.red if s.parent is not None else None)
             order = len(inner_free)
-            inputs = {"crd_inner": inner_free[-1][1], "val": val}
-            params = {"order": order, "op": s.op, "dim": int(self.sizes[inner_free[-1][0]])}
-            if order == 2:
-                inputs["crd_outer0"] = inner_free[0][1]
-                params["dim_outer"] = int(self.sizes[inner_free[0][0]])
+            # sub-tree streams outermost first: crd_outer{order-2} .. crd_outer0, crd_inner
+            ports = [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
+            caps = {"crd_inner": "dim", "crd_outer0": "dim_outer", "crd_outer1": "dim_outer1"}
+            inputs = {"val": val}
+            params = {"order": order, "op": s.op}
+            for port, (y, c) in reversed(list(zip(ports, inner_free))):     # dim, dim_outer, dim_outer1
+                inputs[port] = c
+                params[caps[port]] = int(self.sizes[y])
             cell = Cell("spacc", inputs, f"spacc_{r}", **params)
             val = cell["val"]
-            if order == 1:
-                new = [(inner_free[0][0], cell["crd_inner"])]
-            else:
-                new = [(inner_free[0][0], cell["crd_outer0"]), (inner_free[1][0], cell["crd_inner"])]
+            new = [(y, cell[port]) for port, (y, _) in zip(ports, inner_free)]
             for k2, (y, _) in enumerate(new):
-                self.table.put(y, col, f"Red{order}_{r}" + (f"[crd{len(new) - 1 - k2}]" if order == 2 else ""))
+                self.table.put(y, col, f"Red{order}_{r}" + (f"[crd{order - 1 - k2}]" if order >= 2 else ""))
             levels = levels[:p] + new
         s.result = levels
         s.val = val

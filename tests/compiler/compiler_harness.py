@@ -41,9 +41,10 @@ def reference(ir, inputs):
 
 
 def run_and_check(src, inputs=None, fuse="full", order=None, rng=None, iteration="factored", rtol=1e-9,
-                  atol=1e-9, fifo_depth=None):
-    """Compile ``src`` (text or EinsumProgram), simulate in float mode, compare every output with NumPy.
-    Returns (compile result, sim result)."""
+                  atol=1e-9, fifo_depth=None, mode="float", general_transposes=False):
+    """Compile ``src`` (text or EinsumProgram), simulate (float mode, or fixed mode: then compare within
+    ``atol``), compare every output with NumPy. ``general_transposes`` builds every permuted copy with the
+    general transpose kernel. Returns (compile result, sim result)."""
     import fuseflow.sim as sim
     if isinstance(src, str):
         src = EinsumProgram.parse(src)
@@ -51,9 +52,18 @@ def run_and_check(src, inputs=None, fuse="full", order=None, rng=None, iteration
     rng = rng or np.random.default_rng(0)
     if inputs is None:
         inputs = inputs_for(ir, rng)
-    res = compile_program(ir, fuse=fuse, order=order, iteration=iteration)
+    if general_transposes:
+        from fuseflow.compiler import CompileResult, parse_order
+        from fuseflow.compiler.codegen import build_program
+        from fuseflow.compiler.fusion import plan_program
+        o = {k: parse_order(v) for k, v in order.items()} if isinstance(order, dict) else parse_order(order)
+        plans, full_ir = plan_program(ir, fuse, o, iteration)
+        prog, tables = build_program(full_ir, plans, general_transposes=True)
+        res = CompileResult(prog, plans, tables, full_ir)
+    else:
+        res = compile_program(ir, fuse=fuse, order=order, iteration=iteration)
     used = {t.name for t in res.program.inputs}
-    out = sim.run(res.program, {k: v for k, v in inputs.items() if k in used}, mode="float",
+    out = sim.run(res.program, {k: v for k, v in inputs.items() if k in used}, mode=mode,
                   fifo_depth=fifo_depth)
     ref = reference(ir, inputs)
     for name in ir.outputs:

@@ -131,14 +131,118 @@ def test_order3_inner_swap_copy():
     run_and_check(src, fuse="none", rng=np.random.default_rng(5))
 
 
-def test_outer_swap_of_order3_is_rejected():
-    with pytest.raises(ProgramError) as info:
-        compile_text("""
-            tensor B(3,4,5) : ccc
-            tensor C(4,3,5) : ccc
-            T(i,j,k) = B(i,j,k) * C(j,i,k)
-        """)
-    assert "permuted copy" in info.value.why and "\n" not in info.value.why
+def test_outer_swap_of_order3_gets_a_general_copy():
+    """Swapping the outer two levels of an order-3 tensor (not an inner swap): the general transpose kernel
+    (one order-3 spacc, group 3) builds the copy."""
+    src = """
+        tensor B(3,4,5) : ccc
+        tensor C(4,3,5) : ccc
+        T(i,j,k) = B(i,j,k) * C(j,i,k)
+    """
+    for fuse in ("none", "full"):
+        res, _ = run_and_check(src, fuse=fuse)
+        (tp,) = [p for p in res.plans if isinstance(p, TransposePlan)]
+        assert (tp.src, tp.dst_mode_order, tp.cheap) == ("C", (1, 0, 2), False)
+        assert res.program.tensors[tp.dst].mode_order == [1, 0, 2]
+        (acc,) = [n for n in res.program.kernels[0].nodes.values() if n.op == "spacc"]
+        assert (acc.params["order"], acc.params["group"]) == (3, 3)
+        assert any(n.startswith("permuted copy of C (mode order 1,0,2)") for n in res.kernels[0].notes)
+
+
+@pytest.mark.parametrize("target", [(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)])
+def test_each_order3_permutation_is_chosen(target):
+    """A view of B whose indices are listed so that only B stored with ``target`` meets C(i,j,k)'s order:
+    the fusion pass picks exactly that permutation (the inner swap with the cheap kernel)."""
+    idx = [None] * 3
+    for lv, d in enumerate(target):
+        idx[d] = "ijk"[lv]
+    (tp, kp) = plans(f"""
+        tensor C(2,3,4) : ccc
+        tensor B({','.join(str({'i': 2, 'j': 3, 'k': 4}[x]) for x in idx)}) : cdc
+        T(i,j,k) = C(i,j,k) + B({','.join(idx)})
+    """)
+    assert isinstance(tp, TransposePlan) and tp.dst_mode_order == target
+    assert tp.cheap == (target == (0, 2, 1))
+    assert kp.order == ("i", "j", "k")
+
+
+def test_permutation_follows_the_pog_without_the_view():
+    """The copy's mode order is the view's indices in a topological order of the other constraints: with
+    A(k,i) and B(i,j) fixed (k->i->j), the conflicting view C(j,k,i) needs C stored k,i,j = (1,2,0)."""
+    ps = plans("""
+        tensor A(3,3) : dcsr
+        tensor B(3,3) : dcsr
+        tensor C(3,3,3) : ccc
+        T(k,i,j) = A(k,i) * B(i,j) * C(j,k,i)
+    """)
+    (tp,) = [p for p in ps if isinstance(p, TransposePlan)]
+    assert tp.src == "C" and tp.dst_mode_order == (1, 2, 0)
+
+
+def test_transpose_kernel_structure():
+    """The general kernel: one scan per source level, one dim-1 dense scan per target level, every target
+    coordinate held down to its unit level (crd_hold chains), values through the last unit's references,
+    one spacc of order n and group n sized by the target dimensions; its output FIFOs hold a whole fibre."""
+    from fuseflow.compiler.codegen import build_program
+    from fuseflow.compiler.fusion import plan_program
+    ir = EinsumProgram.parse("""
+        tensor B(2,3,4) : ccc
+        tensor C(3,2,4) : ccc
+        T(i,j,k) = B(i,j,k) * C(j,i,k)
+    """).to_ir()
+    ps, full = plan_program(ir, "full")
+    prog, _ = build_program(full, ps)
+    k = prog.kernels[0]
+    ops = [n.op for n in k.nodes.values()]
+    units = [n for n in k.nodes.values() if n.op == "level_scan" and n.params.get("tensor") is None]
+    assert len(units) == 3 and all(n.params["format"] == "dense" and n.params["dim"] == 1 for n in units)
+    assert ops.count("level_scan") == 6
+    # C stored (j,i,k) is copied to (i,j,k) = mode order (1,0,2): i is held from source level 1 down to unit 0
+    # (2 holds), j from level 0 down to unit 1 (4), k from level 2 down to unit 2 (3)
+    assert ops.count("crd_hold") == 2 + 4 + 3
+    (acc,) = [n for n in k.nodes.values() if n.op == "spacc"]
+    assert acc.params == {**acc.params, "order": 3, "group": 3, "dim": 4, "dim_outer": 3, "dim_outer1": 2}
+    (arr,) = [n for n in k.nodes.values() if n.op == "array"]
+    assert k.driver(arr.id, "ref").src.node == units[-1].id
+    for port, depth in (("crd_inner", 6), ("val", 6), ("crd_outer0", 5), ("crd_outer1", 4)):
+        assert k.output_stream(acc.id, port).depth == depth
+    # the cheap kernels build every order-2 / inner-swap copy unless told otherwise
+    prog2, _ = build_program(full, ps, general_transposes=True)
+    assert [n.op for n in prog2.kernels[0].nodes.values()] == ops
+
+
+def test_order2_and_inner_swap_through_the_general_kernel():
+    for src in ("""
+        tensor A(4,3) : dcsr
+        T(i,j) = A(i,j) * A(j,i)
+    """.replace("A(4,3)", "A(4,4)"), """
+        tensor B(3,4,5) : ccc
+        tensor C(3,5,4) : ccc
+        T(i,j,k) = B(i,j,k) * C(i,k,j)
+    """):
+        for fuse in ("none", "full"):
+            res, _ = run_and_check(src, fuse=fuse, general_transposes=True)
+            tps = [p for p in res.plans if isinstance(p, TransposePlan)]
+            assert len(tps) == 1 and tps[0].cheap
+            accs = [n for n in res.program.kernels[0].nodes.values() if n.op == "spacc"]
+            assert [a.params["group"] for a in accs] == [len(tps[0].shape)]
+
+
+def test_order3_reduction_uses_an_order3_accumulator():
+    """sum over l with i, j, k inside it (A(l,i), B(l,j,k) store l outermost): one spacc of order 3."""
+    src = """
+        tensor A(3,4) : dcsr
+        tensor B(3,2,3) : csf
+        T(i,j,k) = A(l,i) * B(l,j,k)
+    """
+    res, _ = run_and_check(src)
+    (kp,) = res.kernels
+    assert kp.order == ("l", "i", "j", "k")
+    (acc,) = [n for n in res.program.kernels[0].nodes.values() if n.op == "spacc"]
+    assert acc.params["order"] == 3 and acc.params.get("group", 1) == 1
+    assert (acc.params["dim_outer1"], acc.params["dim_outer"], acc.params["dim"]) == (4, 2, 3)
+    table = res.tables["T"]
+    assert [table.cells[(x, "T0")].split()[0] for x in "ijk"] == ["Red3_l[crd2]", "Red3_l[crd1]", "Red3_l[crd0]"]
 
 
 def test_unlowerable_reduction_is_materialised():
