@@ -106,8 +106,8 @@ def _exp(m, x, fixed, prefix):
     m.d.comb += sn.eq(Mux(-s >= cap, cap, (-s)[:dw]))
     down = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_down")
     m.d.comb += down.eq((v + (Const(1, cap + 1) << (sn - 1)[:dw])[:cap + 1]) >> sn)
-    # saturated like every result (fixed.py's exp misses this only for formats with width <= frac + 8,
-    # where 2**(width-1-frac) <= e**x < 2**8 overflows: a reported bug of the Python model)
+    # saturated like every result (fixed.py's exp does the same; it matters for formats with
+    # width <= frac + 8, where 2**(width-1-frac) <= e**x < 2**8 overflows)
     down_res = Mux(down > fixed.max_raw, fixed.max_raw, down[:W])
     res = Signal(signed(W), name=f"{prefix}_exp_res")
     m.d.comb += res.eq(Mux(s >= 0, up_res, down_res))
