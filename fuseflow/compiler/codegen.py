@@ -208,6 +208,13 @@ def build_program(ir, plans, name=None, general_transposes=False):
         if isinstance(p, TransposePlan):
             prog.tensor(p.dst, "intermediate", list(p.shape), ["compressed"] * len(p.shape),
                         list(p.dst_mode_order))
+    # worst-case capacities, so that one hardware build serves any data of the declared shapes; a tensor
+    # whose positions do not fit the coordinate/reference width gets none (build with --inputs instead)
+    limit = 1 << int(prog.config.get("crd_width", 16))
+    for t in prog.tensors.values():
+        cap = t.worst_case_capacity()
+        if cap[-1] <= limit:
+            t.capacity = cap
     tables = {}
     for p in plans:
         if isinstance(p, KernelPlan):

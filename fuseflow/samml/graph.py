@@ -72,6 +72,15 @@ class TensorDecl:
         """Size of the dimension stored at storage level ``level``."""
         return self.shape[self.mode_order[level]]
 
+    def worst_case_capacity(self):
+        """The capacity of a fully dense tensor of this shape: entries per level (the positions of every level
+        above and this one), then values. Any data of this shape fits."""
+        caps, n = [], 1
+        for level in range(self.order):
+            n *= int(self.level_dim(level))
+            caps.append(n)
+        return caps + [n]
+
     def to_json(self):
         d = {"name": self.name, "role": self.role, "shape": list(self.shape),
              "format": {"levels": list(self.levels), "mode_order": list(self.mode_order)},
