@@ -263,3 +263,22 @@ def test_unlowerable_reduction_is_materialised():
 def test_global_iteration_needs_sum_of_products():
     with pytest.raises(ProgramError):
         compile_program(EinsumProgram.parse("tensor A(3,3) : dcsr\nT(i) = relu(A(i,j))\n"), iteration="global")
+
+
+def test_listed_orders_can_be_given_back_after_fallbacks():
+    """T2's kernel is only found after materialising T1 and then copying A (mode order 2,1,0); every valid
+    order of that final kernel, given back as the kernel's order, compiles to the same kernel (the user's order
+    must not fail on an earlier attempt whose constraints differ) and matches NumPy."""
+    src = """
+        tensor A(3,3,3) : cdc
+        tensor C(3,3) : dc
+        T1(l,i,j) = A(k,j,l) * C(j,i)
+        T2(l) = max[j](relu(T1(k,j,i) * A(j,k,l)))
+    """
+    res = compile_text(src, fuse="full")
+    kp = [p for p in res.kernels if p.out == "T2"][0]
+    orders, _ = valid_orders(kp)
+    assert len(orders) >= 2 and kp.order == orders[0]
+    for o in orders:
+        got, _ = run_and_check(src, fuse="full", order={"T2": o})
+        assert [p.order for p in got.kernels if p.out == "T2"] == [o]
