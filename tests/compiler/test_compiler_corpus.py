@@ -79,7 +79,34 @@ EXTRA = {
           Z(i,h) = Y(i,j) * W(j,h)
         }
     """,
+    # every non-identity permutation of an order-3 tensor: C(i,j,k) fixes i->j->k, so each view of B reads a
+    # permuted copy, (0,2,1) (cheap inner swap), (1,0,2), (1,2,0), (2,0,1), (2,1,0) (general kernel)
+    "order3_permutations": """
+        tensor C(3,3,3) : ccc
+        tensor B(3,3,3) : cdc
+        tensor w(3) : dv
+        fuse {
+          T(i,j,k) = C(i,j,k) * (B(i,k,j) + B(j,i,k) + B(k,i,j) + B(j,k,i) + B(k,j,i))
+          y(i,j) = T(i,j,k) * w(k)
+        }
+        z(i) = y(i,j)
+    """,
+    # reductions outside three free indices: spacc of order 3 (sum and max; with a kept outer level h)
+    "order3_reduction": """
+        tensor A(3,4) : dcsr
+        tensor B(3,2,3) : csf
+        tensor E(2,3) : dcsr
+        tensor F(3,4) : dcsr
+        fuse {
+          T(i,j,k) = A(l,i) * B(l,j,k)
+          Y(h,i,j,k) = E(h,l) * F(l,i) * B(l,j,k)
+        }
+        M(i,j,k) = max[l](relu(A(l,i) * B(l,j,k))) + T(i,j,k)
+    """,
 }
+
+# programs also checked in fixed mode (values within 1e-3 of NumPy) and with the general transpose kernel
+FIXED = ["order3_permutations", "order3_reduction", "multiuse"]
 
 
 def load(name):
@@ -111,6 +138,32 @@ def test_program(name, fuse):
     for seed, density in ((0, 0.4), (1, 0.12)):
         rng = np.random.default_rng(seed)
         run_and_check(ir, inputs_for(ir, rng, density), fuse=fuse)
+
+
+@pytest.mark.parametrize("fuse", ["none", "partial", "full"])
+@pytest.mark.parametrize("name", FIXED)
+def test_fixed_mode_and_general_transposes(name, fuse):
+    ir = load(name).to_ir()
+    if fuse == "partial":
+        ir.regions = partial_regions(ir)
+        fuse = "regions"
+    rng = np.random.default_rng(4)
+    inputs = inputs_for(ir, rng, 0.4)
+    for general in (False, True):
+        run_and_check(ir, inputs, fuse=fuse, mode="fixed", rtol=1e-3, atol=1e-3, general_transposes=general)
+    run_and_check(ir, inputs, fuse=fuse, general_transposes=True)
+
+
+def test_order3_corpus_programs_use_what_they_test():
+    res = compile_program(load("order3_permutations"), fuse="full")
+    targets = sorted(p.dst_mode_order for p in res.plans if p.kind == "transpose")
+    assert targets == [(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
+    accs = sorted((n.params["order"], n.params.get("group", 1)) for k in res.program.kernels
+                  for n in k.nodes.values() if n.op == "spacc")
+    assert accs == [(2, 1)] + [(3, 3)] * 4          # the inner swap keeps the cheap order-2 kernel
+    res = compile_program(load("order3_reduction"), fuse="none")
+    orders = sorted(n.params["order"] for k in res.program.kernels for n in k.nodes.values() if n.op == "spacc")
+    assert orders == [3, 3, 3]
 
 
 def _kernel_orders(ir, fuse, cap=12):

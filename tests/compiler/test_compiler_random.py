@@ -2,8 +2,13 @@
 formats, mode orders and densities (empty tensors and empty fibres included), compiled at fusion none,
 regions and full and at several valid dataflow orders, simulated in float mode and compared with NumPy.
 
-A program the compiler rejects must be rejected with a ProgramError (a one-line reason, e.g. a conflict
-that needs an order-3 permuted copy); a program it compiles must match NumPy exactly: zero mismatches."""
+Every program must compile (the generator writes no ``order`` lines, so no constraint is unsatisfiable:
+storage-order conflicts get permuted copies of any mode order, reductions outside up to three free indices
+get sparse accumulators up to order 3); a rejection must be a one-line ProgramError and rejections must stay
+rare. Measured: 0 of 436 + 429 compilations (extra orders included) in the two default tests, 0 in the slow
+test's setting with seeds 1-3 (600 programs, about 3700 compilations each); before order-3 permuted copies of
+any mode order and order-3 accumulators about 22% of the programs were rejected. A program that compiles
+must match NumPy: zero mismatches."""
 
 import collections
 
@@ -19,7 +24,8 @@ from fuseflow.errors import ProgramError
 from compiler_harness import random_tensor, run_and_check
 from compiler_randprog import random_programs
 
-TALLY = collections.Counter()
+# at most this fraction of compilations (program x granularity) may be rejected (measured: none)
+MAX_REJECTED = 0.01
 
 
 def _inputs(rp, ir):
@@ -28,33 +34,42 @@ def _inputs(rp, ir):
             for t in ir.tensors.values() if t.role == "input"}
 
 
-def _check(rp, orders_per_kernel=2):
+def _check(rp, tally, orders_per_kernel=2):
     ir = EinsumProgram.parse(rp.text).to_ir()
     inputs = _inputs(rp, ir)
     compiled = 0
     for fuse in ("none", "regions", "full"):
+        tally["attempts"] += 1
         try:
             res, _ = run_and_check(ir, inputs, fuse=fuse)
         except ProgramError as exc:
-            TALLY[f"{fuse} rejected"] += 1
+            tally["rejected"] += 1
+            tally.setdefault("examples", []).append((rp.text, fuse, str(exc)))
             assert "\n" not in str(exc)
             continue
-        TALLY[f"{fuse} compiled"] += 1
         compiled += 1
-        # a few more valid orders of the biggest kernel
+        # a few more valid orders of the biggest kernel (its output's layout changes: later kernels adapt,
+        # with permuted copies where needed)
         kp = max((p for p in res.plans if isinstance(p, KernelPlan)), key=lambda p: len(p.pog.nodes))
         orders, _ = valid_orders(kp, limit=orders_per_kernel + 1)
         for o in orders[1:]:
+            tally["attempts"] += 1
             try:
                 run_and_check(ir, inputs, fuse=fuse, order={kp.out: o})
             except ProgramError as exc:
-                # another order for one kernel can give its output a layout a later kernel cannot use
-                # (an order-3 permutation other than an inner swap): a clean rejection, not a mismatch
                 assert "\n" not in str(exc)
-                TALLY["extra order rejected"] += 1
+                tally["rejected"] += 1
+                tally.setdefault("examples", []).append((rp.text, f"{fuse} order {o}", str(exc)))
                 continue
-            TALLY["extra orders"] += 1
+            tally["extra orders"] += 1
     return compiled
+
+
+def _assert_rare(tally):
+    rejected, attempts = tally["rejected"], tally["attempts"]
+    assert attempts > 0
+    assert rejected <= MAX_REJECTED * attempts, (
+        f"{rejected} of {attempts} compilations rejected; first: {tally.get('examples', [None])[0]}")
 
 
 # the default run does not shrink (a failure prints the whole program; shrinking re-simulates a lot)
@@ -62,38 +77,63 @@ FAST = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=
             phases=[Phase.explicit, Phase.generate])
 
 
-@settings(max_examples=100, **FAST)
-@given(random_programs())
-def test_random_programs_match_numpy(rp):
-    _check(rp)
+def test_random_programs_match_numpy():
+    tally = collections.Counter()
+
+    @settings(max_examples=100, **FAST)
+    @given(random_programs())
+    def run(rp):
+        _check(rp, tally)
+    run()
+    _assert_rare(tally)
+    assert tally["extra orders"] >= 50
 
 
-@settings(max_examples=100, **FAST)
-@given(random_programs(concordant=True))
-def test_concordant_random_programs_compile_and_match(rp):
-    TALLY["concordant programs"] += 1
-    if _check(rp) >= 1:
-        TALLY["concordant compiled"] += 1
+def test_concordant_random_programs_compile_and_match():
+    tally = collections.Counter()
+
+    @settings(max_examples=100, **FAST)
+    @given(random_programs(concordant=True))
+    def run(rp):
+        tally["programs"] += 1
+        if _check(rp, tally) >= 1:
+            tally["compiled"] += 1
+    run()
+    _assert_rare(tally)
+    assert tally["compiled"] == tally["programs"]
+
+
+@settings(max_examples=1, **FAST)
+@given(st.lists(random_programs(), min_size=40, max_size=40))
+def test_random_programs_all_compile(batch):
+    """Every random program compiles at none and full (storage conflicts of any permutation of an order-2 or
+    order-3 tensor get permuted copies; reductions outside three free indices an order-3 accumulator)."""
+    rejected = []
+    for rp in batch:
+        ir = EinsumProgram.parse(rp.text).to_ir()
+        for fuse in ("none", "full"):
+            try:
+                compile_program(ir, fuse=fuse)
+            except ProgramError as exc:
+                rejected.append((rp.text, fuse, str(exc)))
+    assert not rejected, rejected[0]
 
 
 @settings(max_examples=1, **FAST)
 @given(st.lists(random_programs(concordant=True), min_size=30, max_size=30))
-def test_concordant_programs_mostly_compile(batch):
-    """With concordant storage orders nearly every program compiles (the rest need an order-3 sparse
-    accumulator or an order-3 permutation other than an inner swap: documented limitations)."""
-    ok = 0
+def test_concordant_programs_all_compile(batch):
+    """With concordant storage orders every program compiles fully fused."""
     for rp in batch:
-        ir = EinsumProgram.parse(rp.text).to_ir()
-        try:
-            compile_program(ir, fuse="full")
-            ok += 1
-        except ProgramError:
-            pass
-    assert ok >= 0.85 * len(batch)
+        compile_program(EinsumProgram.parse(rp.text).to_ir(), fuse="full")
 
 
 @pytest.mark.slow
-@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
-@given(random_programs())
-def test_random_programs_match_numpy_long(rp):
-    _check(rp, orders_per_kernel=4)
+def test_random_programs_match_numpy_long():
+    tally = collections.Counter()
+
+    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(random_programs())
+    def run(rp):
+        _check(rp, tally, orders_per_kernel=4)
+    run()
+    _assert_rare(tally)
