@@ -367,8 +367,8 @@ def test_compiled_unfused_program_runs_kernels_in_sequence():
     assert any(t.role == "intermediate" for t in b.program.tensors.values())
 
 
-CORPUS = ["chain3", "chain4", "elementwise", "gcn", "gcn2", "graphsage", "multiuse", "reductions", "sddmm", "spmm",
-          "spmv"]
+CORPUS = ["chain3", "chain4", "elementwise", "gcn", "gcn2", "graphsage", "multiuse", "permute3", "reductions", "sddmm",
+          "spmm", "spmv"]
 
 
 @pytest.mark.slow
