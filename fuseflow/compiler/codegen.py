@@ -99,6 +99,17 @@ def gen_kernel(prog, kp):
     return planner.table
 
 
+def _scan_source(tp):
+    """Scanners of every level of a permuted copy's source, outermost first."""
+    scans, ref = [], Cell("root", {}, "root")["ref"]
+    for lv in range(len(tp.shape)):
+        s = Cell("level_scan", {"ref": ref}, f"scan_{tp.src}{lv}", tensor=tp.src, level=lv,
+                 format=tp.src_levels[lv])
+        scans.append(s)
+        ref = s["ref"]
+    return scans
+
+
 def gen_transpose(prog, tp, general=False):
     """A transpose kernel (a permuted copy ``tp.dst`` of ``tp.src``); the cheap kernel for an order-2
     transpose or an order-3 inner swap unless ``general``, else the general one."""
@@ -122,13 +133,8 @@ def _gen_swap(prog, tp):
     k = prog.kernel(tp.name)
     kb = KernelBuilder(k)
     n = len(tp.shape)
-    root = Cell("root", {}, "root")
-    scans, ref = [], root["ref"]
-    for lv in range(n):
-        s = Cell("level_scan", {"ref": ref}, f"scan_{tp.src}{lv}", tensor=tp.src, level=lv,
-                 format=tp.src_levels[lv])
-        scans.append(s)
-        ref = s["ref"]
+    scans = _scan_source(tp)
+    ref = scans[-1]["ref"]
     unit = Cell("level_scan", {"ref": ref}, "unit", format="dense", dim=1)
     upper, lower = scans[n - 2], scans[n - 1]
     held = _hold(upper["crd"], [lower["crd"], unit["crd"]], "hold")
@@ -156,13 +162,8 @@ def _gen_permute(prog, tp):
     n = len(tp.shape)
     if n not in (2, 3):
         raise ValueError(f"permuted copies exist for order 2 and 3, not {n}")
-    root = Cell("root", {}, "root")
-    scans, ref = [], root["ref"]
-    for lv in range(n):
-        s = Cell("level_scan", {"ref": ref}, f"scan_{tp.src}{lv}", tensor=tp.src, level=lv,
-                 format=tp.src_levels[lv])
-        scans.append(s)
-        ref = s["ref"]
+    scans = _scan_source(tp)
+    ref = scans[-1]["ref"]
     units = []
     for d in range(n):
         u = Cell("level_scan", {"ref": ref}, f"unit{d}", format="dense", dim=1)
