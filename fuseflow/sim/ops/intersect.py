@@ -86,29 +86,20 @@ def _run2(st, ins, outs):
             elif look:
                 # the lower input's second coordinate decides whether the other one's head can match
                 if a < b:
-                    while len(c0t) < 2:
-                        yield c0
-                    t = c0m[1] + 1
-                    if t < tin:
-                        t = tin
-                    c0.pop(t)
-                    r0.pop(t)
-                    n = c0t[0]
-                    if n.__class__ is str or n > b:
-                        c1.pop(t)
-                        r1.pop(t)
+                    lo, lor, hi, hir, top = c0, r0, c1, r1, b
                 else:
-                    while len(c1t) < 2:
-                        yield c1
-                    t = c1m[1] + 1
-                    if t < tin:
-                        t = tin
-                    c1.pop(t)
-                    r1.pop(t)
-                    n = c1t[0]
-                    if n.__class__ is str or n > a:
-                        c0.pop(t)
-                        r0.pop(t)
+                    lo, lor, hi, hir, top = c1, r1, c0, r0, a
+                while len(lo.toks) < 2:
+                    yield lo
+                t = lo.times[1] + 1
+                if t < tin:
+                    t = tin
+                lo.pop(t)
+                lor.pop(t)
+                n = lo.toks[0]
+                if n.__class__ is str or n > top:
+                    hi.pop(t)
+                    hir.pop(t)
             else:
                 t = tin
                 if a < b:

@@ -87,12 +87,7 @@ def _acc1(st, ins, banks, log):
                 t = r
             have = True
         if c.__class__ is not str:
-            if v == "N":
-                v = zero
-            elif v.__class__ is str:
-                raise bad(st, f"coordinate {c} meets value token {v!r}")
-            acc[c] = f(acc[c], v) if c in acc else v
-            st.alu_ops += 1
+            _merge(st, acc, c, v, f, zero)
         elif c != v:
             raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
         elif c in LEVEL:
@@ -108,6 +103,16 @@ def _acc1(st, ins, banks, log):
         clock = t
         log.append(t)
         st.busy += 1
+
+
+def _merge(st, row, c, v, f, zero):
+    """Merge value ``v`` into ``row[c]`` with the reduction ``f`` (the first value is kept as is; N is 0)."""
+    if v == "N":
+        v = zero
+    elif v.__class__ is str:
+        raise bad(st, f"coordinate {c} meets value token {v!r}")
+    row[c] = f(row[c], v) if c in row else v
+    st.alu_ops += 1
 
 
 def _acc_nested(st, ins, banks, log):
@@ -145,12 +150,7 @@ def _acc_nested(st, ins, banks, log):
             log.append(t)
             st.busy += 1
             if c.__class__ is not str:
-                if v == "N":
-                    v = zero
-                elif v.__class__ is str:
-                    raise bad(st, f"coordinate {c} meets value token {v!r}")
-                row[c] = f(row[c], v) if c in row else v
-                st.alu_ops += 1
+                _merge(st, row, c, v, f, zero)
                 continue
             if c != v or c not in LEVEL:
                 raise bad(st, f"crd_inner has {c!r} but val has {v!r}")
