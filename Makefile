@@ -37,7 +37,7 @@ bench: $(STAMP)
 
 # RTL-vs-simulator correlation report (Verilator): report/correlation.{md,json,png}
 correlate: $(STAMP)
-	$(PY) -m fuseflow.hw correlate --suite default -o report
+	$(PY) -m fuseflow.hw correlate --suite default -o report --scheduler local
 
 correlate-quick: $(STAMP)
 	$(PY) -m fuseflow.hw correlate --suite quick -o report

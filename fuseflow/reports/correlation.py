@@ -40,7 +40,7 @@ import numpy as np
 
 from ..cli import atomic_write, main_guard
 from ..errors import FuseFlowError
-from .progress import Progress
+from .sweep import Task, parse_scheduler, run_sweep
 from .suites import SUITES, get_suite
 
 #: the issue's targets
@@ -451,20 +451,22 @@ def _diagnose(rec, entry, ref, rtl_program, opts):
 # --- the whole suite ----------------------------------------------------------------------------------
 
 def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True, trace=True,
-              max_trace_cycles=MAX_TRACE_CYCLES, only=None, rtl_variant=None, stream=None):
+              max_trace_cycles=MAX_TRACE_CYCLES, only=None, rtl_variant=None, stream=None, scheduler=None):
     """Run ``suite`` (a name or a :class:`~fuseflow.reports.suites.Suite`) through the reference simulator and
     the RTL, and write ``outdir/correlation.{md,json,png}``. Returns the report (the JSON's content).
 
     ``simulator``: ``verilator`` (cached builds under ``cache``, default :func:`fuseflow.hw.verilator.cache_root`)
     or ``amaranth``. ``only``: keep entries whose name contains this text. ``trace``: trace push times of
     disagreeing runs (up to ``max_trace_cycles`` reference cycles). ``rtl_variant(program) -> program``: changes
-    the program on the RTL side only (fault injection, for testing the diagnosis)."""
-    from ..sim import run
+    the program on the RTL side only (fault injection, for testing the diagnosis). ``scheduler``: where the
+    families of entries (entries sharing capacities and so builds) run: ``serial`` (default), ``local[:N]`` or a
+    Dask scheduler's ``tcp://`` address (:mod:`fuseflow.reports.sweep`); the report is the same either way."""
     if simulator not in SIMULATORS:
         raise ReportError("--simulator", f"unknown simulator {simulator!r} (known: {', '.join(SIMULATORS)})")
     outdir = os.fspath(outdir)
     if os.path.exists(outdir) and not os.path.isdir(outdir):
         raise ReportError(outdir, "not a directory")
+    parse_scheduler(scheduler)
     if simulator == "verilator":
         from ..hw import verilator as vl
         vl.ensure_verilator()
@@ -475,40 +477,31 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
         raise ReportError("--only", f"no entry of suite '{suite.name}' matches {only!r}")
     opts = {"trace": trace, "max_trace_cycles": max_trace_cycles}
     t_start = time.monotonic()
-    records, refs = [], {}
-    # 1. reference runs (golden tensors, cycles, per-stream counts) and the capacities each entry needs
-    fam_caps = {}
+    # entries of one family share capacities (and so Verilator builds): a family is one task of the sweep
+    families = {}
     for i, e in enumerate(entries):
-        rec = {"name": e.name, "meta": dict(e.meta), "simulator": simulator, "status": None, "problems": [],
-               "program": e.program.name, "kernels": [k.name for k in e.program.kernels],
-               "sim_cycles": None, "rtl_cycles": None, "sim_kernel_cycles": None, "rtl_kernel_cycles": None,
-               "cycles_equal": False, "done": False, "counts": None, "diagnosis": None, "build": None}
-        records.append(rec)
-        try:
-            t0 = time.perf_counter()
-            ref = run(e.program, e.inputs, mode="fixed")
-            rec["sim_seconds"] = time.perf_counter() - t0
-            rec["sim_cycles"] = int(ref.cycles)
-            rec["sim_kernel_cycles"] = [int(c) for c in ref.kernel_cycles]
-            refs[i] = ref
-            rec["family"] = family_key(e.program)
-            _merge_caps(fam_caps.setdefault(rec["family"], {}), measured_capacities(e.program, e.inputs, ref))
-        except Exception as exc:  # noqa: BLE001 - a failing entry is a failure of the report, not of the run
-            rec["status"] = "error"
-            rec["problems"] = [f"reference simulator: {_why(exc)}"]
-    # 2. group entries by program (same Verilog across data) and run them build by build
-    groups = {}
-    for i, e in enumerate(entries):
-        if i in refs:
-            groups.setdefault((records[i]["family"], program_key(e.program)), []).append(i)
-    bar = Progress(len(entries), f"correlation ({suite.name}, {simulator})", stream=stream, enabled=progress)
+        families.setdefault(family_key(e.program), []).append(i)
+    tasks = [Task(fam, correlate_family, ([entries[i] for i in idxs], simulator, cache, opts, rtl_variant),
+                  weight=len(idxs)) for fam, idxs in families.items()]
+    records = [None] * len(entries)
+
+    def collect(fam, recs):
+        for i, rec in zip(families[fam], recs):
+            records[i] = rec
+
     try:
-        _run_groups(entries, records, refs, groups, fam_caps, simulator, cache, bar, rtl_variant, opts)
-    except KeyboardInterrupt:
+        run_sweep(tasks, scheduler, progress=progress, stream=stream, on_result=collect,
+                  label=f"correlation ({suite.name}, {simulator})")
+    except KeyboardInterrupt as exc:
         # keep what was measured: a partial report, the entries not run marked as such
-        for r in records:
-            if r["status"] is None:
-                r.update(status="not run", problems=["interrupted before this entry ran"])
+        partial = getattr(exc, "fuseflow_partial", None)       # the interrupted family's finished entries
+        if partial:
+            collect(*partial)
+        for i, e in enumerate(entries):
+            if records[i] is None:
+                records[i] = _new_record(e, simulator)
+            if records[i]["status"] is None:
+                records[i].update(status="not run", problems=["interrupted before this entry ran"])
         report = make_report(suite, entries, records, simulator, time.monotonic() - t_start)
         report["interrupted"] = True
         write_report(report, outdir)
@@ -518,73 +511,110 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
     return report
 
 
+def _new_record(e, simulator):
+    return {"name": e.name, "meta": dict(e.meta), "simulator": simulator, "status": None, "problems": [],
+            "program": e.program.name, "kernels": [k.name for k in e.program.kernels],
+            "sim_cycles": None, "rtl_cycles": None, "sim_kernel_cycles": None, "rtl_kernel_cycles": None,
+            "cycles_equal": False, "done": False, "counts": None, "diagnosis": None, "build": None}
+
+
+def correlate_family(entries, simulator, cache, opts, rtl_variant=None):
+    """Reference runs, builds and RTL runs of one family of entries (same :func:`family_key`); returns their
+    records in order. One task of the sweep: it needs nothing from the other families."""
+    records = []
+    try:
+        _correlate_family(entries, simulator, cache, opts, rtl_variant, records)
+    except KeyboardInterrupt as exc:
+        exc.fuseflow_partial = (family_key(entries[0].program), records)
+        raise
+    return records
+
+
+def _correlate_family(entries, simulator, cache, opts, rtl_variant, records):
+    from ..sim import run
+    refs, caps = {}, {}
+    # 1. reference runs (golden tensors, cycles, per-stream counts) and the capacities the family needs
+    for i, e in enumerate(entries):
+        rec = _new_record(e, simulator)
+        records.append(rec)
+        try:
+            t0 = time.perf_counter()
+            ref = run(e.program, e.inputs, mode="fixed")
+            rec["sim_seconds"] = time.perf_counter() - t0
+            rec["sim_cycles"] = int(ref.cycles)
+            rec["sim_kernel_cycles"] = [int(c) for c in ref.kernel_cycles]
+            refs[i] = ref
+            rec["family"] = family_key(e.program)
+            _merge_caps(caps, measured_capacities(e.program, e.inputs, ref))
+        except Exception as exc:  # noqa: BLE001 - a failing entry is a failure of the report, not of the run
+            rec["status"] = "error"
+            rec["problems"] = [f"reference simulator: {_why(exc)}"]
+    # 2. group entries by program (same Verilog across data) and run them build by build
+    groups = {}
+    for i, e in enumerate(entries):
+        if i in refs:
+            groups.setdefault(program_key(e.program), []).append(i)
+    for idxs in groups.values():
+        _run_group(entries, records, refs, idxs, caps, simulator, cache, rtl_variant, opts)
+
+
 def _why(exc):
     if isinstance(exc, FuseFlowError):
         return f"{exc.what}: {exc.why}"
     return f"{type(exc).__name__}: {exc}"
 
 
-def _run_groups(entries, records, refs, groups, fam_caps, simulator, cache, bar, rtl_variant, opts):
-    """Build (once per group) and run every entry; fills ``records``."""
+def _run_group(entries, records, refs, idxs, caps, simulator, cache, rtl_variant, opts):
+    """Build once and run every entry of ``idxs`` (one program); fills ``records``."""
     from ..hw.elaborate import build, check_inputs_fit, check_outputs_fit
     if simulator == "verilator":
         from ..hw import verilator as vl
-    with bar:
-        if len(refs) < len(entries):
-            bar.step(None, n=len(entries) - len(refs))      # entries whose reference failed
-        for (fam, _), idxs in groups.items():
-            caps = fam_caps[fam]
 
-            def rtl_program(e):
-                p = with_capacities(e.program, caps)
-                return rtl_variant(p) if rtl_variant else p
+    def rtl_program(e):
+        p = with_capacities(e.program, caps)
+        return rtl_variant(p) if rtl_variant else p
 
-            first = entries[idxs[0]]
-            b = bdir = man = None
-            build_info = {"module": None, "seconds": None, "cached": None, "entries": len(idxs)}
-            if simulator == "verilator":
-                bar.note(f"building {first.program.name} for {len(idxs)} run(s)")
-                try:
-                    t0 = time.perf_counter()
-                    b = build(rtl_program(first))
-                    text = b.verilog()
-                    before = set(os.listdir(cache)) if os.path.isdir(cache) else set()
-                    bdir = vl.build_verilator(text, b.name, root=cache)
-                    build_info.update(module=b.name, seconds=time.perf_counter() - t0,
-                                      cached=os.path.basename(str(bdir)) in before, dir=str(bdir))
-                    man = b.manifest()
-                except Exception as exc:  # noqa: BLE001
-                    for i in idxs:
-                        records[i].update(status="error", problems=[f"build: {_why(exc)}"],
-                                          build=build_info)
-                        bar.step(entries[i].name)
-                    continue
+    first = entries[idxs[0]]
+    b = bdir = man = None
+    build_info = {"module": None, "seconds": None, "cached": None, "entries": len(idxs)}
+    if simulator == "verilator":
+        try:
+            t0 = time.perf_counter()
+            b = build(rtl_program(first))
+            text = b.verilog()
+            before = set(os.listdir(cache)) if os.path.isdir(cache) else set()
+            bdir = vl.build_verilator(text, b.name, root=cache)
+            build_info.update(module=b.name, seconds=time.perf_counter() - t0,
+                              cached=os.path.basename(str(bdir)) in before, dir=str(bdir))
+            man = b.manifest()
+        except Exception as exc:  # noqa: BLE001
             for i in idxs:
-                e, rec, ref = entries[i], records[i], refs[i]
-                rec["build"] = build_info
-                bar.note(e.name)
-                max_cycles = 4 * ref.cycles + 10_000
-                try:
-                    rp = rtl_program(e)
-                    t0 = time.perf_counter()
-                    if simulator == "verilator":
-                        images = check_inputs_fit(b, e.inputs)
-                        check_outputs_fit(b.plan, ref)
-                        res = vl.run_verilator(bdir, b.name, man, images, max_cycles, read_probes=True)
-                        rman = man
-                    else:
-                        from ..hw.elaborate import run_amaranth
-                        bb = build(rp)
-                        rman = bb.manifest()
-                        images = check_inputs_fit(bb, e.inputs)
-                        check_outputs_fit(bb.plan, ref)
-                        res = run_amaranth(bb, images, max_cycles=max_cycles, read_probes=True)
-                    rec["rtl_seconds"] = time.perf_counter() - t0
-                    _summarise_result(rec, e.program, ref, rman, res, max_cycles)
-                    _diagnose(rec, e, ref, rp, opts)
-                except Exception as exc:  # noqa: BLE001
-                    rec.update(status="error", problems=[f"rtl: {_why(exc)}"])
-                bar.step(e.name)
+                records[i].update(status="error", problems=[f"build: {_why(exc)}"], build=build_info)
+            return
+    for i in idxs:
+        e, rec, ref = entries[i], records[i], refs[i]
+        rec["build"] = build_info
+        max_cycles = 4 * ref.cycles + 10_000
+        try:
+            rp = rtl_program(e)
+            t0 = time.perf_counter()
+            if simulator == "verilator":
+                images = check_inputs_fit(b, e.inputs)
+                check_outputs_fit(b.plan, ref)
+                res = vl.run_verilator(bdir, b.name, man, images, max_cycles, read_probes=True)
+                rman = man
+            else:
+                from ..hw.elaborate import run_amaranth
+                bb = build(rp)
+                rman = bb.manifest()
+                images = check_inputs_fit(bb, e.inputs)
+                check_outputs_fit(bb.plan, ref)
+                res = run_amaranth(bb, images, max_cycles=max_cycles, read_probes=True)
+            rec["rtl_seconds"] = time.perf_counter() - t0
+            _summarise_result(rec, e.program, ref, rman, res, max_cycles)
+            _diagnose(rec, e, ref, rp, opts)
+        except Exception as exc:  # noqa: BLE001
+            rec.update(status="error", problems=[f"rtl: {_why(exc)}"])
 
 
 def make_report(suite, entries, records, simulator, seconds):
@@ -815,6 +845,9 @@ def parser(prog="python -m fuseflow.reports.correlation"):
                     help=f"longest run (reference cycles) to trace in Amaranth's simulator "
                          f"(default {MAX_TRACE_CYCLES})")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    ap.add_argument("--scheduler", default="serial",
+                    help="where the kernels run: serial (default), local[:N] (a local Dask cluster of N worker "
+                         "processes, default: one per core) or tcp://HOST:PORT (an existing Dask scheduler)")
     ap.add_argument("--strict", action="store_true", help="exit 1 also when a cycle count differs")
     ap.add_argument("--render", metavar="JSON", help="only re-render correlation.md/.png (and .json) into -o from "
                                                       "an earlier correlation.json; runs nothing")
@@ -849,7 +882,8 @@ def _main(argv, prog=None):
         print(f"{os.path.join(args.out, 'correlation.md')}: re-rendered from {args.render}")
         return 0
     report = correlate(args.suite, args.out, args.simulator, cache=args.cache, progress=not args.no_progress,
-                       trace=not args.no_trace, max_trace_cycles=args.max_trace_cycles, only=args.only)
+                       trace=not args.no_trace, max_trace_cycles=args.max_trace_cycles, only=args.only,
+                       scheduler=args.scheduler)
     m = report["metrics"]
     print(f"{os.path.join(args.out, 'correlation.md')}: {report['entries']} kernels ({report['suite']}, "
           f"{report['simulator']}), {report['bit_identical']} bit-identical, {report['failures']} failure(s), "
