@@ -42,14 +42,15 @@ def parse_order(order):
     return tuple(order)
 
 
-def compile_program(src, fuse="regions", order=None, iteration="factored", name=None):
+def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, passes=None):
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
     ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
     each kernel takes the indices it has, as constraints), or a dict {kernel (output) name: order}; ``iteration``: ``factored`` (default) or
     ``global`` (one iteration space per kernel, for comparisons; sums of products only).
     Returns a :class:`CompileResult` (``.program`` is the graph, ``.plans`` the kernels with their orders,
-    ``.tables`` the fusion tables)."""
+    ``.tables`` the fusion tables, ``.reports`` the graph passes' reports). ``passes``: options of the graph
+    passes (:mod:`.passes`), e.g. ``{"fifo_depth": 4}`` or ``{"budget_bits": 32768}``."""
     ir = src if isinstance(src, ProgramIR) else src.to_ir()
     if iteration not in ("factored", "global"):
         raise ProgramError("iteration", f"expected 'factored' or 'global', got {iteration!r}")
@@ -58,10 +59,11 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     else:
         order = parse_order(order)
     plans, full_ir = plan_program(ir, fuse, order, iteration)
-    prog, tables = build_program(full_ir, plans, name)
-    return CompileResult(prog, plans, tables, full_ir)
+    reports = {}
+    prog, tables = build_program(full_ir, plans, name, options=passes, reports=reports)
+    return CompileResult(prog, plans, tables, full_ir, reports)
 
 
-def compile_text(text, fuse="regions", order=None, iteration="factored", name="program"):
+def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None):
     """Compile ``.ff`` source text."""
-    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration)
+    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes)

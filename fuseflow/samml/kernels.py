@@ -6,7 +6,12 @@ so ``python -m fuseflow.sim run graph.json --check`` can compare it with NumPy. 
 
 Conventions: inputs in the formats named per kernel; outputs are written canonically (all levels compressed,
 no empty fibres below the top level: crd_drop removes them, see docs/samml.md, "the empty-fibre rule").
+Every builder ends with the compiler's graph passes (:mod:`fuseflow.compiler.passes`: capacities, coordinate
+width, channel depths) and takes ``density=`` (the expected density of its sparse inputs, declared on them)
+and ``passes=`` (options of the passes, e.g. ``{"fifo_depth": 2}``).
 """
+
+import functools
 
 import numpy as np
 import scipy.sparse as sp
@@ -68,6 +73,22 @@ class Builder:
         self.k.add("value_write", {"val": val}, id=f"write_{tensor}_vals", tensor=tensor)
 
 
+def finished(builder):
+    """Decorate a kernel builder: declare ``density`` on its inputs with a compressed level, then run the graph
+    passes with the options ``passes``."""
+    @functools.wraps(builder)
+    def build_finished(*args, density=None, passes=None, **kw):
+        p = builder(*args, **kw)
+        if density is not None:
+            for t in p.inputs:
+                if "compressed" in t.levels:
+                    t.density = float(density)
+        from ..compiler.passes import run_passes
+        p.reports = run_passes(p, passes)
+        return p
+    return build_finished
+
+
 def _program(name, expr, inputs, output):
     p = Program(name, expr=expr)
     for tname, shape, levels, *mode in inputs:
@@ -77,6 +98,7 @@ def _program(name, expr, inputs, output):
     return p, Builder(p)
 
 
+@finished
 def spmv(m=3, n=4, fmt="dcsr"):
     """x(i) = B(i,j) c(j): B in CSR or DCSR, c a sparse vector; rows whose product is empty are dropped."""
     p, b = _program(f"spmv_{fmt}", "x(i) = B(i,j) * c(j)",
@@ -93,6 +115,7 @@ def spmv(m=3, n=4, fmt="dcsr"):
     return p
 
 
+@finished
 def spmspm_inner(m=4, k=5, n=3):
     """X(i,j) = A(i,k) B(k,j), inner product (order i, j, k): A CSR, B CSC."""
     p, b = _program("spmspm_inner", "X(i,j) = A(i,k) * B(k,j)",
@@ -109,6 +132,7 @@ def spmspm_inner(m=4, k=5, n=3):
     return p
 
 
+@finished
 def spmspm_gustavson(m=4, k=5, n=3):
     """X(i,j) = A(i,k) B(k,j), Gustavson (order i, k, j): A and B CSR; a sparse accumulator merges over k."""
     p, b = _program("spmspm_gustavson", "X(i,j) = A(i,k) * B(k,j)",
@@ -126,6 +150,7 @@ def spmspm_gustavson(m=4, k=5, n=3):
     return p
 
 
+@finished
 def spmspm_outer(m=4, k=5, n=3):
     """X(i,j) = A(i,k) B(k,j), outer product (order k, i, j): A CSC, B CSR; an order-2 accumulator."""
     p, b = _program("spmspm_outer", "X(i,j) = A(i,k) * B(k,j)",
@@ -143,6 +168,7 @@ def spmspm_outer(m=4, k=5, n=3):
     return p
 
 
+@finished
 def elementwise(op="add", m=4, n=5, fmt="dcsr"):
     """X(i,j) = A(i,j) + B(i,j) (union) or A(i,j) * B(i,j) (intersect)."""
     sym = {"add": "+", "mul": "*"}[op]
@@ -162,6 +188,7 @@ def elementwise(op="add", m=4, n=5, fmt="dcsr"):
     return p
 
 
+@finished
 def sddmm(m=4, n=5, k=3):
     """X(i,j) = B(i,j) * C(i,k) D(k,j): B sparse (DCSR), C and D dense (D stored j-major)."""
     p, b = _program("sddmm", "X(i,j) = B(i,j) * C(i,k) * D(k,j)",
@@ -183,6 +210,7 @@ def sddmm(m=4, n=5, k=3):
     return p
 
 
+@finished
 def residual(m=4, n=5):
     """y(i) = b(i) - A(i,j) x(j): b a sparse vector, A CSR, x dense; every row of A or b appears."""
     p, b = _program("residual", "y(i) = b(i) - A(i,j) * x(j)",
@@ -199,6 +227,7 @@ def residual(m=4, n=5):
     return p
 
 
+@finished
 def ttv(m=3, n=4, k=5):
     """X(i,j) = B(i,j,k) c(k): B CSF, c a sparse vector (an order-3 kernel)."""
     p, b = _program("ttv", "X(i,j) = B(i,j,k) * c(k)",
@@ -216,6 +245,7 @@ def ttv(m=3, n=4, k=5):
     return p
 
 
+@finished
 def vector(op="add", n=6):
     """x(i) = a(i) + b(i) (union) or a(i) * b(i) (intersect) on sparse vectors."""
     sym = {"add": "+", "mul": "*"}[op]
@@ -279,9 +309,10 @@ SIZES = {
 }
 
 
-def build(name, n=None):
-    """Build suite kernel ``name`` at scale ``n`` (default sizes if None)."""
-    return SUITE[name](**(SIZES[name](n) if n else {}))
+def build(name, n=None, **options):
+    """Build suite kernel ``name`` at scale ``n`` (default sizes if None); ``options``: ``density``,
+    ``passes`` (see :func:`finished`)."""
+    return SUITE[name](**(SIZES[name](n) if n else {}), **options)
 
 
 def dcsr_example():
