@@ -2,11 +2,14 @@
 
     python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full] [--order i,k,j]
                                          [--list-orders] [--max-orders N] [--dump-table]
-                                         [--iteration factored|global] [--no-locate]
+                                         [--iteration factored|global] [--no-locate] [--fifo-depth N]
+                                         [--fifo-budget BITS] [--no-profile] [--dump-after PASS]
 
-Writes ``out/graph.json`` (and ``out/graph.svg`` when graphviz's ``dot`` is installed). ``--list-orders``
-prints every valid dataflow order of every kernel (capped at ``--max-orders``), ``--dump-table`` the
-fusion tables. Bad programs give ``error: <what>: <why>`` on one line and exit status 2.
+Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bits against the budget) and
+``out/graph.svg`` when graphviz's ``dot`` is installed. ``--list-orders`` prints every valid dataflow order of
+every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables and the channel depths.
+``--fifo-depth N`` gives every channel depth N (deadlock floors kept) instead of the depths pass's choice.
+Bad programs give ``error: <what>: <why>`` on one line and exit status 2.
 """
 
 import argparse
@@ -17,6 +20,8 @@ from ..cli import main_guard
 from ..errors import ProgramError
 from . import SCHEDULES, compile_program, parse_file
 from .fusion import DEFAULT_MAX_ORDERS, KernelPlan
+from .passes import PIPELINE
+from .passes.depths import DEFAULT_BUDGET_BITS
 
 
 def parser():
@@ -39,6 +44,15 @@ def parser():
                    help="factored iteration (default) or one global iteration space per kernel (for comparison)")
     c.add_argument("--no-locate", action="store_true",
                    help="scan dense operands of intersections instead of locating into them (for comparison)")
+    c.add_argument("--fifo-depth", type=int, help="every channel gets this depth (overrides the depths pass; "
+                                                   "deadlock floors kept)")
+    c.add_argument("--fifo-budget", type=int, default=DEFAULT_BUDGET_BITS,
+                   help=f"budget of FIFO bits for the depths pass (default {DEFAULT_BUDGET_BITS}: ULX3S-85F, "
+                        f"see docs/compiler.md)")
+    c.add_argument("--no-profile", action="store_true",
+                   help="channel depths from the graph's structure only (no synthetic profiling run)")
+    c.add_argument("--dump-after", choices=[n for n, _ in PIPELINE],
+                   help="print graph.json as it is after this graph pass")
     return ap
 
 
@@ -54,9 +68,18 @@ def compile_cmd(args):
         raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table)")
     if args.max_orders < 1:
         raise ProgramError("--max-orders", "must be at least 1")
+    if args.fifo_depth is not None and args.fifo_depth < 1:
+        raise ProgramError("--fifo-depth", "must be at least 1")
+    if args.fifo_budget < 0:
+        raise ProgramError("--fifo-budget", "must be at least 0")
     src = parse_file(args.program)
-    result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration,
-                             locate=not args.no_locate)
+    options = {"budget_bits": args.fifo_budget, "profile": not args.no_profile, "dump_after": args.dump_after,
+               "locate": not args.no_locate}
+    if args.fifo_depth is not None:
+        options["fifo_depth"] = args.fifo_depth
+    result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options)
+    if args.dump_after:
+        print(result.reports["dump"])
     if args.list_orders:
         for p in result.plans:
             if not isinstance(p, KernelPlan):
@@ -77,13 +100,22 @@ def compile_cmd(args):
                 print(t.render(f"fusion table of kernel {p.name}, order {','.join(p.order)}: {p.describe()}"))
                 for n in p.notes:
                     print(f"  note: {n}")
+        print(render_depths(result.reports["depths"]))
     if args.output:
         from ..samml import save
         os.makedirs(args.output, exist_ok=True)
         path = os.path.join(args.output, "graph.json")
+        from ..cli import atomic_write
+        import json
+        fifos = os.path.join(args.output, "fifos.json")
+        with atomic_write(fifos) as f:
+            f.write(json.dumps(result.reports["depths"], indent=1) + "\n")
         save(result.program, path)
+        dep = result.reports["depths"]
         msg = f"wrote {path}: {len(result.program.kernels)} kernel(s), " \
-              f"{sum(len(k.nodes) for k in result.program.kernels)} nodes"
+              f"{sum(len(k.nodes) for k in result.program.kernels)} nodes, crd_width " \
+              f"{result.program.config['crd_width']}, FIFOs {dep['total_bits']} of {dep['budget_bits']} bits " \
+              f"(+ {fifos})"
         try:
             from ..samml.dot import has_graphviz, to_svg
             if has_graphviz():
@@ -97,6 +129,21 @@ def compile_cmd(args):
             pass
         print(msg, file=sys.stderr if (args.list_orders or args.dump_table) else sys.stdout)
     return 0
+
+
+def render_depths(rep):
+    """The depths pass's report as a table (``--dump-table``)."""
+    lines = [f"channel depths: {rep['total_bits']} FIFO bits of a budget of {rep['budget_bits']}"
+             + (" (OVER BUDGET: deadlock floors alone exceed it)" if rep["over_budget"] else "")
+             + f", default depth {rep['default_depth']}, crd_width {rep['crd_width']}"]
+    prof = rep.get("profile")
+    if prof:
+        lines.append("  profile on synthetic inputs: " + ", ".join(f"{k} {v}" for k, v in prof.items()))
+    lines.append(f"  {'kernel':12s} {'stream':32s} {'kind':6s} {'depth':>5s} {'cons':>4s} {'bits':>6s}  why")
+    for r in rep["channels"]:
+        lines.append(f"  {r['kernel']:12s} {r['stream']:32s} {r['kind']:6s} {r['depth']:5d} {r['consumers']:4d} "
+                     f"{r['bits']:6d}  {r['why']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

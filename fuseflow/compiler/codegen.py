@@ -47,6 +47,7 @@ class CompileResult:
     plans: list
     tables: dict = field(default_factory=dict)
     ir: object = None
+    reports: dict = field(default_factory=dict)      # pass name -> report (see .passes)
 
     @property
     def kernels(self):
@@ -68,33 +69,12 @@ def write_tensor(kb, name, levels, val):
     Cell("value_write", {"val": val}, f"write_{name}_vals", tensor=name).build(kb)
 
 
-def size_fifos(kernel):
-    """FIFO depths that keep the kernel deadlock-free (docs/compiler.md section 4).
-
-    A sparse accumulator emits a whole sorted sub-tree per group; a consumer that merges it with a stream
-    whose next token depends on the accumulator's *next* outer coordinate (a scanner's stop look-ahead
-    through a repeat driven by ``crd_outer0``) must be able to buffer one complete emitted fibre. So every
-    stream out of a ``spacc`` gets depth ``dim + 2`` (the inner dimension plus the closing stop and one
-    token of the next fibre); ``crd_outer0`` gets ``dim_outer + 2`` and ``crd_outer1`` (order 3)
-    ``dim_outer1 + 2``. Other streams keep the default."""
-    for node in kernel.nodes.values():
-        if node.op != "spacc":
-            continue
-        bounds = (("crd_inner", "dim"), ("val", "dim"), ("crd_outer0", "dim_outer"), ("crd_outer1", "dim_outer1"))
-        for port, param in bounds:
-            bound = int(node.params.get(param) or 0)
-            s = kernel.output_stream(node.id, port)
-            if s is not None and bound:
-                s.depth = max(s.depth or 0, bound + 2)
-
-
 def gen_kernel(prog, kp):
     """Plan ``kp`` at its selected order and build its kernel; returns the fusion table."""
     planner = Planner(kp.expr, kp.out_idx, kp.order, kp.views, kp.leaf_view, kp.sizes, kp.out)
     levels, val = planner.plan()
     k = prog.kernel(kp.name)
     write_tensor(KernelBuilder(k), kp.out, levels, val)
-    size_fifos(k)
     planner.table.put("val", kp.out, f"Write({kp.out})")
     return planner.table
 
@@ -146,7 +126,6 @@ def _gen_swap(prog, tp):
     levels = [(f"l{lv}", scans[lv]["crd"]) for lv in range(n - 2)]
     levels += [("a", acc["crd_outer0"]), ("b", acc["crd_inner"])]
     write_tensor(kb, tp.dst, levels, acc["val"])
-    size_fifos(k)
 
 
 def _gen_permute(prog, tp):
@@ -184,12 +163,13 @@ def _gen_permute(prog, tp):
     acc = Cell("spacc", inputs, "spacc_permute", **params)
     levels = [(f"l{d}", acc[f"crd_outer{n - 2 - d}"]) for d in range(n - 1)] + [(f"l{n - 1}", acc["crd_inner"])]
     write_tensor(kb, tp.dst, levels, acc["val"])
-    size_fifos(k)
 
 
-def build_program(ir, plans, name=None, general_transposes=False):
-    """The SAMML program of a list of plans (in execution order). ``general_transposes`` builds every
-    permuted copy with the general kernel (tests)."""
+def build_program(ir, plans, name=None, general_transposes=False, options=None, reports=None):
+    """The SAMML program of a list of plans (in execution order), after the graph passes
+    (:mod:`fuseflow.compiler.passes`: capacities, widths, channel depths; ``options`` go to them and their
+    reports into the dict ``reports`` when given). ``general_transposes`` builds every permuted copy with
+    the general kernel (tests)."""
     prog = Program(name or ir.name, expr=ir.expr_text())
     written = {}
     for p in plans:
@@ -201,7 +181,8 @@ def build_program(ir, plans, name=None, general_transposes=False):
         if t.role == "input":
             used = any(l.tensor == t.name for s in ir.stmts for l in s.rhs.leaves())
             if used:
-                prog.tensor(t.name, "input", list(t.shape), list(t.levels), list(t.mode_order))
+                prog.tensor(t.name, "input", list(t.shape), list(t.levels), list(t.mode_order),
+                            density=t.density)
     for t in ir.tensors.values():
         if t.role != "input" and t.name in written:
             prog.tensor(t.name, t.role, list(t.shape), ["compressed"] * t.order, list(written[t.name]))
@@ -209,13 +190,6 @@ def build_program(ir, plans, name=None, general_transposes=False):
         if isinstance(p, TransposePlan):
             prog.tensor(p.dst, "intermediate", list(p.shape), ["compressed"] * len(p.shape),
                         list(p.dst_mode_order))
-    # worst-case capacities, so that one hardware build serves any data of the declared shapes; a tensor
-    # whose positions do not fit the coordinate/reference width gets none (build with --inputs instead)
-    limit = 1 << int(prog.config.get("crd_width", 16))
-    for t in prog.tensors.values():
-        cap = t.worst_case_capacity()
-        if cap[-1] <= limit:
-            t.capacity = cap
     tables = {}
     for p in plans:
         if isinstance(p, KernelPlan):
@@ -223,4 +197,8 @@ def build_program(ir, plans, name=None, general_transposes=False):
         else:
             gen_transpose(prog, p, general_transposes)
     prog.validate()
+    from .passes import run_passes
+    done = run_passes(prog, options)
+    if reports is not None:
+        reports.update(done)
     return prog, tables

@@ -42,8 +42,9 @@ KEYWORDS = ("tensor", "output", "order", "fuse", "program")
 
 
 class _Decl:
-    def __init__(self, name, shape, fmt, line, col):
+    def __init__(self, name, shape, fmt, line, col, density=None):
         self.name, self.shape, self.fmt, self.line, self.col = name, shape, fmt, line, col
+        self.density = density
 
 
 class _StmtSrc:
@@ -65,10 +66,12 @@ class EinsumProgram:
         self._line = 0
 
     # ---- building ------------------------------------------------------------------------------
-    def tensor(self, name, shape, format=None, mode_order=None, *, line=None, col=1):
+    def tensor(self, name, shape, format=None, mode_order=None, *, density=None, line=None, col=1):
         """Declare a tensor. ``format``: a name (``csr``, ``dense``, ``dcsr``...), level letters (``dc``,
         ``cc:1,0``) or a list of level formats; ``mode_order`` optional. Inputs without a format are dense;
-        written tensors must not be given one (the compiler chooses it). Returns the name."""
+        written tensors must not be given one (the compiler chooses it). ``density``: the expected fraction
+        of nonzeros of an input (sizes capacities of large tensors and the synthetic inputs the channel
+        depths are profiled on; ``.ff``: ``tensor A(n, n) : csr density 0.05``). Returns the name."""
         line = self._next_line(line)
         if not re.fullmatch(_NAME, str(name)) or name in KEYWORDS:
             raise ProgramError(f"line {line}, column {col}", f"bad tensor name {name!r}")
@@ -82,11 +85,18 @@ class EinsumProgram:
                 from None
         if any(d < 1 for d in shape):
             raise ProgramError(f"line {line}, column {col}", f"dimensions of {name} must be positive, got {shape}")
+        if density is not None:
+            try:
+                density = float(density)
+            except (TypeError, ValueError):
+                density = -1.0
+            if not 0 < density <= 1:
+                raise ProgramError(f"line {line}, column {col}", f"density of {name} must be in (0, 1]")
         if format is not None and not isinstance(format, str):
             fmt = (tuple(format), tuple(mode_order) if mode_order is not None else None)
         else:
             fmt = format if mode_order is None else (format or "dense", tuple(mode_order))
-        self._decls[name] = _Decl(name, shape, fmt, line, col)
+        self._decls[name] = _Decl(name, shape, fmt, line, col, density)
         return name
 
     def statement(self, text, order=None, *, line=None, col=1):
@@ -205,7 +215,7 @@ class EinsumProgram:
         """Check the program and return its :class:`~.ir.ProgramIR`; raises ProgramError."""
         tensors = {}
         for d in self._decls.values():
-            tensors[d.name] = TensorInfo(d.name, d.shape, "input", line=d.line)
+            tensors[d.name] = TensorInfo(d.name, d.shape, "input", line=d.line, density=d.density)
         stmts, written, regions = [], {}, {}
         for n, src in enumerate(self._stmts):
             st = ast.parse_statement(src.text, src.line, src.col)
@@ -297,6 +307,15 @@ def _split_chain(text, line, col):
 
 
 def _parse_decl(p, stripped, lineno, col):
+    density = None
+    dm = re.search(r"\s+density\s+(\S+)\s*$", stripped)
+    if dm:
+        try:
+            density = float(dm.group(1))
+        except ValueError:
+            raise ProgramError(f"line {lineno}, column {col + dm.start(1)}", f"expected a number after 'density', "
+                                                                        f"got {dm.group(1)!r}") from None
+        stripped = stripped[:dm.start()]
     m = _DECL.match(stripped)
     if not m:
         raise ProgramError(f"line {lineno}, column {col}", "expected 'tensor NAME(d1, d2, ...) [: format]'")
@@ -311,7 +330,8 @@ def _parse_decl(p, stripped, lineno, col):
                                                                    f"got {part!r}")
             shape.append(int(part))
     fmt = m.group("fmt")
-    p.tensor(m.group("name"), shape, fmt.strip() if fmt and fmt.strip() else None, line=lineno, col=col)
+    p.tensor(m.group("name"), shape, fmt.strip() if fmt and fmt.strip() else None, density=density, line=lineno,
+             col=col)
 
 
 def _parse_format(d, order):

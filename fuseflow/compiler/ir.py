@@ -204,6 +204,7 @@ class TensorInfo:
     levels: tuple = None
     mode_order: tuple = None
     line: int = 0
+    density: float = None           # expected fraction of nonzeros (inputs; None: the passes' default)
 
     @property
     def order(self):

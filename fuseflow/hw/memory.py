@@ -63,6 +63,7 @@ class MemoryPlan:
     value_frac: int = 16
     capacities: dict = field(default_factory=dict)      # tensor -> [per level..., vals]
     capacity_source: dict = field(default_factory=dict)  # tensor -> "graph" | "data"
+    index_widths: dict = field(default_factory=dict)     # tensor -> width of its seg/crd memories
 
     def __post_init__(self):
         self.by_name = {m.name: m for m in self.memories}
@@ -106,6 +107,7 @@ class MemoryPlan:
             "reg_sel": self.reg_sel, "crd_width": self.crd_width,
             "value": {"width": self.value_width, "frac": self.value_frac},
             "capacities": self.capacities, "capacity_source": self.capacity_source,
+            "index_widths": self.index_widths,
             "memories": [m.to_json() for m in self.memories],
             "registers": [asdict(r) for r in self.registers],
         }
@@ -144,6 +146,7 @@ def plan_memories(program, data_capacities=None):
         raise HardwareError("config.value.format", f"hardware needs fixed-point values, the graph says "
                                                     f"{value.get('format')!r}")
     crd_width = int(cfg.get("crd_width", 16))
+    from ..samml.widths import check_fits_width, tensor_width
     vwidth, vfrac = int(value.get("width", 32)), int(value.get("frac", 16))
     data_capacities = data_capacities or {}
     plan = MemoryPlan(crd_width=crd_width, value_width=vwidth, value_frac=vfrac)
@@ -166,18 +169,17 @@ def plan_memories(program, data_capacities=None):
                                                     "values) in graph.json or give data with --inputs")
         plan.capacities[t.name] = cap
         plan.capacity_source[t.name] = source
+        # one rule (fuseflow.samml.widths) for the simulator and the hardware: coordinates below the
+        # dimensions, positions up to the capacities, all within the program's crd_width
+        check_fits_width(program, t.name, t.shape, cap, error=HardwareError)
+        index_width = min(crd_width, tensor_width(_with_capacity(t, cap)))
+        plan.index_widths[t.name] = index_width
         for lv, array in tensor_arrays(t):
             depth = array_depth(cap, lv, array)
             if array == "vals":
                 width, signed = vwidth, True
             else:
-                width, signed = crd_width, False
-                # seg entries are positions up to capacity[level]; crd entries are coordinates < dim
-                top = cap[lv] if array == "seg" else t.level_dim(lv) - 1
-                if top >= 1 << crd_width:
-                    what = "positions" if array == "seg" else "coordinates"
-                    raise HardwareError(f"tensor {t.name} level {lv}",
-                                        f"{what} up to {top} do not fit the {crd_width}-bit coordinate width")
+                width, signed = index_width, False
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
             plan.memories.append(MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role,
                                          len(plan.memories), depth))
@@ -190,6 +192,13 @@ def plan_memories(program, data_capacities=None):
         plan.add_register(f"kernel.{k.name}.cycles", doc=f"cycles of kernel {k.name}")
     plan.add_register("overflow", doc="bit i: memory sel=i was written past its capacity")
     return plan
+
+
+def _with_capacity(decl, cap):
+    import copy
+    d = copy.copy(decl)
+    d.capacity = list(cap)
+    return d
 
 
 def check_fits(name, capacity, have):

@@ -60,6 +60,7 @@ class TensorDecl:
     mode_order: list = None
     capacity: list = None        # max entries per level, then max values; None = unknown
     dtype: str = "float"
+    density: float | None = None  # expected fraction of nonzeros (inputs): capacities and synthetic data
 
     def __post_init__(self):
         if self.mode_order is None:
@@ -88,13 +89,15 @@ class TensorDecl:
              "dtype": self.dtype}
         if self.capacity is not None:
             d["capacity"] = list(self.capacity)
+        if self.density is not None:
+            d["density"] = self.density
         return d
 
     @classmethod
     def from_json(cls, d):
         return cls(d["name"], d["role"], list(d["shape"]), list(d["format"]["levels"]),
                    list(d["format"].get("mode_order", range(len(d["shape"])))),
-                   d.get("capacity"), d.get("dtype", "float"))
+                   d.get("capacity"), d.get("dtype", "float"), d.get("density"))
 
 
 @dataclass
@@ -234,11 +237,13 @@ class Program:
         self.tensors = {}
         self.kernels = []
         self.config = _merge_config(config)
+        self.reports = {}            # graph passes run on this program: name -> report (not saved)
 
-    def tensor(self, name, role, shape, levels, mode_order=None, capacity=None, dtype="float"):
+    def tensor(self, name, role, shape, levels, mode_order=None, capacity=None, dtype="float", density=None):
         if name in self.tensors:
             raise GraphError(f"tensor {name}", "declared twice")
-        t = TensorDecl(name, role, list(shape), list(levels), mode_order and list(mode_order), capacity, dtype)
+        t = TensorDecl(name, role, list(shape), list(levels), mode_order and list(mode_order), capacity, dtype,
+                       density)
         self.tensors[name] = t
         return t
 
@@ -339,6 +344,8 @@ def validate_program(p):
                 raise GraphError(f"{where}.format.levels", f"unknown level format {lv!r}")
         if any((not isinstance(d, int)) or d < 1 for d in t.shape):
             raise GraphError(f"{where}.shape", f"dimensions must be positive integers, got {t.shape}")
+        if t.density is not None and not 0 < t.density <= 1:
+            raise GraphError(f"{where}.density", f"must be in (0, 1], got {t.density}")
     if p.config.get("fifo_depth", 2) < 1:
         raise GraphError("$.config.fifo_depth", "must be at least 1")
     if not p.kernels:

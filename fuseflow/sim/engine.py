@@ -18,6 +18,7 @@ from ..errors import DeadlockError, GraphError, TensorError
 from ..samml import Program
 from ..samml import io as samml_io
 from ..samml.registry import OPS, UNARY_ALU_OPS, get_op, port_kind
+from ..samml.widths import check_fits_width
 from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
@@ -291,7 +292,9 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
         if trace:
             traces.append({sid: list(o.log) for sid, o in outs.items()})
         kernel_cycles.append(cycles)
-        _collect_writes(prog, k, states, store, env)
+        for name in _collect_writes(prog, k, states, store, env):
+            # what a kernel writes must fit the same width as hardware memories and streams
+            check_fits_width(prog, name, prog.tensors[name].shape, store[name].capacities())
         tokens = {sid: o.count for sid, o in outs.items()}
         reads = sum(st.mem_reads for st in states.values())
         writes = sum(st.mem_writes for st in states.values())
@@ -339,7 +342,6 @@ def _topo_order(kernel):
 def pack_inputs(prog, inputs, env):
     """Pack every input tensor into its declared format; raise TensorError on a mismatch."""
     store = {}
-    crd_limit = 1 << prog.config.get("crd_width", 16)
     for t in prog.inputs:
         if t.name not in inputs:
             raise TensorError(f"tensor {t.name}", f"no data given (inputs: {', '.join(sorted(inputs)) or 'none'})")
@@ -356,9 +358,7 @@ def pack_inputs(prog, inputs, env):
             if shape != tuple(t.shape):
                 raise TensorError(f"tensor {t.name}", f"shape {shape} but the program declares {tuple(t.shape)}")
             packed = PackedTensor.pack(data, fmt)
-        if max(t.shape, default=0) > crd_limit:
-            raise TensorError(f"tensor {t.name}", f"dimension {max(t.shape)} does not fit "
-                                                  f"{prog.config.get('crd_width', 16)}-bit coordinates")
+        check_fits_width(prog, t.name, t.shape, packed.capacities())
         if t.capacity is not None:
             caps = packed.capacities()
             for lv, (have, cap) in enumerate(zip(caps, t.capacity)):
@@ -428,3 +428,4 @@ def _collect_writes(prog, kernel, states, store, env):
             store[name] = PackedTensor.from_levels(tuple(decl.shape), fmt, levels, vals)
         except TensorError as exc:
             raise TensorError(f"kernel {kernel.name} wrote tensor {name}", exc.why) from None
+    return list(written)

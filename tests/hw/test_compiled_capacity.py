@@ -1,5 +1,5 @@
-"""Compiled programs carry worst-case capacities, so `python -m fuseflow.hw build` needs no data; shapes whose
-positions exceed the coordinate width get none (and the build asks for --inputs)."""
+"""Compiled programs carry capacities (worst case, or from a declared density for large tensors), so
+`python -m fuseflow.hw build` needs no data; the coordinate width follows the shapes and capacities."""
 
 import json
 import subprocess
@@ -39,12 +39,22 @@ def test_compiled_graph_builds_without_data(tmp_path):
     assert caps == want
 
 
-def test_too_large_for_the_coordinate_width_has_no_capacity(tmp_path):
-    _compile(SPMV.replace("B(8, 10)", "B(300, 300)").replace("c(10)", "c(300)"), tmp_path)
+def test_large_shapes_get_a_wider_coordinate_width(tmp_path):
+    # 300 x 300: positions up to 90000 need 24 bits; the graph says so and builds without data
+    prog = _compile(SPMV.replace("B(8, 10)", "B(300, 300)").replace("c(10)", "c(300)"), tmp_path)
     doc = json.loads((tmp_path / "graph.json").read_text())
     caps = {t["name"]: t.get("capacity") for t in doc["tensors"]}
-    assert caps["B"] is None and caps["c"] == [300, 300]
-    p = subprocess.run([sys.executable, "-m", "fuseflow.hw", "build", str(tmp_path / "graph.json"), "-o",
-                        str(tmp_path / "build")], capture_output=True, text=True)
-    assert p.returncode == 2 and p.stderr.startswith("error: tensor B: no capacity")
-    assert not (tmp_path / "build" / "spmv.v").exists()
+    assert caps["B"] == [300, 90000, 90000] and caps["c"] == [300, 300]
+    assert doc["config"]["crd_width"] == 24 == prog.config["crd_width"]
+
+
+def test_declared_density_bounds_large_capacities(tmp_path):
+    # 70,000 rows: the worst case (4.9e9 positions) does not fit 32 bits; the declared density bounds it
+    text = SPMV.replace("B(8, 10) : dcsr", "B(70000, 70000) : dcsr density 0.00001") \
+               .replace("c(10) : sv", "c(70000) : sv density 0.01")
+    prog = compile_program(EinsumProgram.parse(text), fuse="full", passes={"profile": False}).program
+    nnz = 0.00001 * 70000 * 70000
+    cap_b = prog.tensors["B"].capacity
+    assert nnz < cap_b[1] < nnz + 4 * nnz ** 0.5 + 17 and cap_b[0] == cap_b[1] == cap_b[2]
+    assert prog.tensors["B"].density == 0.00001
+    assert prog.config["crd_width"] == 24         # coordinates up to 69999, positions up to ~49,000

@@ -137,7 +137,7 @@ def test_capacity_errors():
     with pytest.raises((HardwareError, TensorError), match="capacity is 2"):
         build(p, {"c": VEC}, op_factory=factory)
     p = copy_program(n=8, capacity=[70000, 70000])
-    with pytest.raises(HardwareError, match="16-bit"):
+    with pytest.raises(HardwareError, match="need a 24-bit coordinate width, the graph declares crd_width 16"):
         build(p, op_factory=factory)
 
 

@@ -1,0 +1,59 @@
+"""Graph-to-graph passes run after code generation, in the order :data:`PIPELINE` lists them.
+
+Each pass is a function ``pass(program, options) -> report`` that changes the program in place; the compiler
+(:func:`fuseflow.compiler.codegen.build_program`) and the kernel builders (:mod:`fuseflow.samml.kernels`) run
+the same pipeline through :func:`run_passes`, so every graph the project writes gets the same treatment:
+
+1. ``locate`` (:func:`fuseflow.samml.locate.locate_pass`): dense operands of intersections are located, not
+   scanned (option ``locate=False`` skips it, for comparison);
+2. ``capacities`` (:func:`fuseflow.samml.capacities.declare_capacities`): worst-case or density-based
+   capacities, so hardware builds without data;
+3. ``widths`` (:func:`fuseflow.samml.widths.assign_widths`): the coordinate width from shapes and capacities;
+4. ``depths`` (:func:`.depths.assign_depths`): channel depths from the graph's structure and a profile on
+   synthetic inputs, within a budget of FIFO bits (it reads the widths: a channel's cost is its token width).
+"""
+
+from __future__ import annotations
+
+from ...samml.capacities import declare_capacities
+from ...samml.locate import locate_kernel
+from ...samml.widths import assign_widths
+from .depths import assign_depths
+
+
+def locate(program, options) -> dict:
+    """The locate pass (:mod:`fuseflow.samml.locate`); reports the number of locate nodes added."""
+    if options.get("locate", True) is False:
+        return {"located": 0, "skipped": True}
+    return {"located": sum(locate_kernel(program, k) for k in program.kernels)}
+
+
+#: the passes, in order: (name, function)
+PIPELINE = (
+    ("locate", locate),
+    ("capacities", declare_capacities),
+    ("widths", assign_widths),
+    ("depths", assign_depths),
+)
+
+__all__ = ["PIPELINE", "run_passes"]
+
+
+def run_passes(program, options=None, *, dump_after=None) -> dict:
+    """Run :data:`PIPELINE` on ``program`` (in place); returns {pass name: report}. ``options`` is given to
+    every pass (e.g. ``{"fifo_depth": 4, "budget_bits": 32768, "profile": False}``); ``dump_after`` (a pass
+    name) makes the program's graph.json text after that pass appear in the reports as ``"dump"``."""
+    import json
+    reports = {}
+    options = dict(options or {})
+    dump_after = dump_after or options.pop("dump_after", None)
+    names = [n for n, _ in PIPELINE]
+    if dump_after is not None and dump_after not in names:
+        from ...errors import ProgramError
+        raise ProgramError("--dump-after", f"no pass called {dump_after!r} (passes: {', '.join(names)})")
+    for name, fn in PIPELINE:
+        reports[name] = fn(program, options)
+        if name == dump_after:
+            reports["dump"] = json.dumps(program.to_json(), indent=1)
+    program.validate()
+    return reports

@@ -1,0 +1,252 @@
+"""The depths pass: give every channel of a graph a depth at compile time, within a budget of FIFO bits.
+
+A channel of depth 2 sustains one token per cycle only when its producer and consumer run in step. Where
+paths meet again after different numbers of ops (a coordinate stream beside the value pipeline it steers, an
+outer coordinate beside the inner fibre it closes), the early branch must run ahead, or the producer that
+feeds both stalls and the whole kernel slows (measured: 2.5-3.5x its busiest stream). The pass works on any
+graph (the compiler's, the kernel builders', a hand-written one) in four steps:
+
+1. **Floors** (deadlock freedom, :func:`deadlock_floors`): every stream out of a sparse accumulator holds one
+   emitted fibre (``dim + 2``; ``crd_outer0``/``crd_outer1`` their outer dimension + 2); the registry's
+   ``input_depth`` (the intersect's look-ahead) stays as the builder set it.
+2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops) from a
+   source; a stream whose consumer arrives ``slack`` ops after its producer could deliver gets
+   ``default + 2 x slack`` (two tokens per op of the longer branch: a token in flight and a stop), capped at
+   :data:`STRUCTURAL_MAX`.
+3. **Profile** (:func:`profile_depths`): the reference simulator (cycle-exact with the RTL) runs the graph on
+   synthetic inputs drawn from the declared shapes (capped at :data:`PROFILE_DIM` per dimension, so the pass
+   stays fast) and densities (``TensorDecl.density``, else :data:`DEFAULT_DENSITY` for tensors with a
+   compressed level); when it takes more than :data:`PROFILE_TARGET` x its busiest stream, the profile-guided
+   sizer (:func:`fuseflow.sim.fifo_sizing.size_fifos`) deepens the channels that still stall. The bound is
+   the larger of the busiest stream's tokens and the busiest op's firings (:func:`run_bound`): a kernel that
+   waits for an op (an intersection stepping over both operands, a sparse accumulator emitting its group)
+   is not sped up by deeper channels, so it is not profiled further.
+4. **Budget** (:func:`fit_budget`): while the channels cost more than ``budget_bits``, the channel with the
+   most bits above its floor gives back half its extra depth.
+
+``fifo_depth`` (``--fifo-depth``) overrides all of it: every channel gets that depth (deadlock floors kept).
+
+Cost of a channel: ``depth x consumers x (field width + 1)`` bits, the field width being the token's data field
+(``max(W, 10)``, W the coordinate width or the value width). The default budget,
+:data:`DEFAULT_BUDGET_BITS` = 64 Kibit, is about a tenth of the ECP5-85F's 669 Kibit of distributed (LUT)
+RAM, where the channel FIFOs are mapped (they are read combinationally; tensor memories take the rest of the
+LUT RAM and the 3.7 Mibit of block RAM stays free for wider memories), or about 3,000 of its 83,640 LUTs.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+__all__ = ["DEFAULT_BUDGET_BITS", "assign_depths", "deadlock_floors", "structural_depths", "profile_depths",
+           "fit_budget", "fifo_bits", "channel_bits", "depth_table"]
+
+#: default budget of FIFO bits (ULX3S-85F: a tenth of the ECP5-85F's distributed RAM, see the module doc)
+DEFAULT_BUDGET_BITS = 64 * 1024
+#: no channel gets deeper than this from the structural or profile steps
+MAX_DEPTH = 64
+#: the structural step's cap
+STRUCTURAL_MAX = 16
+#: synthetic profiling: dimensions capped here, expected density of sparse tensors without a declared one
+PROFILE_DIM = 16
+DEFAULT_DENSITY = 0.1
+#: profile-guided sizing runs when the synthetic run takes more than this x its busiest stream
+PROFILE_TARGET = 1.1
+PROFILE_SEED = 12345
+
+
+def _default(program):
+    return int(program.config.get("fifo_depth", 2))
+
+
+def channel_bits(program, stream) -> int:
+    """FIFO bits of one stream: its depth x its consumers x the token width (data field + ctrl bit)."""
+    cfg = program.config
+    w = int(cfg["value"].get("width", 32)) if stream.kind == "val" else int(cfg.get("crd_width", 16))
+    return (stream.depth or _default(program)) * len(stream.dsts) * (max(w, 10) + 1)
+
+
+def fifo_bits(program) -> int:
+    """Total FIFO bits of every channel of every kernel of ``program``."""
+    return sum(channel_bits(program, s) for k in program.kernels for s in k.streams.values())
+
+
+def deadlock_floors(kernel) -> dict:
+    """{stream id: minimum depth} that keeps the kernel deadlock-free (docs/compiler.md, channel depths).
+
+    A sparse accumulator emits a whole sorted sub-tree per group; a consumer that merges it with a stream
+    whose next token depends on the accumulator's *next* outer coordinate (a scanner's stop look-ahead
+    through a repeat driven by ``crd_outer0``) must be able to buffer one complete emitted fibre: every stream
+    out of a ``spacc`` gets ``dim + 2`` (the inner dimension plus the closing stop and one token of the next
+    fibre); ``crd_outer0`` gets ``dim_outer + 2`` and ``crd_outer1`` (order 3) ``dim_outer1 + 2``."""
+    floors = {}
+    for node in kernel.nodes.values():
+        if node.op != "spacc":
+            continue
+        bounds = (("crd_inner", "dim"), ("val", "dim"), ("crd_outer0", "dim_outer"), ("crd_outer1", "dim_outer1"))
+        for port, param in bounds:
+            bound = int(node.params.get(param) or 0)
+            s = kernel.output_stream(node.id, port)
+            if s is not None and bound:
+                floors[s.id] = max(floors.get(s.id, 0), bound + 2)
+    return floors
+
+
+def structural_depths(kernel, default=2) -> dict:
+    """{stream id: depth} from reconvergent paths: ``default + 2 x slack`` where a stream's consumer arrives
+    ``slack`` ops later than the stream could deliver (longest paths from the sources)."""
+    g = kernel.graph()
+    arrival = {}
+    for n in nx.topological_sort(g):
+        arrival[n] = max((arrival[u] + 1 for u in g.predecessors(n)), default=0)
+    out = {}
+    for s in kernel.streams.values():
+        slack = max(arrival[d.node] - arrival[s.src.node] - 1 for d in s.dsts)
+        if slack > 0:
+            out[s.id] = min(STRUCTURAL_MAX, default + 2 * slack)
+    return out
+
+
+def _profile_copy(program):
+    """A copy of ``program`` with every dimension (and node size) capped at :data:`PROFILE_DIM`."""
+    from ...samml import Program
+    small = Program.from_json(program.to_json())
+    for t in small.tensors.values():
+        t.shape = [min(int(d), PROFILE_DIM) for d in t.shape]
+        t.capacity = None
+    for k in small.kernels:
+        for node in k.nodes.values():
+            for key in ("dim", "dim_outer", "dim_outer1"):
+                v = node.params.get(key)
+                if isinstance(v, int) and v > PROFILE_DIM:
+                    node.params[key] = PROFILE_DIM
+    return small
+
+
+def synthetic_inputs(program, seed=PROFILE_SEED) -> dict:
+    """Random inputs of the declared shapes and densities (dense tensors full)."""
+    import numpy as np
+    from ...samml.kernels import random_sparse
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in program.inputs:
+        if t.density is not None:
+            dens = t.density
+        else:
+            dens = 1.0 if all(lv == "dense" for lv in t.levels) else DEFAULT_DENSITY
+        out[t.name] = random_sparse(rng, tuple(t.shape), dens)
+    return out
+
+
+def run_bound(res) -> int:
+    """The lower bound of a simulated run: per kernel, the larger of the busiest stream's tokens and the
+    busiest op's firings (a co-iterating op steps over both operands' tokens; a sparse accumulator fires for
+    every input step and every emitted entry), summed over the kernels (they run one after another)."""
+    return sum(max(max(k["streams"].values(), default=0), max((n["busy"] for n in k["nodes"].values()), default=0))
+               for k in res.stats["kernels"])
+
+
+def profile_depths(program) -> tuple[dict, dict]:
+    """Profile-guided depths on synthetic inputs: ({kernel name: {stream id: depth}}, report)."""
+    from ...sim.engine import run
+    from ...sim.fifo_sizing import size_fifos
+    small = _profile_copy(program)
+    inputs = synthetic_inputs(small)
+    res = run(small, inputs, mode="fixed")
+    bound = max(1, run_bound(res))
+    report = {"cycles": res.cycles, "bound": bound, "ratio": round(res.cycles / bound, 3), "runs": 1}
+    if res.cycles <= PROFILE_TARGET * bound:
+        return {}, report
+    sized, rep = size_fifos(small, inputs, max_depth=MAX_DEPTH, min_gain=0.01, candidates=4, max_rounds=6)
+    report.update(sized_cycles=rep["cycles_after"], sized_ratio=round(rep["cycles_after"] / bound, 3),
+                  runs=1 + rep["runs"])
+    return rep["depths"], report
+
+
+def fit_budget(program, floors, budget_bits) -> int:
+    """Trim the deepest channels (above their floors) until the program costs at most ``budget_bits``.
+    ``floors``: {(kernel name, stream id): minimum depth}. Returns the bits afterwards."""
+    default = _default(program)
+    total = fifo_bits(program)
+    while total > budget_bits:
+        best, best_extra = None, 0
+        for k in program.kernels:
+            for s in k.streams.values():
+                floor = max(floors.get((k.name, s.id), 0), default)
+                extra = ((s.depth or default) - floor) * channel_bits(program, s) // max(1, s.depth or default)
+                if extra > best_extra:
+                    best, best_extra, best_floor = s, extra, floor
+        if best is None:
+            break                                    # only floors left: report over budget
+        d = best.depth or default
+        best.depth = max(best_floor, best_floor + (d - best_floor) // 2)
+        if best.depth == default:
+            best.depth = None
+        total = fifo_bits(program)
+    return total
+
+
+def assign_depths(program, options=None) -> dict:
+    """The depths pass (in place). ``options``: ``fifo_depth`` (override every channel), ``budget_bits``
+    (default :data:`DEFAULT_BUDGET_BITS`), ``profile`` (default True).
+
+    Returns the report written next to graph.json as ``fifos.json``: budget, total bits, the profile run,
+    and one row per channel (kernel, stream, depth, consumers, bits, why)."""
+    options = options or {}
+    budget = int(options.get("budget_bits", DEFAULT_BUDGET_BITS))
+    override = options.get("fifo_depth")
+    why = {}
+    floors = {}
+    for k in program.kernels:
+        for sid, d in deadlock_floors(k).items():
+            floors[(k.name, sid)] = d
+    profile = None
+    if override is not None:
+        program.config["fifo_depth"] = int(override)
+        for k in program.kernels:
+            for s in k.streams.values():
+                s.depth = max(int(override), floors.get((k.name, s.id), 0))
+                why[(k.name, s.id)] = "override" if s.depth == int(override) else "floor"
+    else:
+        default = _default(program)
+        for k in program.kernels:
+            for sid, d in structural_depths(k, default).items():
+                s = k.streams[sid]
+                if d > (s.depth or default):
+                    s.depth = d
+                    why[(k.name, sid)] = "structure"
+            for sid in k.streams:
+                f = floors.get((k.name, sid))
+                s = k.streams[sid]
+                if f and f > (s.depth or default):
+                    s.depth = f
+                    why[(k.name, sid)] = "floor"
+        if options.get("profile", True):
+            try:
+                deeper, profile = profile_depths(program)
+            except Exception as exc:          # noqa: BLE001 - a graph the simulator cannot run keeps steps 1-2
+                deeper, profile = {}, {"skipped": f"{type(exc).__name__}: {exc}"}
+            by_name = {k.name: k for k in program.kernels}
+            for kname, depths in deeper.items():
+                for sid, d in depths.items():
+                    s = by_name[kname].streams[sid]
+                    if d > (s.depth or default):
+                        s.depth = d
+                        why[(kname, sid)] = "profile"
+        fit_budget(program, floors, budget)
+    return depth_table(program, budget, why, profile)
+
+
+def depth_table(program, budget_bits, why=None, profile=None) -> dict:
+    """The report of a program's channel depths and their cost."""
+    why = why or {}
+    default = _default(program)
+    rows = []
+    for k in program.kernels:
+        for s in k.streams.values():
+            rows.append({"kernel": k.name, "stream": s.id, "kind": s.kind, "depth": s.depth or default,
+                         "consumers": len(s.dsts), "bits": channel_bits(program, s),
+                         "why": why.get((k.name, s.id), "default" if s.depth in (None, default) else "graph")})
+    total = sum(r["bits"] for r in rows)
+    return {"default_depth": default, "budget_bits": budget_bits, "total_bits": total,
+            "over_budget": total > budget_bits, "crd_width": int(program.config.get("crd_width", 16)),
+            "profile": profile, "channels": rows}
