@@ -13,7 +13,12 @@ PARTS = {
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
+    from .cli import main_guard
+    return main_guard(_main, list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv):
+    argv = list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: fuseflow <part> [args...]\n\nparts:")
         for name, (_, doc) in PARTS.items():
@@ -28,10 +33,9 @@ def main(argv=None):
     except ModuleNotFoundError as exc:
         print(f"error: {part}: not available in this installation ({exc.name} is missing)", file=sys.stderr)
         return 2
-    from .cli import main_guard
     if part == "compile" and (not argv or argv[0] != "compile"):
         argv = ["compile"] + argv
-    return main_guard(module.main, argv)
+    return module.main(argv)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from ..cli import main_guard
+from ..cli import check_output_dir, main_guard, output_dir, positive_int
 from ..errors import ProgramError
 from . import SCHEDULES, compile_program, parse_file
 from .fusion import DEFAULT_MAX_ORDERS, KernelPlan
@@ -25,14 +25,14 @@ def parser():
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="compile a .ff program to graph.json")
     c.add_argument("program", help="the .ff source file")
-    c.add_argument("-o", "--output", help="output directory (graph.json is written there)")
+    c.add_argument("-o", "--output", type=output_dir, help="output directory (graph.json is written there)")
     c.add_argument("--fuse", default="regions", choices=SCHEDULES,
                    help="fusion granularity: none (one kernel per statement), regions (the program's fuse { } "
                         "regions; default), full (everything fused)")
     c.add_argument("--order", help="dataflow order, outer to inner, e.g. i,k,j (each kernel uses the indices it "
                                    "has)")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
-    c.add_argument("--max-orders", type=int, default=DEFAULT_MAX_ORDERS,
+    c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
                    help=f"cap for --list-orders (default {DEFAULT_MAX_ORDERS})")
     c.add_argument("--dump-table", action="store_true", help="print the fusion table of each kernel")
     c.add_argument("--iteration", default="factored", choices=("factored", "global"),
@@ -52,6 +52,8 @@ def compile_cmd(args):
         raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table)")
     if args.max_orders < 1:
         raise ProgramError("--max-orders", "must be at least 1")
+    if args.output:
+        check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
     src = parse_file(args.program)
     result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration)
     if args.list_orders:
@@ -76,7 +78,6 @@ def compile_cmd(args):
                     print(f"  note: {n}")
     if args.output:
         from ..samml import save
-        os.makedirs(args.output, exist_ok=True)
         path = os.path.join(args.output, "graph.json")
         save(result.program, path)
         msg = f"wrote {path}: {len(result.program.kernels)} kernel(s), " \

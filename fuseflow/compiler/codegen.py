@@ -209,6 +209,10 @@ def build_program(ir, plans, name=None, general_transposes=False):
         if isinstance(p, TransposePlan):
             prog.tensor(p.dst, "intermediate", list(p.shape), ["compressed"] * len(p.shape),
                         list(p.dst_mode_order))
+    # coordinates must fit crd_width bits (the simulator and the hardware refuse them otherwise): widen it for
+    # large dimensions (up to 64 bits; validation rejects what no width holds)
+    top = max((d - 1 for t in prog.tensors.values() for d in t.shape), default=0)
+    prog.config["crd_width"] = min(64, max(int(prog.config.get("crd_width", 16)), top.bit_length()))
     # worst-case capacities, so that one hardware build serves any data of the declared shapes; a tensor
     # whose positions do not fit the coordinate/reference width gets none (build with --inputs instead)
     limit = 1 << int(prog.config.get("crd_width", 16))

@@ -337,7 +337,8 @@ def _parse_format(d, order):
 def parse_file(path):
     """Read a ``.ff`` file into an :class:`EinsumProgram` (named after the file)."""
     import os
-    with open(path) as f:
-        text = f.read()
+
+    from ..cli import read_text
+    text = read_text(path)
     name = os.path.splitext(os.path.basename(path))[0]
     return EinsumProgram.parse(text, name=re.sub(r"\W", "_", name))

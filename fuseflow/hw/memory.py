@@ -23,6 +23,7 @@ in :attr:`MemoryPlan.registers` (name, index, writable).
 from dataclasses import asdict, dataclass, field
 
 from ..errors import HardwareError
+from ..samml.graph import check_coordinate_width
 
 #: width of the registers of the register file (cycle counters, counts)
 REG_WIDTH = 32
@@ -166,18 +167,15 @@ def plan_memories(program, data_capacities=None):
                                                     "values) in graph.json or give data with --inputs")
         plan.capacities[t.name] = cap
         plan.capacity_source[t.name] = source
+        # seg entries are positions up to capacity[level]; crd entries are coordinates < dim (the rule the
+        # simulator and validation apply too)
+        check_coordinate_width(t, crd_width, cap, HardwareError)
         for lv, array in tensor_arrays(t):
             depth = array_depth(cap, lv, array)
             if array == "vals":
                 width, signed = vwidth, True
             else:
                 width, signed = crd_width, False
-                # seg entries are positions up to capacity[level]; crd entries are coordinates < dim
-                top = cap[lv] if array == "seg" else t.level_dim(lv) - 1
-                if top >= 1 << crd_width:
-                    what = "positions" if array == "seg" else "coordinates"
-                    raise HardwareError(f"tensor {t.name} level {lv}",
-                                        f"{what} up to {top} do not fit the {crd_width}-bit coordinate width")
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
             plan.memories.append(MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role,
                                          len(plan.memories), depth))
