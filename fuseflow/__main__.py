@@ -8,6 +8,7 @@ PARTS = {
     "sim": ("fuseflow.sim.__main__", "run the reference simulator"),
     "compile": ("fuseflow.compiler.__main__", "compile index-notation programs to graph.json"),
     "hw": ("fuseflow.hw.__main__", "build and verify hardware"),
+    "boards": ("fuseflow.boards.__main__", "FPGA board builds, synthesis reports and the UART host bridge"),
     "demo": ("fuseflow.demo", "run the bundled end-to-end example"),
 }
 
@@ -19,15 +20,18 @@ def main(argv=None):
 
 def _main(argv):
     argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        from .cli import UsageError
+        raise UsageError("arguments", f"give a part ({', '.join(PARTS)}); fuseflow -h lists them")
+    if argv[0] in ("-h", "--help"):
         print("usage: fuseflow <part> [args...]\n\nparts:")
         for name, (_, doc) in PARTS.items():
             print(f"  {name:8s} {doc}")
-        return 0 if argv else 2
+        return 0
     part = argv.pop(0)
     if part not in PARTS:
-        print(f"error: {part}: unknown part (known: {', '.join(PARTS)})", file=sys.stderr)
-        return 2
+        from .cli import UsageError
+        raise UsageError(part, f"unknown part (known: {', '.join(PARTS)})")
     try:
         module = importlib.import_module(PARTS[part][0])
     except ModuleNotFoundError as exc:

@@ -216,38 +216,49 @@ def _activate(tx):
             _active_tx = prev
 
 
+def _first_existing(path):
+    """The nearest existing ancestor of ``path`` (``path`` itself when it exists)."""
+    d = os.path.abspath(path)
+    while not os.path.lexists(d):
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    return d
+
+
 def check_output_path(path, what=None) -> str:
-    """Raise a one-line error naming ``path`` when a file cannot be written there: the path is a directory, or
-    one of its ancestors is a regular file. Returns the path."""
+    """Raise a one-line error naming ``path`` when a file cannot be written there: it is a directory, one of
+    its ancestors is not a directory, or the nearest existing directory is not writable. Returns the path."""
     path = os.fspath(path)
     what = what or path
     if path == "" or path.endswith(os.sep):
-        raise FuseFlowError(what, "not a file name")
+        raise FuseFlowError(what, f"{path!r} is not a file name")
     if os.path.isdir(path):
-        raise FuseFlowError(what, "is a directory, not a file")
-    check_output_dir(os.path.dirname(os.path.abspath(path)), what)
+        raise FuseFlowError(what, f"{path} is a directory, not a file")
+    _check_parent(os.path.dirname(os.path.abspath(path)), path, what)
     return path
 
 
 def check_output_dir(directory, what=None) -> str:
-    """Raise a one-line error naming ``directory`` when it cannot be made a directory (it, or an ancestor, is a
-    regular file). Returns the directory."""
+    """Raise a one-line error naming ``directory`` when files cannot be written into it: it, or an ancestor, is
+    not a directory, or the nearest existing directory is not writable. Returns the directory."""
     directory = os.fspath(directory)
     what = what or directory
-    d = os.path.abspath(directory)
-    while True:
-        if os.path.isdir(d):
-            if not os.access(d, os.W_OK | os.X_OK):
-                raise FuseFlowError(what, f"cannot write into {d} (permission denied)")
-            return directory
-        if os.path.lexists(d):
-            if d == os.path.abspath(directory):
-                raise FuseFlowError(what, "exists and is not a directory")
-            raise FuseFlowError(what, f"lies below {d}, which is not a directory")
-        parent = os.path.dirname(d)
-        if parent == d:
-            return directory
-        d = parent
+    if directory == "":
+        raise FuseFlowError(what, "'' is not a directory name")
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise FuseFlowError(what, f"{directory} exists and is not a directory")
+    _check_parent(directory, directory, what)
+    return directory
+
+
+def _check_parent(directory, user_path, what):
+    d = _first_existing(directory)
+    if not os.path.isdir(d):
+        raise FuseFlowError(what, f"{user_path} lies below {d}, which is not a directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise FuseFlowError(what, f"cannot write {user_path}: {d} is not writable (permission denied)")
 
 
 def _hold():

@@ -440,9 +440,13 @@ def dense_entries(shape) -> int:
 def _validate_kernel(p, k, where):
     node_where = {nid: f"{where}.nodes[{i}]" for i, nid in enumerate(k.nodes)}
     stream_where = {sid: f"{where}.streams[{i}]" for i, sid in enumerate(k.streams)}
-    driven = {}
+    driven, sources = {}, {}
     for sid, s in k.streams.items():
         sw = stream_where[sid]
+        if s.src in sources:
+            raise GraphError(f"{sw}.from", f"output {s.src} feeds two streams, '{sources[s.src]}' and '{sid}' (one "
+                                           f"stream may have several consumers)")
+        sources[s.src] = sid
         if s.kind not in ("crd", "ref", "val", "repsig"):
             raise GraphError(f"{sw}.kind", f"unknown stream kind {s.kind!r}")
         src = k.nodes.get(s.src.node)

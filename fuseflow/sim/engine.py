@@ -342,7 +342,7 @@ def _topo_order(kernel):
     return list(nx.lexicographical_topological_sort(kernel.graph(), key=lambda n: n))
 
 
-def _as_numbers(data):
+def _as_numbers(data, what):
     """Tensor data from a file or the caller as numbers: integer arrays are values like floats (raw fixed point
     is only ever a PackedTensor's int64 vals), so an integer-valued .npz means the same in both modes."""
     import scipy.sparse as sp
@@ -351,7 +351,7 @@ def _as_numbers(data):
     arr = np.asarray(data)
     if arr.dtype.kind in "biu":
         if arr.size and arr.dtype.kind in "iu" and (arr.max() > 2 ** 53 or arr.min() < -2 ** 53):
-            raise TensorError("values", "integers beyond 2**53 cannot be represented exactly")
+            raise TensorError(what, "integer values beyond 2**53 cannot be represented exactly")
         return arr.astype(np.float64)
     return data
 
@@ -384,7 +384,7 @@ def pack_inputs(prog, inputs, env):
             shape = tuple(getattr(data, "shape", np.shape(data)))
             if shape != tuple(t.shape):
                 raise TensorError(f"tensor {t.name}", f"shape {shape} but the program declares {tuple(t.shape)}")
-            packed = PackedTensor.pack(_as_numbers(data), fmt)
+            packed = PackedTensor.pack(_as_numbers(data, f"tensor {t.name}"), fmt)
         check_coordinate_width(t, crd_width, packed.capacities(), TensorError)
         if t.capacity is not None:
             caps = packed.capacities()

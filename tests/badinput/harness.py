@@ -54,6 +54,7 @@ def _child(entry, argv, cwd, out_path, err_path, mem, seconds, env):
     sys.stdout = open(1, "w", closefd=False)
     sys.stderr = open(2, "w", closefd=False)
     sys.argv = [entry] + list(argv)
+    sys.modules.pop(entry + ".__main__", None)     # preloaded for its imports; run afresh as __main__
     try:
         runpy.run_module(entry, run_name="__main__", alter_sys=True)
         code = 0
