@@ -346,8 +346,6 @@ def validate_program(p):
                 raise GraphError(f"{where}.format.levels", f"unknown level format {lv!r}")
         if any((not isinstance(d, int)) or isinstance(d, bool) or d < 1 for d in t.shape):
             raise GraphError(f"{where}.shape", f"dimensions must be positive integers, got {t.shape}")
-        if len(t.shape) > MAX_ORDER:
-            raise GraphError(f"{where}.shape", f"order {len(t.shape)}: SAMML tensors have order 0..{MAX_ORDER}")
         _check_tensor_sizes(t, where, crd_width)
     if not p.kernels:
         raise GraphError("$.kernels", "a program needs at least one kernel")
@@ -355,7 +353,6 @@ def validate_program(p):
         _validate_kernel(p, k, f"$.kernels[{ki}]")
 
 
-MAX_ORDER = 3
 CRD_WIDTHS = (2, 64)
 
 

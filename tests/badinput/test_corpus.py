@@ -572,3 +572,62 @@ def test_corpus_covers_every_command():
                        ("fuseflow.hw", "build"), ("fuseflow.hw", "sim"), ("fuseflow.hw", "correlate"),
                        ("fuseflow.boards", "build")]:
         assert (entry, cmd) in have, (entry, cmd)
+
+
+@pytest.mark.parametrize("cid", SHARED)
+def test_same_message_in_every_command(base, tmp_path, cid):
+    """samml validate, sim run, hw build and boards build reject a bad graph with the same line."""
+    make = next(m for c, m, *_ in BAD_GRAPHS if c == cid)
+    work = tmp_path / "w"
+    shutil.copytree(base, work)
+    (work / "bad.json").write_bytes(make(base))
+    lines = set()
+    for entry, argv in [("fuseflow.samml", ["validate", "bad.json"]),
+                        ("fuseflow.sim", ["run", "bad.json", "--inputs", "d.npz"]),
+                        ("fuseflow.hw", ["build", "bad.json", "--inputs", "d.npz", "-o", "out"]),
+                        ("fuseflow.boards", ["build", "bad.json", "--board", "icebreaker", "--inputs", "d.npz",
+                                             "-o", "out"])]:
+        res = run_forked(entry, argv, work)
+        assert_one_line_error(res)
+        lines.add(res.stderr.strip())
+    assert len(lines) == 1, lines
+
+
+def test_compiler_refuses_what_validate_refuses(base, tmp_path):
+    """An order-4 tensor: the compiler does not write a graph.json that samml validate would reject, and says
+    why in the schema's words."""
+    work = tmp_path / "w"
+    shutil.copytree(base, work)
+    (work / "o4.ff").write_text("program p\ntensor A(2,2,2,2) : dense\ntensor B(2,2,2,2) : dense\n"
+                                "C(i,j,k,l) = A(i,j,k,l) * B(i,j,k,l)\n")
+    res = run_forked("fuseflow.compiler", ["compile", "o4.ff", "-o", "out"], work)
+    assert_one_line_error(res, ".shape: [2, 2, 2, 2] is too long")
+    assert not (work / "out").exists()
+
+
+def test_compiler_widens_crd_width_for_large_dimensions(base, tmp_path):
+    """Dimension 70000 needs 17-bit coordinates: the compiler writes a width that data can run with."""
+    from fuseflow.samml import load
+    work = tmp_path / "w"
+    shutil.copytree(base, work)
+    (work / "big.ff").write_text(VALID_FF.replace("B(3, 4)", "B(3, 70000)").replace("c(4)", "c(70000)"))
+    res = run_forked("fuseflow.compiler", ["compile", "big.ff", "-o", "out"], work)
+    assert res.returncode == 0, res.stderr
+    prog = load(work / "out" / "graph.json")
+    assert prog.config["crd_width"] == 17          # 69999 < 2**17
+    res = run_forked("fuseflow.samml", ["validate", "out/graph.json"], work)
+    assert res.returncode == 0, res.stderr
+
+
+def test_integer_npz_is_accepted_in_both_modes(base, tmp_path):
+    """Integer-valued data means the same numbers in float and fixed mode (NumPy is the golden model)."""
+    work = tmp_path / "w"
+    shutil.copytree(base, work)
+    B = np.array([[1, 0, 2, 0], [0, 0, 0, 0], [0, 3, 0, 4]], dtype=np.int64)
+    c = np.array([10, 20, 0, 0], dtype=np.int64)
+    np.savez(work / "i.npz", B=B, c=c)
+    for mode in ("float", "fixed"):
+        res = run_forked("fuseflow.sim", ["run", G, "--inputs", "i.npz", "--mode", mode, "--outputs",
+                                          f"{mode}.npz", "--check"], work)
+        assert res.returncode == 0, res.stderr
+        np.testing.assert_array_equal(np.load(work / f"{mode}.npz")["x"], B @ c)
