@@ -157,6 +157,13 @@ def cycle_through_reduce(doc):
     stream(doc, "reduce_j.val")["to"] = ["mul.a"]
 
 
+def two_streams_from_one_port(doc):
+    """vals_B.val feeds mul.a and, through a second stream, write_x_vals.val (accepted before; deadlocked)."""
+    k = doc["kernels"][0]
+    k["streams"] = [s for s in k["streams"] if s["id"] != "reduce_j.val"]
+    k["streams"].append({"id": "again", "kind": "val", "from": "vals_B.val", "to": ["write_x_vals.val"]})
+
+
 def deep_json(depth):
     return text("[" * depth + "]" * depth)
 
@@ -272,8 +279,7 @@ BAD_GRAPHS = [
     ("value-format", graph(set_in(["config", "value", "format"], "double")), ["format"]),
     ("config-unknown", graph(set_in(["config", "speed"], 1)), ["Additional properties"]),
     ("cycle", graph(cycle_through_reduce), ["cycle"]),
-    ("two-streams-one-port", graph(lambda d: d["kernels"][0]["streams"].append(
-        {"id": "again", "kind": "val", "from": "mul.out", "to": ["write_x_vals.val"]})), ["feeds two streams"]),
+    ("two-streams-one-port", graph(two_streams_from_one_port), ["output vals_B.val feeds two streams"]),
     ("node-limit", graph(lambda d: None), ["FUSEFLOW_MAX_NODES"], {"FUSEFLOW_MAX_NODES": "3"}),
     ("limit-env-bad", graph(lambda d: None), ["FUSEFLOW_MAX_NODES", "positive integer"],
      {"FUSEFLOW_MAX_NODES": "lots"}),
