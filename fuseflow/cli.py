@@ -276,7 +276,7 @@ class OutputTransaction:
 
     A staged file lives in the target's directory when it exists, else in a staging directory
     (``.fuseflow-stage-*``) in the nearest existing ancestor, so each rename stays on one file system.
-    The commit holds an ``flock`` on ``.fuseflow.lock`` in every target directory (taken in sorted order),
+    The commit holds an ``flock`` on every target directory (taken in sorted order),
     so two commands writing to the same place end with one complete set of files."""
 
     def __init__(self):
@@ -345,8 +345,7 @@ class OutputTransaction:
 @contextlib.contextmanager
 def _dir_lock(directory):
     import fcntl
-    path = os.path.join(directory, ".fuseflow.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(directory, os.O_RDONLY)          # flock on the directory itself: no lock file is left behind
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
