@@ -8,30 +8,38 @@ PARTS = {
     "sim": ("fuseflow.sim.__main__", "run the reference simulator"),
     "compile": ("fuseflow.compiler.__main__", "compile index-notation programs to graph.json"),
     "hw": ("fuseflow.hw.__main__", "build and verify hardware"),
+    "boards": ("fuseflow.boards.__main__", "FPGA board builds, synthesis reports and the UART host bridge"),
     "demo": ("fuseflow.demo", "run the bundled end-to-end example"),
 }
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    from .cli import main_guard
+    return main_guard(_main, list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv):
+    argv = list(argv)
+    if not argv:
+        from .cli import UsageError
+        raise UsageError("arguments", f"give a part ({', '.join(PARTS)}); fuseflow -h lists them")
+    if argv[0] in ("-h", "--help"):
         print("usage: fuseflow <part> [args...]\n\nparts:")
         for name, (_, doc) in PARTS.items():
             print(f"  {name:8s} {doc}")
-        return 0 if argv else 2
+        return 0
     part = argv.pop(0)
     if part not in PARTS:
-        print(f"error: {part}: unknown part (known: {', '.join(PARTS)})", file=sys.stderr)
-        return 2
+        from .cli import UsageError
+        raise UsageError(part, f"unknown part (known: {', '.join(PARTS)})")
     try:
         module = importlib.import_module(PARTS[part][0])
     except ModuleNotFoundError as exc:
         print(f"error: {part}: not available in this installation ({exc.name} is missing)", file=sys.stderr)
         return 2
-    from .cli import main_guard
     if part == "compile" and (not argv or argv[0] != "compile"):
         argv = ["compile"] + argv
-    return main_guard(module.main, argv)
+    return module.main(argv)
 
 
 if __name__ == "__main__":

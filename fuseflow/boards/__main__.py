@@ -25,7 +25,8 @@ import json
 import os
 import sys
 
-from ..cli import atomic_write, main_guard
+from ..cli import (atomic_write, main_guard, nonnegative_int, output_dir, output_file, positive_float,
+                   positive_int)
 from ..errors import HardwareError
 
 
@@ -35,36 +36,36 @@ def _parser():
     b = sub.add_parser("build", help="bitstream + report.json for a board")
     b.add_argument("graph")
     b.add_argument("--board", required=True, help="ulx3s-85f or icebreaker")
-    b.add_argument("-o", "--out", default="build", help="output directory (default: build)")
+    b.add_argument("-o", "--out", default="build", type=output_dir, help="output directory (default: build)")
     b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes the memories")
     b.add_argument("--random-inputs", type=float, metavar="DENSITY",
                    help="instead of --inputs: random tensors of this density (seed --data-seed) size the memories")
-    b.add_argument("--data-seed", type=int, default=1)
+    b.add_argument("--data-seed", type=nonnegative_int, default=1)
     b.add_argument("--bake", action="store_true", help="also bake --inputs into the memories' initial contents")
     b.add_argument("--probes", action="store_true", help="keep the per-channel probe registers (more area)")
-    b.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
-    b.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
-    b.add_argument("--keep-work", help="copy the tool work directory here")
+    b.add_argument("--baud", type=positive_int, default=115200, help="UART baud rate (default 115200)")
+    b.add_argument("--seed", type=nonnegative_int, default=1, help="nextpnr placement seed")
+    b.add_argument("--keep-work", type=output_dir, help="copy the tool work directory here")
     s = sub.add_parser("synth", help="synthesise the kernel top alone and print utilisation and Fmax")
     s.add_argument("graph")
     s.add_argument("--target", default="ecp5-85f", help="ecp5-85f (default) or ice40-up5k")
-    s.add_argument("--freq", type=float, default=100.0, help="target frequency for nextpnr in MHz (default 100)")
+    s.add_argument("--freq", type=positive_float, default=100.0, help="target frequency for nextpnr in MHz (default 100)")
     s.add_argument("--inputs", help="tensor file: sizes the memories")
     s.add_argument("--random-inputs", type=float, metavar="DENSITY", help="random tensors of this density instead")
-    s.add_argument("--data-seed", type=int, default=1)
-    s.add_argument("--json", help="write the result here")
+    s.add_argument("--data-seed", type=nonnegative_int, default=1)
+    s.add_argument("--json", type=output_file, help="write the result here")
     m = sub.add_parser("simulate", help="round trip through the simulated UART bridge and client")
     m.add_argument("graph")
     m.add_argument("--inputs", help="tensor file with every input tensor")
     m.add_argument("--random-inputs", type=float, metavar="DENSITY", help="random tensors of this density instead")
-    m.add_argument("--data-seed", type=int, default=1)
-    m.add_argument("--divisor", type=int, default=4, help="clocks per UART bit in simulation (default 4)")
+    m.add_argument("--data-seed", type=nonnegative_int, default=1)
+    m.add_argument("--divisor", type=positive_int, default=4, help="clocks per UART bit in simulation (default 4)")
     r = sub.add_parser("run", help="run on a board over its serial port (needs pyserial)")
     r.add_argument("graph")
     r.add_argument("--inputs", required=True)
     r.add_argument("--manifest", required=True, help="manifest.json written by 'build'")
     r.add_argument("--port", required=True, help="serial port, e.g. /dev/ttyUSB0")
-    r.add_argument("--max-cycles", type=int, default=10_000_000)
+    r.add_argument("--max-cycles", type=positive_int, default=10_000_000)
     return ap
 
 
@@ -160,9 +161,9 @@ def cmd_run(args):
     from ..hw.elaborate import load_program, reference_run
     from ..hw.top import compare_tensors
     from .client import BridgeClient, SerialTransport, images_for
-    with open(args.manifest) as f:
-        man = json.load(f)
-    if "board" not in man:
+    from ..samml.io import load_json
+    man = load_json(args.manifest, HardwareError)
+    if not isinstance(man, dict) or not isinstance(man.get("board"), dict):
         raise HardwareError(args.manifest, "not a board manifest (written by 'python -m fuseflow.boards build')")
     program = load_program(args.graph)
     inputs = _inputs(args.inputs)

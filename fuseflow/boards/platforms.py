@@ -180,9 +180,8 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
 
 
 def _write(path, data, mode="w"):
-    with atomic_write(path, mode) as f:
+    with atomic_write(path, mode, perms=0o644) as f:
         f.write(data)
-    os.chmod(path, 0o644)
 
 
 def _device(board):

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from ..cli import main_guard
+from ..cli import check_output_dir, main_guard, output_dir, positive_int
 from ..errors import ProgramError
 from . import SCHEDULES, compile_program, parse_file
 from .fusion import DEFAULT_MAX_ORDERS, KernelPlan
@@ -30,14 +30,14 @@ def parser():
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="compile a .ff program to graph.json")
     c.add_argument("program", help="the .ff source file")
-    c.add_argument("-o", "--output", help="output directory (graph.json is written there)")
+    c.add_argument("-o", "--output", type=output_dir, help="output directory (graph.json is written there)")
     c.add_argument("--fuse", default="regions", choices=SCHEDULES,
                    help="fusion granularity: none (one kernel per statement), regions (the program's fuse { } "
                         "regions; default), full (everything fused)")
     c.add_argument("--order", help="dataflow order, outer to inner, e.g. i,k,j (each kernel uses the indices it "
                                    "has)")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
-    c.add_argument("--max-orders", type=int, default=DEFAULT_MAX_ORDERS,
+    c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
                    help=f"cap for --list-orders (default {DEFAULT_MAX_ORDERS})")
     c.add_argument("--dump-table", action="store_true", help="print the fusion table of each kernel")
     c.add_argument("--iteration", default="factored", choices=("factored", "global"),
@@ -72,6 +72,8 @@ def compile_cmd(args):
         raise ProgramError("--fifo-depth", "must be at least 1")
     if args.fifo_budget < 0:
         raise ProgramError("--fifo-budget", "must be at least 0")
+    if args.output:
+        check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
     src = parse_file(args.program)
     options = {"budget_bits": args.fifo_budget, "profile": not args.no_profile, "dump_after": args.dump_after,
                "locate": not args.no_locate}
@@ -103,7 +105,6 @@ def compile_cmd(args):
         print(render_depths(result.reports["depths"]))
     if args.output:
         from ..samml import save
-        os.makedirs(args.output, exist_ok=True)
         path = os.path.join(args.output, "graph.json")
         from ..cli import atomic_write
         import json

@@ -324,10 +324,12 @@ def _parse_decl(p, stripped, lineno, col):
     if shape_text:
         for part in shape_text.split(","):
             part = part.strip()
-            if not part.isdigit():
-                pos = col + stripped.index("(") + 1
+            pos = col + stripped.index("(") + 1
+            if not (part.isascii() and part.isdigit()):
                 raise ProgramError(f"line {lineno}, column {pos}", f"expected a positive integer dimension, "
                                                                    f"got {part!r}")
+            if len(part) > 40:                   # int() refuses 4300+ digits; no dimension needs 40
+                raise ProgramError(f"line {lineno}, column {pos}", f"dimension of {len(part)} digits is too large")
             shape.append(int(part))
     fmt = m.group("fmt")
     p.tensor(m.group("name"), shape, fmt.strip() if fmt and fmt.strip() else None, density=density, line=lineno,
@@ -357,7 +359,8 @@ def _parse_format(d, order):
 def parse_file(path):
     """Read a ``.ff`` file into an :class:`EinsumProgram` (named after the file)."""
     import os
-    with open(path) as f:
-        text = f.read()
+
+    from ..cli import read_text
+    text = read_text(path)
     name = os.path.splitext(os.path.basename(path))[0]
     return EinsumProgram.parse(text, name=re.sub(r"\W", "_", name))

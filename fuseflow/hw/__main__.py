@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from ..cli import atomic_write, main_guard
+from ..cli import atomic_write, main_guard, output_dir, output_file, positive_int
 from ..errors import HardwareError
 
 
@@ -29,18 +29,18 @@ def _parser():
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="elaborate graph.json into Verilog and a manifest")
     b.add_argument("graph")
-    b.add_argument("-o", "--out", default="build", help="output directory (default: build)")
+    b.add_argument("-o", "--out", default="build", type=output_dir, help="output directory (default: build)")
     b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes memories and bakes the data in")
     b.add_argument("--no-probes", action="store_true", help="leave out the per-channel probe registers")
     s = sub.add_parser("sim", help="run the RTL and compare with the fixed-mode reference simulator")
     s.add_argument("graph")
     s.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
     s.add_argument("--simulator", choices=("verilator", "amaranth"), default="verilator")
-    s.add_argument("--vcd", help="write a waveform of the run here")
-    s.add_argument("--max-cycles", type=int, help="watchdog (default: 4 x the reference cycles + 10000)")
+    s.add_argument("--vcd", type=output_file, help="write a waveform of the run here")
+    s.add_argument("--max-cycles", type=positive_int, help="watchdog (default: 4 x the reference cycles + 10000)")
     s.add_argument("--bake", action="store_true", help="bake the inputs into memory init instead of loading "
                                                         "them through the host port")
-    s.add_argument("--json", help="write the run's results (cycles, comparison) here as JSON")
+    s.add_argument("--json", type=output_file, help="write the run's results (cycles, comparison) here as JSON")
     sub.add_parser("correlate", add_help=False,
                    help="RTL-vs-simulator correlation report over a kernel suite (python -m fuseflow.hw correlate -h)")
     return ap
@@ -76,6 +76,8 @@ def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bak
     from .elaborate import build, check_outputs_fit, reference_run
     from .top import compare_tensors, stuck_report
     from .elaborate import load_program
+    if max_cycles is not None and (not isinstance(max_cycles, int) or max_cycles < 1):
+        raise HardwareError("--max-cycles", f"must be at least 1, got {max_cycles!r}")
     program = load_program(graph)
     ref = reference_run(program, inputs)
     b = build(program, inputs, bake=bake, reference=ref)

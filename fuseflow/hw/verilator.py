@@ -266,8 +266,8 @@ def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_
                 dump = found[0] if found else None
             if dump is None:
                 raise SimulatorError("vcd", "the simulator wrote no waveform")
-            Path(vcd).parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(dump), vcd)
+            from ..cli import adopt_file
+            adopt_file(dump, vcd)
     return res
 
 

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from ..cli import atomic_write, main_guard
+from ..cli import atomic_write, check_output_dir, commit_outputs, main_guard, nonnegative_int, output_dir
 from ..errors import FuseFlowError
 from .sweep import Task, parse_scheduler, run_sweep
 from .suites import SUITES, get_suite
@@ -464,8 +464,7 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
     if simulator not in SIMULATORS:
         raise ReportError("--simulator", f"unknown simulator {simulator!r} (known: {', '.join(SIMULATORS)})")
     outdir = os.fspath(outdir)
-    if os.path.exists(outdir) and not os.path.isdir(outdir):
-        raise ReportError(outdir, "not a directory")
+    check_output_dir(outdir)
     parse_scheduler(scheduler)
     if simulator == "verilator":
         from ..hw import verilator as vl
@@ -505,6 +504,7 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
         report = make_report(suite, entries, records, simulator, time.monotonic() - t_start)
         report["interrupted"] = True
         write_report(report, outdir)
+        commit_outputs()             # the partial report is a consistent set of files: keep it
         raise
     report = make_report(suite, entries, records, simulator, time.monotonic() - t_start)
     write_report(report, outdir)
@@ -806,7 +806,6 @@ def render_plot(report, f):
 
 def write_report(report, outdir):
     """Write ``correlation.md``, ``.json`` and ``.png`` into ``outdir`` (each atomically)."""
-    os.makedirs(outdir, exist_ok=True)
     md = render_markdown(report)
     js = json.dumps(_clean(report), indent=1) + "\n"
     png = io.BytesIO()
@@ -817,11 +816,6 @@ def write_report(report, outdir):
         f.write(js)
     with atomic_write(os.path.join(outdir, "correlation.md")) as f:
         f.write(md + "\n")
-    # atomic_write's temporary files are private (0600); a report is for reading: the umask's usual mode
-    mask = os.umask(0)
-    os.umask(mask)
-    for name in ("correlation.png", "correlation.json", "correlation.md"):
-        os.chmod(os.path.join(outdir, name), 0o666 & ~mask)
 
 
 # --- command line -------------------------------------------------------------------------------------
@@ -835,13 +829,13 @@ def parser(prog="python -m fuseflow.reports.correlation"):
     ap = _Parser(prog=prog, description="Correlate RTL cycles with the reference simulator's over a kernel suite "
                                         "and write correlation.md/.json/.png.")
     ap.add_argument("--suite", default="default", help=f"kernel suite: {' | '.join(SUITES)} (default: default)")
-    ap.add_argument("-o", "--out", default="report", help="output directory (default: report)")
+    ap.add_argument("-o", "--out", default="report", type=output_dir, help="output directory (default: report)")
     ap.add_argument("--simulator", default="verilator", help="verilator (default) or amaranth")
     ap.add_argument("--only", help="run only the entries whose name contains this text")
     ap.add_argument("--cache", help="Verilator build cache (default: $FUSEFLOW_HW_CACHE or "
                                     "~/.cache/fuseflow/verilator)")
     ap.add_argument("--no-trace", action="store_true", help="do not trace push times of disagreeing kernels")
-    ap.add_argument("--max-trace-cycles", type=int, default=MAX_TRACE_CYCLES,
+    ap.add_argument("--max-trace-cycles", type=nonnegative_int, default=MAX_TRACE_CYCLES,
                     help=f"longest run (reference cycles) to trace in Amaranth's simulator "
                          f"(default {MAX_TRACE_CYCLES})")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -856,11 +850,8 @@ def parser(prog="python -m fuseflow.reports.correlation"):
 
 def load_report(path):
     """A report written earlier (``correlation.json``)."""
-    try:
-        with open(path) as f:
-            report = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise ReportError(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    from ..samml.io import load_json
+    report = load_json(path, ReportError)
     if not isinstance(report, dict) or report.get("fuseflow_correlation") != 1 or "records" not in report:
         raise ReportError(path, "not a correlation report (no fuseflow_correlation/records)")
     return report
@@ -874,11 +865,14 @@ def _main(argv, prog=None):
         raise ReportError("--simulator", f"unknown simulator {args.simulator!r} (known: {', '.join(SIMULATORS)})")
     if args.max_trace_cycles < 0:
         raise ReportError("--max-trace-cycles", "must not be negative")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ReportError(args.out, "not a directory")
+    check_output_dir(args.out)
     if args.render:
         report = load_report(args.render)
-        write_report(report, args.out)
+        try:
+            write_report(report, args.out)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as exc:
+            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ReportError(args.render, f"incomplete or malformed correlation report ({detail})") from None
         print(f"{os.path.join(args.out, 'correlation.md')}: re-rendered from {args.render}")
         return 0
     report = correlate(args.suite, args.out, args.simulator, cache=args.cache, progress=not args.no_progress,

@@ -4,7 +4,7 @@ import argparse
 import os
 import sys
 
-from ..cli import atomic_write, main_guard
+from ..cli import atomic_write, main_guard, output_dir, output_file
 from . import io
 from .dot import to_dot, to_svg
 
@@ -16,9 +16,9 @@ def parser():
     v.add_argument("graph")
     d = sub.add_parser("dot", help="draw a graph as DOT or SVG (SVG needs graphviz's dot)")
     d.add_argument("graph")
-    d.add_argument("-o", "--output", help="output file (.dot or .svg); default: DOT on stdout")
+    d.add_argument("-o", "--output", type=output_file, help="output file (.dot or .svg); default: DOT on stdout")
     k = sub.add_parser("kernels", help="write the classic kernel suite as graph.json files")
-    k.add_argument("-o", "--output", default="examples/kernels")
+    k.add_argument("-o", "--output", default="examples/kernels", type=output_dir)
     k.add_argument("--svg", action="store_true", help="also write graph.svg (needs graphviz)")
     sub.add_parser("ops", help="list the ops of the registry")
     return ap

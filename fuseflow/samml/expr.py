@@ -27,11 +27,13 @@ Functions are evaluated in float64 as :data:`fuseflow.tensors.fixed.FLOAT_UNARY_
 tensor access (an index list) is an error: ``unknown function 'foo'``.
 """
 
+import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import limits
 from ..errors import ProgramError
 from ..tensors.fixed import FLOAT_UNARY_ARRAY_OPS
 
@@ -115,6 +117,16 @@ class _Parser:
             self.toks.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
         self.i = 0
+        self.depth = 0
+        self.max_depth = limits.EXPR_DEPTH.value
+
+    def nest(self, pos):
+        """One level deeper (parentheses, unary minus, a call): refuse pathological nesting before Python's
+        recursion limit does."""
+        self.depth += 1
+        if self.depth > self.max_depth:
+            self.error(pos, f"expression nested deeper than {self.max_depth} levels (set "
+                            f"{limits.EXPR_DEPTH.env} to raise the limit)")
 
     def error(self, pos, why):
         raise ProgramError(f"line {self.line}, column {pos + self.col0}", why)
@@ -180,15 +192,30 @@ class _Parser:
 
     def unary(self):
         if self.peek()[1] == "-":
+            self.nest(self.peek()[2])
             self.take("-")
-            return Call("neg", self.unary())
+            node = Call("neg", self.unary())
+            self.depth -= 1
+            return node
         return self.atom()
 
     def atom(self):
         kind, value, pos = self.peek()
         if kind == "num":
             self.take()
-            return Const(float(value))
+            number = float(value)
+            if not math.isfinite(number):
+                self.error(pos, f"number {value} is too large")
+            return Const(number)
+        if value in ("(", "[") or (kind == "name" and self.i + 1 < len(self.toks)
+                                   and self.toks[self.i + 1][1] in ("(", "[")):
+            self.nest(pos)
+            node = self._nested_atom(kind, value, pos)
+            self.depth -= 1
+            return node
+        self._nested_atom(kind, value, pos)
+
+    def _nested_atom(self, kind, value, pos):
         if value == "(":
             self.take("(")
             node = self.expr()
@@ -224,8 +251,25 @@ class _Parser:
 
 def parse_statement(text, line=1, col0=1):
     """Parse one statement; implicit reductions are made explicit (see module doc)."""
-    st = _Parser(text, line, col0).statement()
+    parser = _Parser(text, line, col0)
+    st = parser.statement()
+    if _depth(st.rhs) > parser.max_depth:      # long operator chains: a deep tree without parentheses
+        parser.error(0, f"expression nested deeper than {parser.max_depth} levels (set {limits.EXPR_DEPTH.env} "
+                        f"to raise the limit)")
     return Statement(st.lhs, make_reductions_explicit(st.rhs, set(st.lhs.indices)), line)
+
+
+def _depth(node):
+    """Depth of an expression tree (iteratively: the tree may be too deep for recursion)."""
+    best, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        for child in (getattr(n, "lhs", None), getattr(n, "rhs", None), getattr(n, "arg", None),
+                      getattr(n, "body", None)):
+            if child is not None and not isinstance(child, str):
+                stack.append((child, d + 1))
+    return best
 
 
 def parse_statements(text):

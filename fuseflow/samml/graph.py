@@ -15,12 +15,15 @@ Example
 >>> p.validate()
 """
 
+import math
 from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..errors import GraphError
+from .. import limits
+from ..errors import FuseFlowError, GraphError
 from ..tensors.formats import can_locate
+from .widths import check_fits
 from .registry import OPS, UNARY_ALU_OPS, check_spacc, get_op, port_kind
 
 SAMML_VERSION = 1
@@ -329,7 +332,13 @@ def _merge_config(config):
 
 
 def validate_program(p):
-    """Semantic validation (the JSON Schema has already checked the shape of the document)."""
+    """Semantic validation (the JSON Schema has already checked the shape of the document).
+
+    This is the one definition of a valid program: ``samml validate``, the compiler (before it writes),
+    the simulator and the hardware build all call it, so they reject the same graphs with the same message.
+    Resource limits (:mod:`fuseflow.limits`) are checked here too, before any command starts work."""
+    _check_counts(p)
+    crd_width = _validate_config(p.config)
     for ti, t in enumerate(p.tensors.values()):
         where = f"$.tensors[{ti}]"
         if t.role not in ROLES:
@@ -342,24 +351,93 @@ def validate_program(p):
         for lv in t.levels:
             if lv not in LEVEL_FORMATS:
                 raise GraphError(f"{where}.format.levels", f"unknown level format {lv!r}")
-        if any((not isinstance(d, int)) or d < 1 for d in t.shape):
+        if any((not isinstance(d, int)) or isinstance(d, bool) or d < 1 for d in t.shape):
             raise GraphError(f"{where}.shape", f"dimensions must be positive integers, got {t.shape}")
         if t.density is not None and not 0 < t.density <= 1:
             raise GraphError(f"{where}.density", f"must be in (0, 1], got {t.density}")
-    if p.config.get("fifo_depth", 2) < 1:
-        raise GraphError("$.config.fifo_depth", "must be at least 1")
+        _check_tensor_sizes(t, where, crd_width)
     if not p.kernels:
         raise GraphError("$.kernels", "a program needs at least one kernel")
     for ki, k in enumerate(p.kernels):
         _validate_kernel(p, k, f"$.kernels[{ki}]")
 
 
+CRD_WIDTHS = (2, 64)
+
+
+def _check_counts(p):
+    nodes = sum(len(k.nodes) for k in p.kernels)
+    streams = sum(len(k.streams) for k in p.kernels)
+    _limit(limits.NODES, nodes, "$.kernels")
+    _limit(limits.STREAMS, streams, "$.kernels")
+
+
+def _limit(limit, value, where):
+    try:
+        limit.check(value, where)
+    except FuseFlowError as exc:
+        raise GraphError(exc.what, exc.why) from None
+
+
+def _validate_config(cfg):
+    """Check the config block; return the coordinate width."""
+    from ..tensors.fixed import FixedFormat
+    depth = cfg.get("fifo_depth", 2)
+    if not _is_int(depth) or depth < 1:
+        raise GraphError("$.config.fifo_depth", f"must be an integer >= 1, got {depth!r}")
+    _limit(limits.FIFO_DEPTH, depth, "$.config.fifo_depth")
+    w = cfg.get("crd_width", 16)
+    if not _is_int(w) or not CRD_WIDTHS[0] <= w <= CRD_WIDTHS[1]:
+        raise GraphError("$.config.crd_width", f"must be an integer in {CRD_WIDTHS[0]}..{CRD_WIDTHS[1]}, got {w!r}")
+    value = cfg.get("value", {})
+    if not isinstance(value, dict):
+        raise GraphError("$.config.value", f"must be an object, got {value!r}")
+    if value.get("format", "fixed") not in ("fixed", "float"):
+        raise GraphError("$.config.value.format", f"must be fixed or float, got {value.get('format')!r}")
+    try:                                   # the simulator and the hardware both build this format
+        FixedFormat(value.get("width", 32), value.get("frac", 16))
+    except FuseFlowError as exc:
+        raise GraphError("$.config.value", exc.why) from None
+    return w
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_tensor_sizes(t, where, crd_width):
+    for d in t.shape:
+        _limit(limits.DIMENSION, d, f"{where}.shape")
+    check_fits(t.name, t.shape, t.capacity, crd_width, GraphError)     # the simulator's and hw build's rule
+    dense = 1                                # the leading dense levels are allocated whatever the data
+    for lv in range(t.order):
+        if t.levels[lv] != "dense":
+            break
+        dense *= t.level_dim(lv)
+    _limit(limits.DENSE_ENTRIES, dense, f"{where}.shape")
+    if t.capacity is not None:
+        if len(t.capacity) != t.order + 1:
+            raise GraphError(f"{where}.capacity", f"{len(t.capacity)} entries for a tensor of order {t.order} "
+                                                  f"(expected {t.order + 1}: one per level, then values)")
+        for c in t.capacity:
+            _limit(limits.DENSE_ENTRIES, c, f"{where}.capacity")
+
+
+def dense_entries(shape) -> int:
+    """Entries of a dense array of ``shape`` (an exact integer, however large)."""
+    return math.prod(int(d) for d in shape)
+
+
 def _validate_kernel(p, k, where):
     node_where = {nid: f"{where}.nodes[{i}]" for i, nid in enumerate(k.nodes)}
     stream_where = {sid: f"{where}.streams[{i}]" for i, sid in enumerate(k.streams)}
-    driven = {}
+    driven, sources = {}, {}
     for sid, s in k.streams.items():
         sw = stream_where[sid]
+        if s.src in sources:
+            raise GraphError(f"{sw}.from", f"output {s.src} feeds two streams, '{sources[s.src]}' and '{sid}' (one "
+                                           f"stream may have several consumers)")
+        sources[s.src] = sid
         if s.kind not in ("crd", "ref", "val", "repsig"):
             raise GraphError(f"{sw}.kind", f"unknown stream kind {s.kind!r}")
         src = k.nodes.get(s.src.node)
@@ -371,8 +449,10 @@ def _validate_kernel(p, k, where):
         if not s.dsts:
             raise GraphError(f"{sw}.to", f"stream '{sid}' is dangling: it has no consumer")
         _check_kind(outs[s.src.port].kind, s, f"{sw}.from")
-        if s.depth is not None and s.depth < 1:
-            raise GraphError(f"{sw}.depth", "must be at least 1")
+        if s.depth is not None and (not _is_int(s.depth) or s.depth < 1):
+            raise GraphError(f"{sw}.depth", f"must be an integer >= 1, got {s.depth!r}")
+        if s.depth is not None:
+            _limit(limits.FIFO_DEPTH, s.depth, f"{sw}.depth")
         for j, d in enumerate(s.dsts):
             dn = k.nodes.get(d.node)
             if dn is None:
@@ -392,8 +472,12 @@ def _validate_kernel(p, k, where):
         if node.op == "alu" and node.params["op"] not in UNARY_ALU_OPS and node.params.get("const") is not None \
                 and PortRef(nid, "b") in driven:
             raise GraphError(nw, f"node '{nid}' has both a const and a driven input 'b'")
-        if node.op in ("intersect", "union") and node.params["arity"] < 2:
-            raise GraphError(f"{nw}.params.arity", "must be at least 2")
+        if node.op in ("level_scan", "level_write") and node.params.get("dim") is not None \
+                and node.params.get("tensor") in p.tensors:
+            t, lv = p.tensors[node.params["tensor"]], node.params.get("level", 0)
+            if 0 <= lv < t.order and node.params["dim"] != t.level_dim(lv):
+                raise GraphError(f"{nw}.params.dim", f"node '{nid}' says level {lv} of '{t.name}' has dimension "
+                                                     f"{node.params['dim']} but the tensor declares {t.level_dim(lv)}")
         if node.op == "spacc":
             check_spacc(node.params, f"{nw}.params")
         if node.op == "repeat":

@@ -26,8 +26,12 @@ def _json_path(path):
 
 def from_dict(doc):
     """Validate a parsed document against the schema and the registry; return a :class:`Program`."""
+    _check_sizes(doc)
     validator = jsonschema.Draft202012Validator(schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    except RecursionError:
+        raise GraphError("$", "nested too deeply") from None
     if error is not None:
         raise GraphError(_json_path(error.absolute_path), error.message)
     try:
@@ -36,26 +40,57 @@ def from_dict(doc):
         raise GraphError("$", f"missing field {exc}") from None
 
 
+def _check_sizes(doc):
+    """Node and stream counts before anything is built from them (see fuseflow.limits)."""
+    from .. import limits
+    from .graph import _limit
+    if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), list):
+        return
+    kernels = [k for k in doc["kernels"] if isinstance(k, dict)]
+    nodes = sum(len(k["nodes"]) for k in kernels if isinstance(k.get("nodes"), list))
+    streams = sum(len(k["streams"]) for k in kernels if isinstance(k.get("streams"), list))
+    _limit(limits.NODES, nodes, "$.kernels")
+    _limit(limits.STREAMS, streams, "$.kernels")
+
+
 def load(path):
     """Read and validate ``graph.json``; errors name the file, the JSON path and the reason."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as exc:
-        raise GraphError(str(path), exc.strerror or str(exc)) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GraphError(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    doc = load_json(path, GraphError)
     try:
         return from_dict(doc)
     except GraphError as exc:
         raise GraphError(f"{path}: {exc.what}", exc.why) from None
 
 
+def load_json(path, error=GraphError):
+    """Parse a JSON file; every way it can fail (missing, not text, not JSON, nested too deeply, a number too
+    long to convert) is ``error(path, why)``."""
+    path = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise error(path, exc.strerror or str(exc)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(path, f"not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(path, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise error(path, "not valid JSON: nested too deeply") from None
+    except ValueError as exc:                     # e.g. an integer literal of more than 4300 digits
+        raise error(path, f"not valid JSON: {exc}") from None
+
+
 def dumps(program):
-    program.validate()
-    return json.dumps(program.to_json(), indent=1) + "\n"
+    """Validate ``program`` exactly as a loaded graph.json is validated (schema, then semantics) and return its
+    JSON text: nothing is written that ``samml validate`` would reject."""
+    doc = program.to_json()
+    from_dict(json.loads(json.dumps(doc)))
+    return json.dumps(doc, indent=1) + "\n"
 
 
 def save(program, path):

@@ -16,9 +16,11 @@ Variadic ports are written with ``{i}`` in their name and expanded by the parame
 ``Port.count`` (``crd{i}`` with ``arity=2`` gives ``crd0, crd1``).
 """
 
+import math
 from dataclasses import dataclass, field
 
-from ..errors import GraphError, UnknownOpError
+from .. import limits
+from ..errors import FuseFlowError, GraphError, UnknownOpError
 
 STREAM_KINDS = ("crd", "ref", "val", "repsig")
 REQUIRED = object()
@@ -55,6 +57,8 @@ class Param:
     default: object = REQUIRED
     choices: tuple = ()
     doc: str = ""
+    minimum: int | None = None         # smallest allowed value (numbers)
+    limit: object = None               # a fuseflow.limits.Limit on the value, checked before ports expand
 
     @property
     def required(self):
@@ -113,8 +117,8 @@ class OpSpec:
             if port.optional:
                 continue
             names.append(name)
-        if self.name == "alu" and (params.get("op") in UNARY_ALU_OPS or params.get("const") is not None):
-            names = [n for n in names if n != "b"]
+        if self.name == "alu" and params.get("op") not in UNARY_ALU_OPS and params.get("const") is None:
+            names.append("b")                # a binary op needs its second operand: port b or const
         return names
 
 
@@ -134,6 +138,15 @@ def _check_type(p, value, where):
     if p.choices and value not in p.choices:
         raise GraphError(where, f"parameter '{p.name}' must be one of {', '.join(map(str, p.choices))}, "
                                 f"got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise GraphError(where, f"parameter '{p.name}' must be a finite number, got {value!r}")
+    if p.minimum is not None and value < p.minimum:
+        raise GraphError(where, f"parameter '{p.name}' must be at least {p.minimum}, got {value!r}")
+    if p.limit is not None:
+        try:
+            p.limit.check(value, where)
+        except FuseFlowError as exc:
+            raise GraphError(exc.what, f"parameter '{p.name}': {exc.why}") from None
 
 
 _TENSOR = Param("tensor", "str", None, doc="name of the tensor in the program's tensor list")
@@ -159,7 +172,8 @@ _op(OpSpec(
     inputs=(Port("ref", "ref", "references into this level (one fibre each)"),),
     outputs=(Port("crd", "crd", "coordinates"), Port("ref", "ref", "child references / value positions")),
     params=(_FORMAT, _TENSOR, _LEVEL,
-            Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)"),
+            Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)", minimum=1,
+                  limit=limits.DIMENSION),
             Param("seg", "ints", None, doc="segment array of a compressed level (run_op; else from tensor)"),
             Param("crd", "ints", None, doc="coordinate array of a compressed level (run_op; else from tensor)")),
     memory="read",
@@ -190,7 +204,7 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
         outputs=(Port("crd", "crd", "merged coordinates"),
                  Port("ref{i}", "any", "references of input i, aligned with crd", count="arity")),
         input_depth=3 if _name == "intersect" else None,
-        params=(Param("arity", "int", 2, doc="number of inputs (>= 2)"),),
+        params=(Param("arity", "int", 2, doc="number of inputs (>= 2)", minimum=2, limit=limits.ARITY),),
         timing="1 cycle per step; a step needs every input's head. "
                + ("Intersect pops every input below the largest head coordinate, or all inputs on a match. "
                   "Look-ahead (every input channel of depth >= 3, and run_op): a step that pops the inputs below "
@@ -258,9 +272,12 @@ _op(OpSpec(
             Param("group", "int", 1, doc="number of reduced levels directly above the sub-tree (>= 1): a group "
                                          "ends with a stop of level >= group on the outermost sub-tree stream"),
             Param("op", "str", "sum", REDUCE_OPS, "reduction"),
-            Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)"),
-            Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)"),
-            Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)")),
+            Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)", minimum=1,
+                  limit=limits.DIMENSION),
+            Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)",
+                  minimum=1, limit=limits.DIMENSION),
+            Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)",
+                  minimum=1, limit=limits.DIMENSION)),
     timing="Double-buffered (two banks, a FIFO of depth 2 between two sides that may fire in the same cycle). "
            "Accumulate side: 1 cycle per input step, no output; a group's steps need a free bank, the step "
            "taking the group-closing stop (cycle t) hands it over. Emit side, groups in order: from t+1, 1 cycle "
@@ -295,7 +312,7 @@ _op(OpSpec(
     "level_write", "Writes one level of an output tensor from its coordinate stream (seg and crd arrays).",
     inputs=(Port("crd", "crd", "coordinates in canonical form (no empty fibres below the top level)"),),
     params=(_FORMAT, _TENSOR, _LEVEL,
-            Param("dim", "int", None, doc="size of a dense level")),
+            Param("dim", "int", None, doc="size of a dense level", minimum=1, limit=limits.DIMENSION)),
     memory="write",
     timing="1 cycle per token.",
 ))

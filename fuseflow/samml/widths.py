@@ -27,7 +27,7 @@ from ..errors import GraphError, TensorError
 WIDTHS = (16, 24, 32)
 
 __all__ = ["WIDTHS", "width_for", "index_top", "tensor_width", "program_width", "assign_widths",
-           "check_fits_width", "data_top"]
+           "check_fits_width", "check_fits", "data_top"]
 
 
 def width_for(top: int, where: str = "width") -> int:
@@ -84,11 +84,17 @@ def assign_widths(program, options=None):
 def check_fits_width(program, name, shape, capacity, error=TensorError) -> None:
     """Raise ``error`` (one line, naming the tensor and the width it needs) if data of tensor ``name`` with
     ``capacity`` entries per level (then values) does not fit the program's coordinate width."""
-    declared = int(program.config.get("crd_width", 16))
-    top = data_top(shape, capacity)
+    check_fits(name, shape, capacity, int(program.config.get("crd_width", 16)), error)
+
+
+def check_fits(name, shape, capacity, declared, error=TensorError) -> None:
+    """:func:`check_fits_width` for a coordinate width ``declared`` (validation checks a declaration with it:
+    ``capacity`` may be empty, then only the coordinates are checked)."""
+    top = data_top(shape, capacity or ())
     if top < (1 << declared):
         return
     what = "coordinates" if top == max(int(d) for d in shape) - 1 else "positions"
-    need = width_for(top, f"tensor {name}")
-    raise error(f"tensor {name}", f"{what} up to {top} need a {need}-bit coordinate width, the graph declares "
+    need = width_for(top, f"tensor {name}") if top < (1 << WIDTHS[-1]) else None
+    need_text = f"a {need}-bit coordinate width" if need else f"more than {WIDTHS[-1]} bits"
+    raise error(f"tensor {name}", f"{what} up to {top} need {need_text}, the graph declares "
                                   f"crd_width {declared} (recompile, or rebuild the graph with a wider crd_width)")

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from ..cli import atomic_write, main_guard
+from ..cli import atomic_write, main_guard, output_file, positive_int
 from ..errors import FuseFlowError
 from . import engine
 from .check import compare, golden, tolerance
@@ -20,17 +20,17 @@ def parser():
                         "after their tensors (B.mtx, c.npy); several files are merged")
     r.add_argument("--mode", choices=("float", "fixed"), default="float")
     r.add_argument("--check", action="store_true", help="compare outputs with NumPy; exit 1 on mismatch")
-    r.add_argument("--json", metavar="REPORT", help="write cycles and counters as JSON")
-    r.add_argument("--outputs", metavar="NPZ", help="write the output tensors (dense) to an .npz file")
-    r.add_argument("--fifo-depth", type=int, help="override the FIFO depth of every stream")
+    r.add_argument("--json", metavar="REPORT", type=output_file, help="write cycles and counters as JSON")
+    r.add_argument("--outputs", metavar="NPZ", type=output_file, help="write the output tensors (dense) to an .npz file")
+    r.add_argument("--fifo-depth", type=positive_int, help="override the FIFO depth of every stream")
     r.add_argument("--nodes", action="store_true", help="print per-node busy/blocked/idle cycles")
     z = sub.add_parser("size-fifos", help="deepen the channels whose producers stall, where that shortens the run "
                                           "on sample inputs (profile-guided; writes a sized graph.json)")
     z.add_argument("graph", help="graph.json")
     z.add_argument("--inputs", required=True, nargs="+", metavar="FILE", help="sample inputs (as for run)")
-    z.add_argument("-o", "--output", required=True, metavar="GRAPH", help="where to write the sized graph.json")
+    z.add_argument("-o", "--output", required=True, type=output_file, metavar="GRAPH", help="where to write the sized graph.json")
     z.add_argument("--mode", choices=("float", "fixed"), default="fixed")
-    z.add_argument("--max-depth", type=int, default=64, help="deepest channel allowed (default 64)")
+    z.add_argument("--max-depth", type=positive_int, default=64, help="deepest channel allowed (default 64)")
     z.add_argument("--min-gain", type=float, default=0.002,
                    help="keep a change only if it saves this fraction of the cycles (default 0.002)")
     return ap

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import DeadlockError, GraphError, TensorError
+from .. import limits
+from ..errors import DeadlockError, FuseFlowError, GraphError, TensorError
 from ..samml import Program
 from ..samml import io as samml_io
 from ..samml.registry import OPS, UNARY_ALU_OPS, get_op, port_kind
@@ -270,6 +271,11 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
     ``trace=True`` also the cycle of every push on every stream (slower; for diagnosis).
     """
     prog = load_program(graph_or_program)
+    if fifo_depth is not None:
+        if not isinstance(fifo_depth, (int, np.integer)) or isinstance(fifo_depth, bool) or fifo_depth < 1:
+            raise FuseFlowError("--fifo-depth", f"must be an integer >= 1, got {fifo_depth!r}")
+        limits.FIFO_DEPTH.check(int(fifo_depth), "--fifo-depth")
+    check_output_sizes(prog)
     cfg = prog.config
     env = Env(mode, FixedFormat(cfg["value"].get("width", 32), cfg["value"].get("frac", 16)))
     depth_default = fifo_depth or cfg.get("fifo_depth", 2)
@@ -339,6 +345,28 @@ def _topo_order(kernel):
     return list(nx.lexicographical_topological_sort(kernel.graph(), key=lambda n: n))
 
 
+def _as_numbers(data, what):
+    """Tensor data from a file or the caller as numbers: integer arrays are values like floats (raw fixed point
+    is only ever a PackedTensor's int64 vals), so an integer-valued .npz means the same in both modes."""
+    import scipy.sparse as sp
+    if sp.issparse(data):
+        return data.astype(np.float64) if data.dtype.kind in "biu" else data
+    arr = np.asarray(data)
+    if arr.dtype.kind in "biu":
+        if arr.size and arr.dtype.kind in "iu" and (arr.max() > 2 ** 53 or arr.min() < -2 ** 53):
+            raise TensorError(what, "integer values beyond 2**53 cannot be represented exactly")
+        return arr.astype(np.float64)
+    return data
+
+
+def check_output_sizes(prog):
+    """The simulator returns every output as a dense float64 array: refuse before simulating what would not fit
+    (limit fuseflow.limits.DENSE_ENTRIES)."""
+    from ..samml.graph import dense_entries
+    for t in prog.outputs:
+        limits.DENSE_ENTRIES.check(dense_entries(t.shape), f"output tensor {t.name} (dense result)")
+
+
 def pack_inputs(prog, inputs, env):
     """Pack every input tensor into its declared format; raise TensorError on a mismatch."""
     store = {}
@@ -357,7 +385,7 @@ def pack_inputs(prog, inputs, env):
             shape = tuple(getattr(data, "shape", np.shape(data)))
             if shape != tuple(t.shape):
                 raise TensorError(f"tensor {t.name}", f"shape {shape} but the program declares {tuple(t.shape)}")
-            packed = PackedTensor.pack(data, fmt)
+            packed = PackedTensor.pack(_as_numbers(data, f"tensor {t.name}"), fmt)
         check_fits_width(prog, t.name, t.shape, packed.capacities())
         if t.capacity is not None:
             caps = packed.capacities()

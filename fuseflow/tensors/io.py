@@ -13,7 +13,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from ..errors import TensorError
+from ..errors import FuseFlowError, TensorError
 from .formats import COMPRESSED, DENSE, TensorFormat
 from .packed import CompressedLevel, DenseLevel, PackedTensor
 
@@ -73,6 +73,8 @@ def save_npz(path, mapping):
 def _open_npz(path):
     try:
         return np.load(path, allow_pickle=False)
+    except MemoryError:
+        raise TensorError(path, "declares an array too large for the available memory") from None
     except FileNotFoundError:
         raise TensorError(path, "no such file") from None
     except IsADirectoryError:
@@ -111,8 +113,10 @@ def load_npz(path):
                 continue
             try:
                 out[k] = npz[k]
-            except ValueError as exc:
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
                 raise TensorError(f"{path}:{k}", f"unreadable array ({exc})") from None
+            except MemoryError:
+                raise TensorError(f"{path}:{k}", "declares an array too large for the available memory") from None
         return out
     finally:
         npz.close()
@@ -172,8 +176,11 @@ def load_mtx(path):
         raise TensorError(path, "no such file")
     if os.path.isdir(path):
         raise TensorError(path, "is a directory, not a file")
+    _check_mtx_header(path)
     try:
         obj = scipy.io.mmread(path)
+    except MemoryError:
+        raise TensorError(path, "too large for the available memory") from None
     except Exception as exc:  # noqa: BLE001 - mmread raises many types on bad input
         raise TensorError(path, f"not a readable Matrix Market file ({exc})") from None
     if sp.issparse(obj):
@@ -184,6 +191,22 @@ def load_mtx(path):
     if arr.dtype.kind not in "biuf":
         raise TensorError(path, f"unsupported value type {arr.dtype} (need real numbers)")
     return arr
+
+
+def _check_mtx_header(path):
+    """Refuse sizes that would exhaust memory before reading the entries (see fuseflow.limits)."""
+    from .. import limits
+    try:
+        rows, cols, entries, fmt, field, _ = scipy.io.mminfo(path)
+    except Exception as exc:  # noqa: BLE001 - a bad header
+        raise TensorError(path, f"not a readable Matrix Market file ({exc})") from None
+    try:
+        for d in (rows, cols):
+            limits.DIMENSION.check(int(d), path)
+        # a coordinate file becomes CSR (rows + 1 pointers); an array file is dense
+        limits.DENSE_ENTRIES.check(int(rows) * int(cols) if fmt == "array" else int(rows) + int(entries), path)
+    except FuseFlowError as exc:
+        raise TensorError(exc.what, exc.why) from None
 
 
 def load_npy(path):

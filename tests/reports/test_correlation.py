@@ -328,7 +328,7 @@ def test_cli_amaranth_subset(tmp_path):
     assert p.returncode == 0, p.stderr
     md2, js2 = _read_report(again)
     assert md2.split("\n", 3)[3] == md.split("\n", 3)[3] and js2 == js
-    one_line_error(cli("--render", str(out / "correlation.md"), "-o", str(tmp_path / "x")), "not JSON")
+    one_line_error(cli("--render", str(out / "correlation.md"), "-o", str(tmp_path / "x")), "not valid JSON")
     assert not (tmp_path / "x").exists()
 
 
