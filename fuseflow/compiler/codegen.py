@@ -196,8 +196,7 @@ def build_program(ir, plans, name=None, general_transposes=False, options=None, 
             tables[p.name] = gen_kernel(prog, p)
         else:
             gen_transpose(prog, p, general_transposes)
-    prog.validate()
-    from .passes import run_passes
+    from .passes import run_passes             # it validates the program it leaves (widths set by then)
     done = run_passes(prog, options)
     if reports is not None:
         reports.update(done)

@@ -408,7 +408,6 @@ def _is_int(v):
 def _check_tensor_sizes(t, where, crd_width):
     for d in t.shape:
         _limit(limits.DIMENSION, d, f"{where}.shape")
-    check_fits(t.name, t.shape, t.capacity, crd_width, GraphError)     # the simulator's and hw build's rule
     dense = 1                                # the leading dense levels are allocated whatever the data
     for lv in range(t.order):
         if t.levels[lv] != "dense":
@@ -421,6 +420,7 @@ def _check_tensor_sizes(t, where, crd_width):
                                                   f"(expected {t.order + 1}: one per level, then values)")
         for c in t.capacity:
             _limit(limits.DENSE_ENTRIES, c, f"{where}.capacity")
+    check_fits(t.name, t.shape, t.capacity, crd_width, GraphError)     # the simulator's and hw build's rule
 
 
 def dense_entries(shape) -> int:

@@ -145,6 +145,12 @@ def dense_huge(doc):
     doc["config"]["crd_width"] = 32
 
 
+def no_capacity(doc):
+    """The graph without declared capacities (the builders declare them): hardware then needs data."""
+    for t in doc["tensors"]:
+        t.pop("capacity", None)
+
+
 def both(*edits):
     def edit(doc):
         for e in edits:
@@ -397,8 +403,9 @@ case("sim-json-empty", "fuseflow.sim", RUN + ["--json", ""], None, "--json")
 case("sim-check-no-expr", "fuseflow.sim", ["run", "noexpr.json", "--inputs", "d.npz", "--check", "--json", "r.json"],
      {"noexpr.json": graph(lambda d: d.pop("expr") and None)}, "--check needs the program's 'expr'")
 case("sim-positions-crd2", "fuseflow.sim", ["run", "cw.json", "--inputs", "d.npz", "--json", "r.json"],
-     {"cw.json": graph(set_in(["config", "crd_width"], 2))}, "tensor B", "positions up to 4")
-case("sim-output-dense-limit", "fuseflow.sim", ["run", G, "--inputs", "d.npz"], None, "output tensor x",
+     {"cw.json": graph(set_in(["config", "crd_width"], 2))}, "tensor B", "positions up to 12")
+case("sim-output-dense-limit", "fuseflow.sim", ["run", "nc.json", "--inputs", "d.npz"], {"nc.json": graph(no_capacity)},
+     "output tensor x",
      "FUSEFLOW_MAX_DENSE_ENTRIES", env={"FUSEFLOW_MAX_DENSE_ENTRIES": "2"})
 SIZE = ["size-fifos", G, "--inputs", "d.npz"]
 case("size-no-output", "fuseflow.sim", SIZE, None, "-o/--output")
@@ -465,11 +472,12 @@ case("compile-dir", "fuseflow.compiler", CP + ["adir", "-o", "out"], None, "adir
 case("console-compile-fuse", "fuseflow", ["compile", "p.ff", "-o", "out", "--fuse", "x"], None, "--fuse")
 
 # hw build / sim / correlate: all fail before Verilator starts
-case("hw-build-no-capacity", "fuseflow.hw", ["build", G, "-o", "out"], None, "no capacity")
+case("hw-build-no-capacity", "fuseflow.hw", ["build", "nc.json", "-o", "out"], {"nc.json": graph(no_capacity)},
+     "no capacity")
 case("hw-build-float", "fuseflow.hw", ["build", "f.json", "-o", "out"],
      {"f.json": hwgraph(set_in(["config", "value", "format"], "float"))}, "fixed-point")
 case("hw-build-crd2", "fuseflow.hw", ["build", "cw.json", "--inputs", "d.npz", "-o", "out"],
-     {"cw.json": graph(set_in(["config", "crd_width"], 2))}, "positions up to 4 need a 16-bit coordinate width, the graph declares crd_width 2")
+     {"cw.json": graph(set_in(["config", "crd_width"], 2))}, "positions up to 12 need a 16-bit coordinate width, the graph declares crd_width 2")
 case("hw-build-out-file", "fuseflow.hw", ["build", "hw.json", "-o", "afile"], None, "-o/--out", "not a directory")
 case("hw-build-out-below-file", "fuseflow.hw", ["build", "hw.json", "-o", "afile/b"], None, "afile")
 case("hw-build-inputs-missing", "fuseflow.hw", ["build", G, "--inputs", "nope.npz", "-o", "out"], None, "nope.npz")
@@ -485,7 +493,7 @@ case("hw-sim-json-below-file", "fuseflow.hw", HS + ["--json", "afile/r.json"], N
 case("hw-sim-vcd-dir", "fuseflow.hw", HS + ["--vcd", "adir"], None, "--vcd", "is a directory")
 case("hw-sim-no-inputs", "fuseflow.hw", ["sim", G], None, "--inputs")
 case("hw-sim-crd2", "fuseflow.hw", ["sim", "cw.json", "--inputs", "d.npz", "--simulator", "amaranth"],
-     {"cw.json": graph(set_in(["config", "crd_width"], 2))}, "positions up to 4 need a 16-bit coordinate width, the graph declares crd_width 2")
+     {"cw.json": graph(set_in(["config", "crd_width"], 2))}, "positions up to 12 need a 16-bit coordinate width, the graph declares crd_width 2")
 CR = ["correlate"]
 case("correlate-suite", "fuseflow.hw", CR + ["--suite", "nope", "-o", "r"], None, "--suite", "unknown suite")
 case("correlate-simulator", "fuseflow.hw", CR + ["--simulator", "x", "-o", "r"], None, "--simulator")
@@ -526,7 +534,8 @@ case("boards-seed", "fuseflow.boards", BB + ["--seed", "-2"], None, "--seed")
 case("boards-out-file", "fuseflow.boards", ["build", "hw.json", "--board", "icebreaker", "-o", "afile"], None,
      "not a directory")
 case("boards-keep-work-file", "fuseflow.boards", BB + ["--keep-work", "afile"], None, "--keep-work")
-case("boards-no-capacity", "fuseflow.boards", ["build", G, "--board", "icebreaker", "-o", "out"], None,
+case("boards-no-capacity", "fuseflow.boards", ["build", "nc.json", "--board", "icebreaker", "-o", "out"],
+     {"nc.json": graph(no_capacity)},
      "no capacity")
 case("boards-synth-freq-0", "fuseflow.boards", ["synth", "hw.json", "--freq", "0"], None, "--freq")
 case("boards-synth-freq-nan", "fuseflow.boards", ["synth", "hw.json", "--freq", "nan"], None, "--freq")
