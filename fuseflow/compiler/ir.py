@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 
 from ..errors import ProgramError
 from ..samml import expr as ast
+from ..tensors.fixed import FLOAT_UNARY_OPS
+from ..tensors.fixedfn import ZERO_PRESERVING_FUNCTIONS
 
-UNARY = ("neg", "relu", "exp")
-REDUCERS = ("sum", "max")
-#: f(0) == 0: iterating only the stored entries is exact. Any other unary function (exp, and functions the
-#: parser and the ALU gain later) is computed over every coordinate of its argument's dimensions.
-ZERO_PRESERVING = ("neg", "relu", "abs", "sqrt", "tanh", "sin", "gelu", "silu", "leaky_relu")
+UNARY = ast.UNARY_FUNCS
+REDUCERS = ast.REDUCTIONS
+#: f(0) == 0: iterating only the stored entries is exact. Any other unary function (exp, sigmoid, rsqrt,
+#: log) is computed over every coordinate of its argument's dimensions.
+ZERO_PRESERVING = ("neg", "relu") + ZERO_PRESERVING_FUNCTIONS
 #: Operations of the sugar lowering (:mod:`.lower_sugar`) that iterate like a product: only where every
 #: operand that has the index stores a coordinate (softmax's ``exp(S - max)`` and ``E / sum`` over the stored
 #: entries of ``S``; absent entries stay absent). Not part of the language; the ALU op is the name
@@ -98,7 +100,7 @@ class Bin(Node):
 
 
 class Fn(Node):
-    """A unary function: ``neg relu exp``."""
+    """A unary function (:data:`UNARY`): ``neg relu exp sigmoid tanh gelu sqrt rsqrt log abs square``."""
 
     def __init__(self, fn, a):
         self.fn, self.a = fn, a
@@ -112,7 +114,7 @@ class Fn(Node):
 
 
 class Red(Node):
-    """A reduction ``sum[k](body)`` or ``max[k](body)`` over one or more indices."""
+    """A reduction ``sum[k](body)``, ``max[k](body)`` or ``min[k](body)`` over one or more indices."""
 
     def __init__(self, op, idx, body):
         self.op, self.idx, self.body = op, tuple(idx), body
@@ -158,9 +160,7 @@ def from_ast(node, stmt=None):
     if isinstance(node, ast.Call):
         a = from_ast(node.arg, stmt)
         if isinstance(a, Lit) and node.fn in UNARY:
-            import math
-            v = a.value
-            return Lit({"neg": -v, "relu": max(v, 0.0), "exp": math.exp(v) if v < 700 else float("inf")}[node.fn])
+            return Lit(FLOAT_UNARY_OPS[node.fn](a.value))
         if isinstance(a, Lit):
             raise ProgramError(f"line {getattr(node, 'line', 0) or '?'}", f"{node.fn}() of a constant is not supported")
         return Fn(node.fn, a)

@@ -14,15 +14,19 @@ Grammar (one statement per line or separated by ``;``; ``#`` starts a comment)::
     atom      := NUMBER | access | FUNC '(' expr ')' | RED '[' INDEX {',' INDEX} ']' '(' expr ')'
                | SUGAR '[' INDEX {',' INDEX} {',' NAME '=' NUMBER} ']' '(' expr {',' expr} ')'
                | '(' expr ')'
-    FUNC      := neg | relu | exp
-    RED       := sum | max
+    FUNC      := neg | relu | exp | sigmoid | tanh | gelu | sqrt | rsqrt | log | abs | square
+    RED       := sum | max | min
     SUGAR     := softmax | layernorm | mean       # lowered by the compiler (fuseflow.compiler.lower_sugar)
 
 Indices used on the right but absent on the left are summed (implicit ``sum``) at the smallest
 subexpression that holds every use of the index (TACO's rule). ``max[j](...)`` reduces by maximum over
 the nonzero entries of its fibre; an all-empty fibre gives 0. (The simulator takes the maximum over the *stored*
 entries it visits; the two differ only where a fibre stores explicit zeros and all its other entries are
-negative, which dense evaluation cannot see.)
+negative, which dense evaluation cannot see.) ``min[j](...)`` is the same with the minimum.
+
+Functions are evaluated in float64 as :data:`fuseflow.tensors.fixed.FLOAT_UNARY_ARRAY_OPS` defines them
+(``gelu`` is the erf form ``x * Phi(x)``). A name followed by ``(`` that is neither a function nor a
+tensor access (an index list) is an error: ``unknown function 'foo'``.
 
 Sugar (``docs/language.md``): ``softmax[j](e)`` normalises ``exp`` over the *stored* coordinates of each
 fibre of ``e`` along ``j`` (absent entries count as minus infinity; here: the nonzero entries, as for
@@ -38,9 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ProgramError
+from ..tensors.fixed import FLOAT_UNARY_ARRAY_OPS
 
-UNARY_FUNCS = ("neg", "relu", "exp")
-REDUCTIONS = ("sum", "max")
+UNARY_FUNCS = ("neg", "relu", "exp", "sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs", "square")
+REDUCTIONS = ("sum", "max", "min")
 #: operators that the compiler lowers to primitive statements; their parameters with defaults
 SUGAR = {"softmax": {}, "layernorm": {"eps": 1e-5}, "mean": {}}
 #: how many expression arguments each takes (min, max): layernorm's optional gain and bias
@@ -172,6 +177,13 @@ class _Parser:
         self.take(close)
         return idx
 
+    def is_index_list(self):
+        """At ``(``: is what follows an index list ``(i, j)`` (a tensor access) rather than an expression?"""
+        toks = self.toks[self.i + 1:]
+        if toks and toks[0][1] == ")":
+            return True
+        return len(toks) >= 2 and toks[0][0] == "name" and toks[1][1] in (",", ")")
+
     def access(self, name_tok):
         self.take("(")
         idx = self.index_list(")")
@@ -228,12 +240,15 @@ class _Parser:
                 arg = self.expr()
                 self.take(")")
                 return Call(value, arg)
+            if nxt == "[":
+                self.error(pos, f"unknown reduction {value!r} (known: {', '.join(REDUCTIONS + tuple(SUGAR))})")
             if nxt == "(":
+                if not self.is_index_list():
+                    self.error(pos, f"unknown function {value!r} (known: {', '.join(UNARY_FUNCS)})")
                 return self.access((kind, value, pos))
             self.error(pos, f"{value!r} needs an index list, e.g. {value}(i,j)")
         self.error(pos, "expected a tensor, number, function or '('" if kind != "end" else
                    "expression ends too early")
-
 
     def sugar(self, op, pos):
         self.take("[")
@@ -383,11 +398,7 @@ def tensors_used(statements):
 
 # --- dense evaluation -------------------------------------------------------------------------
 
-_FLOAT_UNARY = {
-    "neg": np.negative,
-    "relu": lambda x: np.maximum(x, 0.0),
-    "exp": np.exp,
-}
+_FLOAT_UNARY = FLOAT_UNARY_ARRAY_OPS
 
 
 def evaluate(statements, tensors):
@@ -474,7 +485,7 @@ def _eval(node, env, sizes):
         if node.op == "sum":
             r = a.sum(axis=axes)
         else:
-            r = _sparse_max(a, axes)
+            r = _sparse_extreme(a, axes, node.op)
         return r, tuple(i for i in idx if i not in node.indices)
     if isinstance(node, Sugar):
         return _eval_sugar(node, env, sizes)
@@ -511,11 +522,15 @@ def _eval_sugar(node, env, sizes):
     return y, idx
 
 
-def _sparse_max(a, axes):
-    """Max over the nonzero entries (the sparse semantics); 0 where a fibre has none."""
-    masked = np.where(a != 0, a, -np.inf)
-    r = masked.max(axis=axes) if a.size else np.zeros([d for k, d in enumerate(a.shape) if k not in axes])
-    return np.where(np.isneginf(r), 0.0, r)
+def _sparse_extreme(a, axes, op):
+    """Max (or min) over the nonzero entries (the sparse semantics); 0 where a fibre has none."""
+    if not a.size:
+        return np.zeros([d for k, d in enumerate(a.shape) if k not in axes])
+    if op == "max":
+        r = np.where(a != 0, a, -np.inf).max(axis=axes)
+        return np.where(np.isneginf(r), 0.0, r)
+    r = np.where(a != 0, a, np.inf).min(axis=axes)
+    return np.where(np.isposinf(r), 0.0, r)
 
 
 def _einsum(factors, reduced, env, sizes):
