@@ -404,6 +404,11 @@ class Compiler:
             for i, d in zip(leaf.idx, self.ir.tensors[leaf.tensor].shape):
                 sizes[i] = d
         shape = tuple(sizes[i] for i in red.free)
+        from .frontend import MAX_TENSOR_ORDER
+        if len(shape) > MAX_TENSOR_ORDER:
+            raise ProgramError(f"line {stmt.line}", f"cannot lower {stmt.lhs}: its reduction {_text(red)} would "
+                                                    f"need a temporary of order {len(shape)} (at most "
+                                                    f"{MAX_TENSOR_ORDER} is supported)")
         self.ir.tensors[name] = TensorInfo(name, shape, "intermediate", line=stmt.line)
         tmp = Stmt(len(self.ir.stmts), name, tuple(red.free), red, stmt.line, f"{name}(...) = {_text(red)}")
         tmp.synthetic = True
