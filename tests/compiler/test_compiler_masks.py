@@ -52,7 +52,9 @@ def test_mask_keeps_exactly_numpys_coordinates(case):
     keep = numpy_mask(text, rows, cols) & (A != 0)
     assert out.tensors["S"].nnz == int(keep.sum())
     np.testing.assert_array_equal(out.outputs["S"] != 0, keep)
-    assert any(n.op == "mask_scan" for k in res.program.kernels for n in k.nodes.values())
+    # a sparse operand is filtered (crd_mask), a dense one meets generated coordinates (mask_scan)
+    ops = {n.op for k in res.program.kernels for n in k.nodes.values()}
+    assert ("mask_scan" if fmt == "dense" else "crd_mask") in ops
 
 
 @settings(max_examples=15, deadline=None)
@@ -131,7 +133,9 @@ def test_mask_tables_and_text():
     res = compile_text("tensor A(8, 8) : csr\nS(i,j) = mask[band:w=1](i,j) * A(i,j)\n")
     assert "mask[band:w=1](i,j)" in res.program.expr
     table = res.tables["S"].render()
-    assert "MaskScan" in table and "LS_dense(8)" in table
+    assert "MaskFilter" in table and "LS_dense(8)" in table
+    res = compile_text("tensor A(8, 8) : dense\nS(i,j) = mask[band:w=1](i,j) * A(i,j)\n")
+    assert "MaskScan" in res.tables["S"].render()
 
 
 @pytest.mark.parametrize("stmt, why", [
