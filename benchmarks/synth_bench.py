@@ -51,6 +51,9 @@ VARIANTS = {
                   ("band w=4 64x64", {"mask": "band:w=4", "rows": 64, "dim": 64}, {}),
                   ("bigbird 64x64 block 8", {"mask": "bigbird:block=8,window=3,global=1,random=1,seed=0",
                                              "rows": 64, "dim": 64}, {})],
+    "crd_mask": [("causal 64x64", {"mask": "causal", "rows": 64, "dim": 64, "arity": 1}, {}),
+                 ("bigbird 64x64 block 8", {"mask": "bigbird:block=8,window=3,global=1,random=1,seed=0",
+                                            "rows": 64, "dim": 64, "arity": 1}, {})],
     "spacc": [("order 1, dim 64", {"order": 1, "dim": 64}, {}),
               ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
 }

@@ -560,7 +560,7 @@ class Planner:
             if isinstance(crd, _Dense) or op is None:
                 flags.append(False)
             elif op.kind == "view":
-                flags.append(op.view.levels[op.depth - 1] == "compressed")
+                flags.append(op.view.levels[op.depth - 1] in ("compressed", "mask"))
             else:
                 flags.append(op.kind == "result")
         return all(flags) if j.kind == "union" else any(flags)

@@ -117,6 +117,13 @@ def test_dense_scores_do_work_per_kept_entry():
     # every (i, j) costs the same d multiplies and adds: the masked kernel does kept/n^2 of the unmasked work
     assert alu[""] % (n * n) == 0 and alu[""] >= n * n * d
     assert alu["mask[band:w=1](i,j) * "] == alu[""] // (n * n) * kept
+    # fused: the band of a consumer moves into the producer's reduction beside the BigBird mask
+    bigbird = "bigbird:block=4,window=1,global=1,random=1,seed=3"
+    src = base + f"S(i,j) = mask[{bigbird}](i,j) * sum[d](Q(i,d) * K(j,d))\nB(i,j) = mask[band:w=1](i,j) * S(i,j)\n"
+    _, out = run_and_check(src, inputs, fuse="full")
+    both = int((numpy_mask(bigbird, n, n) & numpy_mask("band:w=1", n, n)).sum())
+    assert both < kept
+    assert out.stats["alu_ops"] == alu[""] // (n * n) * both
 
 
 def test_mask_tensor_still_intersects():
