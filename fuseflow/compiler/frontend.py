@@ -34,7 +34,7 @@ import re
 
 from ..errors import ProgramError, TensorError
 from ..samml import expr as ast
-from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from_ast, is_mask
+from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from_ast, is_mask, push_masks
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
@@ -232,6 +232,7 @@ class EinsumProgram:
                                                   f"compiler: declare only the shape)")
             sizes = check_index_sizes(stmt, tensors)
             bind_masks(stmt, tensors, sizes, where)
+            stmt.rhs = push_masks(stmt.rhs)
             for i in stmt.idx:
                 if i not in rhs.free:
                     raise ProgramError(_at(src, lhs), f"index {i} of {lhs}({','.join(stmt.idx)}) is not used on "

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..errors import ProgramError
-from .ir import Bin, Fn, Leaf, Lit, Red, rename
+from .ir import Bin, Fn, Leaf, Lit, Red, push_masks, rename
 from .tables import check_order
 
 SCHEDULES = ("none", "regions", "full")
@@ -440,6 +440,7 @@ class Compiler:
         expr, instances = instantiate(self.ir, stmt, stmt.idx, used, allowed)
         if self.hoisted:
             expr = _replace_hoisted(expr, self.hoisted)
+        expr = push_masks(expr)              # inlining can put a mask beside a producer's reduction
         if self.iteration == "global":
             g = globalize(expr)
             if g is None:
