@@ -1,7 +1,7 @@
 """Synthesis table: every op alone and every kernel of the quick suite on ECP5-85F (Yosys + nextpnr, YoWASP).
 
     python benchmarks/synth_bench.py [-o benchmarks/results/synth.json] [--md benchmarks/results/synth.md]
-                                     [--target ecp5-85f|ice40-up5k] [--only ops|kernels] [-j 2]
+                                     [--target ecp5-85f|ice40-up5k] [--only ops|kernels] [--match TEXT] [-j 2]
                                      [--names "alu sigmoid" "alu tanh" ...]
 
 Ops are synthesised alone with representative parameters (every variant that changes the datapath: alu per
@@ -51,6 +51,13 @@ VARIANTS = {
     "level_write": [("level 0", {"tensor": "T", "level": 0, "format": "compressed"}, {}),
                     ("level 1", {"tensor": "T", "level": 1, "format": "compressed"}, {})],
     "value_write": [("", {"tensor": "T"}, {})],
+    "mask_scan": [("causal 64x64", {"mask": "causal", "rows": 64, "dim": 64}, {}),
+                  ("band w=4 64x64", {"mask": "band:w=4", "rows": 64, "dim": 64}, {}),
+                  ("bigbird 64x64 block 8", {"mask": "bigbird:block=8,window=3,global=1,random=1,seed=0",
+                                             "rows": 64, "dim": 64}, {})],
+    "crd_mask": [("causal 64x64", {"mask": "causal", "rows": 64, "dim": 64, "arity": 1}, {}),
+                 ("bigbird 64x64 block 8", {"mask": "bigbird:block=8,window=3,global=1,random=1,seed=0",
+                                            "rows": 64, "dim": 64, "arity": 1}, {})],
     "spacc": [("order 1, dim 64", {"order": 1, "dim": 64}, {}),
               ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
 }
@@ -258,6 +265,7 @@ def main(argv=None):
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--names", nargs="+", metavar="NAME",
                     help="synthesise only these rows (e.g. 'alu sigmoid') and merge them into --out")
+    ap.add_argument("--match", help="only the designs whose name contains this text (e.g. mask_scan)")
     args = ap.parse_args(argv)
     from fuseflow.boards.synth import TARGETS
     from fuseflow.cli import atomic_write
@@ -274,6 +282,8 @@ def main(argv=None):
                   file=sys.stderr)
             return 2
         cases = [c for c in all_cases if c["name"] in args.names]
+    if args.match:
+        cases = [c for c in cases if args.match in c["name"]]
     t0 = time.monotonic()
     print(f"synthesising {len(cases)} designs for {args.target} with {args.jobs} job(s); the first YoWASP call "
           f"compiles WebAssembly (about a minute)", flush=True)

@@ -24,7 +24,7 @@ from .. import limits
 from ..errors import FuseFlowError, GraphError
 from ..tensors.formats import can_locate
 from .widths import check_fits
-from .registry import OPS, UNARY_ALU_OPS, check_spacc, get_op, port_kind
+from .registry import OPS, UNARY_ALU_OPS, check_mask_scan, check_spacc, get_op, port_kind
 
 SAMML_VERSION = 1
 ROLES = ("input", "output", "intermediate")
@@ -480,6 +480,8 @@ def _validate_kernel(p, k, where):
                                                      f"{node.params['dim']} but the tensor declares {t.level_dim(lv)}")
         if node.op == "spacc":
             check_spacc(node.params, f"{nw}.params")
+        if node.op in ("mask_scan", "crd_mask"):
+            check_mask_scan(node.params, f"{nw}.params")
         if node.op == "repeat":
             s_in, s_out = k.driver(nid, "in"), k.output_stream(nid, "out")
             if s_in and s_out and s_in.kind != s_out.kind:

@@ -26,7 +26,6 @@ import functools
 import math
 
 import numpy as np
-from scipy.special import erf as _erf
 
 #: extra fractional bits kept in the function tables and dropped by the final rounding shift
 FN_GUARD_BITS = 8
@@ -203,7 +202,8 @@ FIXED_FUNCTIONS = {"sigmoid": fx_sigmoid, "tanh": fx_tanh, "gelu": fx_gelu, "sqr
 # ---- float64 semantics -------------------------------------------------------------------------
 
 def _gelu_array(x):
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    from scipy.special import erf          # imported on first use: keeps `import fuseflow` light
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
 #: float64 semantics (NumPy's, warnings ignored by the caller): gelu is the erf form x * Phi(x);
