@@ -472,6 +472,10 @@ def _validate_kernel(p, k, where):
         if node.op == "alu" and node.params["op"] not in UNARY_ALU_OPS and node.params.get("const") is not None \
                 and PortRef(nid, "b") in driven:
             raise GraphError(nw, f"node '{nid}' has both a const and a driven input 'b'")
+        for key in ("dim", "dim_outer", "dim_outer1"):     # run_op may scan a dense level of size 0; a graph not
+            v = node.params.get(key)                         # (every declared dimension is >= 1)
+            if node.op in ("level_scan", "level_write", "spacc") and v is not None and v < 1:
+                raise GraphError(f"{nw}.params", f"parameter '{key}' must be at least 1, got {v}")
         if node.op in ("level_scan", "level_write") and node.params.get("dim") is not None \
                 and node.params.get("tensor") in p.tensors:
             t, lv = p.tensors[node.params["tensor"]], node.params.get("level", 0)

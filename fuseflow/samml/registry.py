@@ -172,7 +172,7 @@ _op(OpSpec(
     inputs=(Port("ref", "ref", "references into this level (one fibre each)"),),
     outputs=(Port("crd", "crd", "coordinates"), Port("ref", "ref", "child references / value positions")),
     params=(_FORMAT, _TENSOR, _LEVEL,
-            Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)", minimum=1,
+            Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)",
                   limit=limits.DIMENSION),
             Param("seg", "ints", None, doc="segment array of a compressed level (run_op; else from tensor)"),
             Param("crd", "ints", None, doc="coordinate array of a compressed level (run_op; else from tensor)")),
@@ -305,12 +305,12 @@ _op(OpSpec(
             Param("group", "int", 1, doc="number of reduced levels directly above the sub-tree (>= 1): a group "
                                          "ends with a stop of level >= group on the outermost sub-tree stream"),
             Param("op", "str", "sum", REDUCE_OPS, "reduction"),
-            Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)", minimum=1,
+            Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)",
                   limit=limits.DIMENSION),
             Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)",
-                  minimum=1, limit=limits.DIMENSION),
+                  limit=limits.DIMENSION),
             Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)",
-                  minimum=1, limit=limits.DIMENSION)),
+                  limit=limits.DIMENSION)),
     timing="Double-buffered (two banks, a FIFO of depth 2 between two sides that may fire in the same cycle). "
            "Accumulate side: 1 cycle per input step, no output; a group's steps need a free bank, the step "
            "taking the group-closing stop (cycle t) hands it over. Emit side, groups in order: from t+1, 1 cycle "
@@ -345,7 +345,7 @@ _op(OpSpec(
     "level_write", "Writes one level of an output tensor from its coordinate stream (seg and crd arrays).",
     inputs=(Port("crd", "crd", "coordinates in canonical form (no empty fibres below the top level)"),),
     params=(_FORMAT, _TENSOR, _LEVEL,
-            Param("dim", "int", None, doc="size of a dense level", minimum=1, limit=limits.DIMENSION)),
+            Param("dim", "int", None, doc="size of a dense level", limit=limits.DIMENSION)),
     memory="write",
     timing="1 cycle per token.",
 ))
