@@ -17,13 +17,18 @@ Modules: :mod:`.frontend` (Python API and ``.ff`` text), :mod:`.ir` (Einsum IR),
 from __future__ import annotations
 
 from ..errors import ProgramError
+from ..samml.locate import locate_pass
 from .codegen import CompileResult, build_program
 from .frontend import EinsumProgram, parse_file
 from .fusion import SCHEDULES, KernelPlan, TransposePlan, plan_program
 from .ir import ProgramIR
 
 __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileResult", "SCHEDULES",
-           "KernelPlan", "TransposePlan", "parse_order"]
+           "KernelPlan", "TransposePlan", "parse_order", "GRAPH_PASSES", "run_passes"]
+
+#: Graph-to-graph passes run after code generation, in this order (docs/compiler.md, "Passes"). Each is
+#: ``pass(program, options) -> program``; ``options`` holds the compile options (``locate``: bool).
+GRAPH_PASSES = (("locate", locate_pass),)
 
 
 def parse_order(order):
@@ -42,12 +47,13 @@ def parse_order(order):
     return tuple(order)
 
 
-def compile_program(src, fuse="regions", order=None, iteration="factored", name=None):
+def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, locate=True):
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
     ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
     each kernel takes the indices it has, as constraints), or a dict {kernel (output) name: order}; ``iteration``: ``factored`` (default) or
-    ``global`` (one iteration space per kernel, for comparisons; sums of products only).
+    ``global`` (one iteration space per kernel, for comparisons; sums of products only); ``locate``: run the
+    locate pass (dense operands of intersections are located, not scanned; default True).
     Returns a :class:`CompileResult` (``.program`` is the graph, ``.plans`` the kernels with their orders,
     ``.tables`` the fusion tables)."""
     ir = src if isinstance(src, ProgramIR) else src.to_ir()
@@ -59,9 +65,17 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
         order = parse_order(order)
     plans, full_ir = plan_program(ir, fuse, order, iteration)
     prog, tables = build_program(full_ir, plans, name)
+    prog = run_passes(prog, {"locate": bool(locate)})
     return CompileResult(prog, plans, tables, full_ir)
 
 
-def compile_text(text, fuse="regions", order=None, iteration="factored", name="program"):
+def run_passes(program, options=None):
+    """Run :data:`GRAPH_PASSES` in order on a generated program; returns the program."""
+    for _, graph_pass in GRAPH_PASSES:
+        program = graph_pass(program, dict(options or {}))
+    return program
+
+
+def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", locate=True):
     """Compile ``.ff`` source text."""
-    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration)
+    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, locate=locate)

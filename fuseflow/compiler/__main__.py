@@ -2,7 +2,7 @@
 
     python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full] [--order i,k,j]
                                          [--list-orders] [--max-orders N] [--dump-table]
-                                         [--iteration factored|global]
+                                         [--iteration factored|global] [--no-locate]
 
 Writes ``out/graph.json`` (and ``out/graph.svg`` when graphviz's ``dot`` is installed). ``--list-orders``
 prints every valid dataflow order of every kernel (capped at ``--max-orders``), ``--dump-table`` the
@@ -37,6 +37,8 @@ def parser():
     c.add_argument("--dump-table", action="store_true", help="print the fusion table of each kernel")
     c.add_argument("--iteration", default="factored", choices=("factored", "global"),
                    help="factored iteration (default) or one global iteration space per kernel (for comparison)")
+    c.add_argument("--no-locate", action="store_true",
+                   help="scan dense operands of intersections instead of locating into them (for comparison)")
     return ap
 
 
@@ -53,7 +55,8 @@ def compile_cmd(args):
     if args.max_orders < 1:
         raise ProgramError("--max-orders", "must be at least 1")
     src = parse_file(args.program)
-    result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration)
+    result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration,
+                             locate=not args.no_locate)
     if args.list_orders:
         for p in result.plans:
             if not isinstance(p, KernelPlan):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..errors import GraphError
+from ..tensors.formats import can_locate
 from .registry import OPS, UNARY_ALU_OPS, check_spacc, get_op, port_kind
 
 SAMML_VERSION = 1
@@ -394,6 +395,8 @@ def _validate_kernel(p, k, where):
                 raise GraphError(nw, f"repeat '{nid}' turns a {s_in.kind} stream into {s_out.kind}")
         if node.spec.memory:
             _validate_memory_node(p, node, nw)
+        if node.op == "locate":
+            _validate_locate(p, node, nw)
     g = k.graph()
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
@@ -425,3 +428,26 @@ def _validate_memory_node(p, node, where):
                              f"node '{node.id}' reads level {lv} of '{name}' as {fmt} but it is {t.levels[lv]}")
     if node.op in ("level_write", "value_write") and t.role == "input":
         raise GraphError(f"{where}.params.tensor", f"node '{node.id}' writes input tensor '{name}'")
+
+
+def _validate_locate(p, node, where):
+    """A locate node that names its tensor must locate a level that can locate, of size ``dim``."""
+    dim = node.params["dim"]
+    if dim < 1:
+        raise GraphError(f"{where}.params.dim", f"node '{node.id}' locates in a level of size {dim}")
+    name = node.params.get("tensor")
+    if name is None:
+        return
+    t = p.tensors.get(name)
+    if t is None:
+        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' names undeclared tensor '{name}'")
+    lv = node.params.get("level")
+    if lv is None or not 0 <= lv < t.order:
+        raise GraphError(f"{where}.params.level", f"node '{node.id}' locates tensor '{name}' but gives no valid "
+                                                  f"level (it has {t.order})")
+    if not can_locate(t.levels[lv]):
+        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' locates level {lv} of '{name}', which is "
+                                                   f"{t.levels[lv]}: only dense levels can locate")
+    if dim != t.level_dim(lv):
+        raise GraphError(f"{where}.params.dim", f"node '{node.id}' has dim {dim} but level {lv} of '{name}' has "
+                                                f"size {t.level_dim(lv)}")

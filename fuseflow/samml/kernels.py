@@ -6,12 +6,18 @@ so ``python -m fuseflow.sim run graph.json --check`` can compare it with NumPy. 
 
 Conventions: inputs in the formats named per kernel; outputs are written canonically (all levels compressed,
 no empty fibres below the top level: crd_drop removes them, see docs/samml.md, "the empty-fibre rule").
+Every builder is written with scanners and intersections only, then runs the locate pass
+(:mod:`fuseflow.samml.locate`), as the compiler does: dense operands of intersections (SDDMM's factors,
+the residual's x) are located, not scanned.
 """
+
+import functools
 
 import numpy as np
 import scipy.sparse as sp
 
 from .graph import Program
+from .locate import locate_pass
 
 CSR = ["dense", "compressed"]
 DCSR = ["compressed", "compressed"]
@@ -68,6 +74,14 @@ class Builder:
         self.k.add("value_write", {"val": val}, id=f"write_{tensor}_vals", tensor=tensor)
 
 
+def located(builder):
+    """Run the locate pass on what ``builder`` returns (the suite's kernels locate like the compiler's)."""
+    @functools.wraps(builder)
+    def build_located(*args, **kwargs):
+        return locate_pass(builder(*args, **kwargs))
+    return build_located
+
+
 def _program(name, expr, inputs, output):
     p = Program(name, expr=expr)
     for tname, shape, levels, *mode in inputs:
@@ -77,6 +91,7 @@ def _program(name, expr, inputs, output):
     return p, Builder(p)
 
 
+@located
 def spmv(m=3, n=4, fmt="dcsr"):
     """x(i) = B(i,j) c(j): B in CSR or DCSR, c a sparse vector; rows whose product is empty are dropped."""
     p, b = _program(f"spmv_{fmt}", "x(i) = B(i,j) * c(j)",
@@ -93,6 +108,7 @@ def spmv(m=3, n=4, fmt="dcsr"):
     return p
 
 
+@located
 def spmspm_inner(m=4, k=5, n=3):
     """X(i,j) = A(i,k) B(k,j), inner product (order i, j, k): A CSR, B CSC."""
     p, b = _program("spmspm_inner", "X(i,j) = A(i,k) * B(k,j)",
@@ -109,6 +125,7 @@ def spmspm_inner(m=4, k=5, n=3):
     return p
 
 
+@located
 def spmspm_gustavson(m=4, k=5, n=3):
     """X(i,j) = A(i,k) B(k,j), Gustavson (order i, k, j): A and B CSR; a sparse accumulator merges over k."""
     p, b = _program("spmspm_gustavson", "X(i,j) = A(i,k) * B(k,j)",
@@ -126,6 +143,7 @@ def spmspm_gustavson(m=4, k=5, n=3):
     return p
 
 
+@located
 def spmspm_outer(m=4, k=5, n=3):
     """X(i,j) = A(i,k) B(k,j), outer product (order k, i, j): A CSC, B CSR; an order-2 accumulator."""
     p, b = _program("spmspm_outer", "X(i,j) = A(i,k) * B(k,j)",
@@ -143,6 +161,7 @@ def spmspm_outer(m=4, k=5, n=3):
     return p
 
 
+@located
 def elementwise(op="add", m=4, n=5, fmt="dcsr"):
     """X(i,j) = A(i,j) + B(i,j) (union) or A(i,j) * B(i,j) (intersect)."""
     sym = {"add": "+", "mul": "*"}[op]
@@ -162,6 +181,7 @@ def elementwise(op="add", m=4, n=5, fmt="dcsr"):
     return p
 
 
+@located
 def sddmm(m=4, n=5, k=3):
     """X(i,j) = B(i,j) * C(i,k) D(k,j): B sparse (DCSR), C and D dense (D stored j-major)."""
     p, b = _program("sddmm", "X(i,j) = B(i,j) * C(i,k) * D(k,j)",
@@ -183,6 +203,7 @@ def sddmm(m=4, n=5, k=3):
     return p
 
 
+@located
 def residual(m=4, n=5):
     """y(i) = b(i) - A(i,j) x(j): b a sparse vector, A CSR, x dense; every row of A or b appears."""
     p, b = _program("residual", "y(i) = b(i) - A(i,j) * x(j)",
@@ -199,6 +220,7 @@ def residual(m=4, n=5):
     return p
 
 
+@located
 def ttv(m=3, n=4, k=5):
     """X(i,j) = B(i,j,k) c(k): B CSF, c a sparse vector (an order-3 kernel)."""
     p, b = _program("ttv", "X(i,j) = B(i,j,k) * c(k)",
@@ -216,6 +238,7 @@ def ttv(m=3, n=4, k=5):
     return p
 
 
+@located
 def vector(op="add", n=6):
     """x(i) = a(i) + b(i) (union) or a(i) * b(i) (intersect) on sparse vectors."""
     sym = {"add": "+", "mul": "*"}[op]

@@ -164,6 +164,19 @@ _op(OpSpec(
            "reference is taken, the closing stop one cycle after the last coordinate; a bare stop, N or D "
            "takes 1 cycle; an empty fibre 2.",
 ))
+_op(OpSpec(
+    "locate", "Locates coordinates in a dense level (TACO's locate capability): for each coordinate c of a fibre "
+              "emits the reference r*dim + c, where r is the fibre's parent reference; the output has the "
+              "coordinate stream's structure. Replaces a dense level_scan merged into an intersection.",
+    inputs=(Port("ref", "ref", "parent references into the dense level, one per fibre of crd"),
+            Port("crd", "crd", "coordinates to locate (one level below ref)")),
+    outputs=(Port("ref", "ref", "references r*dim + c (N for an N parent), aligned with crd"),),
+    params=(Param("dim", "int", REQUIRED, doc="size of the dense level"),
+            Param("tensor", "str", None, doc="the located tensor (documentation; dim must match its level)"),
+            Param("level", "int", None, doc="the located storage level of tensor")),
+    timing="1 cycle per coordinate-stream token; a parent reference whose fibre is empty costs 1 more. A "
+           "stop S_n (n >= 1) closing a fibre also pops the parent's S_(n-1) in the same cycle.",
+))
 for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates present in every input."),
                     ("union", "Co-iterates fibres and emits the coordinates present in any input; a missing "
                               "side's reference is N.")):

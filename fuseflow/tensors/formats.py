@@ -23,6 +23,24 @@ DENSE = "dense"
 COMPRESSED = "compressed"
 LEVEL_FORMATS = (DENSE, COMPRESSED)
 
+#: What each level format can do (TACO's level capabilities, Chou et al.): every level can be *iterated*
+#: (scanned in order); a dense level can also *locate* (turn a coordinate into a position, ``r*d + c``,
+#: without scanning), a compressed level cannot. Code generation asks these, never the format's name.
+LEVEL_CAPABILITIES = {
+    DENSE: frozenset({"iterate", "locate"}),
+    COMPRESSED: frozenset({"iterate"}),
+}
+
+
+def can_locate(level_format: str) -> bool:
+    """Whether a level of format ``level_format`` gives random access (``r*d + c``) to its positions."""
+    try:
+        return "locate" in LEVEL_CAPABILITIES[level_format]
+    except KeyError:
+        raise TensorError("format", f"unknown level format {level_format!r} "
+                                    f"(expected one of {', '.join(LEVEL_FORMATS)})") from None
+
+
 _LETTER = {"d": DENSE, "c": COMPRESSED, "s": COMPRESSED}
 _LETTER_OF = {DENSE: "d", COMPRESSED: "c"}
 
@@ -99,6 +117,10 @@ class TensorFormat:
             raise TensorError("shape", f"shape {list(shape)} has {len(shape)} dimensions but format "
                                        f"{self} has order {self.order}")
         return tuple(shape[d] for d in self.mode_order)
+
+    def can_locate(self, level: int) -> bool:
+        """Whether storage level ``level`` can locate (see :data:`LEVEL_CAPABILITIES`)."""
+        return can_locate(self.levels[level])
 
     @property
     def letters(self):

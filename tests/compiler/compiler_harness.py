@@ -41,7 +41,7 @@ def reference(ir, inputs):
 
 
 def run_and_check(src, inputs=None, fuse="full", order=None, rng=None, iteration="factored", rtol=1e-9,
-                  atol=1e-9, fifo_depth=None, mode="float", general_transposes=False):
+                  atol=1e-9, fifo_depth=None, mode="float", general_transposes=False, locate=True):
     """Compile ``src`` (text or EinsumProgram), simulate (float mode, or fixed mode: then compare within
     ``atol``), compare every output with NumPy. ``general_transposes`` builds every permuted copy with the
     general transpose kernel. Returns (compile result, sim result)."""
@@ -53,15 +53,16 @@ def run_and_check(src, inputs=None, fuse="full", order=None, rng=None, iteration
     if inputs is None:
         inputs = inputs_for(ir, rng)
     if general_transposes:
-        from fuseflow.compiler import CompileResult, parse_order
+        from fuseflow.compiler import CompileResult, parse_order, run_passes
         from fuseflow.compiler.codegen import build_program
         from fuseflow.compiler.fusion import plan_program
         o = {k: parse_order(v) for k, v in order.items()} if isinstance(order, dict) else parse_order(order)
         plans, full_ir = plan_program(ir, fuse, o, iteration)
         prog, tables = build_program(full_ir, plans, general_transposes=True)
+        prog = run_passes(prog, {"locate": locate})
         res = CompileResult(prog, plans, tables, full_ir)
     else:
-        res = compile_program(ir, fuse=fuse, order=order, iteration=iteration)
+        res = compile_program(ir, fuse=fuse, order=order, iteration=iteration, locate=locate)
     used = {t.name for t in res.program.inputs}
     out = sim.run(res.program, {k: v for k, v in inputs.items() if k in used}, mode=mode,
                   fifo_depth=fifo_depth)

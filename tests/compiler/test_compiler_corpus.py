@@ -103,10 +103,31 @@ EXTRA = {
         }
         M(i,j,k) = max[l](relu(A(l,i) * B(l,j,k))) + T(i,j,k)
     """,
+    # dense operands met by sparse ones: located, not scanned (docs/compiler.md, "The locate pass")
+    "spmv_dense": """
+        tensor B(9,11) : csr
+        tensor c(11) : dv
+        x(i) = B(i,j) * c(j)
+    """,
+    "gcn_dense_factors": """
+        tensor A(7,7) : csr
+        tensor X(7,5) : dense
+        tensor W(5,3) : dense
+        H(i,h) = A(i,k) * X(k,j) * W(j,h)
+    """,
+    "union_then_located": """
+        tensor A(5,6) : dcsr
+        tensor B(5,6) : dcsr
+        tensor D(5,6) : dense
+        tensor b(6) : sv
+        T(i,j) = (A(i,j) + B(i,j)) * D(i,j)
+        Y(i,j) = (D(i,j) + A(i,j)) * B(i,j) * b(j)
+    """,
 }
 
 # programs also checked in fixed mode (values within 1e-3 of NumPy) and with the general transpose kernel
-FIXED = ["order3_permutations", "order3_reduction", "multiuse"]
+FIXED = ["order3_permutations", "order3_reduction", "multiuse", "spmv_dense", "gcn_dense_factors", "graphsage",
+         "sddmm"]
 
 
 def load(name):

@@ -1,0 +1,206 @@
+"""Cycles against nonzeros: SpMV and a GCN layer compiled by the compiler, simulated (float mode).
+
+Two sweeps per kernel (DESIGN.md section 10, issue 9):
+
+- **fixed nonzeros, n grows 10x**: the dense dimensions grow, the work should not. Target: cycles flat within
+  20% (``flat``: max/min cycles <= 1.2).
+- **fixed n, density grows**: cycles should follow the nonzeros.
+
+Kernels (the compiler's default fusion and order; the locate pass on):
+
+- SpMV ``x(i) = B(i,j) * c(j)``: B CSR (random, uniform), c dense. Cycles are about nnz + rows (CSR's row
+  level is dense: every row is visited once, so ``n`` enters through the rows, which is why the fixed-nnz
+  sweep keeps nnz well above n).
+- GCN layer ``T(i,j) = A(i,k) * X(k,j); H(i,h) = relu(T(i,j) * W(j,h))`` (examples/programs/gcn.ff, fused):
+  A CSR, X (n x F) and W (F x F) dense. Its output has F entries per non-empty row of A, each costing F
+  multiplies with W, so a random A at a fixed nonzero count does *more* work as n grows (more rows become
+  non-empty). The fixed-nnz sweep therefore uses a mini-batch: ``batch`` target rows, each with ``deg``
+  neighbours drawn from all n nodes (GraphSAGE-style sampling), so the work is fixed while the graph and
+  the feature matrix grow 10x. CSR still visits all n rows of A (about 2 cycles per empty row with deep
+  channels, about 20 at depth 2), so the same sweep is also run with A in DCSR (only non-empty rows stored),
+  where n enters nowhere but the located X. The random variant is reported too (``gcn_random_fixed_nnz``),
+  with the work it implies (``work``: nnz * F + non-empty rows * F * F multiplies).
+
+Each point: n, nnz, non-empty rows, cycles, tokens, the busiest stream (id and tokens) and cycles / busiest
+stream, at the channel depths the compiler gives; fixed-nnz points also ``cycles_deep_fifos`` (every channel
+without a stated depth at depth 16), because at the default depth 2 a GCN row pays a pipeline latency of
+about 20 cycles even when it is empty (issue 9 item 2, compile-time channel depths, removes that). For the smallest point of each fixed-nnz sweep the same program without the locate pass
+(``--no-locate``) is simulated too (``cycles_without_locate``), to show what locate removes.
+
+Writes JSON (default benchmarks/results/scaling.json). Runtime: about two minutes.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from fuseflow.compiler import compile_text  # noqa: E402
+from fuseflow.sim import run  # noqa: E402
+
+FLAT = 1.2
+#: channel depth of the ``cycles_deep_fifos`` column: what compile-time channel depths should approach
+DEEP = 16
+
+
+def spmv_src(n):
+    return f"tensor B({n},{n}) : csr\ntensor c({n}) : dense\nx(i) = B(i,j) * c(j)\n"
+
+
+def gcn_src(n, f, a_format="csr"):
+    return (f"tensor A({n},{n}) : {a_format}\ntensor X({n},{f}) : dense\ntensor W({f},{f}) : dense\n"
+            f"fuse {{\n  T(i,j) = A(i,k) * X(k,j)\n  H(i,h) = relu(T(i,j) * W(j,h))\n}}\n")
+
+
+def random_csr(n, nnz, seed):
+    """An n x n matrix with exactly ``nnz`` distinct uniformly placed nonzeros (values in [0.5, 1.5))."""
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(n * n, size=nnz, replace=False)
+    vals = rng.uniform(0.5, 1.5, nnz)
+    return sp.csr_array((vals, (flat // n, flat % n)), shape=(n, n))
+
+
+def batch_csr(n, batch, deg, seed):
+    """``batch`` random target rows of an n-node graph, each with ``deg`` distinct random neighbours."""
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(n, size=batch, replace=False)
+    r = np.repeat(rows, deg)
+    c = np.concatenate([rng.choice(n, size=deg, replace=False) for _ in range(batch)])
+    return sp.csr_array((rng.uniform(0.5, 1.5, batch * deg), (r, c)), shape=(n, n))
+
+
+def simulate(src, inputs, want, locate=True, deep=False):
+    """Compile and simulate; with ``deep`` also at channel depth DEEP (streams the graph gives no depth)."""
+    prog = compile_text(src, locate=locate).program
+    res = run(prog, inputs)
+    for name, w in want.items():
+        np.testing.assert_allclose(res.outputs[name], w, rtol=1e-9, atol=1e-9)
+    kernels = res.stats["kernels"]
+    busiest = max(((k["name"], sid, t) for k in kernels for sid, t in k["streams"].items()), key=lambda x: x[2])
+    out = {
+        "cycles": res.cycles, "tokens": res.stats["tokens"],
+        "busiest_stream": f"{busiest[0]}:{busiest[1]}", "busiest_stream_tokens": busiest[2],
+        "cycles_per_busiest_stream": round(res.cycles / busiest[2], 3),
+        "locate_nodes": sum(1 for k in prog.kernels for nd in k.nodes.values() if nd.op == "locate"),
+    }
+    if deep:
+        out["cycles_deep_fifos"] = run(prog, inputs, fifo_depth=DEEP).cycles
+    return out
+
+
+def spmv_point(n, B, rng, with_baseline=False, deep=False):
+    c = rng.uniform(-1, 1, n)
+    want = {"x": B @ c}
+    out = {"n": n, "nnz": int(B.nnz), "density": round(B.nnz / n / n, 6),
+           "nonempty_rows": int((np.diff(B.indptr) > 0).sum())}
+    out.update(simulate(spmv_src(n), {"B": B, "c": c}, want, deep=deep))
+    out["cycles_per_nnz_plus_rows"] = round(out["cycles"] / (B.nnz + n), 3)
+    if with_baseline:
+        out["cycles_without_locate"] = simulate(spmv_src(n), {"B": B, "c": c}, want, locate=False)["cycles"]
+    return out
+
+
+def gcn_point(n, f, A, rng, with_baseline=False, deep=False, a_format="csr"):
+    X = rng.uniform(-1, 1, (n, f))
+    W = rng.uniform(-1, 1, (f, f))
+    want = {"H": np.maximum(A @ X @ W, 0)}
+    rows = int((np.diff(A.indptr) > 0).sum())
+    out = {"n": n, "features": f, "nnz": int(A.nnz), "density": round(A.nnz / n / n, 6), "nonempty_rows": rows,
+           # multiplies the layer needs: A X (nnz * F) and (A X) W (non-empty rows * F * F)
+           "work": int(A.nnz * f + rows * f * f)}
+    out["format"] = a_format
+    out.update(simulate(gcn_src(n, f, a_format), {"A": A, "X": X, "W": W}, want, deep=deep))
+    out["cycles_per_work"] = round(out["cycles"] / out["work"], 3)
+    if with_baseline:
+        out["cycles_without_locate"] = simulate(gcn_src(n, f), {"A": A, "X": X, "W": W}, want, locate=False)["cycles"]
+    return out
+
+
+def sweep(name, points, fixed):
+    cyc = [p["cycles"] for p in points]
+    s = {"name": name, "points": points}
+    if fixed:
+        s["cycles_max_over_min"] = round(max(cyc) / min(cyc), 3)
+        s["flat"] = max(cyc) / min(cyc) <= FLAT
+        if all("cycles_deep_fifos" in p for p in points):
+            deep = [p["cycles_deep_fifos"] for p in points]
+            s["deep_fifos_max_over_min"] = round(max(deep) / min(deep), 3)
+            s["flat_deep_fifos"] = max(deep) / min(deep) <= FLAT
+    return s
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "scaling.json"))
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    sweeps = []
+
+    # 100,000 nonzeros: 10 per row at the largest n (CSR visits every row: cycles ~ nnz + 2 rows)
+    nnz = 100_000
+    pts = [spmv_point(n, random_csr(n, nnz, seed=n), rng, with_baseline=(n == 1000), deep=True)
+           for n in (1000, 2000, 5000, 10_000)]
+    sweeps.append(sweep("spmv_fixed_nnz", pts, True))
+    print(f"spmv fixed nnz: {[p['cycles'] for p in pts]}", file=sys.stderr)
+
+    n = 2000
+    pts = [spmv_point(n, random_csr(n, int(d * n * n), seed=7), rng) for d in (0.0025, 0.005, 0.01, 0.02)]
+    sweeps.append(sweep("spmv_fixed_n", pts, False))
+    print(f"spmv fixed n: {[p['cycles'] for p in pts]}", file=sys.stderr)
+
+    f, batch, deg = 16, 128, 16
+    pts = [gcn_point(n, f, batch_csr(n, batch, deg, seed=n), rng, with_baseline=(n == 500), deep=True)
+           for n in (500, 1000, 2000, 5000)]
+    sweeps.append(sweep("gcn_batch_fixed_nnz", pts, True))
+    print(f"gcn batch fixed nnz: {[p['cycles'] for p in pts]}", file=sys.stderr)
+    # the same with A in DCSR: only the non-empty rows are stored, so nothing visits the n rows
+    pts = [gcn_point(n, f, batch_csr(n, batch, deg, seed=n), rng, deep=True, a_format="dcsr")
+           for n in (500, 1000, 2000, 5000)]
+    sweeps.append(sweep("gcn_batch_dcsr_fixed_nnz", pts, True))
+    print(f"gcn batch (DCSR) fixed nnz: {[p['cycles'] for p in pts]}", file=sys.stderr)
+
+    f = 8
+    pts = [gcn_point(n, f, random_csr(n, 2048, seed=n), rng, deep=True) for n in (500, 1000, 2000, 5000)]
+    sweeps.append(sweep("gcn_random_fixed_nnz", pts, True))
+    print(f"gcn random fixed nnz: {[p['cycles'] for p in pts]}", file=sys.stderr)
+
+    n, f = 1000, 8
+    pts = [gcn_point(n, f, random_csr(n, int(d * n * n), seed=11), rng) for d in (0.005, 0.01, 0.02)]
+    sweeps.append(sweep("gcn_fixed_n", pts, False))
+    print(f"gcn fixed n: {[p['cycles'] for p in pts]}", file=sys.stderr)
+
+    doc = {
+        "benchmark": "scaling", "python": platform.python_version(), "machine": platform.machine(),
+        "flat_if_max_over_min_at_most": FLAT, "mode": "float",
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "sweeps": sweeps,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    tmp = args.output + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    os.replace(tmp, args.output)
+    for s in sweeps:
+        flat = ""
+        if "flat" in s:
+            flat = f"  max/min {s['cycles_max_over_min']} ({'flat' if s['flat'] else 'NOT flat'})"
+            if "flat_deep_fifos" in s:
+                flat += (f"; depth {DEEP}: {[p['cycles_deep_fifos'] for p in s['points']]} max/min "
+                         f"{s['deep_fifos_max_over_min']} ({'flat' if s['flat_deep_fifos'] else 'NOT flat'})")
+        print(f"{s['name']}: cycles {[p['cycles'] for p in s['points']]}{flat}")
+    print(f"wrote {args.output} ({doc['wall_seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

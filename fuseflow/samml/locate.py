@@ -1,0 +1,155 @@
+"""The locate pass: co-iterate only the operands that must be iterated, locate into the dense ones.
+
+``locate_pass(program, options) -> program`` rewrites every kernel of a SAMML program (in place, and returns
+it): an ``intersect`` input that comes straight from a ``level_scan`` of a level that *can locate* (the level
+format's capability, :func:`fuseflow.tensors.formats.can_locate`: dense levels) is removed from the
+intersection, and its references are computed by a ``locate`` node from the scanner's parent references and
+the coordinates of the remaining inputs::
+
+    intersect(crd0 = B_j.crd, ref0 = B_j.ref, crd1 = scan_c.crd, ref1 = scan_c.ref)
+      -> crd = B_j.crd, ref0 = B_j.ref, ref1 = locate(ref = <scan_c's input>, crd = B_j.crd)
+
+A dense level intersected with a fibre of the same dimension contributes every coordinate, so the
+intersection is the other inputs' intersection (the same tokens), and the located reference ``r*d + c`` is the
+one the dense scanner would have paired with ``c``. The work then scales with the nonzeros of the compressed
+operands, not with the dense dimension. When every input can locate, the first stays a scan (something must
+iterate). Unions are left alone: a union visits every coordinate of a dense operand anyway.
+
+A scanner is located only when nothing else reads its streams, and when its parent references can never be
+``N`` (a union upstream): a dense scan of ``N`` is an empty fibre, which empties the intersection, while a
+located ``N`` would keep the other side's coordinates (with zero values) and change the written tensor.
+"""
+
+from __future__ import annotations
+
+from ..tensors.formats import can_locate
+from .graph import Kernel, PortRef, Program
+
+__all__ = ["locate_pass", "locate_kernel"]
+
+
+def locate_pass(program: Program, options: dict | None = None) -> Program:
+    """Apply :func:`locate_kernel` to every kernel of ``program``; ``options["locate"] = False`` skips it."""
+    if (options or {}).get("locate", True) is False:
+        return program
+    for kernel in program.kernels:
+        locate_kernel(program, kernel)
+    program.validate()
+    return program
+
+
+def locate_kernel(program: Program, kernel: Kernel) -> int:
+    """Locate into every locatable intersect input of ``kernel``; returns the number of locate nodes added."""
+    added = 0
+    for nid in [n for n, node in kernel.nodes.items() if node.op == "intersect"]:
+        added += _locate_intersect(program, kernel, nid)
+    return added
+
+
+def _level_format(program, node):
+    """The format of the level a level_scan reads (the tensor's declaration wins over the parameter)."""
+    name = node.params.get("tensor")
+    if name is not None and name in program.tensors:
+        t = program.tensors[name]
+        return t.levels[node.params.get("level", 0)], t.level_dim(node.params.get("level", 0))
+    return node.params.get("format", "compressed"), node.params.get("dim")
+
+
+def _locatable_scan(program, kernel, nid, i):
+    """The level_scan feeding input ``i`` of intersect ``nid`` if it can be located, else None."""
+    crd, ref = kernel.driver(nid, f"crd{i}"), kernel.driver(nid, f"ref{i}")
+    if crd is None or ref is None or crd.src.node != ref.src.node:
+        return None
+    scan = kernel.nodes[crd.src.node]
+    if scan.op != "level_scan" or crd.src.port != "crd" or ref.src.port != "ref":
+        return None
+    fmt, dim = _level_format(program, scan)
+    if not can_locate(fmt) or dim is None:
+        return None
+    if crd.dsts != [PortRef(nid, f"crd{i}")] or ref.dsts != [PortRef(nid, f"ref{i}")]:
+        return None                       # something else reads the scanner's streams
+    parent = kernel.driver(scan.id, "ref")
+    if parent is None or _may_be_empty(kernel, parent):
+        return None
+    return scan, int(dim), parent
+
+
+def _may_be_empty(kernel, stream, _seen=None):
+    """Whether reference stream ``stream`` may carry ``N`` (only a union makes one; the ops that pass a
+    reference through pass it on)."""
+    node = kernel.nodes[stream.src.node]
+    if node.op in ("root", "level_scan"):
+        return False
+    through = {"repeat": "in", "locate": "ref"}.get(node.op)
+    if node.op == "intersect":
+        through = stream.src.port            # ref{i} passes input ref{i}
+    if through is None:
+        return True
+    up = kernel.driver(node.id, through)
+    return up is None or _may_be_empty(kernel, up)
+
+
+def _unique_id(kernel, base):
+    nid, n = base, 1
+    while nid in kernel.nodes:
+        nid = f"{base}_{n}"
+        n += 1
+    return nid
+
+
+def _locate_intersect(program, kernel, nid):
+    node = kernel.nodes[nid]
+    arity = node.params["arity"]
+    found = {i: _locatable_scan(program, kernel, nid, i) for i in range(arity)}
+    located = [i for i in range(arity) if found[i] is not None]
+    if not located:
+        return 0
+    if len(located) == arity:
+        located = located[1:]             # every input can locate: the first one iterates
+    kept = [i for i in range(arity) if i not in located]
+    kept_in = [(kernel.driver(nid, f"crd{i}").src, kernel.driver(nid, f"ref{i}").src) for i in kept]
+    # the intersect's consumers, per output port: (consumers, depth)
+    outs = {}
+    for port in ["crd"] + [f"ref{i}" for i in range(arity)]:
+        s = kernel.output_stream(nid, port)
+        if s is not None:
+            outs[port] = (list(s.dsts), s.depth)
+            del kernel.streams[s.id]
+    # detach the intersect and the located scanners
+    gone = {nid} | {found[i][0].id for i in located}
+    for sid in list(kernel.streams):
+        s = kernel.streams[sid]
+        if s.src.node in gone:
+            del kernel.streams[sid]
+            continue
+        s.dsts = [d for d in s.dsts if d.node not in gone]
+    for g in gone:
+        del kernel.nodes[g]
+    kernel._reindex()
+    # what is left of the intersection
+    if len(kept) >= 2:
+        inputs = {}
+        for j, (c, r) in enumerate(kept_in):
+            inputs[f"crd{j}"], inputs[f"ref{j}"] = c, r
+        h = kernel.add("intersect", inputs, id=nid, arity=len(kept))
+        crd_src = h["crd"]
+        ref_src = {i: h[f"ref{j}"] for j, i in enumerate(kept)}
+    else:
+        crd_src = kept_in[0][0]
+        ref_src = {kept[0]: kept_in[0][1]}
+    for i in located:
+        scan, dim, parent = found[i]
+        base = scan.id.replace("scan", "locate", 1) if "scan" in scan.id else f"locate_{scan.id}"
+        params = {"dim": dim}
+        if scan.params.get("tensor") is not None:
+            params.update(tensor=scan.params["tensor"], level=scan.params.get("level", 0))
+        h = kernel.add("locate", {"ref": parent.src, "crd": crd_src}, id=_unique_id(kernel, base), **params)
+        ref_src[i] = h["ref"]
+    for port, (dsts, depth) in outs.items():
+        src = crd_src if port == "crd" else ref_src[int(port[3:])]
+        for d in dsts:
+            kernel.connect(src, d.node, d.port)
+        s = kernel.output_stream(src.node, src.port)
+        if depth is not None and (s.depth or 0) < depth:
+            s.depth = depth
+    return len(located)
