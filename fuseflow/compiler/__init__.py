@@ -21,6 +21,7 @@ from ..samml.locate import locate_pass
 from .codegen import CompileResult, build_program
 from .frontend import EinsumProgram, parse_file
 from .fusion import SCHEDULES, KernelPlan, TransposePlan, plan_program
+from .lower_sugar import lower_sugar
 from .ir import ProgramIR
 
 __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileResult", "SCHEDULES",
@@ -63,6 +64,7 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
         order = {k: parse_order(v) for k, v in order.items()}
     else:
         order = parse_order(order)
+    ir = lower_sugar(ir)                     # the pass pipeline before fusion (docs/compiler.md)
     plans, full_ir = plan_program(ir, fuse, order, iteration)
     prog, tables = build_program(full_ir, plans, name)
     prog = run_passes(prog, {"locate": bool(locate)})

@@ -17,12 +17,20 @@ from dataclasses import dataclass, field
 
 from ..errors import ProgramError
 from ..samml import expr as ast
+from ..tensors.fixed import FLOAT_UNARY_OPS
+from ..tensors.fixedfn import ZERO_PRESERVING_FUNCTIONS
 
-UNARY = ("neg", "relu", "exp")
-REDUCERS = ("sum", "max")
-#: f(0) == 0: iterating only the stored entries is exact. Any other unary function (exp, and functions the
-#: parser and the ALU gain later) is computed over every coordinate of its argument's dimensions.
-ZERO_PRESERVING = ("neg", "relu", "abs", "sqrt", "tanh", "sin", "gelu", "silu", "leaky_relu")
+UNARY = ast.UNARY_FUNCS
+REDUCERS = ast.REDUCTIONS
+#: f(0) == 0: iterating only the stored entries is exact. Any other unary function (exp, sigmoid, rsqrt,
+#: log) is computed over every coordinate of its argument's dimensions.
+ZERO_PRESERVING = ("neg", "relu") + ZERO_PRESERVING_FUNCTIONS
+#: Operations of the sugar lowering (:mod:`.lower_sugar`) that iterate like a product: only where every
+#: operand that has the index stores a coordinate (softmax's ``exp(S - max)`` and ``E / sum`` over the stored
+#: entries of ``S``; absent entries stay absent). Not part of the language; the ALU op is the name
+#: without the ``@``.
+ON_STORED = "@"
+ON_STORED_BIN = ("-@", "/@")
 
 
 class Node:
@@ -45,7 +53,7 @@ class Node:
         """Every index used in the subtree (free and reduced), first-use order."""
         out = []
         for n in self.walk():
-            idx = n.idx if isinstance(n, (Leaf, Red)) else ()
+            idx = n.idx if isinstance(n, (Leaf, Red, Sugar)) else ()
             for i in idx:
                 if i not in out:
                     out.append(i)
@@ -63,6 +71,23 @@ class Leaf(Node):
 
     def __repr__(self):
         return f"{self.tensor}({','.join(self.idx)})"
+
+
+#: a coordinate mask is a leaf whose "tensor" is ``mask[<canonical pattern>]`` (``#n`` appended when the same
+#: pattern is used over spaces of different sizes): it has a :class:`TensorInfo` of role ``mask`` (shape from
+#: the statement's other operands, a dense outer level and a pattern inner level), no data, and is read by a
+#: ``mask_scan`` (see docs/language.md, "Coordinate masks")
+MASK_PREFIX = "mask["
+
+
+def is_mask(name):
+    """Is ``name`` a coordinate mask's pseudo-tensor?"""
+    return name.startswith(MASK_PREFIX)
+
+
+def mask_pattern(name):
+    """The canonical pattern text of a mask pseudo-tensor ``mask[<pattern>]#n``."""
+    return name[len(MASK_PREFIX):name.rindex("]")]
 
 
 class Lit(Node):
@@ -92,7 +117,7 @@ class Bin(Node):
 
 
 class Fn(Node):
-    """A unary function: ``neg relu exp``."""
+    """A unary function (:data:`UNARY`): ``neg relu exp sigmoid tanh gelu sqrt rsqrt log abs square``."""
 
     def __init__(self, fn, a):
         self.fn, self.a = fn, a
@@ -106,7 +131,7 @@ class Fn(Node):
 
 
 class Red(Node):
-    """A reduction ``sum[k](body)`` or ``max[k](body)`` over one or more indices."""
+    """A reduction ``sum[k](body)``, ``max[k](body)`` or ``min[k](body)`` over one or more indices."""
 
     def __init__(self, op, idx, body):
         self.op, self.idx, self.body = op, tuple(idx), body
@@ -119,6 +144,26 @@ class Red(Node):
         return f"{self.op}[{','.join(self.idx)}]({self.body!r})"
 
 
+class Sugar(Node):
+    """``softmax[j](e)``, ``layernorm[j](e, gain, bias)``, ``mean[j](e)`` before :mod:`.lower_sugar`
+    replaces them with primitive statements. ``params``: dict (``eps``)."""
+
+    def __init__(self, op, idx, args, params=None):
+        self.op, self.idx, self.args, self.params = op, tuple(idx), tuple(args), dict(params or {})
+        free = args[0].free
+        if op == "mean":
+            free = tuple(i for i in free if i not in self.idx)
+        for a in args[1:]:
+            free = _merge(free, a.free)
+        self.free = free
+
+    def children(self):
+        return self.args
+
+    def __repr__(self):
+        return to_text(self)
+
+
 def _merge(a, b):
     return tuple(a) + tuple(i for i in b if i not in a)
 
@@ -127,19 +172,21 @@ def from_ast(node, stmt=None):
     """Convert a parsed :mod:`fuseflow.samml.expr` tree into IR nodes (constants folded)."""
     if isinstance(node, ast.Access):
         return Leaf(node.name, node.indices, stmt)
+    if isinstance(node, ast.Mask):
+        return Leaf(f"{MASK_PREFIX}{node.spec}]", node.indices, stmt)
     if isinstance(node, ast.Const):
         return Lit(node.value)
     if isinstance(node, ast.Call):
         a = from_ast(node.arg, stmt)
         if isinstance(a, Lit) and node.fn in UNARY:
-            import math
-            v = a.value
-            return Lit({"neg": -v, "relu": max(v, 0.0), "exp": math.exp(v) if v < 700 else float("inf")}[node.fn])
+            return Lit(FLOAT_UNARY_OPS[node.fn](a.value))
         if isinstance(a, Lit):
             raise ProgramError(f"line {getattr(node, 'line', 0) or '?'}", f"{node.fn}() of a constant is not supported")
         return Fn(node.fn, a)
     if isinstance(node, ast.Reduce):
         return Red(node.op, node.indices, from_ast(node.body, stmt))
+    if isinstance(node, ast.Sugar):
+        return Sugar(node.op, node.indices, [from_ast(a, stmt) for a in node.args], dict(node.params))
     if isinstance(node, ast.BinOp):
         a, b = from_ast(node.lhs, stmt), from_ast(node.rhs, stmt)
         if isinstance(a, Lit) and isinstance(b, Lit):
@@ -154,7 +201,8 @@ def from_ast(node, stmt=None):
 def to_text(node):
     """The node as index-notation text that :func:`fuseflow.samml.expr.parse_statement` reads back."""
     if isinstance(node, Leaf):
-        return f"{node.tensor}({','.join(node.idx)})"
+        name = node.tensor.split("#")[0] if is_mask(node.tensor) else node.tensor
+        return f"{name}({','.join(node.idx)})"
     if isinstance(node, Lit):
         return repr(node)
     if isinstance(node, Bin):
@@ -163,6 +211,9 @@ def to_text(node):
         return f"{node.fn}({to_text(node.a)})"
     if isinstance(node, Red):
         return f"{node.op}[{','.join(node.idx)}]({to_text(node.body)})"
+    if isinstance(node, Sugar):
+        extra = "".join(f", {k}={v!r}" for k, v in node.params.items() if v != ast.SUGAR[node.op][k])
+        return f"{node.op}[{','.join(node.idx)}{extra}]({', '.join(to_text(a) for a in node.args)})"
     raise TypeError(node)
 
 
@@ -179,6 +230,9 @@ def rename(node, mapping, stmt=None):
         return Fn(node.fn, rename(node.a, mapping, stmt))
     if isinstance(node, Red):
         return Red(node.op, tuple(m(i, i) for i in node.idx), rename(node.body, mapping, stmt))
+    if isinstance(node, Sugar):
+        return Sugar(node.op, tuple(m(i, i) for i in node.idx), [rename(a, mapping, stmt) for a in node.args],
+                     node.params)
     raise TypeError(node)
 
 
@@ -228,6 +282,7 @@ class Stmt:
     text: str = ""
     orders: list = field(default_factory=list)
     synthetic: bool = False         # a sub-expression the compiler materialised (not in the source)
+    shown: Node = None              # the source's right side when a pass rewrote it (graph.json's expr)
 
     @property
     def indices(self):
@@ -276,7 +331,7 @@ class ProgramIR:
             if s.synthetic:
                 continue
             sizes = {}
-            for leaf in s.rhs.leaves():
+            for leaf in (s.shown if s.shown is not None else s.rhs).leaves():
                 t = self.tensors.get(leaf.tensor)
                 if t is not None:
                     for i, d in zip(leaf.idx, t.shape):
@@ -293,7 +348,8 @@ class ProgramIR:
             for i, d in sizes.items():
                 seen[mapping.get(i, i)] = d
             idx = [mapping.get(i, i) for i in s.idx]
-            parts.append(f"{s.lhs}({','.join(idx)}) = {to_text(rename(s.rhs, mapping))}")
+            shown = s.shown if s.shown is not None else s.rhs
+            parts.append(f"{s.lhs}({','.join(idx)}) = {to_text(rename(shown, mapping))}")
         return "; ".join(parts)
 
 
@@ -301,6 +357,8 @@ def check_index_sizes(stmt, tensors):
     """Bind index sizes for one statement; raise ProgramError on mismatches. Returns {index: size}."""
     sizes = {}
     for leaf in stmt.rhs.leaves():
+        if is_mask(leaf.tensor):
+            continue                     # a mask takes its sizes from the other operands
         t = tensors.get(leaf.tensor)
         if t is None:
             raise ProgramError(f"line {stmt.line}", f"tensor {leaf.tensor} is not declared")
@@ -312,3 +370,34 @@ def check_index_sizes(stmt, tensors):
                 raise ProgramError(f"line {stmt.line}", f"index {i} has size {sizes[i]} elsewhere but {d} in "
                                                         f"{leaf!r}")
     return sizes
+
+
+def bind_masks(stmt, tensors, sizes, where):
+    """Give every coordinate mask of ``stmt`` a pseudo-tensor of role ``mask`` (shape from ``sizes``) and
+    check that it is a factor of a product; raises ProgramError (``where``) otherwise."""
+    from ..samml.masks import check_shape, parse_mask
+
+    def walk(node, parent):
+        if isinstance(node, Leaf) and is_mask(node.tensor):
+            text = f"mask[{mask_pattern(node.tensor)}]({','.join(node.idx)})"
+            if not (isinstance(parent, Bin) and parent.op == "*"):
+                raise ProgramError(where, f"{text} must multiply an expression (mask[...](i,j) * ...): a mask "
+                                          f"selects coordinates, it has no values of its own")
+            missing = [i for i in node.idx if i not in sizes]
+            if missing:
+                raise ProgramError(where, f"{text}: index {missing[0]} has no size (a mask takes its sizes from "
+                                          f"the other operands of the statement)")
+            shape = (sizes[node.idx[0]], sizes[node.idx[1]])
+            spec = parse_mask(mask_pattern(node.tensor), where)
+            check_shape(spec, *shape, where)
+            base, n = node.tensor.split("#")[0], 1
+            name = base
+            while name in tensors and tuple(tensors[name].shape) != shape:
+                n += 1
+                name = f"{base}#{n}"
+            node.tensor = name
+            if name not in tensors:
+                tensors[name] = TensorInfo(name, shape, "mask", ("dense", "mask"), (0, 1), stmt.line)
+        for c in node.children():
+            walk(c, node)
+    walk(stmt.rhs, None)

@@ -27,7 +27,7 @@ See ``docs/compiler.md`` for the full rules and the list of what is not supporte
 
 from __future__ import annotations
 
-from .ir import Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING
+from .ir import ON_STORED, ON_STORED_BIN, Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING, is_mask, mask_pattern
 
 
 class NotRealizable(Exception):
@@ -460,9 +460,12 @@ class Planner:
                 raise NotRealizable(f"{view.label} is stored {'->'.join(view.level_idx)} but would be read at "
                                     f"{x} before {have} (discordant)")
             lvl = op.depth
-            cell = Cell("level_scan", {"ref": op.handle}, f"scan_{op.name}_{x}".replace("'", "p"),
-                        tensor=view.source, level=lvl, format=view.levels[lvl])
-            self.table.put(x, op.name, f"LS(<{op.name}_{op.last_row}>)")
+            if is_mask(view.source):
+                cell = self.mask_level(op, lvl, x)
+            else:
+                cell = Cell("level_scan", {"ref": op.handle}, f"scan_{op.name}_{x}".replace("'", "p"),
+                            tensor=view.source, level=lvl, format=view.levels[lvl])
+                self.table.put(x, op.name, f"LS(<{op.name}_{op.last_row}>)")
             op.last_row = x
             op.depth += 1
             res = JoinRes("scan", [(op, cell["crd"], cell["ref"])])
@@ -472,13 +475,13 @@ class Planner:
             return None
         if isinstance(node, Fn):
             j = self.join(node.a, x, owner)
-            if j is not None and node.fn not in ZERO_PRESERVING:
+            if j is not None and node.fn not in ZERO_PRESERVING and not node.fn.endswith(ON_STORED):
                 j = self.cover(j, x, owner)
             return j
         if isinstance(node, Bin):
             ja = self.join(node.a, x, owner)
             jb = self.join(node.b, x, owner)
-            if node.op == "*":
+            if node.op == "*" or node.op in ON_STORED_BIN:
                 return self.combine("intersect", [ja, jb], x)
             if node.op == "/":
                 if isinstance(node.b, Lit) and node.b.value != 0:
@@ -513,6 +516,17 @@ class Planner:
                 raise NotRealizable(f"{sc.name} delivers its levels in another order than {x}")
             return None
         raise TypeError(node)
+
+    def mask_level(self, op, lvl, x):
+        """The scanner of a coordinate mask's level: its row level is a dense scan (whose references are the
+        row coordinates), its column level a ``mask_scan`` that emits the columns the pattern keeps."""
+        rows, cols = (int(self.sizes[i]) for i in op.view.idx)
+        if lvl == 0:
+            self.table.put(x, op.name, f"LS_dense({rows})")
+            return Cell("level_scan", {"ref": op.handle}, f"mask_rows_{x}", format="dense", dim=rows)
+        self.table.put(x, op.name, f"MaskScan(<{op.name}_{op.last_row}>)")
+        return Cell("mask_scan", {"ref": op.handle}, f"mask_{x}", mask=mask_pattern(op.view.source),
+                    rows=rows, dim=cols)
 
     def cover(self, j, x, owner):
         """Union ``j`` with a dense iterator over ``x`` (visit every coordinate of the dimension)."""
@@ -589,7 +603,15 @@ class Planner:
 
     # -- values and reductions --
     def value(self, node):
+        if isinstance(node, Bin) and node.op == "*":
+            # a coordinate mask selects coordinates in the co-iteration and contributes no value
+            if _is_mask_leaf(node.a):
+                return self.value(node.b)
+            if _is_mask_leaf(node.b):
+                return self.value(node.a)
         if isinstance(node, Leaf):
+            if is_mask(node.tensor):
+                raise NotRealizable("a coordinate mask has no values (it must multiply an expression)")
             op = self.leaf_op[id(node)]
             key = (op.handle.key(), op.view.source)
             if key not in self._array:
@@ -607,10 +629,11 @@ class Planner:
             a = self.value(node.a)
             if isinstance(a, ConstVal):
                 raise NotRealizable("a function of a constant has no stream")
-            return Cell("alu", {"a": a}, f"{node.fn}", op=node.fn)["out"]
+            fn = node.fn.removesuffix(ON_STORED)
+            return Cell("alu", {"a": a}, fn, op=fn)["out"]
         if isinstance(node, Bin):
             a, b = self.value(node.a), self.value(node.b)
-            op = {"+": "add", "-": "sub", "*": "mul", "/": "div"}[node.op]
+            op = {"+": "add", "-": "sub", "*": "mul", "/": "div"}[node.op.removesuffix(ON_STORED)]
             if isinstance(a, ConstVal) and isinstance(b, ConstVal):
                 raise NotRealizable("constant expression without a stream")
             if isinstance(b, ConstVal):
@@ -618,7 +641,7 @@ class Planner:
             if isinstance(a, ConstVal):
                 if node.op in "+*":
                     return Cell("alu", {"a": b}, op, op=op, const=a.value)["out"]
-                if node.op == "-":
+                if node.op.startswith("-"):
                     nb = Cell("alu", {"a": b}, "neg", op="neg")["out"]
                     return Cell("alu", {"a": nb}, "add", op="add", const=a.value)["out"]
                 zero = Cell("alu", {"a": b}, "mul", op="mul", const=0.0)["out"]
@@ -629,6 +652,8 @@ class Planner:
 
     def value_text(self, node):
         """The value row's computation of a scope in terms of its columns (for the table)."""
+        if isinstance(node, Bin) and node.op == "*" and (_is_mask_leaf(node.a) or _is_mask_leaf(node.b)):
+            return self.value_text(node.b if _is_mask_leaf(node.a) else node.a)
         if isinstance(node, Leaf):
             return f"<{self.leaf_op[id(node)].name}_val>"
         if isinstance(node, Lit):
@@ -637,12 +662,12 @@ class Planner:
             return f"<{self.scope_of[id(node)].operand.name}_val>"
         if isinstance(node, Fn):
             return f"{node.fn}({self.value_text(node.a)})"
-        prec = {"+": 1, "-": 1, "*": 2, "/": 2}
+        prec = {"+": 1, "-": 1, "*": 2, "/": 2, "-@": 1, "/@": 2}
 
         def side(child, right):
             text = self.value_text(child)
             if isinstance(child, Bin) and (prec[child.op] < prec[node.op] or
-                                           (right and prec[child.op] == prec[node.op] and node.op in "-/")):
+                                           (right and prec[child.op] == prec[node.op] and node.op[0] in "-/")):
                 return f"({text})"
             return text
         return f"{side(node.a, False)} {node.op} {side(node.b, True)}"
@@ -697,6 +722,10 @@ class Planner:
         if s.operand is not None:
             s.operand.handle = val if not levels else None
             s.operand.last_row = levels[-1][0] if levels else "val"
+
+
+def _is_mask_leaf(node):
+    return isinstance(node, Leaf) and is_mask(node.tensor)
 
 
 def _val_label(s, text):

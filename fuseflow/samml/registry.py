@@ -24,7 +24,10 @@ STREAM_KINDS = ("crd", "ref", "val", "repsig")
 REQUIRED = object()
 
 BINARY_ALU_OPS = ("add", "sub", "mul", "div", "max", "min")
-UNARY_ALU_OPS = ("neg", "relu", "exp")
+UNARY_ALU_OPS = ("neg", "relu", "exp", "sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs", "square")
+REDUCE_OPS = ("sum", "max", "min")
+#: the binary alu op that merges two partial results of each reduction (reduce and spacc)
+REDUCE_MERGE = {"sum": "add", "max": "max", "min": "min"}
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,21 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
                   if _name == "intersect" else "Union pops every input holding the smallest head coordinate."),
     ))
 _op(OpSpec(
+    "mask_scan", "Scans the column level of a coordinate mask (no memory): for each row coordinate r emits the "
+                 "columns c the pattern keeps, ascending, with references r*dim + c, and stop promotion as "
+                 "level_scan.",
+    inputs=(Port("ref", "ref", "row coordinates (the references of the mask's dense row level), one fibre each"),),
+    outputs=(Port("crd", "crd", "kept column coordinates"),
+             Port("ref", "ref", "r*dim + c: the position of (r, c) in a dense row-major level pair")),
+    params=(Param("mask", "str", REQUIRED, doc="the pattern: causal, band:w=W or "
+                                               "bigbird:block=B,window=W,global=G,random=R,seed=S"),
+            Param("rows", "int", REQUIRED, doc="number of rows (BigBird: row blocks; hardware: ref width)"),
+            Param("dim", "int", REQUIRED, doc="number of columns")),
+    timing="As a dense level_scan whose fibre holds only the kept columns: a fibre of L kept coordinates takes "
+           "L+1 cycles (the first coordinate leaves in the cycle the reference is taken, the closing stop one "
+           "cycle after the last); a bare stop, N or D takes 1 cycle; an empty fibre 2. One firing per cycle.",
+))
+_op(OpSpec(
     "repeat_sig", "Turns a coordinate stream into repeat signals: R per coordinate, S per stop, D.",
     inputs=(Port("in", "crd", "coordinates whose count drives the repeat"),),
     outputs=(Port("repsig", "repsig", "repeat signals"),),
@@ -219,7 +237,7 @@ _op(OpSpec(
 ))
 _op(OpSpec(
     "alu", "Element-wise arithmetic on aligned value streams (binary: add sub mul div max min; unary: neg "
-           "relu exp); stops must match and pass through.",
+           "relu exp sigmoid tanh gelu sqrt rsqrt log abs square); stops must match and pass through.",
     inputs=(Port("a", "val", "first operand"),
             Port("b", "val", "second operand (absent for unary ops or with const)", optional=True)),
     outputs=(Port("out", "val", "result"),),
@@ -228,14 +246,14 @@ _op(OpSpec(
     timing="1 cycle per token.",
 ))
 _op(OpSpec(
-    "reduce", "Reduces each innermost fibre to one value (sum or max). Without crd an empty fibre gives no "
+    "reduce", "Reduces each innermost fibre to one value (sum, max or min). Without crd an empty fibre gives no "
               "value, S0 closes a fibre and S_n (n >= 1) closes it and emits S_(n-1); with crd the output is "
               "crd's stream with each coordinate replaced by its fibre's value (0 when empty).",
     inputs=(Port("val", "val", "values, one fibre per reduced group"),
             Port("crd", "crd", "outer coordinates; when driven, every coordinate gets a value (0 for an empty "
                                "fibre) and the output has this stream's structure", optional=True)),
     outputs=(Port("val", "val", "one value per non-empty fibre (per coordinate of crd when driven)"),),
-    params=(Param("op", "str", "sum", ("sum", "max"), "reduction"),),
+    params=(Param("op", "str", "sum", REDUCE_OPS, "reduction"),),
     timing="Without crd: 1 cycle per input token, plus 1 for each S_n (n >= 1) that closes a non-empty fibre. "
            "With crd: 1 cycle per value, 1 per fibre end, 1 per outer stop that closes a fibre.",
 ))
@@ -254,7 +272,7 @@ _op(OpSpec(
     params=(Param("order", "int", 1, (1, 2, 3), "order of the accumulated sub-tree"),
             Param("group", "int", 1, doc="number of reduced levels directly above the sub-tree (>= 1): a group "
                                          "ends with a stop of level >= group on the outermost sub-tree stream"),
-            Param("op", "str", "sum", ("sum", "max"), "reduction"),
+            Param("op", "str", "sum", REDUCE_OPS, "reduction"),
             Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)"),
             Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)"),
             Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)")),
@@ -303,6 +321,20 @@ _op(OpSpec(
     memory="write",
     timing="1 cycle per token.",
 ))
+
+
+def check_mask_scan(params, where="op mask_scan"):
+    """Raise GraphError (one line) for a mask_scan whose pattern is bad or does not fit rows x dim."""
+    from .masks import check_shape, parse_mask
+    from ..errors import ProgramError
+    rows, dim = params.get("rows"), params.get("dim")
+    for key, v in (("rows", rows), ("dim", dim)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise GraphError(where, f"mask_scan {key} must be an integer >= 1, got {v!r}")
+    try:
+        check_shape(parse_mask(params.get("mask", ""), where), rows, dim, where)
+    except ProgramError as exc:
+        raise GraphError(exc.what, exc.why) from None
 
 
 def get_op(name, where="op"):
