@@ -36,7 +36,7 @@ class MemorySystem:
         """The kernel's cycles under this memory, with the parts that made them."""
         transfer = 0 if self.bytes_per_cycle is None else math.ceil(moved_bytes / self.bytes_per_cycle)
         wait = self.latency * stages if moved_bytes else 0
-        return {"compute": compute, "transfer": transfer, "latency": wait,
+        return {"compute": compute, "transfer": transfer, "latency": wait, "stages": stages,
                 "cycles": max(compute, transfer) + wait}
 
 
@@ -90,3 +90,13 @@ def memory_stages(kernel, moved=None) -> int:
         own = 1 if spec is not None and spec.memory and (moved is None or n in moved) else 0
         depth[n] = own + max((depth[p] for p in g.predecessors(n)), default=0)
     return max(depth.values(), default=0)
+
+
+def recharge(stats: dict, memory) -> int:
+    """A simulated program's cycles under another memory, from its per-kernel counters (no new simulation)."""
+    mem = memory_system(memory)
+    total = 0
+    for ks in stats["kernels"]:
+        m = ks["memory"]
+        total += mem.kernel_cycles(m["compute"], m["read_bytes"] + m["write_bytes"], m["stages"])["cycles"]
+    return total
