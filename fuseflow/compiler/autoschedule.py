@@ -73,6 +73,19 @@ def candidate_schedules(src, max_orders: int = MAX_ORDER_COMBOS):
     return out
 
 
+def exhaustive(src, inputs: dict, memory="hbm2") -> list:
+    """Every candidate schedule simulated on ``inputs``: [(Schedule, CompileResult)], fastest first."""
+    from ..sim import engine
+    out = []
+    for fuse, order, res in candidate_schedules(src):
+        est = estimate(res.program, inputs=inputs, memory=memory)
+        s = Schedule(fuse, order, sum(len(k.nodes) for k in res.program.kernels), len(res.program.kernels),
+                     est.cycles, engine.run(res.program, inputs, memory=memory).cycles)
+        out.append((s, res))
+    out.sort(key=lambda c: c[0].simulated_cycles)
+    return out
+
+
 def autoschedule(src, inputs: dict | None = None, densities: dict | None = None, max_nodes: int | None = None,
                  max_kernels: int | None = None, top: int = 3, memory="hbm2", simulate: bool = True) -> AutoResult:
     """Pick a schedule for ``src`` (an EinsumProgram) on sample ``inputs`` (or input ``densities``).
@@ -95,8 +108,10 @@ def autoschedule(src, inputs: dict | None = None, densities: dict | None = None,
                        memory=memory)
         cands.append((Schedule(fuse, order, nodes, nk, est.cycles), res))
     if not cands:
-        raise ProgramError("budget", f"impossible: no schedule fits (the smallest needs {smallest} nodes, "
-                                     f"budget {max_nodes} nodes, {max_kernels} kernels)")
+        limits = ", ".join(f"{v} {what}" for v, what in ((max_nodes, "nodes"), (max_kernels, "kernels"))
+                           if v is not None)
+        raise ProgramError("budget", f"impossible: no schedule fits within {limits} (the smallest schedule "
+                                     f"has {smallest} nodes)")
     cands.sort(key=lambda c: c[0].estimated_cycles)
     if not simulate:
         return AutoResult(cands[0][1], cands[0][0], [c[0] for c in cands])
