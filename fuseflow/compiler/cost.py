@@ -44,9 +44,11 @@ class Estimate:
 
 @dataclass
 class _S:
-    """A stream's expected tokens per level (root first) and the dimension of each level."""
+    """A stream's expected tokens per level (root first), the dimension of each level, and the fraction of
+    its data tokens that are real (not a union's N placeholder: N reads no memory)."""
     counts: tuple
     dims: tuple
+    real: float = 1.0
 
     @property
     def n(self):
@@ -59,8 +61,8 @@ class _S:
     def child(self, n, dim):
         return _S(self.counts + (n,), self.dims + (dim,))
 
-    def with_n(self, n):
-        return _S(self.counts[:-1] + (n,), self.dims)
+    def with_n(self, n, real=1.0):
+        return _S(self.counts[:-1] + (n,), self.dims, real)
 
 
 def _uniform_levels(decl, density: float) -> list:
@@ -153,14 +155,14 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             decl = prog.tensors.get(name) if name else None
             dim = p.get("dim") or (decl.level_dim(lv) if decl is not None else 1)
             if p["format"] == "dense":
-                n = r.n * dim
+                n = r.n * r.real * dim
             else:
                 st = levels.get(name)
                 if st is None:
                     raise FuseFlowError(f"node {nid}", f"reads tensor '{name}' before any kernel writes it")
                 above = st[lv - 1] if lv > 0 else 1.0
-                n = r.n * (st[lv] / above if above else 0.0)
-                read += (2 * r.n + n) * crd_b
+                n = r.n * r.real * (st[lv] / above if above else 0.0)
+                read += (2 * r.n * r.real + n) * crd_b
                 moved.add(nid)
             s = r.child(n, dim)
             out(nid, "crd", s)
@@ -190,23 +192,24 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             else:
                 n = cap * (1.0 - math.prod(1.0 - q for q in ps))
                 busy[nid] = n + base.fibres
-            s = base.with_n(n)
-            out(nid, "crd", s)
+            out(nid, "crd", base.with_n(n))
             for i in range(ar):
-                out(nid, f"ref{i}", s)
+                real = 1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n)
+                out(nid, f"ref{i}", base.with_n(n, real))
         elif op == "repeat_sig":
             c = inp(nid, "in")
             out(nid, "repsig", c)
             busy[nid] = c.n + c.fibres
         elif op == "repeat":
             rs = inp(nid, "repsig")
-            out(nid, "out", rs)
+            held = inp(nid, "in")
+            out(nid, "out", _S(rs.counts, rs.dims, held.real if held is not None else 1.0))
             busy[nid] = rs.n + rs.fibres
         elif op == "array":
             r = inp(nid, "ref")
-            read += r.n * val_b
+            read += r.n * r.real * val_b
             moved.add(nid)
-            out(nid, "val", r)
+            out(nid, "val", _S(r.counts, r.dims))
             busy[nid] = r.n + r.fibres
         elif op == "alu":
             a = inp(nid, "a")
@@ -228,12 +231,15 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             alu += v.n
             L = len(c.counts) - 1
             base, top = L - order, L - order - group
+            # K ~ Binomial(D, K_mean / D) partial results per group (D: the reduced levels' positions), so an
+            # output entry is nonzero with 1 - E[(1-q)^K] = 1 - (1 - q K_mean / D)^D (empty groups give none)
+            D = max(1, math.prod(c.dims[top + 1:base + 1]))
             K = c.counts[base] / c.counts[top] if c.counts[top] else 0.0
             newc, newd = list(c.counts[:top + 1]), list(c.dims[:top + 1])
             for j in range(1, order + 1):
                 span = math.prod(c.dims[base + 1:base + j + 1])
                 q = c.counts[base + j] / (c.counts[base] * span) if c.counts[base] else 0.0
-                newc.append(c.counts[top] * span * (1.0 - (1.0 - min(q, 1.0)) ** K))
+                newc.append(c.counts[top] * span * (1.0 - (1.0 - min(q, 1.0) * min(K / D, 1.0)) ** D))
                 newd.append(c.dims[base + j])
             merged = _S(tuple(newc), tuple(newd))
             out(nid, "crd_inner", merged)

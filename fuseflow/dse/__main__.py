@@ -33,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--budget", type=int, default=None, metavar="N",
                    help="most simulations an experiment may run (refused before running when it needs more)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    e = sub.add_parser("evaluation", help="print docs/evaluation.md's results block from committed JSON")
+    e.add_argument("dir", nargs="?", default="benchmarks/results/dse", help="experiment JSON directory")
+    e.add_argument("--cost", default="benchmarks/results/cost.json")
+    e.add_argument("--autoschedule", default="benchmarks/results/autoschedule.json")
     return ap
 
 
@@ -43,6 +47,10 @@ def main(argv=None) -> int:
             print(f"{name:10s} {exp.figure:8s} {exp.title}")
         for fig, why in PENDING.items():
             print(f"{'-':10s} {fig:8s} {why}")
+        return 0
+    if args.cmd == "evaluation":
+        from .report import evaluation_markdown
+        print(evaluation_markdown(args.dir, args.cost, args.autoschedule))
         return 0
     names = list(EXPERIMENTS) if args.experiments == ["all"] else args.experiments
     for n in names:

@@ -118,3 +118,57 @@ window.addEventListener('load', function () {{
     with atomic_write(out) as f:
         f.write(page)
     return out
+
+
+BEGIN, END = "<!-- results:begin (python -m fuseflow.dse evaluation) -->", "<!-- results:end -->"
+
+
+def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: str | None = None) -> str:
+    """The results block of docs/evaluation.md, rendered from committed JSON (never retyped)."""
+    def load(path):
+        if path and os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        return None
+    lines = [BEGIN, ""]
+    for name, exp in EXPERIMENTS.items():
+        data = load(os.path.join(dse_dir, f"{name}.json"))
+        if data is None:
+            continue
+        lines += [f"**{exp.figure}, {exp.title}** (`{name}`, {data['points']} points). Paper: {exp.claim}",
+                  f"Ours: {_ours(name, data['summary'])}", ""]
+    fusion = load(os.path.join(dse_dir, "fusion.json"))
+    if fusion:
+        lines += ["| model | fusion | kernels | cycles on chip | cycles HBM2 | speedup HBM2 |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['model']} | {r['fuse']} | {r['kernels']} | {r['cycles_onchip']} | {r['cycles_hbm2']} | "
+                  f"{r['speedup_hbm2']:.2f} |" for r in fusion["summary"]["rows"]]
+        lines.append("")
+    cost = load(cost_json)
+    if cost:
+        s = cost["summary"]
+        lines += [f"**Cost heuristic** (`benchmarks/results/cost.json`, {s['points']} points): mean |error| "
+                  f"{100 * s['mean_abs_flops_err']:.1f} % on FLOPs and {100 * s['mean_abs_bytes_err']:.1f} % on bytes "
+                  f"(goal {100 * s['goal_flops_bytes']:.0f} %; max {100 * s['max_abs_flops_err']:.0f} % and "
+                  f"{100 * s['max_abs_bytes_err']:.0f} %); mean Spearman of estimated vs simulated cycles across "
+                  f"schedules {s['mean_spearman_onchip']:.2f} on chip and {s['mean_spearman_hbm2']:.2f} with HBM2 "
+                  f"({s['spearman_groups']} program/density groups); median estimate {s['median_estimate_ms']:.1f} ms "
+                  f"vs median simulation {1e3 * s['median_sim_s']:.0f} ms.", ""]
+        per = {}
+        for p in cost["points"]:
+            per.setdefault(p["key"].split("/")[0], []).append(p)
+        lines += ["| program | points | mean FLOPs error | mean bytes error |", "|---|---|---|---|"]
+        for prog, pts in per.items():
+            fl = [abs(p["flops_err"]) for p in pts if p["flops"] > 0]
+            lines.append(f"| {prog} | {len(pts)} | {100 * sum(fl) / max(1, len(fl)):.1f} % | "
+                         f"{100 * sum(abs(p['bytes_err']) for p in pts) / len(pts):.1f} % |")
+        lines.append("")
+    auto = load(auto_json)
+    if auto:
+        s = auto["summary"]
+        lines += [f"**Autoscheduler** (`benchmarks/results/autoschedule.json`): picked the exhaustive best in "
+                  f"{s['hits']} of {s['cases']} cases ({100 * s['hit_rate']:.0f} %); mean regret "
+                  f"{100 * s['mean_regret']:.1f} %, worst {100 * s['max_regret']:.1f} % ({s['max_regret_cycles']} cycles); "
+                  f"{s['simulations_auto']} simulations instead of {s['simulations_exhaustive']} (memory "
+                  f"{s['memory']}, top {s['top']} confirmed).", ""]
+    lines.append(END)
+    return "\n".join(lines)
