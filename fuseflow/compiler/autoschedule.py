@@ -65,7 +65,9 @@ def candidate_schedules(src, max_orders: int = MAX_ORDER_COMBOS):
                     res = compile_program(src, fuse=fuse, order=order)
                 except ProgramError:
                     continue
-            key = (fuse, tuple(sorted(order.items())))
+            # one candidate per distinct graph (a one-statement program compiles alike at every granularity)
+            from ..samml import io as samml_io
+            key = samml_io.dumps(res.program)
             if key in seen:
                 continue
             seen.add(key)

@@ -153,15 +153,15 @@ def _flops_plot(summary, ax):
 
 # --- Fig. 15: speedup vs adjacency sparsity on three graph families --------------------------------------
 
-SPARSITY_N = 64
-SPARSITY_DENSITIES = (0.03, 0.06, 0.12, 0.25, 0.5)
+SPARSITY_N = 48
+SPARSITY_DENSITIES = (0.05, 0.1, 0.2, 0.35, 0.5)
 FAMILIES = ("uniform", "powerlaw", "sbm")
 
 
 def _sparsity_tasks():
-    text = gcn_text(SPARSITY_N, layers=1)
+    text = gcn_text(SPARSITY_N, layers=2)
     tasks = []
-    for fam, d, fuse in itertools.product(FAMILIES, SPARSITY_DENSITIES, ("none", "full")):
+    for fam, d, fuse in itertools.product(FAMILIES, SPARSITY_DENSITIES, ("none", "regions")):
         data = {"graph": {"family": fam, "n": SPARSITY_N, "density": d, "seed": 1}, "seed": 1}
         tasks.append(Task(f"{fam}|{d}|{fuse}", run_point, (text, fuse), {"data": data}))
     return tasks
@@ -170,7 +170,7 @@ def _sparsity_tasks():
 def _sparsity_summary(results):
     rows = []
     for fam, d in itertools.product(FAMILIES, SPARSITY_DENSITIES):
-        u, f = results[f"{fam}|{d}|none"], results[f"{fam}|{d}|full"]
+        u, f = results[f"{fam}|{d}|none"], results[f"{fam}|{d}|regions"]
         rows.append({"family": fam, "density": d, "sparsity": 1 - d,
                      "speedup_onchip": u["cycles"]["onchip"] / f["cycles"]["onchip"],
                      "speedup_hbm2": u["cycles"]["hbm2"] / f["cycles"]["hbm2"],
@@ -183,7 +183,7 @@ def _sparsity_plot(summary, ax):
         rs = [r for r in summary["rows"] if r["family"] == fam]
         ax.plot([r["sparsity"] for r in rs], [r["speedup_hbm2"] for r in rs], "o-", label=fam)
     ax.set_xlabel("adjacency sparsity")
-    ax.set_ylabel("fused / unfused speedup (HBM2)")
+    ax.set_ylabel("partial fusion speedup over unfused (HBM2)")
     ax.legend(title="graph")
 
 
@@ -220,11 +220,14 @@ EXPERIMENTS = {e.name: e for e in (
                "autoencoder gains ~1.94x with full fusion and ~1.01x with partial; GPT-3 with BigBird gains "
                "~2.7x with full fusion.", _fusion_tasks, _fusion_summary, _fusion_plot),
     Experiment("flops", "Fig. 14", "FLOPs and bytes normalised to unfused, operational intensity",
-               "Fusion removes intermediate traffic (bytes fall) but factored iteration can recompute "
-               "(FLOPs rise with full fusion of GCN/GraphSAGE), lowering operational intensity.",
+               "GCN: partially fusing the first layer significantly reduces bytes transferred compared to "
+               "unfused, improving operational intensity; full fusion has higher operational intensity but its "
+               "recomputation increases both FLOPs and memory.",
                _fusion_tasks, _flops_summary, _flops_plot),
     Experiment("sparsity", "Fig. 15", "Speedup vs adjacency sparsity on three graph families",
-               "The fused speedup grows with sparsity, and is larger for structured graphs than uniform ones.",
+               "2-layer GCN (500 nodes, 128 features), adjacency sparsity 50-95 %: partial fusion's speedup over "
+               "unfused grows with sparsity; structured patterns (power-law, block diagonal) outperform uniform "
+               "random; full fusion incurs slowdowns.",
                _sparsity_tasks, _sparsity_summary, _sparsity_plot),
     Experiment("orders", "Fig. 18", "All valid dataflow orders of the nested matrix product (karate club)",
                "Dataflow order changes run time by up to ~29x.", _orders_tasks, _orders_summary, _orders_plot),

@@ -169,6 +169,10 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                   f"{s['hits']} of {s['cases']} cases ({100 * s['hit_rate']:.0f} %); mean regret "
                   f"{100 * s['mean_regret']:.1f} %, worst {100 * s['max_regret']:.1f} % ({s['max_regret_cycles']} cycles); "
                   f"{s['simulations_auto']} simulations instead of {s['simulations_exhaustive']} (memory "
-                  f"{s['memory']}, top {s['top']} confirmed).", ""]
+                  f"{s['memory']}, top {s['top']} confirmed; {s['cases_with_more_candidates_than_top']} cases had more "
+                  f"candidates than it simulates). The heuristic's first choice alone (no confirming simulation) is "
+                  f"the best in {100 * s['heuristic_first_hit_rate']:.0f} % of the cases, mean regret "
+                  f"{100 * s['heuristic_first_mean_regret']:.1f} %, worst {100 * s['heuristic_first_max_regret']:.1f} %.",
+                  ""]
     lines.append(END)
     return "\n".join(lines)
