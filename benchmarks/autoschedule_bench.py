@@ -28,8 +28,8 @@ def one(name, density, top=3, text=None):
     from fuseflow.compiler import EinsumProgram, compile_program, parse_file
     from fuseflow.compiler.autoschedule import autoschedule, exhaustive
     from fuseflow.samml.kernels import random_inputs
-    src = EinsumProgram.parse(text) if text else parse_file(os.path.join(HERE, "..", "examples", "programs",
-                                                                         f"{name}.ff"))
+    from fuseflow.dse.experiments import example_path
+    src = EinsumProgram.parse(text) if text else parse_file(example_path(name))
     inputs = random_inputs(compile_program(src).program, density=density, seed=11)
     every = exhaustive(src, inputs)
     auto = autoschedule(src, inputs=inputs, top=top)

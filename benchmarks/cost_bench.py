@@ -10,7 +10,6 @@ Writes benchmarks/results/cost.json.
 """
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -20,7 +19,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from fuseflow.dse.experiments import nested_configs  # noqa: E402
+from fuseflow.dse.experiments import example_names, example_path, nested_configs  # noqa: E402
 from fuseflow.dse.points import run_point  # noqa: E402
 from fuseflow.reports.sweep import Task, run_sweep  # noqa: E402
 
@@ -42,11 +41,10 @@ def main(argv=None):
     ap.add_argument("--scheduler", default="serial")
     args = ap.parse_args(argv)
     tasks = []
-    for path in sorted(glob.glob(os.path.join(HERE, "..", "examples", "programs", "*.ff"))):
-        name = os.path.splitext(os.path.basename(path))[0]
+    for name in example_names():
         if name in SKIP:
             continue
-        text = open(path).read()
+        text = open(example_path(name)).read()
         for d in DENSITIES:
             for fuse in FUSES:
                 tasks.append(Task(f"{name}/{fuse}/d{d}", run_point, (text, fuse),

@@ -16,12 +16,31 @@ from ..reports.sweep import Task
 from .points import run_point
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROGRAMS = os.path.join(HERE, "..", "..", "examples", "programs")
 FUSES = ("none", "regions", "full")
 
 
+def example_path(name: str) -> str:
+    """The file of an example ``.ff`` program: ``fuseflow.programs`` once the examples ship in the package,
+    else the repository's ``examples/programs``."""
+    try:
+        from .. import programs
+        return programs.path(name)
+    except ImportError:
+        return os.path.join(HERE, "..", "..", "examples", "programs", f"{name}.ff")
+
+
+def example_names() -> list:
+    """Names of the example programs."""
+    try:
+        from .. import programs
+        return programs.names()
+    except ImportError:
+        folder = os.path.join(HERE, "..", "..", "examples", "programs")
+        return sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".ff"))
+
+
 def _example(name: str) -> str:
-    with open(os.path.join(PROGRAMS, f"{name}.ff")) as f:
+    with open(example_path(name)) as f:
         return f.read()
 
 

@@ -11,11 +11,12 @@ from fuseflow.compiler.autoschedule import autoschedule, candidate_schedules, ex
 from fuseflow.errors import ProgramError
 from fuseflow.samml.kernels import random_inputs
 from fuseflow.sim import engine
+from fuseflow.dse.experiments import example_path
 
 
 @pytest.fixture(scope="module")
 def gcn2():
-    src = parse_file("examples/programs/gcn2.ff")
+    src = parse_file(example_path("gcn2"))
     return src, random_inputs(compile_program(src).program, density=0.2, seed=3)
 
 
@@ -45,7 +46,7 @@ def test_budget_limits_the_choice(gcn2):
 
 def test_cli_auto_and_impossible_budget(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "fuseflow.compiler", "compile",
-                                     "examples/programs/gcn.ff", *a], capture_output=True, text=True)
+                                     example_path("gcn"), *a], capture_output=True, text=True)
     ok = run("--fuse", "auto", "-o", str(tmp_path / "ok"))
     assert ok.returncode == 0 and (tmp_path / "ok" / "graph.json").exists() and "auto: fuse=" in ok.stderr
     bad = run("--fuse", "auto", "--max-nodes", "4", "-o", str(tmp_path / "bad"))

@@ -11,10 +11,11 @@ from fuseflow.errors import FuseFlowError
 from fuseflow.samml import kernels
 from fuseflow.sim import engine
 from fuseflow.sim.memory import PRESETS, MemorySystem, memory_stages, memory_system
+from fuseflow.dse.experiments import example_path
 
 
 def _gcn(fuse):
-    prog = compile_program(parse_file("examples/programs/gcn.ff"), fuse=fuse).program
+    prog = compile_program(parse_file(example_path("gcn")), fuse=fuse).program
     return prog, kernels.random_inputs(prog, density=0.3, seed=1)
 
 
