@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # default test run: 2 workers on CI's 2 cores
 PYTEST_ARGS ?= -n 2
 
-.PHONY: all venv demo test slow bench examples correlate correlate-quick synth-report boards clean
+.PHONY: all venv demo test slow bench examples correlate correlate-quick synth-report boards dse clean
 
 all: test
 
@@ -32,7 +32,7 @@ slow: $(STAMP)
 bench: $(STAMP)
 	@mkdir -p benchmarks/results
 	$(PY) benchmarks/sim_bench.py -o benchmarks/results/sim.json
-	@for b in compile_bench intersect_window_model rtl_bench depth_bench; do \
+	@for b in compile_bench intersect_window_model rtl_bench depth_bench scaling_bench; do \
 	  if [ -f benchmarks/$$b.py ]; then $(PY) benchmarks/$$b.py || exit 1; fi; done
 
 # RTL-vs-simulator correlation report (Verilator): report/correlation.{md,json,png}
@@ -41,6 +41,10 @@ correlate: $(STAMP)
 
 correlate-quick: $(STAMP)
 	$(PY) -m fuseflow.hw correlate --suite quick -o report
+
+# design-space experiments mirroring the paper's Section 8 (report/dse/index.html, JSON and PNGs; ~5 min on 2 cores)
+dse: $(STAMP)
+	$(PY) -m fuseflow.dse run all -o report/dse --scheduler local:2
 
 # every op alone and the quick-suite kernels on ECP5-85F: benchmarks/results/synth.{json,md}
 synth-report: $(STAMP)

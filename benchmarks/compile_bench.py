@@ -1,7 +1,7 @@
 """Compile time of the example programs (examples/programs/*.ff) at every fusion granularity.
 
 For each program and schedule: the median wall time of parsing + cross-expression fusion + order selection +
-fusion tables + code generation + graph validation (everything ``python -m fuseflow.compiler compile``
+fusion tables + code generation + graph validation + graph passes (locate) (everything ``python -m fuseflow.compiler compile``
 does except writing the file), over several runs after one warm-up, with the split between phases, the
 number of kernels and nodes, and the number of valid dataflow orders of the largest kernel.
 Writes JSON (default benchmarks/results/compile.json). Target: < 100 ms per program (the FuseFlow paper
@@ -20,7 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from fuseflow.compiler import EinsumProgram  # noqa: E402
+from fuseflow.compiler import EinsumProgram, run_passes  # noqa: E402
 from fuseflow.compiler.codegen import build_program  # noqa: E402
 from fuseflow.compiler.fusion import KernelPlan, plan_program, valid_orders  # noqa: E402
 
@@ -38,6 +38,7 @@ def measure(path, fuse, repeats):
         plans, full_ir = plan_program(ir, fuse)
         t2 = time.perf_counter()
         prog, _ = build_program(full_ir, plans)
+        prog = run_passes(prog, {"locate": True})
         t3 = time.perf_counter()
         if r:                                 # run 0 is the warm-up
             times.append(t3 - t0)

@@ -1,6 +1,6 @@
 """``python -m fuseflow.compiler``: compile ``.ff`` programs to SAMML ``graph.json``.
 
-    python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full] [--order i,k,j]
+    python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order i,k,j]
                                          [--list-orders] [--max-orders N] [--dump-table]
                                          [--iteration factored|global] [--no-locate] [--fifo-depth N]
                                          [--fifo-budget BITS] [--no-profile] [--dump-after PASS]
@@ -9,7 +9,9 @@ Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bi
 ``out/graph.svg`` when graphviz's ``dot`` is installed. ``--list-orders`` prints every valid dataflow order of
 every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables and the channel depths.
 ``--fifo-depth N`` gives every channel depth N (deadlock floors kept) instead of the depths pass's choice.
-Bad programs give ``error: <what>: <why>`` on one line and exit status 2.
+``--fuse auto`` picks granularity and orders
+(fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
+``--max-nodes``/``--max-kernels``. Bad programs give ``error: <what>: <why>`` on one line and exit status 2.
 """
 
 import argparse
@@ -31,9 +33,16 @@ def parser():
     c = sub.add_parser("compile", help="compile a .ff program to graph.json")
     c.add_argument("program", help="the .ff source file")
     c.add_argument("-o", "--output", type=output_dir, help="output directory (graph.json is written there)")
-    c.add_argument("--fuse", default="regions", choices=SCHEDULES,
+    c.add_argument("--fuse", default="regions", choices=tuple(SCHEDULES) + ("auto",),
                    help="fusion granularity: none (one kernel per statement), regions (the program's fuse { } "
-                        "regions; default), full (everything fused)")
+                        "regions; default), full (everything fused), auto (the autoscheduler picks it and the "
+                        "orders)")
+    c.add_argument("--inputs", nargs="+", metavar="FILE", help="--fuse auto: sample inputs (as for sim run)")
+    c.add_argument("--density", type=float, default=0.1,
+                   help="--fuse auto without --inputs: density of the sparse inputs (default 0.1)")
+    c.add_argument("--max-nodes", type=int, help="--fuse auto: resource budget in SAMML nodes")
+    c.add_argument("--max-kernels", type=int, help="--fuse auto: resource budget in kernels")
+    c.add_argument("--memory", default="hbm2", help="--fuse auto: memory the schedules are ranked under")
     c.add_argument("--order", help="dataflow order, outer to inner, e.g. i,k,j (each kernel uses the indices it "
                                    "has)")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
@@ -63,6 +72,26 @@ def main(argv=None):
     return 0
 
 
+def _auto(src, args):
+    from .autoschedule import autoschedule
+    inputs = densities = None
+    if args.inputs:
+        from ..sim.__main__ import _load_inputs
+        inputs = _load_inputs(args.inputs)
+    else:
+        if not 0 < args.density <= 1:
+            raise ProgramError("--density", f"must be in (0, 1], got {args.density}")
+        ir = src.to_ir()
+        densities = {name: args.density for name in getattr(ir, "tensors", {})}
+    auto = autoschedule(src, inputs=inputs, densities=densities, max_nodes=args.max_nodes,
+                        max_kernels=args.max_kernels, memory=args.memory)
+    c = auto.chosen
+    orders = ", ".join(f"{k}: {','.join(v)}" for k, v in (c.order or {}).items())
+    print(f"auto: fuse={c.fuse} orders {orders} ({c.kernels} kernel(s), {c.nodes} nodes; {c.simulated_cycles} "
+          f"simulated cycles with {args.memory}; {len(auto.candidates)} schedules ranked)", file=sys.stderr)
+    return auto.result
+
+
 def compile_cmd(args):
     if not (args.output or args.list_orders or args.dump_table):
         raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table)")
@@ -75,12 +104,15 @@ def compile_cmd(args):
     if args.output:
         check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
     src = parse_file(args.program)
-    options = {"budget_bits": args.fifo_budget, "profile": not args.no_profile, "dump_after": args.dump_after,
-               "locate": not args.no_locate}
-    if args.fifo_depth is not None:
-        options["fifo_depth"] = args.fifo_depth
-    result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options)
-    if args.dump_after:
+    if args.fuse == "auto":
+        result = _auto(src, args)
+    else:
+        options = {"budget_bits": args.fifo_budget, "profile": not args.no_profile, "dump_after": args.dump_after,
+                   "locate": not args.no_locate}
+        if args.fifo_depth is not None:
+            options["fifo_depth"] = args.fifo_depth
+        result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options)
+    if args.dump_after and "dump" in result.reports:
         print(result.reports["dump"])
     if args.list_orders:
         for p in result.plans:

@@ -24,6 +24,9 @@ def parser():
     r.add_argument("--outputs", metavar="NPZ", type=output_file, help="write the output tensors (dense) to an .npz file")
     r.add_argument("--fifo-depth", type=positive_int, help="override the FIFO depth of every stream")
     r.add_argument("--nodes", action="store_true", help="print per-node busy/blocked/idle cycles")
+    r.add_argument("--memory", default="onchip", metavar="MEM",
+                   help="where tensors live: onchip (default, the RTL's contract), hbm2, ddr4, or "
+                        "bw=BYTES_PER_CYCLE,latency=CYCLES (docs/evaluation.md)")
     z = sub.add_parser("size-fifos", help="deepen the channels whose producers stall, where that shortens the run "
                                           "on sample inputs (profile-guided; writes a sized graph.json)")
     z.add_argument("graph", help="graph.json")
@@ -73,11 +76,17 @@ def main(argv=None):
     inputs = _load_inputs(args.inputs)
     if args.fifo_depth is not None and args.fifo_depth < 1:
         raise FuseFlowError("--fifo-depth", "must be at least 1")
-    res = engine.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth)
+    from .memory import memory_system
+    memory = memory_system(args.memory)
+    res = engine.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth, memory=memory)
     s = res.stats
-    print(f"{prog.name}: {res.cycles} cycles in {len(prog.kernels)} kernel(s) ({args.mode} mode)")
+    print(f"{prog.name}: {res.cycles} cycles in {len(prog.kernels)} kernel(s) ({args.mode} mode, "
+          f"memory {memory.name})")
     for ks in s["kernels"]:
-        print(f"  kernel {ks['name']}: {ks['cycles']} cycles, {ks['tokens']} tokens")
+        m = ks["memory"]
+        extra = (f" (compute {m['compute']}, transfer {m['transfer']}, latency {m['latency']})"
+                 if memory.name != "onchip" else "")
+        print(f"  kernel {ks['name']}: {ks['cycles']} cycles, {ks['tokens']} tokens{extra}")
         if args.nodes:
             for nid, ns in ks["nodes"].items():
                 print(f"    {nid:24s} {ns['op']:12s} busy {ns['busy']:8d} blocked {ns['blocked']:8d} "

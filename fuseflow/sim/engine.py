@@ -24,6 +24,7 @@ from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
 from .channel import Channel, Out, TracingOut
+from .memory import memory_stages, memory_system
 from .ops import MODELS
 from .tokens import normalize
 
@@ -263,13 +264,16 @@ def load_program(graph_or_program):
     return samml_io.load(graph_or_program)
 
 
-def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
+def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, memory=None):
     """Simulate a program (a :class:`~fuseflow.samml.Program` or a graph.json path) on ``inputs``.
 
     ``inputs`` maps input tensor names to NumPy arrays, SciPy sparse matrices or PackedTensors (packed into the
     declared formats here). Returns a :class:`SimResult` with dense outputs, cycles and counters; with
-    ``trace=True`` also the cycle of every push on every stream (slower; for diagnosis).
+    ``trace=True`` also the cycle of every push on every stream (slower; for diagnosis). ``memory``: where
+    tensors live (:mod:`fuseflow.sim.memory`: ``"onchip"``, the default and the RTL's contract, ``"hbm2"``,
+    ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved.
     """
+    mem = memory_system(memory)
     prog = load_program(graph_or_program)
     if fifo_depth is not None:
         if not isinstance(fifo_depth, (int, np.integer)) or isinstance(fifo_depth, bool) or fifo_depth < 1:
@@ -293,8 +297,13 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
             states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), env)
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
-        cycles, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
-                                     out_class=TracingOut if trace else Out)
+        compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
+                                      out_class=TracingOut if trace else Out)
+        read_b = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
+        write_b = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
+        moved = {nid for nid, st in states.items() if st.mem_reads or st.mem_writes}
+        timing = mem.kernel_cycles(compute, read_b + write_b, memory_stages(k, moved) if moved else 0)
+        cycles = timing["cycles"]
         if trace:
             traces.append({sid: list(o.log) for sid, o in outs.items()})
         kernel_cycles.append(cycles)
@@ -306,6 +315,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
         writes = sum(st.mem_writes for st in states.values())
         kstats.append({
             "name": k.name, "cycles": cycles, "tokens": sum(tokens.values()), "streams": tokens,
+            "memory": {"read_bytes": read_b, "write_bytes": write_b, **timing},
             # lower bounds: no kernel finishes before its busiest stream has carried every token, nor before
             # its busiest op has fired as often as it must
             "stream_bound": max(tokens.values(), default=0),
@@ -316,8 +326,8 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
         totals["tokens"] += sum(tokens.values())
         totals["alu_ops"] += sum(st.alu_ops for st in states.values())
         # references/coordinates and values are counted at their widths
-        totals["mem_read_bytes"] += sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
-        totals["mem_write_bytes"] += sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
+        totals["mem_read_bytes"] += read_b
+        totals["mem_write_bytes"] += write_b
     wall = time.perf_counter() - t0
     outputs = {}
     for t in prog.outputs:
@@ -327,7 +337,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
         if mode == "fixed":
             packed = packed.decode_fixed(env.fixed)
         outputs[t.name] = packed.to_dense()
-    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall)
+    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, memory=mem.name)
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
     return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None)
 

@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from fuseflow.errors import TensorError
-from fuseflow.tensors.formats import COMPRESSED, DENSE, TensorFormat
+from fuseflow.tensors.formats import COMPRESSED, DENSE, LEVEL_CAPABILITIES, TensorFormat, can_locate
 
 D, C = DENSE, COMPRESSED
 
@@ -143,3 +143,14 @@ def test_hashable_and_frozen():
     assert a == b and hash(a) == hash(b)
     with pytest.raises(Exception):
         a.levels = ()
+
+
+def test_level_capabilities():
+    """Every level iterates; dense levels also locate (r*d + c), compressed ones cannot (TACO's capabilities)."""
+    assert all("iterate" in caps for caps in LEVEL_CAPABILITIES.values())
+    assert can_locate(DENSE) and not can_locate(COMPRESSED)
+    csr = TensorFormat.named("csr")
+    assert [csr.can_locate(k) for k in range(2)] == [True, False]
+    assert [TensorFormat.named("dcsr").can_locate(k) for k in range(2)] == [False, False]
+    with pytest.raises(TensorError):
+        can_locate("bitmap")

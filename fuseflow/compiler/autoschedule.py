@@ -1,0 +1,136 @@
+"""Autoscheduler: choose fusion granularity and dataflow orders under a resource budget.
+
+FuseFlow leaves this as future work; ours is prune-then-confirm:
+
+1. enumerate schedules: every fusion granularity (``none``, ``regions``, ``full``) and, per granularity, the
+   combinations of each kernel's valid dataflow orders (capped);
+2. drop schedules over the resource budget (``max_nodes``: SAMML ops, the area proxy; ``max_kernels``);
+3. rank the rest by the cost heuristic's cycles (:mod:`.cost`, milliseconds each, no simulation);
+4. simulate the ``top`` best-ranked on sample data and keep the fastest.
+
+``benchmarks/autoschedule_bench.py`` measures how often this picks the schedule exhaustive simulation finds
+best, and the regret in cycles when it does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from ..errors import ProgramError
+from .cost import estimate
+
+MAX_ORDER_COMBOS = 24          # order combinations tried per granularity
+
+
+@dataclass
+class Schedule:
+    fuse: str
+    order: dict | None
+    nodes: int
+    kernels: int
+    estimated_cycles: float
+    simulated_cycles: int | None = None
+
+    def key(self) -> str:
+        orders = ";".join(f"{k}={''.join(v)}" for k, v in sorted((self.order or {}).items()))
+        return f"{self.fuse}|{orders}"
+
+
+@dataclass
+class AutoResult:
+    result: object                          # the chosen CompileResult
+    chosen: Schedule
+    candidates: list = field(default_factory=list)
+
+
+def candidate_schedules(src, max_orders: int = MAX_ORDER_COMBOS):
+    """[(fuse, order dict or None, CompileResult)] over granularities and order combinations."""
+    from . import compile_program
+    from .fusion import KernelPlan
+    out, seen = [], set()
+    for fuse in ("none", "regions", "full"):
+        try:
+            base = compile_program(src, fuse=fuse)
+        except ProgramError:
+            continue
+        plans = [p for p in base.plans if isinstance(p, KernelPlan)]
+        per_kernel = [[tuple(o) for o in p.orders(8)[0]] or [tuple(p.order)] for p in plans]
+        for combo in itertools.islice(itertools.product(*per_kernel), max_orders):
+            order = {p.name: o for p, o in zip(plans, combo)}
+            if all(tuple(p.order) == o for p, o in zip(plans, combo)):
+                res = base
+            else:
+                try:
+                    res = compile_program(src, fuse=fuse, order=order)
+                except ProgramError:
+                    continue
+            # one candidate per distinct graph (a one-statement program compiles alike at every granularity)
+            from ..samml import io as samml_io
+            key = samml_io.dumps(res.program)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append((fuse, order, res))
+    return out
+
+
+def exhaustive(src, inputs: dict, memory="hbm2") -> list:
+    """Every candidate schedule simulated on ``inputs``: [(Schedule, CompileResult)], fastest first."""
+    from ..sim import engine
+    out = []
+    for fuse, order, res in candidate_schedules(src):
+        est = estimate(res.program, inputs=inputs, memory=memory)
+        s = Schedule(fuse, order, sum(len(k.nodes) for k in res.program.kernels), len(res.program.kernels),
+                     est.cycles, engine.run(res.program, inputs, memory=memory).cycles)
+        out.append((s, res))
+    out.sort(key=lambda c: c[0].simulated_cycles)
+    return out
+
+
+def autoschedule(src, inputs: dict | None = None, densities: dict | None = None, max_nodes: int | None = None,
+                 max_kernels: int | None = None, top: int = 3, memory="hbm2", simulate: bool = True) -> AutoResult:
+    """Pick a schedule for ``src`` (an EinsumProgram) on sample ``inputs`` (or input ``densities``).
+
+    Raises ProgramError (one line) when no schedule fits the budget.
+    """
+    from ..samml import kernels as samml_kernels
+    from ..sim import engine
+    if (max_nodes is not None and max_nodes < 1) or (max_kernels is not None and max_kernels < 1):
+        raise ProgramError("budget", "must allow at least one node and one kernel")
+    cands = []
+    smallest = None
+    for fuse, order, res in candidate_schedules(src):
+        nodes = sum(len(k.nodes) for k in res.program.kernels)
+        nk = len(res.program.kernels)
+        smallest = nodes if smallest is None else min(smallest, nodes)
+        if (max_nodes is not None and nodes > max_nodes) or (max_kernels is not None and nk > max_kernels):
+            continue
+        est = estimate(res.program, densities=densities, inputs=inputs if densities is None else None,
+                       memory=memory)
+        cands.append((Schedule(fuse, order, nodes, nk, est.cycles), res))
+    if not cands:
+        limits = ", ".join(f"{v} {what}" for v, what in ((max_nodes, "nodes"), (max_kernels, "kernels"))
+                           if v is not None)
+        raise ProgramError("budget", f"impossible: no schedule fits within {limits} (the smallest schedule "
+                                     f"has {smallest} nodes)")
+    cands.sort(key=lambda c: c[0].estimated_cycles)
+    if not simulate:
+        return AutoResult(cands[0][1], cands[0][0], [c[0] for c in cands])
+    best = None
+    for sched, res in cands[:top]:
+        data = inputs if inputs is not None else samml_kernels.random_inputs(res.program, density=0.1, seed=0)
+        if densities is not None and inputs is None:
+            data = _inputs_of_densities(res.program, densities)
+        r = engine.run(res.program, data, memory=memory)
+        sched.simulated_cycles = r.cycles
+        if best is None or r.cycles < best[0].simulated_cycles:
+            best = (sched, res)
+    return AutoResult(best[1], best[0], [c[0] for c in cands])
+
+
+def _inputs_of_densities(program, densities):
+    import numpy as np
+    from ..samml.kernels import random_sparse
+    rng = np.random.default_rng(0)
+    return {t.name: random_sparse(rng, tuple(t.shape), densities.get(t.name, 1.0)) for t in program.inputs}

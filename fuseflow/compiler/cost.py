@@ -1,0 +1,294 @@
+"""Cost heuristic: FLOPs, bytes moved and cycles of a compiled program, estimated without simulating.
+
+FuseFlow prunes schedules with a FLOPs/bytes heuristic (paper Section 8); this is ours. It walks each kernel's
+graph once, in topological order, and carries on every stream the *expected* number of tokens at each level
+of the stream's fibre tree (``counts[0]`` is the root's one reference, ``counts[-1]`` the stream's own data
+tokens, ``counts[-2]`` its fibres) under one assumption: nonzeros are independent and uniform, so
+
+- a compressed level's fibres hold ``stored(level) / stored(level above)`` coordinates on average;
+- k co-iterated fibres of a dimension d with densities p_1..p_k intersect in ``d * prod(p)`` coordinates and
+  unite in ``d * (1 - prod(1 - p))`` (the intersection rate);
+- K partial results of density q merged by a sparse accumulator are nonzero with ``1 - (1 - q)^K``.
+
+Inputs are described by their densities (``densities={name: p}``, dense tensors 1.0) or their data
+(``inputs=``: only the nonzero count per tensor is used). Intermediates take the level sizes their writers
+were estimated to write. Counters match the simulator's definitions (docs/samml.md): ALU ops, bytes read and
+written (coordinates at ``crd_width``, values at 8 bytes in float mode or ``value width`` in fixed mode);
+cycles are the busiest stream's or op's token count per kernel, plus the memory charge of
+:mod:`fuseflow.sim.memory`. The error against the simulator is measured by ``benchmarks/cost_bench.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..errors import FuseFlowError
+
+
+@dataclass
+class Estimate:
+    """What :func:`estimate` returns (the simulator's counter names)."""
+    alu_ops: float
+    mem_read_bytes: float
+    mem_write_bytes: float
+    cycles: float
+    kernels: list = field(default_factory=list)
+
+    @property
+    def bytes(self) -> float:
+        return self.mem_read_bytes + self.mem_write_bytes
+
+
+@dataclass
+class _S:
+    """A stream's expected tokens per level (root first), the dimension of each level, and the fraction of
+    its data tokens that are real (not a union's N placeholder: N reads no memory)."""
+    counts: tuple
+    dims: tuple
+    real: float = 1.0
+
+    @property
+    def n(self):
+        return self.counts[-1]
+
+    @property
+    def fibres(self):
+        return self.counts[-2] if len(self.counts) > 1 else 1.0
+
+    def child(self, n, dim):
+        return _S(self.counts + (n,), self.dims + (dim,))
+
+    def with_n(self, n, real=1.0):
+        return _S(self.counts[:-1] + (n,), self.dims, real)
+
+
+def _uniform_levels(decl, density: float) -> list:
+    """Stored positions per level of a tensor with uniform random nonzeros of ``density``."""
+    dims = [decl.level_dim(lv) for lv in range(decl.order)]
+    stored, above = [], 1.0
+    for lv, fmt in enumerate(decl.levels):
+        prefix = math.prod(dims[:lv + 1])
+        if fmt == "dense":
+            s = above * dims[lv]
+        else:
+            rest = math.prod(dims[lv + 1:])
+            s = prefix * (1.0 - (1.0 - density) ** rest)
+        stored.append(s)
+        above = s
+    return stored
+
+
+def _densities_from_inputs(prog, inputs) -> dict:
+    import numpy as np
+    out = {}
+    for t in prog.inputs:
+        data = inputs[t.name]
+        nnz = data.nnz if hasattr(data, "nnz") else int(np.count_nonzero(np.asarray(data)))
+        out[t.name] = nnz / max(1, math.prod(t.shape))
+    return out
+
+
+def estimate(program, densities: dict | None = None, inputs: dict | None = None, mode: str = "float",
+             memory=None) -> Estimate:
+    """Estimate ALU ops, bytes and cycles of ``program`` (a :class:`~fuseflow.samml.Program`).
+
+    ``densities``: {input tensor: fraction of nonzeros} (missing sparse tensors: 1.0); or ``inputs``, the data
+    (only nonzero counts are read). ``memory``: as for :func:`fuseflow.sim.run`.
+    """
+    from ..sim.memory import memory_system
+    mem = memory_system(memory)
+    if densities is None:
+        densities = _densities_from_inputs(program, inputs) if inputs is not None else {}
+    cfg = program.config
+    crd_b = math.ceil(cfg.get("crd_width", 16) / 8)
+    val_b = math.ceil(cfg["value"].get("width", 32) / 8) if mode == "fixed" else 8
+    levels = {t.name: _uniform_levels(t, densities.get(t.name, 1.0)) for t in program.inputs}
+    total = Estimate(0.0, 0.0, 0.0, 0.0)
+    for k in program.kernels:
+        ke = _kernel(program, k, levels, crd_b, val_b)
+        timing = mem.kernel_cycles(math.ceil(ke["compute"]), ke["read"] + ke["write"], ke["stages"])
+        ke["cycles"] = timing["cycles"]
+        total.alu_ops += ke["alu_ops"]
+        total.mem_read_bytes += ke["read"]
+        total.mem_write_bytes += ke["write"]
+        total.cycles += ke["cycles"]
+        total.kernels.append(ke)
+    return total
+
+
+def _kernel(prog, k, levels, crd_b, val_b) -> dict:
+    g = k.graph()
+    into = {}
+    for s in k.streams.values():
+        for d in s.dsts:
+            into[(d.node, d.port)] = s.id
+    est = {}                                  # stream id -> _S
+    by_port = {}                              # (node, out port) -> stream id
+    for s in k.streams.values():
+        by_port[(s.src.node, s.src.port)] = s.id
+    alu = read = write = 0.0
+    busy = {}                                 # node -> expected firings
+    moved = set()
+    written = {}
+
+    def inp(node, port):
+        sid = into.get((node, port))
+        return est.get(sid) if sid is not None else None
+
+    def out(node, port, s):
+        sid = by_port.get((node, port))
+        if sid is not None:
+            est[sid] = s
+
+    for nid in nx.lexicographical_topological_sort(g, key=lambda n: n):
+        node = k.nodes[nid]
+        op, p = node.op, node.params
+        if op == "root":
+            out(nid, "ref", _S((1.0,), (1,)))
+            busy[nid] = 2
+        elif op == "level_scan":
+            r = inp(nid, "ref")
+            name, lv = p.get("tensor"), p.get("level", 0)
+            decl = prog.tensors.get(name) if name else None
+            dim = p.get("dim") or (decl.level_dim(lv) if decl is not None else 1)
+            if p["format"] == "dense":
+                n = r.n * r.real * dim
+            else:
+                st = levels.get(name)
+                if st is None:
+                    raise FuseFlowError(f"node {nid}", f"reads tensor '{name}' before any kernel writes it")
+                above = st[lv - 1] if lv > 0 else 1.0
+                n = r.n * r.real * (st[lv] / above if above else 0.0)
+                read += (2 * r.n * r.real + n) * crd_b
+                moved.add(nid)
+            s = r.child(n, dim)
+            out(nid, "crd", s)
+            out(nid, "ref", s)
+            busy[nid] = n + r.n
+        elif op == "mask_scan":
+            from ..samml.masks import kept_count, parse_mask
+            r = inp(nid, "ref")
+            frac = kept_count(parse_mask(p["mask"]), p["rows"], p["dim"]) / max(1, p["rows"])
+            s = r.child(r.n * frac, p["dim"])
+            out(nid, "crd", s)
+            out(nid, "ref", s)
+            busy[nid] = s.n + r.n
+        elif op == "locate":
+            c = inp(nid, "crd")
+            out(nid, "ref", c)
+            busy[nid] = c.n + c.fibres
+        elif op in ("intersect", "union"):
+            ar = p.get("arity", 2)
+            cs = [inp(nid, f"crd{i}") for i in range(ar)]
+            base = cs[0]
+            cap = base.fibres * base.dims[-1]
+            ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
+            if op == "intersect":
+                n = cap * math.prod(ps)
+                busy[nid] = sum(c.n for c in cs) - (ar - 1) * n + base.fibres
+            else:
+                n = cap * (1.0 - math.prod(1.0 - q for q in ps))
+                busy[nid] = n + base.fibres
+            out(nid, "crd", base.with_n(n))
+            for i in range(ar):
+                real = 1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n)
+                out(nid, f"ref{i}", base.with_n(n, real))
+        elif op == "repeat_sig":
+            c = inp(nid, "in")
+            out(nid, "repsig", c)
+            busy[nid] = c.n + c.fibres
+        elif op == "repeat":
+            rs = inp(nid, "repsig")
+            held = inp(nid, "in")
+            out(nid, "out", _S(rs.counts, rs.dims, held.real if held is not None else 1.0))
+            busy[nid] = rs.n + rs.fibres
+        elif op == "array":
+            r = inp(nid, "ref")
+            read += r.n * r.real * val_b
+            moved.add(nid)
+            out(nid, "val", _S(r.counts, r.dims))
+            busy[nid] = r.n + r.fibres
+        elif op == "alu":
+            a = inp(nid, "a")
+            alu += a.n
+            out(nid, "out", a)
+            busy[nid] = a.n + a.fibres
+        elif op == "reduce":
+            v = inp(nid, "val")
+            c = inp(nid, "crd")
+            up = _S(v.counts[:-1], v.dims[:-1])
+            nonempty = v.fibres * (1.0 - _empty(v))
+            alu += v.n - nonempty
+            out(nid, "val", c if c is not None else up.with_n(nonempty))
+            busy[nid] = v.n + v.fibres
+        elif op == "spacc":
+            order, group = p.get("order", 1), p.get("group", 1)
+            c = inp(nid, "crd_inner")
+            v = inp(nid, "val")
+            alu += v.n
+            L = len(c.counts) - 1
+            base, top = L - order, L - order - group
+            # K ~ Binomial(D, K_mean / D) partial results per group (D: the reduced levels' positions), so an
+            # output entry is nonzero with 1 - E[(1-q)^K] = 1 - (1 - q K_mean / D)^D (empty groups give none)
+            D = max(1, math.prod(c.dims[top + 1:base + 1]))
+            K = c.counts[base] / c.counts[top] if c.counts[top] else 0.0
+            newc, newd = list(c.counts[:top + 1]), list(c.dims[:top + 1])
+            for j in range(1, order + 1):
+                span = math.prod(c.dims[base + 1:base + j + 1])
+                q = c.counts[base + j] / (c.counts[base] * span) if c.counts[base] else 0.0
+                newc.append(c.counts[top] * span * (1.0 - (1.0 - min(q, 1.0) * min(K / D, 1.0)) ** D))
+                newd.append(c.dims[base + j])
+            merged = _S(tuple(newc), tuple(newd))
+            out(nid, "crd_inner", merged)
+            out(nid, "val", merged)
+            for i in range(order - 1):
+                out(nid, f"crd_outer{i}", _S(merged.counts[:len(merged.counts) - 1 - i],
+                                            merged.dims[:len(merged.dims) - 1 - i]))
+            busy[nid] = v.n + v.fibres + merged.n          # accumulate side, then the emit side
+        elif op == "crd_drop":
+            o, i = inp(nid, "outer"), inp(nid, "inner")
+            keep = 1.0 - _empty(i)
+            out(nid, "outer", o.with_n(o.n * keep))
+            out(nid, "inner", i)
+            busy[nid] = i.n + i.fibres
+        elif op == "crd_hold":
+            i = inp(nid, "inner")
+            out(nid, "outer", i)
+            busy[nid] = i.n + i.fibres
+        elif op == "level_write":
+            c = inp(nid, "crd")
+            if p.get("format") != "dense":
+                write += (c.n + c.fibres + 1) * crd_b
+                moved.add(nid)
+            written.setdefault(p.get("tensor"), {})[p.get("level", 0)] = c.n
+            busy[nid] = c.n + c.fibres
+        elif op == "value_write":
+            v = inp(nid, "val")
+            write += v.n * val_b
+            moved.add(nid)
+            written.setdefault(p.get("tensor"), {})["vals"] = v.n
+            busy[nid] = v.n + v.fibres
+        else:
+            raise FuseFlowError(f"node {nid}", f"the cost model has no rule for op '{op}'")
+    for name, parts in written.items():
+        decl = prog.tensors[name]
+        st, above = [], 1.0
+        for lv, fmt in enumerate(decl.levels):
+            s = above * decl.level_dim(lv) if fmt == "dense" else parts.get(lv, above)
+            st.append(s)
+            above = s
+        levels[name] = st
+    from ..sim.memory import memory_stages
+    compute = max(busy.values(), default=0) + 1
+    return {"name": k.name, "alu_ops": alu, "read": read, "write": write, "compute": compute,
+            "stages": memory_stages(k, moved) if moved else 0}
+
+
+def _empty(s: _S) -> float:
+    """Probability that a fibre of stream ``s`` is empty (uniform nonzeros)."""
+    d = s.dims[-1] or 1
+    p = min(1.0, s.n / (s.fibres * d)) if s.fibres else 0.0
+    return (1.0 - p) ** d

@@ -1,0 +1,59 @@
+"""One design point: a program compiled with a schedule, given data, simulated and estimated.
+
+:func:`run_point` is the function every sweep task calls (a top-level function of plain arguments, so Dask
+workers can run it): it compiles ``.ff`` text with a fusion granularity and an optional order, builds inputs
+(random of a density, or a graph adjacency from :mod:`fuseflow.dse.graphs`), runs the simulator once and
+returns counters, cycles under every memory preset (from the per-kernel counters, :func:`recharge`) and the
+cost heuristic's estimate.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..compiler import compile_program
+from ..compiler.cost import estimate
+from ..compiler.frontend import EinsumProgram
+from ..samml import kernels
+from ..sim import engine
+from ..sim.memory import PRESETS, recharge
+
+
+def make_inputs(program, data: dict) -> dict:
+    """Inputs for ``program``: ``{"density": p, "seed": s}`` (random, dense tensors full) and optionally
+    ``{"graph": {family, n, ...}, "adjacency": "A"}`` (that tensor from a networkx graph)."""
+    inputs = kernels.random_inputs(program, density=data.get("density", 0.3), seed=data.get("seed", 0))
+    if "graph" in data:
+        from .graphs import adjacency
+        inputs[data.get("adjacency", "A")] = adjacency(**data["graph"])
+    return inputs
+
+
+def run_point(text: str, fuse: str = "regions", order=None, data: dict | None = None, simulate: bool = True,
+              mode: str = "float") -> dict:
+    """Compile ``text`` with ``fuse``/``order``, simulate on ``data`` and estimate; returns a JSON-able dict."""
+    data = data or {}
+    t0 = time.perf_counter()
+    result = compile_program(EinsumProgram.parse(text), fuse=fuse, order=order)
+    program = result.program
+    compile_s = time.perf_counter() - t0
+    inputs = make_inputs(program, data)
+    t1 = time.perf_counter()
+    est = estimate(program, inputs=inputs, mode=mode)
+    est_hbm2 = estimate(program, inputs=inputs, mode=mode, memory="hbm2")
+    estimate_s = time.perf_counter() - t1
+    orders = [list(p.order) for p in result.plans if hasattr(p, "order")]
+    out = {"fuse": fuse, "order": order, "kernels": len(program.kernels), "orders": orders,
+           "compile_s": compile_s, "estimate_s": estimate_s,
+           "estimate": {"alu_ops": est.alu_ops, "bytes": est.bytes, "cycles": est.cycles,
+                        "cycles_hbm2": est_hbm2.cycles}}
+    if simulate:
+        t2 = time.perf_counter()
+        res = engine.run(program, inputs, mode=mode)
+        s = res.stats
+        out.update({"sim_s": time.perf_counter() - t2, "alu_ops": s["alu_ops"],
+                    "bytes": s["mem_read_bytes"] + s["mem_write_bytes"], "read_bytes": s["mem_read_bytes"],
+                    "write_bytes": s["mem_write_bytes"], "tokens": s["tokens"],
+                    "cycles": {name: recharge(s, name) for name in PRESETS}})
+        assert out["cycles"]["onchip"] == res.cycles
+    return out
