@@ -40,6 +40,7 @@ VARIANTS = {
     "level_scan": [("compressed", {"tensor": "T", "level": 0, "format": "compressed"}, {}),
                    ("dense", {"tensor": "T", "level": 0, "format": "dense", "dim": 64}, {})],
     "array": [("", {"tensor": "T"}, {})],
+    "locate": [("dim 64", {"dim": 64}, {})],
     "repeat": [("ref", {}, {"any_kind": "ref"}), ("val", {}, {"any_kind": "val"})],
     "alu": [(op, {"op": op}, {}) for op in ("add", "sub", "max", "relu", "mul", "div", "exp", "sigmoid", "tanh",
                                             "gelu", "sqrt", "rsqrt", "log", "abs", "square")]

@@ -8,16 +8,18 @@ from ..errors import FuseFlowError
 KIND_COLOURS = {"crd": "#1f77b4", "ref": "#2ca02c", "val": "#d62728", "repsig": "#9467bd"}
 OP_SHAPES = {"root": "circle", "level_scan": "box", "array": "box3d", "level_write": "cylinder",
              "value_write": "cylinder", "intersect": "invtrapezium", "union": "invtrapezium",
-             "alu": "ellipse", "reduce": "invtriangle", "spacc": "invtriangle"}
+             "alu": "ellipse", "reduce": "invtriangle", "spacc": "invtriangle", "locate": "box"}
 
 
 def _label(node):
     p = node.params
     bits = [node.op]
     if "tensor" in p and p["tensor"]:
-        bits.append(f"{p['tensor']}" + (f"[{p['level']}]" if node.op in ("level_scan", "level_write") else ""))
+        bits.append(f"{p['tensor']}" + (f"[{p['level']}]" if node.op in ("level_scan", "level_write", "locate") else ""))
     if node.op == "level_scan":
         bits.append(p.get("format", ""))
+    if node.op == "locate":
+        bits.append(f"dim {p['dim']}")
     if node.op == "alu":
         bits.append(p["op"] + (f" {p['const']}" if p.get("const") is not None else ""))
     if node.op in ("intersect", "union") and p.get("arity", 2) != 2:
