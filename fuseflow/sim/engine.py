@@ -295,8 +295,12 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
         tokens = {sid: o.count for sid, o in outs.items()}
         reads = sum(st.mem_reads for st in states.values())
         writes = sum(st.mem_writes for st in states.values())
+        k_alu = sum(st.alu_ops for st in states.values())
+        k_read = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
+        k_write = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
         kstats.append({
             "name": k.name, "cycles": cycles, "tokens": sum(tokens.values()), "streams": tokens,
+            "alu_ops": k_alu, "mem_read_bytes": k_read, "mem_write_bytes": k_write,
             # lower bounds: no kernel finishes before its busiest stream has carried every token, nor before
             # its busiest op has fired as often as it must
             "stream_bound": max(tokens.values(), default=0),
@@ -305,10 +309,10 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False):
                             "idle": cycles - st.busy - st.blocked} for nid, st in states.items()},
         })
         totals["tokens"] += sum(tokens.values())
-        totals["alu_ops"] += sum(st.alu_ops for st in states.values())
+        totals["alu_ops"] += k_alu
         # references/coordinates and values are counted at their widths
-        totals["mem_read_bytes"] += sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
-        totals["mem_write_bytes"] += sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
+        totals["mem_read_bytes"] += k_read
+        totals["mem_write_bytes"] += k_write
     wall = time.perf_counter() - t0
     outputs = {}
     for t in prog.outputs:
