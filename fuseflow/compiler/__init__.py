@@ -20,6 +20,7 @@ from ..errors import ProgramError
 from .codegen import CompileResult, build_program
 from .frontend import EinsumProgram, parse_file
 from .fusion import SCHEDULES, KernelPlan, TransposePlan, plan_program
+from .lower_sugar import lower_sugar
 from .ir import ProgramIR
 
 __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileResult", "SCHEDULES",
@@ -57,6 +58,7 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
         order = {k: parse_order(v) for k, v in order.items()}
     else:
         order = parse_order(order)
+    ir = lower_sugar(ir)                     # the pass pipeline before fusion (docs/compiler.md)
     plans, full_ir = plan_program(ir, fuse, order, iteration)
     prog, tables = build_program(full_ir, plans, name)
     return CompileResult(prog, plans, tables, full_ir)

@@ -17,12 +17,20 @@ from dataclasses import dataclass, field
 
 from ..errors import ProgramError
 from ..samml import expr as ast
+from ..tensors.fixed import FLOAT_UNARY_OPS
+from ..tensors.fixedfn import ZERO_PRESERVING_FUNCTIONS
 
-UNARY = ("neg", "relu", "exp")
-REDUCERS = ("sum", "max")
-#: f(0) == 0: iterating only the stored entries is exact. Any other unary function (exp, and functions the
-#: parser and the ALU gain later) is computed over every coordinate of its argument's dimensions.
-ZERO_PRESERVING = ("neg", "relu", "abs", "sqrt", "tanh", "sin", "gelu", "silu", "leaky_relu")
+UNARY = ast.UNARY_FUNCS
+REDUCERS = ast.REDUCTIONS
+#: f(0) == 0: iterating only the stored entries is exact. Any other unary function (exp, sigmoid, rsqrt,
+#: log) is computed over every coordinate of its argument's dimensions.
+ZERO_PRESERVING = ("neg", "relu") + ZERO_PRESERVING_FUNCTIONS
+#: Operations of the sugar lowering (:mod:`.lower_sugar`) that iterate like a product: only where every
+#: operand that has the index stores a coordinate (softmax's ``exp(S - max)`` and ``E / sum`` over the stored
+#: entries of ``S``; absent entries stay absent). Not part of the language; the ALU op is the name
+#: without the ``@``.
+ON_STORED = "@"
+ON_STORED_BIN = ("-@", "/@")
 
 
 class Node:
@@ -45,7 +53,7 @@ class Node:
         """Every index used in the subtree (free and reduced), first-use order."""
         out = []
         for n in self.walk():
-            idx = n.idx if isinstance(n, (Leaf, Red)) else ()
+            idx = n.idx if isinstance(n, (Leaf, Red, Sugar)) else ()
             for i in idx:
                 if i not in out:
                     out.append(i)
@@ -92,7 +100,7 @@ class Bin(Node):
 
 
 class Fn(Node):
-    """A unary function: ``neg relu exp``."""
+    """A unary function (:data:`UNARY`): ``neg relu exp sigmoid tanh gelu sqrt rsqrt log abs square``."""
 
     def __init__(self, fn, a):
         self.fn, self.a = fn, a
@@ -106,7 +114,7 @@ class Fn(Node):
 
 
 class Red(Node):
-    """A reduction ``sum[k](body)`` or ``max[k](body)`` over one or more indices."""
+    """A reduction ``sum[k](body)``, ``max[k](body)`` or ``min[k](body)`` over one or more indices."""
 
     def __init__(self, op, idx, body):
         self.op, self.idx, self.body = op, tuple(idx), body
@@ -117,6 +125,26 @@ class Red(Node):
 
     def __repr__(self):
         return f"{self.op}[{','.join(self.idx)}]({self.body!r})"
+
+
+class Sugar(Node):
+    """``softmax[j](e)``, ``layernorm[j](e, gain, bias)``, ``mean[j](e)`` before :mod:`.lower_sugar`
+    replaces them with primitive statements. ``params``: dict (``eps``)."""
+
+    def __init__(self, op, idx, args, params=None):
+        self.op, self.idx, self.args, self.params = op, tuple(idx), tuple(args), dict(params or {})
+        free = args[0].free
+        if op == "mean":
+            free = tuple(i for i in free if i not in self.idx)
+        for a in args[1:]:
+            free = _merge(free, a.free)
+        self.free = free
+
+    def children(self):
+        return self.args
+
+    def __repr__(self):
+        return to_text(self)
 
 
 def _merge(a, b):
@@ -132,14 +160,14 @@ def from_ast(node, stmt=None):
     if isinstance(node, ast.Call):
         a = from_ast(node.arg, stmt)
         if isinstance(a, Lit) and node.fn in UNARY:
-            import math
-            v = a.value
-            return Lit({"neg": -v, "relu": max(v, 0.0), "exp": math.exp(v) if v < 700 else float("inf")}[node.fn])
+            return Lit(FLOAT_UNARY_OPS[node.fn](a.value))
         if isinstance(a, Lit):
             raise ProgramError(f"line {getattr(node, 'line', 0) or '?'}", f"{node.fn}() of a constant is not supported")
         return Fn(node.fn, a)
     if isinstance(node, ast.Reduce):
         return Red(node.op, node.indices, from_ast(node.body, stmt))
+    if isinstance(node, ast.Sugar):
+        return Sugar(node.op, node.indices, [from_ast(a, stmt) for a in node.args], dict(node.params))
     if isinstance(node, ast.BinOp):
         a, b = from_ast(node.lhs, stmt), from_ast(node.rhs, stmt)
         if isinstance(a, Lit) and isinstance(b, Lit):
@@ -163,6 +191,9 @@ def to_text(node):
         return f"{node.fn}({to_text(node.a)})"
     if isinstance(node, Red):
         return f"{node.op}[{','.join(node.idx)}]({to_text(node.body)})"
+    if isinstance(node, Sugar):
+        extra = "".join(f", {k}={v!r}" for k, v in node.params.items() if v != ast.SUGAR[node.op][k])
+        return f"{node.op}[{','.join(node.idx)}{extra}]({', '.join(to_text(a) for a in node.args)})"
     raise TypeError(node)
 
 
@@ -179,6 +210,9 @@ def rename(node, mapping, stmt=None):
         return Fn(node.fn, rename(node.a, mapping, stmt))
     if isinstance(node, Red):
         return Red(node.op, tuple(m(i, i) for i in node.idx), rename(node.body, mapping, stmt))
+    if isinstance(node, Sugar):
+        return Sugar(node.op, tuple(m(i, i) for i in node.idx), [rename(a, mapping, stmt) for a in node.args],
+                     node.params)
     raise TypeError(node)
 
 
@@ -228,6 +262,7 @@ class Stmt:
     text: str = ""
     orders: list = field(default_factory=list)
     synthetic: bool = False         # a sub-expression the compiler materialised (not in the source)
+    shown: Node = None              # the source's right side when a pass rewrote it (graph.json's expr)
 
     @property
     def indices(self):
@@ -276,7 +311,7 @@ class ProgramIR:
             if s.synthetic:
                 continue
             sizes = {}
-            for leaf in s.rhs.leaves():
+            for leaf in (s.shown if s.shown is not None else s.rhs).leaves():
                 t = self.tensors.get(leaf.tensor)
                 if t is not None:
                     for i, d in zip(leaf.idx, t.shape):
@@ -293,7 +328,8 @@ class ProgramIR:
             for i, d in sizes.items():
                 seen[mapping.get(i, i)] = d
             idx = [mapping.get(i, i) for i in s.idx]
-            parts.append(f"{s.lhs}({','.join(idx)}) = {to_text(rename(s.rhs, mapping))}")
+            shown = s.shown if s.shown is not None else s.rhs
+            parts.append(f"{s.lhs}({','.join(idx)}) = {to_text(rename(shown, mapping))}")
         return "; ".join(parts)
 
 

@@ -27,7 +27,7 @@ See ``docs/compiler.md`` for the full rules and the list of what is not supporte
 
 from __future__ import annotations
 
-from .ir import Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING
+from .ir import ON_STORED, ON_STORED_BIN, Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING
 
 
 class NotRealizable(Exception):
@@ -472,13 +472,13 @@ class Planner:
             return None
         if isinstance(node, Fn):
             j = self.join(node.a, x, owner)
-            if j is not None and node.fn not in ZERO_PRESERVING:
+            if j is not None and node.fn not in ZERO_PRESERVING and not node.fn.endswith(ON_STORED):
                 j = self.cover(j, x, owner)
             return j
         if isinstance(node, Bin):
             ja = self.join(node.a, x, owner)
             jb = self.join(node.b, x, owner)
-            if node.op == "*":
+            if node.op == "*" or node.op in ON_STORED_BIN:
                 return self.combine("intersect", [ja, jb], x)
             if node.op == "/":
                 if isinstance(node.b, Lit) and node.b.value != 0:
@@ -607,10 +607,11 @@ class Planner:
             a = self.value(node.a)
             if isinstance(a, ConstVal):
                 raise NotRealizable("a function of a constant has no stream")
-            return Cell("alu", {"a": a}, f"{node.fn}", op=node.fn)["out"]
+            fn = node.fn.removesuffix(ON_STORED)
+            return Cell("alu", {"a": a}, fn, op=fn)["out"]
         if isinstance(node, Bin):
             a, b = self.value(node.a), self.value(node.b)
-            op = {"+": "add", "-": "sub", "*": "mul", "/": "div"}[node.op]
+            op = {"+": "add", "-": "sub", "*": "mul", "/": "div"}[node.op.removesuffix(ON_STORED)]
             if isinstance(a, ConstVal) and isinstance(b, ConstVal):
                 raise NotRealizable("constant expression without a stream")
             if isinstance(b, ConstVal):
@@ -618,7 +619,7 @@ class Planner:
             if isinstance(a, ConstVal):
                 if node.op in "+*":
                     return Cell("alu", {"a": b}, op, op=op, const=a.value)["out"]
-                if node.op == "-":
+                if node.op.startswith("-"):
                     nb = Cell("alu", {"a": b}, "neg", op="neg")["out"]
                     return Cell("alu", {"a": nb}, "add", op="add", const=a.value)["out"]
                 zero = Cell("alu", {"a": b}, "mul", op="mul", const=0.0)["out"]
@@ -637,12 +638,12 @@ class Planner:
             return f"<{self.scope_of[id(node)].operand.name}_val>"
         if isinstance(node, Fn):
             return f"{node.fn}({self.value_text(node.a)})"
-        prec = {"+": 1, "-": 1, "*": 2, "/": 2}
+        prec = {"+": 1, "-": 1, "*": 2, "/": 2, "-@": 1, "/@": 2}
 
         def side(child, right):
             text = self.value_text(child)
             if isinstance(child, Bin) and (prec[child.op] < prec[node.op] or
-                                           (right and prec[child.op] == prec[node.op] and node.op in "-/")):
+                                           (right and prec[child.op] == prec[node.op] and node.op[0] in "-/")):
                 return f"({text})"
             return text
         return f"{side(node.a, False)} {node.op} {side(node.b, True)}"

@@ -12,15 +12,28 @@ Grammar (one statement per line or separated by ``;``; ``#`` starts a comment)::
     term      := unary {('*' | '/') unary}
     unary     := '-' unary | atom
     atom      := NUMBER | access | FUNC '(' expr ')' | RED '[' INDEX {',' INDEX} ']' '(' expr ')'
+               | SUGAR '[' INDEX {',' INDEX} {',' NAME '=' NUMBER} ']' '(' expr {',' expr} ')'
                | '(' expr ')'
-    FUNC      := neg | relu | exp
-    RED       := sum | max
+    FUNC      := neg | relu | exp | sigmoid | tanh | gelu | sqrt | rsqrt | log | abs | square
+    RED       := sum | max | min
+    SUGAR     := softmax | layernorm | mean       # lowered by the compiler (fuseflow.compiler.lower_sugar)
 
 Indices used on the right but absent on the left are summed (implicit ``sum``) at the smallest
 subexpression that holds every use of the index (TACO's rule). ``max[j](...)`` reduces by maximum over
 the nonzero entries of its fibre; an all-empty fibre gives 0. (The simulator takes the maximum over the *stored*
 entries it visits; the two differ only where a fibre stores explicit zeros and all its other entries are
-negative, which dense evaluation cannot see.)
+negative, which dense evaluation cannot see.) ``min[j](...)`` is the same with the minimum.
+
+Functions are evaluated in float64 as :data:`fuseflow.tensors.fixed.FLOAT_UNARY_ARRAY_OPS` defines them
+(``gelu`` is the erf form ``x * Phi(x)``). A name followed by ``(`` that is neither a function nor a
+tensor access (an index list) is an error: ``unknown function 'foo'``.
+
+Sugar (``docs/language.md``): ``softmax[j](e)`` normalises ``exp`` over the *stored* coordinates of each
+fibre of ``e`` along ``j`` (absent entries count as minus infinity; here: the nonzero entries, as for
+``max``); a fibre with no entry stays empty (0). ``layernorm[j](e [, gain [, bias]])`` (``eps=1e-5`` by
+default, ``layernorm[j, eps=0.001](...)``) normalises each fibre along ``j`` to mean 0 and variance 1 over
+the whole dimension (absent entries count as 0, the result is dense), then multiplies by ``gain`` and adds
+``bias``. ``mean[j](e)`` is ``sum[j](e)`` divided by the size of ``j``.
 """
 
 import re
@@ -29,9 +42,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ProgramError
+from ..tensors.fixed import FLOAT_UNARY_ARRAY_OPS
 
-UNARY_FUNCS = ("neg", "relu", "exp")
-REDUCTIONS = ("sum", "max")
+UNARY_FUNCS = ("neg", "relu", "exp", "sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs", "square")
+REDUCTIONS = ("sum", "max", "min")
+#: operators that the compiler lowers to primitive statements; their parameters with defaults
+SUGAR = {"softmax": {}, "layernorm": {"eps": 1e-5}, "mean": {}}
+#: how many expression arguments each takes (min, max): layernorm's optional gain and bias
+SUGAR_ARGS = {"softmax": (1, 1), "layernorm": (1, 3), "mean": (1, 1)}
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,20 @@ class Reduce:
 
     def __str__(self):
         return f"{self.op}[{','.join(self.indices)}]({self.body})"
+
+
+@dataclass(frozen=True)
+class Sugar:
+    """``softmax[j](e)``, ``layernorm[j, eps=...](e, gain, bias)``, ``mean[j](e)``: ``params`` is a tuple of
+    (name, value) pairs (defaults filled in)."""
+    op: str
+    indices: tuple
+    args: tuple
+    params: tuple = ()
+
+    def __str__(self):
+        extra = "".join(f", {k}={v!r}" for k, v in self.params if v != SUGAR[self.op][k])
+        return f"{self.op}[{','.join(self.indices)}{extra}]({', '.join(map(str, self.args))})"
 
 
 @dataclass(frozen=True)
@@ -145,6 +177,13 @@ class _Parser:
         self.take(close)
         return idx
 
+    def is_index_list(self):
+        """At ``(``: is what follows an index list ``(i, j)`` (a tensor access) rather than an expression?"""
+        toks = self.toks[self.i + 1:]
+        if toks and toks[0][1] == ")":
+            return True
+        return len(toks) >= 2 and toks[0][0] == "name" and toks[1][1] in (",", ")")
+
     def access(self, name_tok):
         self.take("(")
         idx = self.index_list(")")
@@ -194,16 +233,70 @@ class _Parser:
                 body = self.expr()
                 self.take(")")
                 return Reduce(value, tuple(idx), body)
+            if value in SUGAR and nxt == "[":
+                return self.sugar(value, pos)
             if value in UNARY_FUNCS and nxt == "(":
                 self.take("(")
                 arg = self.expr()
                 self.take(")")
                 return Call(value, arg)
+            if nxt == "[":
+                self.error(pos, f"unknown reduction {value!r} (known: {', '.join(REDUCTIONS + tuple(SUGAR))})")
             if nxt == "(":
+                if not self.is_index_list():
+                    self.error(pos, f"unknown function {value!r} (known: {', '.join(UNARY_FUNCS)})")
                 return self.access((kind, value, pos))
             self.error(pos, f"{value!r} needs an index list, e.g. {value}(i,j)")
         self.error(pos, "expected a tensor, number, function or '('" if kind != "end" else
                    "expression ends too early")
+
+    def sugar(self, op, pos):
+        self.take("[")
+        idx, params, named = [], dict(SUGAR[op]), False
+        while True:
+            tok = self.take(kind="name")
+            if self.peek()[1] == "=":
+                self.take("=")
+                if tok[1] not in params:
+                    self.error(tok[2], f"{op}[...] has no parameter {tok[1]!r}"
+                               + (f" (it has: {', '.join(params)})" if params else ""))
+                sign = -1.0 if self.peek()[1] == "-" and self.take("-") else 1.0
+                params[tok[1]] = sign * float(self.take(kind="num")[1])
+                named = True
+            elif named:
+                self.error(tok[2], f"indices of {op}[...] come before its parameters")
+            else:
+                idx.append(tok[1])
+            if self.peek()[1] != ",":
+                break
+            self.take(",")
+        self.take("]")
+        if not idx:
+            self.error(pos, f"{op}[...] needs at least one index")
+        if len(set(idx)) != len(idx):
+            self.error(pos, f"{op}[{','.join(idx)}] names an index twice")
+        if op == "layernorm" and params["eps"] <= 0:
+            self.error(pos, f"layernorm: eps must be positive, got {params['eps']!r}")
+        self.take("(")
+        args = [self.expr()]
+        while self.peek()[1] == ",":
+            self.take(",")
+            args.append(self.expr())
+        lo, hi = SUGAR_ARGS[op]
+        if not lo <= len(args) <= hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            self.error(pos, f"{op}[...] takes {want} argument{'s' if hi > 1 else ''}, got {len(args)}")
+        self.take(")")
+        free = free_indices(args[0])
+        for i in idx:
+            if i not in free:
+                self.error(pos, f"{op}[{','.join(idx)}]: index {i} is not an index of its argument "
+                                f"{args[0]} (its indices: {', '.join(free) or 'none'})")
+        for a in args[1:]:
+            extra = [i for i in free_indices(a) if i not in free]
+            if extra:
+                self.error(pos, f"{op}: gain/bias {a} uses {', '.join(extra)}, which {args[0]} does not have")
+        return Sugar(op, tuple(idx), tuple(args), tuple(params.items()))
 
 
 def parse_statement(text, line=1, col0=1):
@@ -235,6 +328,13 @@ def free_indices(node):
         return free_indices(node.arg)
     if isinstance(node, Reduce):
         return [i for i in free_indices(node.body) if i not in node.indices]
+    if isinstance(node, Sugar):
+        out = list(free_indices(node.args[0]))
+        if node.op == "mean":
+            out = [i for i in out if i not in node.indices]
+        for a in node.args[1:]:
+            out += [i for i in free_indices(a) if i not in out]
+        return out
     out = free_indices(node.lhs)
     out += [i for i in free_indices(node.rhs) if i not in out]
     return out
@@ -262,6 +362,12 @@ def _wrap(node, idx):
         return Call(node.fn, _wrap(node.arg, idx))
     if isinstance(node, Reduce) and node.op == "sum":
         return Reduce("sum", node.indices + (idx,), node.body)
+    if isinstance(node, Sugar) and idx not in node.indices:
+        users = [k for k, a in enumerate(node.args) if _uses(a, idx)]
+        if len(users) == 1:            # softmax[j](Q(i,d) * K(j,d)): the sum over d is inside
+            args = list(node.args)
+            args[users[0]] = _wrap(args[users[0]], idx)
+            return Sugar(node.op, node.indices, tuple(args), node.params)
     return Reduce("sum", (idx,), node)
 
 
@@ -280,6 +386,9 @@ def tensors_used(statements):
             visit(node.arg)
         elif isinstance(node, Reduce):
             visit(node.body)
+        elif isinstance(node, Sugar):
+            for a in node.args:
+                visit(a)
 
     for st in statements:
         visit(st.rhs)
@@ -289,11 +398,7 @@ def tensors_used(statements):
 
 # --- dense evaluation -------------------------------------------------------------------------
 
-_FLOAT_UNARY = {
-    "neg": np.negative,
-    "relu": lambda x: np.maximum(x, 0.0),
-    "exp": np.exp,
-}
+_FLOAT_UNARY = FLOAT_UNARY_ARRAY_OPS
 
 
 def evaluate(statements, tensors):
@@ -338,6 +443,9 @@ def _bind_sizes(node, env, sizes, line):
         _bind_sizes(node.arg, env, sizes, line)
     elif isinstance(node, Reduce):
         _bind_sizes(node.body, env, sizes, line)
+    elif isinstance(node, Sugar):
+        for a in node.args:
+            _bind_sizes(a, env, sizes, line)
 
 
 def _broadcast_to(arr, idx, out_idx, sizes):
@@ -377,8 +485,10 @@ def _eval(node, env, sizes):
         if node.op == "sum":
             r = a.sum(axis=axes)
         else:
-            r = _sparse_max(a, axes)
+            r = _sparse_extreme(a, axes, node.op)
         return r, tuple(i for i in idx if i not in node.indices)
+    if isinstance(node, Sugar):
+        return _eval_sugar(node, env, sizes)
     a, ia = _eval(node.lhs, env, sizes)
     b, ib = _eval(node.rhs, env, sizes)
     idx = tuple(ia) + tuple(i for i in ib if i not in ia)
@@ -388,11 +498,39 @@ def _eval(node, env, sizes):
         return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[node.op](a, b), idx
 
 
-def _sparse_max(a, axes):
-    """Max over the nonzero entries (the sparse semantics); 0 where a fibre has none."""
-    masked = np.where(a != 0, a, -np.inf)
-    r = masked.max(axis=axes) if a.size else np.zeros([d for k, d in enumerate(a.shape) if k not in axes])
-    return np.where(np.isneginf(r), 0.0, r)
+def _eval_sugar(node, env, sizes):
+    a, idx = _eval(node.args[0], env, sizes)
+    axes = tuple(idx.index(i) for i in node.indices)
+    if node.op == "mean":
+        n = float(np.prod([sizes[i] for i in node.indices]))
+        return a.sum(axis=axes) / n, tuple(i for i in idx if i not in node.indices)
+    if node.op == "softmax":
+        stored = a != 0                          # absent (zero) entries are minus infinity
+        m = np.where(stored, a, -np.inf).max(axis=axes, keepdims=True) if a.size else a
+        with np.errstate(invalid="ignore", over="ignore"):
+            e = np.where(stored, np.exp(np.where(stored, a - m, 0.0)), 0.0)
+        z = e.sum(axis=axes, keepdims=True)
+        return np.divide(e, z, out=np.zeros_like(e), where=z > 0), idx
+    eps = dict(node.params)["eps"]
+    mu = a.mean(axis=axes, keepdims=True)
+    var = ((a - mu) ** 2).mean(axis=axes, keepdims=True)
+    y = (a - mu) / np.sqrt(var + eps)
+    for k, extra in enumerate(node.args[1:]):
+        b, ib = _eval(extra, env, sizes)
+        b = _broadcast_to(b, ib, idx, sizes)
+        y = y * b if k == 0 else y + b
+    return y, idx
+
+
+def _sparse_extreme(a, axes, op):
+    """Max (or min) over the nonzero entries (the sparse semantics); 0 where a fibre has none."""
+    if not a.size:
+        return np.zeros([d for k, d in enumerate(a.shape) if k not in axes])
+    if op == "max":
+        r = np.where(a != 0, a, -np.inf).max(axis=axes)
+        return np.where(np.isneginf(r), 0.0, r)
+    r = np.where(a != 0, a, np.inf).min(axis=axes)
+    return np.where(np.isposinf(r), 0.0, r)
 
 
 def _einsum(factors, reduced, env, sizes):

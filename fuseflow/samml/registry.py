@@ -24,7 +24,10 @@ STREAM_KINDS = ("crd", "ref", "val", "repsig")
 REQUIRED = object()
 
 BINARY_ALU_OPS = ("add", "sub", "mul", "div", "max", "min")
-UNARY_ALU_OPS = ("neg", "relu", "exp")
+UNARY_ALU_OPS = ("neg", "relu", "exp", "sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs", "square")
+REDUCE_OPS = ("sum", "max", "min")
+#: the binary alu op that merges two partial results of each reduction (reduce and spacc)
+REDUCE_MERGE = {"sum": "add", "max": "max", "min": "min"}
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,7 @@ _op(OpSpec(
 ))
 _op(OpSpec(
     "alu", "Element-wise arithmetic on aligned value streams (binary: add sub mul div max min; unary: neg "
-           "relu exp); stops must match and pass through.",
+           "relu exp sigmoid tanh gelu sqrt rsqrt log abs square); stops must match and pass through.",
     inputs=(Port("a", "val", "first operand"),
             Port("b", "val", "second operand (absent for unary ops or with const)", optional=True)),
     outputs=(Port("out", "val", "result"),),
@@ -215,14 +218,14 @@ _op(OpSpec(
     timing="1 cycle per token.",
 ))
 _op(OpSpec(
-    "reduce", "Reduces each innermost fibre to one value (sum or max). Without crd an empty fibre gives no "
+    "reduce", "Reduces each innermost fibre to one value (sum, max or min). Without crd an empty fibre gives no "
               "value, S0 closes a fibre and S_n (n >= 1) closes it and emits S_(n-1); with crd the output is "
               "crd's stream with each coordinate replaced by its fibre's value (0 when empty).",
     inputs=(Port("val", "val", "values, one fibre per reduced group"),
             Port("crd", "crd", "outer coordinates; when driven, every coordinate gets a value (0 for an empty "
                                "fibre) and the output has this stream's structure", optional=True)),
     outputs=(Port("val", "val", "one value per non-empty fibre (per coordinate of crd when driven)"),),
-    params=(Param("op", "str", "sum", ("sum", "max"), "reduction"),),
+    params=(Param("op", "str", "sum", REDUCE_OPS, "reduction"),),
     timing="Without crd: 1 cycle per input token, plus 1 for each S_n (n >= 1) that closes a non-empty fibre. "
            "With crd: 1 cycle per value, 1 per fibre end, 1 per outer stop that closes a fibre.",
 ))
@@ -241,7 +244,7 @@ _op(OpSpec(
     params=(Param("order", "int", 1, (1, 2, 3), "order of the accumulated sub-tree"),
             Param("group", "int", 1, doc="number of reduced levels directly above the sub-tree (>= 1): a group "
                                          "ends with a stop of level >= group on the outermost sub-tree stream"),
-            Param("op", "str", "sum", ("sum", "max"), "reduction"),
+            Param("op", "str", "sum", REDUCE_OPS, "reduction"),
             Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)"),
             Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)"),
             Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)")),

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import DeadlockError, GraphError, TensorError
 from ..samml import Program
 from ..samml import io as samml_io
-from ..samml.registry import OPS, get_op, port_kind
+from ..samml.registry import OPS, UNARY_ALU_OPS, get_op, port_kind
 from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
@@ -38,7 +38,7 @@ class Env:
         self.fixed = fixed or FixedFormat()
         self.zero = 0 if mode == "fixed" else 0.0
         names_b = ("add", "sub", "mul", "div", "max", "min")
-        names_u = ("neg", "relu", "exp")
+        names_u = UNARY_ALU_OPS
         self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
         self.unary = {n: unary_op(n, mode, self.fixed) for n in names_u}
 

@@ -13,6 +13,8 @@ Numbers are signed two's complement with ``width`` bits of which ``frac`` are fr
 - ``max``/``min``: exact; ``neg``: saturating (``neg(min_raw) == max_raw``); ``relu``: ``max(a, 0)``.
 - ``exp``: base-2 decomposition with a 2**k-entry table from :func:`exp2_table` and linear
   interpolation; see :meth:`FixedFormat.exp` for the exact integer algorithm.
+- ``sigmoid tanh gelu sqrt rsqrt log abs square``: defined in :mod:`fuseflow.tensors.fixedfn` (tables +
+  interpolation, digit-recurrence square root), re-exported here as methods and in the op tables.
 
 Every scalar op takes and returns Python ints; each ``*_array`` op takes and returns ``np.int64``
 arrays and is bit-identical to the scalar op. Operands are assumed to be in range (raw values of
@@ -28,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import TensorError
+from .fixedfn import FIXED_FUNCTIONS, FLOAT_FUNCTION_ARRAYS, FUNCTIONS
 
 #: fractional bits of the log2(e) constant used by :meth:`FixedFormat.exp`
 LOG2E_BITS = 30
@@ -267,6 +270,36 @@ class FixedFormat:
             return 0
         return min((v + (1 << (s - 1))) >> s, self.max_raw)   # narrow formats: v itself may not fit
 
+    # ---- element-wise functions (fuseflow/tensors/fixedfn.py) ----------------------------------
+    def sigmoid(self, x):
+        return FIXED_FUNCTIONS["sigmoid"](self, x)
+
+    def tanh(self, x):
+        return FIXED_FUNCTIONS["tanh"](self, x)
+
+    def gelu(self, x):
+        return FIXED_FUNCTIONS["gelu"](self, x)
+
+    def sqrt(self, x):
+        return FIXED_FUNCTIONS["sqrt"](self, x)
+
+    def rsqrt(self, x):
+        return FIXED_FUNCTIONS["rsqrt"](self, x)
+
+    def log(self, x):
+        return FIXED_FUNCTIONS["log"](self, x)
+
+    def abs(self, x):
+        return FIXED_FUNCTIONS["abs"](self, x)
+
+    def square(self, x):
+        return FIXED_FUNCTIONS["square"](self, x)
+
+    def _function_array(self, name, x):
+        f = FIXED_FUNCTIONS[name]
+        x = _i64(x)
+        return np.fromiter((f(self, int(v)) for v in x.ravel()), dtype=np.int64, count=x.size).reshape(x.shape)
+
     # ---- array ops (np.int64, bit-identical to the scalar ops) ------------------------------
     def add_array(self, a, b):
         return self.saturate_array(np.add(_i64(a), _i64(b)))
@@ -335,6 +368,30 @@ class FixedFormat:
         out = np.where(s >= 0, up, down)
         return out.astype(np.int64).reshape(np.shape(x))
 
+    def sigmoid_array(self, x):
+        return self._function_array("sigmoid", x)
+
+    def tanh_array(self, x):
+        return self._function_array("tanh", x)
+
+    def gelu_array(self, x):
+        return self._function_array("gelu", x)
+
+    def sqrt_array(self, x):
+        return self._function_array("sqrt", x)
+
+    def rsqrt_array(self, x):
+        return self._function_array("rsqrt", x)
+
+    def log_array(self, x):
+        return self._function_array("log", x)
+
+    def abs_array(self, x):
+        return self._function_array("abs", x)
+
+    def square_array(self, x):
+        return self.mul_array(x, x)
+
     # ---- lookup by name ---------------------------------------------------------------------
     def binary(self, name):
         """Bound scalar op by name (``add``, ``sub``, ``mul``, ``div``, ``max``, ``min``)."""
@@ -343,7 +400,7 @@ class FixedFormat:
         return getattr(self, name)
 
     def unary(self, name):
-        """Bound scalar op by name (``neg``, ``relu``, ``exp``)."""
+        """Bound scalar op by name (``neg``, ``relu``, ``exp`` and the functions of :mod:`.fixedfn`)."""
         if name not in UNARY_OPS:
             raise TensorError("op", f"unknown unary op {name!r} (known: {', '.join(UNARY_OPS)})")
         return getattr(self, name)
@@ -433,14 +490,23 @@ neg_array = _array_op("neg")
 relu_array = _array_op("relu")
 exp_array = _array_op("exp")
 
+
+def _function_op(name):
+    def op(a, fmt=DEFAULT_FORMAT):
+        return FIXED_FUNCTIONS[name](fmt, a)
+    op.__name__ = name
+    op.__doc__ = f"Fixed-point ``{name}`` (:mod:`fuseflow.tensors.fixedfn`)."
+    return op
+
 #: fixed-point scalar ops by name; call as ``BINARY_OPS[name](a, b, fmt)``
 BINARY_OPS = {"add": add, "sub": sub, "mul": mul, "div": div, "max": max_, "min": min_}
 #: fixed-point scalar ops by name; call as ``UNARY_OPS[name](a, fmt)``
-UNARY_OPS = {"neg": neg, "relu": relu, "exp": exp}
+UNARY_OPS = {"neg": neg, "relu": relu, "exp": exp, **{n: _function_op(n) for n in FUNCTIONS}}
 #: vectorised fixed-point ops by name; call as ``BINARY_ARRAY_OPS[name](a, b, fmt=fmt)``
 BINARY_ARRAY_OPS = {"add": add_array, "sub": sub_array, "mul": mul_array, "div": div_array,
                     "max": max_array, "min": min_array}
-UNARY_ARRAY_OPS = {"neg": neg_array, "relu": relu_array, "exp": exp_array}
+UNARY_ARRAY_OPS = {"neg": neg_array, "relu": relu_array, "exp": exp_array,
+                   **{n: _array_op(n) for n in FUNCTIONS}}
 
 
 # ---- float64 reference semantics (NumPy's, with floating-point warnings ignored) --------------
@@ -505,7 +571,18 @@ def fexp(a):
 
 
 FLOAT_BINARY_OPS = {"add": fadd, "sub": fsub, "mul": fmul, "div": fdiv, "max": fmax, "min": fmin}
-FLOAT_UNARY_OPS = {"neg": fneg, "relu": frelu, "exp": fexp}
+def _float_function(name):
+    arr = FLOAT_FUNCTION_ARRAYS[name]
+
+    def op(a):
+        with np.errstate(all="ignore"):
+            return float(arr(np.float64(a)))
+    op.__name__ = "f" + name
+    op.__doc__ = f"float64 ``{name}``: the vectorised NumPy routine on one value (bit-identical to it)."
+    return op
+
+
+FLOAT_UNARY_OPS = {"neg": fneg, "relu": frelu, "exp": fexp, **{n: _float_function(n) for n in FUNCTIONS}}
 
 
 def _ignore(fn):
@@ -522,6 +599,7 @@ FLOAT_BINARY_ARRAY_OPS = {
 }
 FLOAT_UNARY_ARRAY_OPS = {
     "neg": _ignore(np.negative), "relu": _ignore(lambda a: np.maximum(a, 0.0)), "exp": _ignore(np.exp),
+    **{n: _ignore(FLOAT_FUNCTION_ARRAYS[n]) for n in FUNCTIONS},
 }
 
 

@@ -15,6 +15,7 @@ passes and pops both; D passes.
 
 from amaranth.hdl import Module, Mux, Signal, signed
 
+from ...samml.registry import REDUCE_MERGE
 from ..token import is_data_or_empty, is_done, is_empty, is_stop, stop_level
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
 from .alu import fixed_op
@@ -34,7 +35,7 @@ class Reduce(OpComponent):
         has = Signal()
         x = Signal(signed(W))
         m.d.comb += x.eq(Mux(is_empty(v), 0, v.data[:W].as_signed()))
-        merged = fixed_op(m, "add" if self.params["op"] == "sum" else "max", acc, x, fx, prefix="red")
+        merged = fixed_op(m, REDUCE_MERGE[self.params["op"]], acc, x, fx, prefix="red")
         new_acc = Mux(has, merged, x)
 
         if "crd" not in self.inputs():

@@ -47,7 +47,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
-from ...samml.registry import check_spacc
+from ...samml.registry import REDUCE_MERGE, check_spacc
 from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level
 from ._common import Fire, OpComponent, set_data, set_done, set_stop
@@ -134,7 +134,7 @@ class Spacc(OpComponent):
         m.d.comb += x.eq(Mux(is_empty(v), 0, v.data[:W].as_signed()))
         cur_val = Signal(signed(W))
         m.d.comb += cur_val.eq(rpa.data.as_signed())
-        merged = fixed_op(m, "add" if self.params["op"] == "sum" else "max", cur_val, x, fx, prefix="acc")
+        merged = fixed_op(m, REDUCE_MERGE[self.params["op"]], cur_val, x, fx, prefix="acc")
 
         # ---- accumulate side
         dep = Signal(range(max(order, 2)))

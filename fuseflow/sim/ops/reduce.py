@@ -1,5 +1,6 @@
 """reduce: one value per non-empty innermost fibre (sum or max); S_n (n >= 1) becomes S_(n-1)."""
 
+from ...samml.registry import REDUCE_MERGE
 from ._common import LEVEL, STOPS, bad, fire_at
 
 
@@ -13,7 +14,7 @@ def _with_crd(st, ins, outs):
     """One value per coordinate of ``crd`` (0 for an empty fibre); the output has crd's structure."""
     iv, ic, out = ins["val"], ins["crd"], outs["val"]
     env = st.env
-    f = env.binary["add" if st.params["op"] == "sum" else "max"]
+    f = env.binary[REDUCE_MERGE[st.params["op"]]]
     zero = env.zero
     acc = None
     closed = False           # the last fibre's stop also closed the outer fibre (its partner is next in crd)
@@ -76,7 +77,7 @@ def _plain(st, ins, outs):
     inp, out = ins["val"], outs["val"]
     itoks, itimes = inp.toks, inp.times
     env = st.env
-    f = env.binary["add" if st.params["op"] == "sum" else "max"]
+    f = env.binary[REDUCE_MERGE[st.params["op"]]]
     zero = env.zero
     acc = None
     clock = -1

@@ -21,7 +21,7 @@ counts the emit side's cycles waiting for output room (waiting for a free bank i
 """
 
 from ..channel import Channel, Out
-from ...samml.registry import check_spacc
+from ...samml.registry import REDUCE_MERGE, check_spacc
 from ._common import LEVEL, STOPS, bad, fire_at
 
 
@@ -57,7 +57,7 @@ def _send_done(banks, t):
 def _acc1(st, ins, banks, log):
     ic, iv = ins["crd_inner"], ins["val"]
     bank_out = Out(banks.name, [banks])
-    f = st.env.binary["add" if st.params["op"] == "sum" else "max"]
+    f = st.env.binary[REDUCE_MERGE[st.params["op"]]]
     zero = st.env.zero
     group = st.params.get("group", 1)
     acc = {}
@@ -124,7 +124,7 @@ def _acc_nested(st, ins, banks, log):
     iv = ins["val"]
     ic = chans[-1]
     bank_out = Out(banks.name, [banks])
-    f = st.env.binary["add" if st.params["op"] == "sum" else "max"]
+    f = st.env.binary[REDUCE_MERGE[st.params["op"]]]
     zero = st.env.zero
     acc = {}                 # (a,) or (a, b) -> {j: value}
     have = False             # holds a bank (from the group's first firing to its closing stop)
