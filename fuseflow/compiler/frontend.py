@@ -34,7 +34,7 @@ import re
 
 from ..errors import ProgramError, TensorError
 from ..samml import expr as ast
-from .ir import ProgramIR, Stmt, TensorInfo, check_index_sizes, from_ast
+from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from_ast, is_mask
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
@@ -215,7 +215,7 @@ class EinsumProgram:
             stmt = Stmt(n, lhs, tuple(st.lhs.indices), rhs, src.line, src.text.strip())
             for leaf in rhs.leaves():
                 leaf.stmt = n
-                if leaf.tensor not in tensors:
+                if leaf.tensor not in tensors and not is_mask(leaf.tensor):
                     raise ProgramError(_at(src, leaf.tensor), f"tensor {leaf.tensor} is not declared"
                                        + (" (it is written later)" if any(_lhs_name(s) == leaf.tensor
                                                                           for s in self._stmts[n + 1:]) else ""))
@@ -227,6 +227,7 @@ class EinsumProgram:
                                                   f"written here (written tensors get their format from the "
                                                   f"compiler: declare only the shape)")
             sizes = check_index_sizes(stmt, tensors)
+            bind_masks(stmt, tensors, sizes, where)
             for i in stmt.idx:
                 if i not in rhs.free:
                     raise ProgramError(_at(src, lhs), f"index {i} of {lhs}({','.join(stmt.idx)}) is not used on "

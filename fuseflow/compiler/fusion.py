@@ -424,7 +424,7 @@ class Compiler:
 
     def storage(self, tensor):
         t = self.ir.tensors[tensor]
-        if t.role == "input":
+        if t.role in ("input", "mask"):
             return t.levels, t.mode_order
         if tensor not in self.layouts:
             raise ProgramError(f"line {t.line}", f"{tensor} is read before a kernel writes it")
@@ -612,8 +612,8 @@ class Compiler:
         built by one sparse accumulator of the tensor's order), inputs or written by an earlier kernel, when
         the view does not already read one."""
         t = self.ir.tensors[key[0]]
-        if t.order not in (2, 3):
-            return False
+        if t.order not in (2, 3) or t.role == "mask":
+            return False                     # a coordinate mask has no data to copy: its row index leads
         return key not in {v.key for v in kp.views.values() if v.permuted}
 
 
@@ -689,7 +689,8 @@ def _add_label(g, u, v, lab):
 def _describe_label(ir, u, v, lab):
     if lab[0] == "view":
         t = ir.tensors[lab[1][0]]
-        fmt = t.format_name if t.role == "input" else "written"
+        fmt = t.format_name if t.role == "input" else ("coordinate mask: row first" if t.role == "mask" else
+                                                       "written")
         return f"{u} before {v} from the storage order of {lab[1][0]}({','.join(lab[1][1])}) [{fmt}]"
     if lab[0] == "order":
         st = ir.stmts[lab[1]]

@@ -73,6 +73,23 @@ class Leaf(Node):
         return f"{self.tensor}({','.join(self.idx)})"
 
 
+#: a coordinate mask is a leaf whose "tensor" is ``mask[<canonical pattern>]`` (``#n`` appended when the same
+#: pattern is used over spaces of different sizes): it has a :class:`TensorInfo` of role ``mask`` (shape from
+#: the statement's other operands, a dense outer level and a pattern inner level), no data, and is read by a
+#: ``mask_scan`` (see docs/language.md, "Coordinate masks")
+MASK_PREFIX = "mask["
+
+
+def is_mask(name):
+    """Is ``name`` a coordinate mask's pseudo-tensor?"""
+    return name.startswith(MASK_PREFIX)
+
+
+def mask_pattern(name):
+    """The canonical pattern text of a mask pseudo-tensor ``mask[<pattern>]#n``."""
+    return name[len(MASK_PREFIX):name.rindex("]")]
+
+
 class Lit(Node):
     """A numeric constant."""
 
@@ -155,6 +172,8 @@ def from_ast(node, stmt=None):
     """Convert a parsed :mod:`fuseflow.samml.expr` tree into IR nodes (constants folded)."""
     if isinstance(node, ast.Access):
         return Leaf(node.name, node.indices, stmt)
+    if isinstance(node, ast.Mask):
+        return Leaf(f"{MASK_PREFIX}{node.spec}]", node.indices, stmt)
     if isinstance(node, ast.Const):
         return Lit(node.value)
     if isinstance(node, ast.Call):
@@ -182,7 +201,8 @@ def from_ast(node, stmt=None):
 def to_text(node):
     """The node as index-notation text that :func:`fuseflow.samml.expr.parse_statement` reads back."""
     if isinstance(node, Leaf):
-        return f"{node.tensor}({','.join(node.idx)})"
+        name = node.tensor.split("#")[0] if is_mask(node.tensor) else node.tensor
+        return f"{name}({','.join(node.idx)})"
     if isinstance(node, Lit):
         return repr(node)
     if isinstance(node, Bin):
@@ -337,6 +357,8 @@ def check_index_sizes(stmt, tensors):
     """Bind index sizes for one statement; raise ProgramError on mismatches. Returns {index: size}."""
     sizes = {}
     for leaf in stmt.rhs.leaves():
+        if is_mask(leaf.tensor):
+            continue                     # a mask takes its sizes from the other operands
         t = tensors.get(leaf.tensor)
         if t is None:
             raise ProgramError(f"line {stmt.line}", f"tensor {leaf.tensor} is not declared")
@@ -348,3 +370,34 @@ def check_index_sizes(stmt, tensors):
                 raise ProgramError(f"line {stmt.line}", f"index {i} has size {sizes[i]} elsewhere but {d} in "
                                                         f"{leaf!r}")
     return sizes
+
+
+def bind_masks(stmt, tensors, sizes, where):
+    """Give every coordinate mask of ``stmt`` a pseudo-tensor of role ``mask`` (shape from ``sizes``) and
+    check that it is a factor of a product; raises ProgramError (``where``) otherwise."""
+    from ..samml.masks import check_shape, parse_mask
+
+    def walk(node, parent):
+        if isinstance(node, Leaf) and is_mask(node.tensor):
+            text = f"mask[{mask_pattern(node.tensor)}]({','.join(node.idx)})"
+            if not (isinstance(parent, Bin) and parent.op == "*"):
+                raise ProgramError(where, f"{text} must multiply an expression (mask[...](i,j) * ...): a mask "
+                                          f"selects coordinates, it has no values of its own")
+            missing = [i for i in node.idx if i not in sizes]
+            if missing:
+                raise ProgramError(where, f"{text}: index {missing[0]} has no size (a mask takes its sizes from "
+                                          f"the other operands of the statement)")
+            shape = (sizes[node.idx[0]], sizes[node.idx[1]])
+            spec = parse_mask(mask_pattern(node.tensor), where)
+            check_shape(spec, *shape, where)
+            base, n = node.tensor.split("#")[0], 1
+            name = base
+            while name in tensors and tuple(tensors[name].shape) != shape:
+                n += 1
+                name = f"{base}#{n}"
+            node.tensor = name
+            if name not in tensors:
+                tensors[name] = TensorInfo(name, shape, "mask", ("dense", "mask"), (0, 1), stmt.line)
+        for c in node.children():
+            walk(c, node)
+    walk(stmt.rhs, None)

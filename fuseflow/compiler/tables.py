@@ -27,7 +27,7 @@ See ``docs/compiler.md`` for the full rules and the list of what is not supporte
 
 from __future__ import annotations
 
-from .ir import ON_STORED, ON_STORED_BIN, Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING
+from .ir import ON_STORED, ON_STORED_BIN, Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING, is_mask, mask_pattern
 
 
 class NotRealizable(Exception):
@@ -460,9 +460,12 @@ class Planner:
                 raise NotRealizable(f"{view.label} is stored {'->'.join(view.level_idx)} but would be read at "
                                     f"{x} before {have} (discordant)")
             lvl = op.depth
-            cell = Cell("level_scan", {"ref": op.handle}, f"scan_{op.name}_{x}".replace("'", "p"),
-                        tensor=view.source, level=lvl, format=view.levels[lvl])
-            self.table.put(x, op.name, f"LS(<{op.name}_{op.last_row}>)")
+            if is_mask(view.source):
+                cell = self.mask_level(op, lvl, x)
+            else:
+                cell = Cell("level_scan", {"ref": op.handle}, f"scan_{op.name}_{x}".replace("'", "p"),
+                            tensor=view.source, level=lvl, format=view.levels[lvl])
+                self.table.put(x, op.name, f"LS(<{op.name}_{op.last_row}>)")
             op.last_row = x
             op.depth += 1
             res = JoinRes("scan", [(op, cell["crd"], cell["ref"])])
@@ -513,6 +516,17 @@ class Planner:
                 raise NotRealizable(f"{sc.name} delivers its levels in another order than {x}")
             return None
         raise TypeError(node)
+
+    def mask_level(self, op, lvl, x):
+        """The scanner of a coordinate mask's level: its row level is a dense scan (whose references are the
+        row coordinates), its column level a ``mask_scan`` that emits the columns the pattern keeps."""
+        rows, cols = (int(self.sizes[i]) for i in op.view.idx)
+        if lvl == 0:
+            self.table.put(x, op.name, f"LS_dense({rows})")
+            return Cell("level_scan", {"ref": op.handle}, f"mask_rows_{x}", format="dense", dim=rows)
+        self.table.put(x, op.name, f"MaskScan(<{op.name}_{op.last_row}>)")
+        return Cell("mask_scan", {"ref": op.handle}, f"mask_{x}", mask=mask_pattern(op.view.source),
+                    rows=rows, dim=cols)
 
     def cover(self, j, x, owner):
         """Union ``j`` with a dense iterator over ``x`` (visit every coordinate of the dimension)."""
@@ -589,7 +603,15 @@ class Planner:
 
     # -- values and reductions --
     def value(self, node):
+        if isinstance(node, Bin) and node.op == "*":
+            # a coordinate mask selects coordinates in the co-iteration and contributes no value
+            if _is_mask_leaf(node.a):
+                return self.value(node.b)
+            if _is_mask_leaf(node.b):
+                return self.value(node.a)
         if isinstance(node, Leaf):
+            if is_mask(node.tensor):
+                raise NotRealizable("a coordinate mask has no values (it must multiply an expression)")
             op = self.leaf_op[id(node)]
             key = (op.handle.key(), op.view.source)
             if key not in self._array:
@@ -630,6 +652,8 @@ class Planner:
 
     def value_text(self, node):
         """The value row's computation of a scope in terms of its columns (for the table)."""
+        if isinstance(node, Bin) and node.op == "*" and (_is_mask_leaf(node.a) or _is_mask_leaf(node.b)):
+            return self.value_text(node.b if _is_mask_leaf(node.a) else node.a)
         if isinstance(node, Leaf):
             return f"<{self.leaf_op[id(node)].name}_val>"
         if isinstance(node, Lit):
@@ -698,6 +722,10 @@ class Planner:
         if s.operand is not None:
             s.operand.handle = val if not levels else None
             s.operand.last_row = levels[-1][0] if levels else "val"
+
+
+def _is_mask_leaf(node):
+    return isinstance(node, Leaf) and is_mask(node.tensor)
 
 
 def _val_label(s, text):

@@ -13,14 +13,16 @@ Grammar (one statement per line or separated by ``;``; ``#`` starts a comment)::
     unary     := '-' unary | atom
     atom      := NUMBER | access | FUNC '(' expr ')' | RED '[' INDEX {',' INDEX} ']' '(' expr ')'
                | SUGAR '[' INDEX {',' INDEX} {',' NAME '=' NUMBER} ']' '(' expr {',' expr} ')'
-               | '(' expr ')'
+               | 'mask' '[' PATTERN ']' '(' INDEX ',' INDEX ')' | '(' expr ')'
     FUNC      := neg | relu | exp | sigmoid | tanh | gelu | sqrt | rsqrt | log | abs | square
     RED       := sum | max | min
     SUGAR     := softmax | layernorm | mean       # lowered by the compiler (fuseflow.compiler.lower_sugar)
 
 Indices used on the right but absent on the left are summed (implicit ``sum``) at the smallest
 subexpression that holds every use of the index (TACO's rule). ``max[j](...)`` reduces by maximum over
-the nonzero entries of its fibre; an all-empty fibre gives 0. (The simulator takes the maximum over the *stored*
+the nonzero entries of its fibre; an all-empty fibre gives 0. ``mask[PATTERN](i,j)`` is a coordinate mask
+(:mod:`fuseflow.samml.masks`): 1 where the pattern keeps ``(i, j)``, else 0, with no tensor behind it; its
+index sizes come from the other operands of the statement. (The simulator takes the maximum over the *stored*
 entries it visits; the two differ only where a fibre stores explicit zeros and all its other entries are
 negative, which dense evaluation cannot see.) ``min[j](...)`` is the same with the minimum.
 
@@ -113,6 +115,16 @@ class Sugar:
 
 
 @dataclass(frozen=True)
+class Mask:
+    """A coordinate mask ``mask[spec](i,j)``; ``spec`` is the pattern's canonical text."""
+    spec: str
+    indices: tuple
+
+    def __str__(self):
+        return f"mask[{self.spec}]({','.join(self.indices)})"
+
+
+@dataclass(frozen=True)
 class Statement:
     lhs: Access
     rhs: object
@@ -141,6 +153,12 @@ class _Parser:
             kind = m.lastgroup
             self.toks.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
+            if kind == "name" and m.group(kind) == "mask":
+                # a mask pattern (``bigbird:block=4,...``) is one token: its text is not index notation
+                mm = re.compile(r"\s*\[([^\]]*)\]").match(text, pos)
+                if mm:
+                    self.toks.append(("pattern", mm.group(1), mm.start(1)))
+                    pos = mm.end()
         self.i = 0
 
     def error(self, pos, why):
@@ -235,6 +253,8 @@ class _Parser:
                 return Reduce(value, tuple(idx), body)
             if value in SUGAR and nxt == "[":
                 return self.sugar(value, pos)
+            if value == "mask" and self.peek()[0] == "pattern":
+                return self.mask(pos)
             if value in UNARY_FUNCS and nxt == "(":
                 self.take("(")
                 arg = self.expr()
@@ -299,6 +319,21 @@ class _Parser:
         return Sugar(op, tuple(idx), tuple(args), tuple(params.items()))
 
 
+    def mask(self, pos):
+        from .masks import parse_mask
+        _, text, ppos = self.take(kind="pattern")
+        try:
+            spec = parse_mask(text, f"line {self.line}, column {ppos + self.col0}")
+        except ProgramError:
+            raise
+        self.take("(")
+        idx = self.index_list(")")
+        if len(idx) != 2 or idx[0] == idx[1]:
+            self.error(pos, f"mask[{spec.text}] takes two different indices (row, column), got "
+                            f"({','.join(idx)})")
+        return Mask(spec.text, tuple(idx))
+
+
 def parse_statement(text, line=1, col0=1):
     """Parse one statement; implicit reductions are made explicit (see module doc)."""
     st = _Parser(text, line, col0).statement()
@@ -320,7 +355,7 @@ def parse_statements(text):
 
 def free_indices(node):
     """Indices used (and not reduced) in ``node``, in first-use order."""
-    if isinstance(node, Access):
+    if isinstance(node, (Access, Mask)):
         return list(node.indices)
     if isinstance(node, Const):
         return []
@@ -436,6 +471,8 @@ def _bind_sizes(node, env, sizes, line):
         for i, d in zip(node.indices, shape):
             if sizes.setdefault(i, d) != d:
                 raise ProgramError(f"line {line}", f"index {i} has size {sizes[i]} elsewhere but {d} in {node}")
+    elif isinstance(node, Mask):
+        pass                                  # sizes come from the other operands (checked in _eval)
     elif isinstance(node, BinOp):
         _bind_sizes(node.lhs, env, sizes, line)
         _bind_sizes(node.rhs, env, sizes, line)
@@ -463,14 +500,28 @@ def _product_factors(node):
     if isinstance(node, BinOp) and node.op == "*":
         a, b = _product_factors(node.lhs), _product_factors(node.rhs)
         return a + b if a is not None and b is not None else None
-    if isinstance(node, (Access, Const)):
+    if isinstance(node, (Access, Const, Mask)):
         return [node]
     return None
+
+
+def _mask_array(node, sizes):
+    from .masks import check_shape, dense_mask, parse_mask
+    missing = [i for i in node.indices if i not in sizes]
+    if missing:
+        raise ProgramError("expression", f"{node}: index {missing[0]} has no size (a mask takes its sizes from "
+                                         f"the other operands)")
+    spec = parse_mask(node.spec)
+    rows, cols = sizes[node.indices[0]], sizes[node.indices[1]]
+    check_shape(spec, rows, cols, str(node))
+    return dense_mask(spec, rows, cols).astype(np.float64)
 
 
 def _eval(node, env, sizes):
     if isinstance(node, Access):
         return env[node.name], tuple(node.indices)
+    if isinstance(node, Mask):
+        return _mask_array(node, sizes), tuple(node.indices)
     if isinstance(node, Const):
         return np.asarray(node.value), ()
     if isinstance(node, Call):
@@ -546,6 +597,10 @@ def _einsum(factors, reduced, env, sizes):
         if isinstance(f, Const):
             operands.append(np.asarray(f.value))
             specs.append("")
+        elif isinstance(f, Mask):
+            operands.append(_mask_array(f, sizes))
+            specs.append("".join(letter(i) for i in f.indices))
+            idx_out += [i for i in f.indices if i not in reduced and i not in idx_out]
         else:
             operands.append(env[f.name])
             specs.append("".join(letter(i) for i in f.indices))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..errors import GraphError
-from .registry import OPS, UNARY_ALU_OPS, check_spacc, get_op, port_kind
+from .registry import OPS, UNARY_ALU_OPS, check_mask_scan, check_spacc, get_op, port_kind
 
 SAMML_VERSION = 1
 ROLES = ("input", "output", "intermediate")
@@ -388,6 +388,8 @@ def _validate_kernel(p, k, where):
             raise GraphError(f"{nw}.params.arity", "must be at least 2")
         if node.op == "spacc":
             check_spacc(node.params, f"{nw}.params")
+        if node.op == "mask_scan":
+            check_mask_scan(node.params, f"{nw}.params")
         if node.op == "repeat":
             s_in, s_out = k.driver(nid, "in"), k.output_stream(nid, "out")
             if s_in and s_out and s_in.kind != s_out.kind:

@@ -186,6 +186,21 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
                   if _name == "intersect" else "Union pops every input holding the smallest head coordinate."),
     ))
 _op(OpSpec(
+    "mask_scan", "Scans the column level of a coordinate mask (no memory): for each row coordinate r emits the "
+                 "columns c the pattern keeps, ascending, with references r*dim + c, and stop promotion as "
+                 "level_scan.",
+    inputs=(Port("ref", "ref", "row coordinates (the references of the mask's dense row level), one fibre each"),),
+    outputs=(Port("crd", "crd", "kept column coordinates"),
+             Port("ref", "ref", "r*dim + c: the position of (r, c) in a dense row-major level pair")),
+    params=(Param("mask", "str", REQUIRED, doc="the pattern: causal, band:w=W or "
+                                               "bigbird:block=B,window=W,global=G,random=R,seed=S"),
+            Param("rows", "int", REQUIRED, doc="number of rows (BigBird: row blocks; hardware: ref width)"),
+            Param("dim", "int", REQUIRED, doc="number of columns")),
+    timing="As a dense level_scan whose fibre holds only the kept columns: a fibre of L kept coordinates takes "
+           "L+1 cycles (the first coordinate leaves in the cycle the reference is taken, the closing stop one "
+           "cycle after the last); a bare stop, N or D takes 1 cycle; an empty fibre 2. One firing per cycle.",
+))
+_op(OpSpec(
     "repeat_sig", "Turns a coordinate stream into repeat signals: R per coordinate, S per stop, D.",
     inputs=(Port("in", "crd", "coordinates whose count drives the repeat"),),
     outputs=(Port("repsig", "repsig", "repeat signals"),),
@@ -293,6 +308,20 @@ _op(OpSpec(
     memory="write",
     timing="1 cycle per token.",
 ))
+
+
+def check_mask_scan(params, where="op mask_scan"):
+    """Raise GraphError (one line) for a mask_scan whose pattern is bad or does not fit rows x dim."""
+    from .masks import check_shape, parse_mask
+    from ..errors import ProgramError
+    rows, dim = params.get("rows"), params.get("dim")
+    for key, v in (("rows", rows), ("dim", dim)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise GraphError(where, f"mask_scan {key} must be an integer >= 1, got {v!r}")
+    try:
+        check_shape(parse_mask(params.get("mask", ""), where), rows, dim, where)
+    except ProgramError as exc:
+        raise GraphError(exc.what, exc.why) from None
 
 
 def get_op(name, where="op"):

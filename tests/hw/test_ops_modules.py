@@ -26,6 +26,8 @@ EXAMPLES = {
     "crd_hold": ({}, {"outer": [0, 1, 2, "S0", "D"], "inner": [5, "S0", "S0", 6, 7, "S1", "D"]}),
     "level_write": ({"level": 1}, {"crd": [1, "S0", "S0", 2, "S1", "D"]}),
     "value_write": ({}, {"val": [5, -2, "S0", "N", 7, "S1", "D"]}),
+    "mask_scan": ({"mask": "bigbird:block=2,window=1,global=1,random=1,seed=3", "rows": 8, "dim": 8},
+                  {"ref": [0, 3, "S0", "N", 6, "S1", "D"]}),
     "spacc": ({"order": 2, "dim": 8, "dim_outer": 4},
               {"crd_outer0": [2, 0, "S0", 0, 1, "S1", "D"], "crd_inner": [3, 1, "S0", 5, "S1", "S0", 1, "S2", "D"],
                "val": [10, 20, "S0", 30, "S1", "S0", 7, "S2", "D"]}),
