@@ -7,6 +7,6 @@
 Most users want :func:`fuseflow.compile` (the model object). Needs the ``torch`` extra; docs/pytorch.md.
 """
 
-from .lower import Binding, Lowered, lower, region_key
+from .lower import Binding, Lowered, coordinate_mask, lower, region_key
 
-__all__ = ["lower", "Lowered", "Binding", "region_key"]
+__all__ = ["lower", "Lowered", "Binding", "region_key", "coordinate_mask"]

@@ -395,9 +395,9 @@ class _Lowering:
     def const(self, value, atoms, source, fmt=None):
         """A constant input tensor holding ``value`` with its size-1 dims dropped and dims split into atoms."""
         sizes = tuple(a for dim in atoms for a in dim)
-        key = (id(value), sizes)
+        key = (source, id(value), sizes)
         if key in self.const_cache:
-            return self.const_cache[key]
+            return self.const_cache[key][0]
         pruned = fmt == "pruned"
         if value.layout != torch.strided:
             pruned = True
@@ -411,7 +411,7 @@ class _Lowering:
             import scipy.sparse as sp
             data = sp.csr_matrix(arr)
         self.stored[name] = Stored(name, sizes, "const", fmt, data, source)
-        self.const_cache[key] = name
+        self.const_cache[key] = (name, value)        # holding value keeps its id unique
         return name
 
     def statement(self, n, out_names, rhs):
@@ -628,8 +628,16 @@ class _Lowering:
         names = self.names_for(atoms, taken)
         red = [nm for d in dims for nm in names[d]]
         body = self.leaf(x, names, atoms, n)
+        wn = [names[d] for d in dims]
+        wa = [atoms[d] for d in dims]
         if "layernorm" in getattr(ff_expr, "SUGAR", ()):
-            rhs = f"layernorm[{','.join(red)}]({body}, {_num(eps)})"
+            args = [body]
+            if wsrc is not None or bsrc is not None:
+                args.append(self.leaf(wsrc, wn, wa, n) if wsrc is not None else "1")
+            if bsrc is not None:
+                args.append(self.leaf(bsrc, wn, wa, n))
+            rhs = f"layernorm[{','.join(red)}, eps={_num(eps)}]({', '.join(args)})"
+            return self.statement(n, names, rhs)
         else:
             _need_function("rsqrt", self.where(n))
             count = math.prod(self.shape(x)[d] for d in dims)
@@ -647,8 +655,6 @@ class _Lowering:
             centred2 = f"({self.leaf(x, m2, atoms, n)} - {mean3})"
             var = f"(sum[{r2}]({centred2} * {centred2}) / {_num(count)})"
             rhs = f"(({body} - {mean}) * rsqrt({var} + {_num(eps)}))"
-        wn = [names[d] for d in dims]
-        wa = [atoms[d] for d in dims]
         if wsrc is not None:
             rhs = f"({rhs} * {self.leaf(wsrc, wn, wa, n)})"
         if bsrc is not None:
@@ -685,17 +691,41 @@ class _Lowering:
         return self.statement(n, names, f"({factor} * {self.leaf(x, names, atoms, n)})")
 
 
+#: keep-patterns made by :func:`coordinate_mask`, by (shape, bytes): recognised whatever ops fold them
+_KNOWN_MASKS = {}
+
+
+def coordinate_mask(spec: str, rows: int, cols: int | None = None) -> torch.Tensor:
+    """A boolean keep-pattern (True = keep) of a coordinate mask (``causal``, ``band:w=2``,
+    ``bigbird:block=4,window=3,global=1,random=1,seed=0``) as a torch tensor for a model's buffer.
+
+    ``scores.masked_fill(~keep, float("-inf"))`` with this buffer lowers to ``mask[spec](i,j)``: no mask
+    tensor in memory. The pattern comes from :mod:`fuseflow.samml.masks`, the one definition the simulator
+    and the hardware use."""
+    from ...samml.masks import dense_mask, parse_mask
+    cols = rows if cols is None else cols
+    parsed = parse_mask(spec, "coordinate_mask")
+    keep = np.asarray(dense_mask(parsed, rows, cols), dtype=bool)
+    _KNOWN_MASKS[(keep.shape, keep.tobytes())] = parsed.text
+    return torch.from_numpy(keep.copy())
+
+
 def _coordinate_mask(keep, names):
-    """``mask[causal](i,j)`` when the keep-pattern is a coordinate mask the language knows, else None."""
-    if "mask" not in getattr(ff_expr, "SUGAR", ()):
+    """``mask[spec](i,j)`` when the keep-pattern is a coordinate mask, else None (a mask tensor is used)."""
+    if not hasattr(ff_expr, "Mask"):
         return None
-    k = keep.numpy()
-    if k.ndim != 2 or k.shape[0] != k.shape[1] or len(names[0]) != 1 or len(names[1]) != 1:
+    k = keep.numpy().astype(bool)
+    if k.ndim != 2 or len(names[0]) != 1 or len(names[1]) != 1:
         return None
-    spec = getattr(keep, "_ff_mask", None)
-    n = k.shape[0]
-    if spec is None and np.array_equal(k, np.tril(np.ones((n, n), dtype=bool))):
+    spec = _KNOWN_MASKS.get((k.shape, k.tobytes()))
+    rows, cols = k.shape
+    i, j = np.indices(k.shape)
+    if spec is None and np.array_equal(k, j <= i):
         spec = "causal"
+    if spec is None and k.any():
+        w = int(np.abs(i - j)[k].max())
+        if np.array_equal(k, np.abs(i - j) <= w):
+            spec = f"band:w={w}"
     if spec is None:
         return None
     return f"mask[{spec}]({names[0][0]},{names[1][0]})"
@@ -728,8 +758,8 @@ def _need_function(fn, where):
 
 
 def _gelu_function(approximate, where):
-    forms = getattr(ff_expr, "GELU_FORM", None)
-    if forms is None or approximate == forms:
+    forms = "none"                  # the ALU's gelu is the erf form (fuseflow.tensors.fixedfn)
+    if approximate == forms:
         return "gelu"
     raise ProgramError(where, f"gelu(approximate={approximate!r}) differs from the ALU's gelu ({forms}); use "
                               f"approximate={forms!r}")

@@ -52,7 +52,7 @@ def trace(model: torch.nn.Module) -> fx.GraphModule:
     except Exception as exc:            # torch.fx raises TraceError, TypeError, ... with long messages
         where = tracer.failed_at or type(model).__name__
         msg = " ".join(str(exc).split())
-        if "control flow" in msg or isinstance(exc, fx.proxy.TraceError):
+        if "control flow" in msg:
             why = ("data-dependent control flow (an if/while/for on a tensor's values) cannot be traced by "
                    "torch.fx: write it with tensor ops")
         else:
