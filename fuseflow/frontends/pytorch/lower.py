@@ -558,8 +558,15 @@ class _Lowering:
         xn = out_names[:-1] + [k_names]
         xa = out_atoms[:-1] + [k_atoms]
         prefix = n.target if n.op == "call_module" else None
-        wsrc = w if isinstance(w, torch.fx.Node) else _named(w, f"{prefix}.weight", self._pruned(n))
-        rhs = f"{self.leaf(x, xn, xa, n)} * {self.leaf(wsrc, [out_names[-1], k_names], [out_atoms[-1], k_atoms], n)}"
+        if isinstance(w, torch.fx.Node) and w in self.dyn:
+            wleaf = self.leaf(w, [out_names[-1], k_names], [out_atoms[-1], k_atoms], n)
+        else:
+            # a constant weight is stored as W^T (in x out): x @ W^T can then run row by row (Gustavson)
+            value = self.values[w] if isinstance(w, torch.fx.Node) else w
+            name = w.target if isinstance(w, torch.fx.Node) and w.op == "get_attr" else f"{prefix}.weight"
+            wt = _named(value.t(), name, self._pruned(n) or value.layout != torch.strided)
+            wleaf = self.leaf(wt, [k_names, out_names[-1]], [k_atoms, out_atoms[-1]], n)
+        rhs = f"{self.leaf(x, xn, xa, n)} * {wleaf}"
         if bias is not None:
             bsrc = bias if isinstance(bias, torch.fx.Node) else _named(bias, f"{prefix}.bias")
             rhs = f"({rhs} + {self.leaf(bsrc, [out_names[-1]], [out_atoms[-1]], n)})"
