@@ -16,7 +16,7 @@ from .autoencoder import SparseAutoencoder
 from .decoder import Decoder
 from .gnn import GCN, GraphSAGE
 
-MODELS = ("gcn", "graphsage", "autoencoder", "decoder")
+from ..models_names import MODELS
 
 __all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example"]
 

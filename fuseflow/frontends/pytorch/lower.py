@@ -140,6 +140,8 @@ class _Lowering:
     def analyse(self):
         nodes = [n for n in self.gm.graph.nodes if n in self.dyn]
         for n in nodes:
+            if n.op != "placeholder":
+                self.kind(n)                     # an unknown op is named before anything else
             v = self.values[n]
             if isinstance(v, torch.Tensor):
                 for d, s in enumerate(v.shape):
