@@ -311,6 +311,10 @@ class Compiler:
             if unknown:
                 raise ProgramError("--order", f"index {unknown[0]} is not an index of any kernel (indices: "
                                               f"{', '.join(sorted(names))})")
+        outs = [p.out for p in self.plans if isinstance(p, KernelPlan)]
+        unknown = [k for k in self.kernel_orders if k not in outs]
+        if unknown:
+            raise ProgramError("--order", f"no kernel writes {unknown[0]} (kernels: {', '.join(outs)})")
         return self.plans
 
     def compile_sink(self, stmt, group, uninline=()):
