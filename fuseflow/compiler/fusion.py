@@ -765,6 +765,8 @@ def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
 
 
 def plan_program(ir, fuse="regions", order=None, iteration="factored"):
-    """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries)."""
-    c = Compiler(ir, fuse, order, iteration)
+    """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries). Sugar is
+    lowered first when the caller has not run the pass (a no-op otherwise)."""
+    from .lower_sugar import lower_sugar
+    c = Compiler(lower_sugar(ir), fuse, order, iteration)
     return c.run(), c.ir
