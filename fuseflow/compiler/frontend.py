@@ -34,11 +34,14 @@ import re
 
 from ..errors import ProgramError, TensorError
 from ..samml import expr as ast
-from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from_ast, is_mask
+from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from_ast, is_mask, push_masks
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
 KEYWORDS = ("tensor", "output", "order", "fuse", "program")
+#: the largest tensor order that graph.json (its schema), the simulator's tensor files and the hardware's
+#: level memories carry; the compiler refuses larger tensors instead of writing a graph nothing can load
+MAX_TENSOR_ORDER = 3
 
 
 class _Decl:
@@ -82,6 +85,7 @@ class EinsumProgram:
                 from None
         if any(d < 1 for d in shape):
             raise ProgramError(f"line {line}, column {col}", f"dimensions of {name} must be positive, got {shape}")
+        _check_order(name, len(shape), f"line {line}, column {col}")
         if format is not None and not isinstance(format, str):
             fmt = (tuple(format), tuple(mode_order) if mode_order is not None else None)
         else:
@@ -228,11 +232,13 @@ class EinsumProgram:
                                                   f"compiler: declare only the shape)")
             sizes = check_index_sizes(stmt, tensors)
             bind_masks(stmt, tensors, sizes, where)
+            stmt.rhs = push_masks(stmt.rhs)
             for i in stmt.idx:
                 if i not in rhs.free:
                     raise ProgramError(_at(src, lhs), f"index {i} of {lhs}({','.join(stmt.idx)}) is not used on "
                                                       f"the right side")
             shape = tuple(sizes[i] for i in stmt.idx)
+            _check_order(lhs, len(shape), _at(src, lhs))
             if decl is not None and tuple(decl.shape) != shape:
                 raise ProgramError(_at(src, lhs), f"{lhs} is declared with shape {tuple(decl.shape)} but the "
                                                   f"statement gives {shape}")
@@ -273,6 +279,13 @@ class EinsumProgram:
                 tensors[s.lhs].role = "output"
         ordered = [regions[k] for k in sorted(regions)]
         return ProgramIR(self.name, tensors, stmts, ordered)
+
+
+def _check_order(name, order, where):
+    if order > MAX_TENSOR_ORDER:
+        raise ProgramError(where, f"{name} has order {order}: tensors of order at most {MAX_TENSOR_ORDER} are "
+                                  f"supported (graph.json, the simulator and the hardware); write attention "
+                                  f"with a head index instead of a batch x head pair, or split the tensor")
 
 
 def _lhs_name(src):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..errors import ProgramError
-from .ir import Bin, Fn, Leaf, Lit, Red, rename
+from .ir import Bin, Fn, Leaf, Lit, Red, push_masks, rename
 from .tables import check_order
 
 SCHEDULES = ("none", "regions", "full")
@@ -311,6 +311,10 @@ class Compiler:
             if unknown:
                 raise ProgramError("--order", f"index {unknown[0]} is not an index of any kernel (indices: "
                                               f"{', '.join(sorted(names))})")
+        outs = [p.out for p in self.plans if isinstance(p, KernelPlan)]
+        unknown = [k for k in self.kernel_orders if k not in outs]
+        if unknown:
+            raise ProgramError("--order", f"no kernel writes {unknown[0]} (kernels: {', '.join(outs)})")
         return self.plans
 
     def compile_sink(self, stmt, group, uninline=()):
@@ -404,6 +408,11 @@ class Compiler:
             for i, d in zip(leaf.idx, self.ir.tensors[leaf.tensor].shape):
                 sizes[i] = d
         shape = tuple(sizes[i] for i in red.free)
+        from .frontend import MAX_TENSOR_ORDER
+        if len(shape) > MAX_TENSOR_ORDER:
+            raise ProgramError(f"line {stmt.line}", f"cannot lower {stmt.lhs}: its reduction {_text(red)} would "
+                                                    f"need a temporary of order {len(shape)} (at most "
+                                                    f"{MAX_TENSOR_ORDER} is supported)")
         self.ir.tensors[name] = TensorInfo(name, shape, "intermediate", line=stmt.line)
         tmp = Stmt(len(self.ir.stmts), name, tuple(red.free), red, stmt.line, f"{name}(...) = {_text(red)}")
         tmp.synthetic = True
@@ -435,6 +444,7 @@ class Compiler:
         expr, instances = instantiate(self.ir, stmt, stmt.idx, used, allowed)
         if self.hoisted:
             expr = _replace_hoisted(expr, self.hoisted)
+        expr = push_masks(expr)              # inlining can put a mask beside a producer's reduction
         if self.iteration == "global":
             g = globalize(expr)
             if g is None:
@@ -755,6 +765,8 @@ def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
 
 
 def plan_program(ir, fuse="regions", order=None, iteration="factored"):
-    """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries)."""
-    c = Compiler(ir, fuse, order, iteration)
+    """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries). Sugar is
+    lowered first when the caller has not run the pass (a no-op otherwise)."""
+    from .lower_sugar import lower_sugar
+    c = Compiler(lower_sugar(ir), fuse, order, iteration)
     return c.run(), c.ir

@@ -372,6 +372,28 @@ def check_index_sizes(stmt, tensors):
     return sizes
 
 
+def push_masks(node):
+    """``mask(i,j) * sum[d](body)`` -> ``sum[d](mask(i,j) * body)`` when the mask's indices are free in the
+    reduction and not reduced by it (the same value, since the mask is 0 or 1 and does not depend on ``d``;
+    likewise ``max``). Inside the reduction's scope the mask selects the coordinates *before* the reduced loop
+    runs, so masked attention scores over dense Q and K do their ``d`` loop once per kept (i, j), not n^2
+    times."""
+    if isinstance(node, Bin):
+        a, b = push_masks(node.a), push_masks(node.b)
+        if node.op == "*":
+            for m, other in ((a, b), (b, a)):
+                if (isinstance(m, Leaf) and is_mask(m.tensor) and isinstance(other, Red)
+                        and other.op in ("sum", "max") and not set(m.idx) & set(other.idx)
+                        and set(m.idx) <= set(other.free)):
+                    return Red(other.op, other.idx, push_masks(Bin("*", m, other.body)))
+        return Bin(node.op, a, b)
+    if isinstance(node, Fn):
+        return Fn(node.fn, push_masks(node.a))
+    if isinstance(node, Red):
+        return Red(node.op, node.idx, push_masks(node.body))
+    return node
+
+
 def bind_masks(stmt, tensors, sizes, where):
     """Give every coordinate mask of ``stmt`` a pseudo-tensor of role ``mask`` (shape from ``sizes``) and
     check that it is a factor of a product; raises ProgramError (``where``) otherwise."""

@@ -47,7 +47,7 @@ def lower_sugar(ir: ProgramIR) -> ProgramIR:
         lowering = _Lowering(s, tensors)
         rhs = lowering.rewrite(s.rhs)
         group = [*lowering.new, s]
-        if lowering.new:
+        if rhs is not s.rhs:
             final = Stmt(0, s.lhs, s.idx, rhs, s.line, s.text, [], s.synthetic, s.shown or s.rhs)
             group[-1] = final
         if s.id in region_of:
@@ -78,6 +78,8 @@ class _Lowering:
         self.sizes = check_index_sizes(stmt, tensors)
 
     def rewrite(self, node):
+        if not self.changed(node):
+            return node
         if isinstance(node, Bin):
             return Bin(node.op, self.rewrite(node.a), self.rewrite(node.b))
         if isinstance(node, Fn):
@@ -88,6 +90,9 @@ class _Lowering:
             args = [self.rewrite(a) for a in node.args]
             return getattr(self, node.op)(node, args)
         return node
+
+    def changed(self, node):
+        return any(isinstance(n, Sugar) for n in node.walk())
 
     # -- helpers --
     def fresh(self, suffix):

@@ -479,6 +479,10 @@ class Planner:
                 j = self.cover(j, x, owner)
             return j
         if isinstance(node, Bin):
+            if node.op == "*" and (_is_mask_leaf(node.a) or _is_mask_leaf(node.b)):
+                j = self.join_masked(node, x, owner)
+                if j is not False:
+                    return j
             ja = self.join(node.a, x, owner)
             jb = self.join(node.b, x, owner)
             if node.op == "*" or node.op in ON_STORED_BIN:
@@ -516,6 +520,50 @@ class Planner:
                 raise NotRealizable(f"{sc.name} delivers its levels in another order than {x}")
             return None
         raise TypeError(node)
+
+    def join_masked(self, node, x, owner):
+        """``mask(i,j) * e`` at the mask's column level ``x``: when ``e``'s coordinates at ``x`` are sparse, a
+        ``crd_mask`` filters them (and their references) by the pattern, so the work is e's entries; otherwise
+        (dense operands) the mask's ``mask_scan`` generates the kept columns and the product intersects them.
+        Returns False when ``x`` is not the mask's column level (the ordinary join applies)."""
+        mask, other = (node.a, node.b) if _is_mask_leaf(node.a) else (node.b, node.a)
+        op = self.leaf_op[id(mask)]
+        if op.depth != 1 or op.view.level_idx[1] != x or (id(op), x) in self._scan:
+            return False
+        jo = self.join(other, x, owner)
+        if jo is None or not self._sparse(jo):
+            return self.combine("intersect", [self.join(mask, x, owner), jo], x)
+        self.finalize(jo)
+        refs = list(jo.refs.items())
+        rows, cols = (int(self.sizes[i]) for i in op.view.idx)
+        inputs = {"outer": op.handle, "crd": jo.crd}
+        for n, (_, ref) in enumerate(refs):
+            inputs[f"ref{n}"] = ref
+        cell = Cell("crd_mask", inputs, f"mask_{x}", mask=mask_pattern(op.view.source), rows=rows, dim=cols,
+                    arity=len(refs))
+        self.table.put(x, op.name, f"MaskFilter(<{op.name}_{op.last_row}>)")
+        op.last_row = x
+        op.depth += 1
+        res = JoinRes("intersect", [(o, cell["crd"], cell[f"ref{n}"]) for n, (o, _) in enumerate(refs)])
+        res.crd = cell["crd"]
+        res.refs = {o: cell[f"ref{n}"] for n, (o, _) in enumerate(refs)}
+        self._scan[(id(op), x)] = res
+        return res
+
+    def _sparse(self, j):
+        """Are the coordinates of ``j`` those of sparse operands (compressed levels or results), so that
+        filtering them beats generating the mask's?"""
+        if j.kind == "solo" or not j.pairs:
+            return False
+        flags = []
+        for op, crd, _ in j.pairs:
+            if isinstance(crd, _Dense) or op is None:
+                flags.append(False)
+            elif op.kind == "view":
+                flags.append(op.view.levels[op.depth - 1] in ("compressed", "mask"))
+            else:
+                flags.append(op.kind == "result")
+        return all(flags) if j.kind == "union" else any(flags)
 
     def mask_level(self, op, lvl, x):
         """The scanner of a coordinate mask's level: its row level is a dense scan (whose references are the

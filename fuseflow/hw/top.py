@@ -67,7 +67,7 @@ def _any_kind(kernel, node, program=None):
     through unchanged, and consumers take the low bits they need)."""
     if node.op == "repeat":
         ports = ["in"]
-    elif node.op in ("intersect", "union"):
+    elif node.op in ("intersect", "union", "crd_mask"):
         ports = [f"ref{i}" for i in range(node.params.get("arity", 2))]
     else:
         return "ref"

@@ -1,45 +1,59 @@
-"""The FuseFlow paper's four model classes as PyTorch modules, with their fusion configurations.
+"""The FuseFlow paper's four model classes as PyTorch modules, with their fusion configurations, and
+model-scale data for the example ``.ff`` programs.
 
-    from fuseflow.models import GCN, example
+    from fuseflow.models import example
     model, inputs = example("gcn")                  # a model and example inputs (offline data)
     for config, fuse in model.FUSION.items():       # unfused / partial / full (paper, Appendix C)
         m = fuseflow.compile(model, inputs, fuse=fuse)
 
-Models: :class:`GCN` and :class:`GraphSAGE` (two layers, :mod:`.gnn`), :class:`SparseAutoencoder`
-(three pruned layers, :mod:`.autoencoder`), :class:`Decoder` (GPT-3-style blocks with BigBird attention,
-:mod:`.decoder`). Data: :mod:`.data`. Needs the ``torch`` extra.
+PyTorch models (need the ``torch`` extra; imported on first use): :class:`GCN` and :class:`GraphSAGE`
+(two layers, :mod:`.gnn`), :class:`SparseAutoencoder` (three pruned layers, :mod:`.autoencoder`),
+:class:`Decoder` (GPT-3-style blocks with BigBird attention, :mod:`.decoder`); their data: :mod:`.data`.
+
+NumPy data for the example programs ``examples/programs/{decoder,autoencoder,graphsage2}.ff``:
+:func:`example_inputs` (:mod:`.program_data`).
 """
 
 from __future__ import annotations
 
-from .autoencoder import SparseAutoencoder
-from .decoder import Decoder
-from .gnn import GCN, GraphSAGE
-
 from ..models_names import MODELS
+from .program_data import PRUNED_KEEP, example_inputs
 
-__all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example"]
+__all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example", "example_inputs",
+           "PRUNED_KEEP"]
+
+_LAZY = {"GCN": "gnn", "GraphSAGE": "gnn", "SparseAutoencoder": "autoencoder", "Decoder": "decoder"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def example(name: str, **sizes):
-    """(model, example inputs) of a bundled model on its offline data; ``sizes`` go to the model.
+    """(model, example inputs) of a bundled PyTorch model on its offline data; ``sizes`` go to the model.
 
     ``gcn`` and ``graphsage`` run on Zachary's karate club (``graph=`` a :class:`.data.Graph` to change it)."""
     from ..errors import FuseFlowError
     from . import data
     if name in ("gcn", "graphsage"):
+        from .gnn import GCN, GraphSAGE
         g = sizes.pop("graph", None) or data.karate_club(sizes.get("in_features", 16))
         sizes.setdefault("in_features", int(g.features.shape[1]))
         if name == "gcn":
             return GCN(**sizes), (g.adjacency, g.features)
         return GraphSAGE(**sizes), (g.neighbours, g.degree, g.features)
     if name == "autoencoder":
+        from .autoencoder import SparseAutoencoder
         model = SparseAutoencoder(**sizes)
-        side = int(round(model.enc1.linear.in_features ** 0.5))
-        x = data.images(5, side) if side * side == model.enc1.linear.in_features else \
-            data.images(5, 1)[:, :0]
+        features = model.enc1.linear.in_features
+        side = int(round(features ** 0.5))
+        x = data.images(5, side) if side * side == features else data.images(5, 1, seed=1).repeat(1, features)
         return model, (x,)
     if name == "decoder":
+        from .decoder import Decoder
         model = Decoder(**sizes)
         blk = model.blocks[0]
         return model, (data.token_embeddings(blk.attn.seq, blk.attn.dim),)

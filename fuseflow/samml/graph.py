@@ -386,9 +386,11 @@ def _validate_kernel(p, k, where):
             raise GraphError(nw, f"node '{nid}' has both a const and a driven input 'b'")
         if node.op in ("intersect", "union") and node.params["arity"] < 2:
             raise GraphError(f"{nw}.params.arity", "must be at least 2")
+        if node.op == "crd_mask" and node.params["arity"] < 0:
+            raise GraphError(f"{nw}.params.arity", "must be at least 0")
         if node.op == "spacc":
             check_spacc(node.params, f"{nw}.params")
-        if node.op == "mask_scan":
+        if node.op in ("mask_scan", "crd_mask"):
             check_mask_scan(node.params, f"{nw}.params")
         if node.op == "repeat":
             s_in, s_out = k.driver(nid, "in"), k.output_stream(nid, "out")

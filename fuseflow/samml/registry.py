@@ -201,6 +201,23 @@ _op(OpSpec(
            "cycle after the last); a bare stop, N or D takes 1 cycle; an empty fibre 2. One firing per cycle.",
 ))
 _op(OpSpec(
+    "crd_mask", "Filters a coordinate stream by a coordinate mask: within the fibre of row r (one outer token "
+                "per inner fibre) drops the coordinates c that the pattern does not keep, with their aligned "
+                "references; stops pass through (a fibre may come out empty).",
+    inputs=(Port("outer", "ref", "row coordinates (the references of the mask's dense row level), one per inner "
+                                 "fibre"),
+            Port("crd", "crd", "coordinates to filter"),
+            Port("ref{i}", "any", "references (or values) aligned with crd", count="arity")),
+    outputs=(Port("crd", "crd", "kept coordinates"),
+             Port("ref{i}", "any", "references aligned with the kept coordinates", count="arity")),
+    params=(Param("mask", "str", REQUIRED, doc="the pattern (as mask_scan)"),
+            Param("rows", "int", REQUIRED, doc="number of rows"),
+            Param("dim", "int", REQUIRED, doc="number of columns"),
+            Param("arity", "int", 1, doc="number of aligned reference streams (>= 0)")),
+    timing="1 cycle per inner token, kept or dropped (as crd_hold), plus 1 per outer stop that closes a fibre "
+           "(the partner of an inner S_n, n >= 1). One firing per cycle.",
+))
+_op(OpSpec(
     "repeat_sig", "Turns a coordinate stream into repeat signals: R per coordinate, S per stop, D.",
     inputs=(Port("in", "crd", "coordinates whose count drives the repeat"),),
     outputs=(Port("repsig", "repsig", "repeat signals"),),
@@ -311,7 +328,8 @@ _op(OpSpec(
 
 
 def check_mask_scan(params, where="op mask_scan"):
-    """Raise GraphError (one line) for a mask_scan whose pattern is bad or does not fit rows x dim."""
+    """Raise GraphError (one line) for a mask_scan or crd_mask whose pattern is bad or does not fit
+    rows x dim."""
     from .masks import check_shape, parse_mask
     from ..errors import ProgramError
     rows, dim = params.get("rows"), params.get("dim")

@@ -26,7 +26,6 @@ import functools
 import math
 
 import numpy as np
-from scipy.special import erf as _erf
 
 #: extra fractional bits kept in the function tables and dropped by the final rounding shift
 FN_GUARD_BITS = 8
@@ -203,7 +202,8 @@ FIXED_FUNCTIONS = {"sigmoid": fx_sigmoid, "tanh": fx_tanh, "gelu": fx_gelu, "sqr
 # ---- float64 semantics -------------------------------------------------------------------------
 
 def _gelu_array(x):
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    from scipy.special import erf          # imported on first use: keeps `import fuseflow` light
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
 #: float64 semantics (NumPy's, warnings ignored by the caller): gelu is the erf form x * Phi(x);
@@ -221,3 +221,39 @@ FLOAT_FUNCTION_ARRAYS = {
 
 #: the functions with f(0) == 0 (iterating only stored entries is exact)
 ZERO_PRESERVING_FUNCTIONS = ("tanh", "gelu", "sqrt", "abs", "square")
+
+
+def input_range(name: str, fmt) -> tuple[int, int]:
+    """The documented input range ``(lo, hi)`` (raw, inclusive) of function ``name`` over which the
+    accuracy table (docs/numbers.md) holds: the whole format, except ``sqrt``/``rsqrt``/``log`` (the
+    positive values) and ``square`` (``|x| <= sqrt(max_value)``, where the result does not saturate)."""
+    if name in ("sqrt", "rsqrt", "log"):
+        return 1, fmt.max_raw
+    if name == "square":
+        lim = math.isqrt(fmt.max_raw << fmt.frac)
+        return -lim, lim
+    return fmt.min_raw, fmt.max_raw
+
+
+def accuracy(name: str, fmt, raws) -> tuple[float, float]:
+    """``(max, mean)`` absolute error of fixed-point ``name`` against float64 over the raw inputs ``raws``
+    (each input taken exactly, ``decode(raw)``)."""
+    xs = np.asarray(raws, dtype=np.int64)
+    got = np.array([FIXED_FUNCTIONS[name](fmt, int(r)) for r in xs], dtype=np.float64) / fmt.one
+    with np.errstate(all="ignore"):
+        want = FLOAT_FUNCTION_ARRAYS[name](xs.astype(np.float64) / fmt.one)
+    err = np.abs(got - want)
+    return float(err.max()), float(err.mean())
+
+
+def accuracy_inputs(name: str, fmt, samples: int = 200_000, seed: int = 0) -> np.ndarray:
+    """Every input of the documented range when it has at most ``samples`` values (16-bit formats:
+    exhaustive); otherwise ``samples`` of them: half uniform over the range, half uniform over
+    ``[-16, 16]`` (clipped to the range), plus both ends."""
+    lo, hi = input_range(name, fmt)
+    if hi - lo + 1 <= samples:
+        return np.arange(lo, hi + 1, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    wide = rng.integers(lo, hi, size=samples // 2, endpoint=True)
+    near = rng.integers(max(lo, -16 * fmt.one), min(hi, 16 * fmt.one), size=samples - samples // 2, endpoint=True)
+    return np.concatenate([wide, near, [lo, hi]]).astype(np.int64)

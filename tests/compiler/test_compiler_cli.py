@@ -65,7 +65,7 @@ def test_list_orders_and_dump_table():
 def test_list_orders_cap(tmp_path):
     prog = tmp_path / "p.ff"
     prog.write_text("tensor A(3,4,5) : ddd\ntensor B(6,7) : dd\ntensor C(2,2) : dd\n"
-                    "T(i,j,k,l,m,n,o) = A(i,j,k) * B(l,m) * C(n,o)\n")
+                    "T(i,j,l) = A(i,j,k) * B(l,m) * C(n,o)\n")
     r = run("compile", str(prog), "--list-orders", "--max-orders", "5")
     assert r.returncode == 0, r.stderr
     assert "capped at 5" in r.stdout
@@ -83,6 +83,17 @@ def test_order_flag(tmp_path):
     ("tensor A(3,3) : csr\nT(i,j) = B(i,j)\n", "error: line 2, column 10: tensor B is not declared"),
     ("tensor A(3,4) : csr\ntensor B(3,3) : csr\nT(i,j) = A(i,j) * B(i,j)\n", "error: line 3"),
     ("tensor A(3,3) : csc\nx(i) = A(i,j)\norder i,j\n", "unsatisfiable dataflow order"),
+    # order-4 tensors are refused by the compiler (graph.json, simulator and hardware carry order <= 3)
+    ("tensor X(2,2,3,3)\ny(a) = X(a,b,c,d)\n", "error: line 1, column 1: X has order 4"),
+    ("tensor E(2,3) : dcsr\ntensor B(3,2,3) : csf\nY(h,i,j,k) = E(h,l) * B(l,i,j) * B(l,k,j)\n",
+     "error: line 3, column 1: Y has order 4"),
+    # sugar: softmax / layernorm over an index the argument does not have, bad parameters
+    ("tensor S(3,4)\nP(i,j) = softmax[k](S(i,j))\n", "error: line 2, column 10: softmax[k]: index k is not an "
+                                                         "index of its argument S(i,j)"),
+    ("tensor S(3,4)\nP(i,j) = layernorm[j, eps=0](S(i,j))\n", "eps must be positive"),
+    ("tensor S(3,4)\nP(i,j) = layernorm[j, gain=1](S(i,j))\n", "has no parameter 'gain'"),
+    ("tensor S(3,4)\ntensor g(5)\nP(i,j) = layernorm[j](S(i,j), g(k))\n", "uses k, which S(i,j) does not have"),
+    ("tensor S(3,4)\nP(i,j) = softmax[j](S(i,j), S(i,j))\n", "takes 1 argument, got 2"),
 ])
 def test_errors_exit_2(tmp_path, text, want):
     prog = tmp_path / "bad.ff"
@@ -103,3 +114,27 @@ def test_missing_file_and_bad_flags(tmp_path):
     assert r.returncode == 2 and "nothing to do" in r.stderr
     r = run("compile", os.path.join(EX, "spmv.ff"), "-o", str(tmp_path), "--order", "i,,j")
     assert r.returncode == 2 and r.stderr.startswith("error: --order")
+
+
+def test_listed_orders_of_compiler_made_kernels_are_accepted_back(tmp_path):
+    """docs/compiler.md: an order --list-orders prints for a kernel the compiler created (here the temporary
+    H_t1 of an unlowerable reduction) is accepted back with --order, in the
+    KERNEL=ORDER form it prints (a plain chain constrains every kernel, which another kernel may refuse)."""
+    prog = tmp_path / "p.ff"
+    prog.write_text("tensor X(4,5)\ntensor Att(2,4,3)\ntensor WO(2,3,5)\ntensor Y(5,4)\n"
+                    "H(i,m) = X(i,m) + Att(h,i,e) * WO(h,e,m)\nG(i,k) = H(i,m) * Y(m,k)\n")
+    r = run("compile", str(prog), "--list-orders")
+    assert r.returncode == 0, r.stderr
+    hints = [l.split("--order ", 1)[1].rstrip(")") for l in r.stdout.splitlines() if "give one back" in l]
+    assert any(h.startswith("H_t1=") for h in hints), r.stdout
+    for h in hints:
+        kernel, order = h.split("=")
+        listed = run("compile", str(prog), "--list-orders", "--max-orders", "50").stdout
+        block = listed.split(f"kernel {kernel}:")[1].split("\nkernel ")[0]
+        for o in [l.split()[0] for l in block.splitlines() if l.startswith("    ")]:
+            r = run("compile", str(prog), "--list-orders", "--order", f"{kernel}={o}", "-o", str(tmp_path / "o"))
+            assert r.returncode == 0, r.stderr
+            got = r.stdout.split(f"kernel {kernel}:")[1].split("\nkernel ")[0]
+            assert f"    {o}   (selected)" in got
+    r = run("compile", str(prog), "--list-orders", "--order", "Nope=i,m")
+    assert r.returncode == 2 and r.stderr.startswith("error: --order: no kernel writes Nope")

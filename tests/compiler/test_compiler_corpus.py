@@ -14,7 +14,11 @@ from fuseflow.compiler.fusion import Compiler, KernelPlan, valid_orders
 from compiler_harness import inputs_for, run_and_check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "programs", "*.ff")))
+#: the ML model examples are tested on model-scale data by test_compiler_models.py (the decoder is too large
+#: for every order at every granularity here)
+MODELS = ("decoder", "autoencoder", "graphsage2")
+EXAMPLES = sorted(f for f in glob.glob(os.path.join(ROOT, "examples", "programs", "*.ff"))
+                  if os.path.splitext(os.path.basename(f))[0] not in MODELS)
 NAMES = [os.path.splitext(os.path.basename(f))[0] for f in EXAMPLES]
 
 EXTRA = {
@@ -91,7 +95,8 @@ EXTRA = {
         }
         z(i) = y(i,j)
     """,
-    # reductions outside three free indices: spacc of order 3 (sum and max; with a kept outer level h)
+    # reductions outside three free indices: spacc of order 3 (sum and max; Y: with a second reduced level h
+    # above it; order-4 tensors are refused, see test_compiler_cli)
     "order3_reduction": """
         tensor A(3,4) : dcsr
         tensor B(3,2,3) : csf
@@ -99,7 +104,7 @@ EXTRA = {
         tensor F(3,4) : dcsr
         fuse {
           T(i,j,k) = A(l,i) * B(l,j,k)
-          Y(h,i,j,k) = E(h,l) * F(l,i) * B(l,j,k)
+          Y(i,j,k) = E(h,l) * F(l,i) * B(l,j,k)
         }
         M(i,j,k) = max[l](relu(A(l,i) * B(l,j,k))) + T(i,j,k)
     """,
@@ -163,7 +168,7 @@ def test_order3_corpus_programs_use_what_they_test():
     assert accs == [(2, 1)] + [(3, 3)] * 4          # the inner swap keeps the cheap order-2 kernel
     res = compile_program(load("order3_reduction"), fuse="none")
     orders = sorted(n.params["order"] for k in res.program.kernels for n in k.nodes.values() if n.op == "spacc")
-    assert orders == [3, 3, 3]
+    assert orders == [1, 3, 3, 3]
 
 
 def _kernel_orders(ir, fuse, cap=12):

@@ -63,6 +63,35 @@ def test_datapath_bit_identical(fx):
     _run_datapath(fx, ops, _operands(fx, 300, fx.width * 100 + fx.frac))
 
 
+FUNCTIONS = ("sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs", "square")
+
+
+@pytest.mark.parametrize("op", FUNCTIONS)
+def test_function_wide_sweep_16bit(op):
+    """Every 16th input of fixed16.8 (and both ends) bit-identical to the shared Python function."""
+    fx = FixedFormat(16, 8)
+    xs = list(range(fx.min_raw, fx.max_raw + 1, 16)) + [fx.max_raw, -1, 1, 0]
+    _run_datapath(fx, [op], [(x, 0) for x in xs])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", FUNCTIONS)
+def test_function_exhaustive_16bit(op):
+    """Every input of fixed16.8 bit-identical to the shared Python function."""
+    fx = FixedFormat(16, 8)
+    _run_datapath(fx, [op], [(x, 0) for x in range(fx.min_raw, fx.max_raw + 1)])
+
+
+@pytest.mark.parametrize("op", FUNCTIONS)
+def test_function_sampled_32bit(op):
+    """fixed32.16: a dense sweep of [-20, 20] plus random inputs over the whole range."""
+    fx = FixedFormat(32, 16)
+    rng = random.Random(op)
+    xs = list(range(-20 * fx.one, 20 * fx.one, 1531)) + [rng.randint(fx.min_raw, fx.max_raw) for _ in range(300)]
+    xs += [fx.min_raw, fx.max_raw, 0, 1, -1, fx.one]
+    _run_datapath(fx, [op], [(x, 0) for x in xs])
+
+
 def test_exp_dense_sweep():
     """exp over a dense sweep of the input range that matters (and the saturating ends)."""
     fx = FixedFormat(32, 16)

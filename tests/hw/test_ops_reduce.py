@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from fuseflow.hw.testing import check_op, hw_settings, st_tree, st_value, stream, tree_map
+from fuseflow.samml.registry import REDUCE_OPS
 
 
 @pytest.mark.parametrize("val, out", [
@@ -17,6 +18,20 @@ def test_examples_sum(val, out, stalls):
     assert got == {"val": out}
 
 
+@pytest.mark.parametrize("op, out", [("min", [-2, -7, "S0", "D"]), ("max", [3, 5, "S0", "D"])])
+def test_examples_min_max(op, out, stalls):
+    val = [3, -2, "S0", 5, -7, "S1", "D"]
+    got, _, _ = check_op("reduce", {"op": op}, {"val": val}, stalls=stalls, seed=4)
+    assert got == {"val": out}
+
+
+def test_example_min_with_crd(stalls):
+    # crd rows 0, 2, 3 with fibres [4, -1], [] (empty -> 0) and [6]
+    got, _, _ = check_op("reduce", {"op": "min"}, {"crd": [0, 2, 3, "S0", "D"],
+                                                   "val": [4, -1, "S0", "S0", 6, "S1", "D"]}, stalls=stalls, seed=3)
+    assert got == {"val": [-1, 0, 6, "S0", "D"]}
+
+
 def test_example_with_crd(stalls):
     # crd rows 0, 2 with fibres [1, 2] and [] (empty -> 0)
     got, _, _ = check_op("reduce", {}, {"crd": [0, 2, "S0", "D"], "val": [1, 2, "S0", "S1", "D"]},
@@ -28,7 +43,7 @@ def test_example_with_crd(stalls):
 def plain(draw):
     depth = draw(st.integers(1, 3))
     tree = draw(st_tree(depth, st.one_of(st_value(), st.just("N"))))
-    return {"op": draw(st.sampled_from(["sum", "max"]))}, {"val": stream(tree, depth)}
+    return {"op": draw(st.sampled_from(REDUCE_OPS))}, {"val": stream(tree, depth)}
 
 
 @st.composite
@@ -38,7 +53,7 @@ def with_crd(draw):
     tree = draw(st_tree(depth, leaf))
     crd = stream(tree_map(tree, depth, lambda cv: cv[0]), depth)
     val = stream(tree_map(tree, depth, lambda cv: cv[1]), depth + 1)
-    return {"op": draw(st.sampled_from(["sum", "max"]))}, {"crd": crd, "val": val}
+    return {"op": draw(st.sampled_from(REDUCE_OPS))}, {"crd": crd, "val": val}
 
 
 @hw_settings(20)

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""spacc RTL vs run_op (fixed mode): orders 1, 2 and 3, group 1-3, sum and max, with stalls."""
+"""spacc RTL vs run_op (fixed mode): orders 1, 2 and 3, group 1-3, sum, max and min, with stalls."""
 
 import pytest
 from hypothesis import given, strategies as st
@@ -8,12 +8,30 @@ from fuseflow.errors import GraphError, HardwareError
 from fuseflow.hw.ops.spacc import Spacc
 from fuseflow.hw.testing import (check_op, hw_settings, run_hw_op, spacc_streams, st_sorted_crds, st_spacc_tree,
                                  st_tree, st_value, stream, tree_map)
+from fuseflow.samml.registry import REDUCE_OPS
 
 
 def test_order1_example(stalls):
     got, _, _ = check_op("spacc", {"dim": 8}, {"crd_inner": [3, 1, "S0", 1, 5, "S1", "D"],
                                                "val": [10, 20, "S0", 30, 40, "S1", "D"]}, stalls=stalls, seed=1)
     assert got == {"crd_inner": [1, 3, 5, "S0", "D"], "val": [50, 10, 40, "S0", "D"]}
+
+
+def test_order1_min_example(stalls):
+    got, _, _ = check_op("spacc", {"dim": 8, "op": "min"}, {"crd_inner": [3, 1, "S0", 1, 5, 3, "S1", "D"],
+                                                            "val": [10, 20, "S0", 30, -40, -5, "S1", "D"]},
+                         stalls=stalls, seed=7)
+    assert got == {"crd_inner": [1, 3, 5, "S0", "D"], "val": [min(20, 30), min(10, -5), -40, "S0", "D"]}
+
+
+def test_order2_min_example(stalls):
+    # k fibres: {2: [3: 10, 1: 20], 0: [5: 30]} and {2: [3: -4], 1: [1: 7]} -> row 2, column 3 is min(10, -4)
+    inputs = {"crd_outer0": [2, 0, "S0", 2, 1, "S1", "D"],
+              "crd_inner": [3, 1, "S0", 5, "S1", 3, "S0", 1, "S2", "D"],
+              "val": [10, 20, "S0", 30, "S1", -4, "S0", 7, "S2", "D"]}
+    got, _, _ = check_op("spacc", {"order": 2, "dim": 8, "dim_outer": 4, "op": "min"}, inputs, stalls=stalls, seed=8)
+    assert got == {"crd_outer0": [0, 1, 2, "S0", "D"], "crd_inner": [5, "S0", 1, "S0", 1, 3, "S1", "D"],
+                   "val": [30, "S0", 7, "S0", 20, min(10, -4), "S1", "D"]}
 
 
 def test_double_buffer_example(stalls):
@@ -111,7 +129,7 @@ def order1(draw):
     d = e + 2
     crd = stream(tree_map(tree, e + 1, lambda f: [j for j, _ in f]), d)
     vals = stream(tree_map(tree, e + 1, lambda f: [v for _, v in f]), d)
-    return {"dim": dim, "op": draw(st.sampled_from(["sum", "max"]))}, {"crd_inner": crd, "val": vals}
+    return {"dim": dim, "op": draw(st.sampled_from(REDUCE_OPS))}, {"crd_inner": crd, "val": vals}
 
 
 @st.composite
@@ -130,7 +148,7 @@ def order2(draw):
     outer = stream(tree_map(tree, e + 1, lambda f: [i for i, _ in f]), d)
     inner = stream(tree_map(tree, e + 1, lambda f: [[j for j, _ in jf] for _, jf in f]), d + 1)
     vals = stream(tree_map(tree, e + 1, lambda f: [[v for _, v in jf] for _, jf in f]), d + 1)
-    return ({"order": 2, "dim": dim, "dim_outer": dout, "op": draw(st.sampled_from(["sum", "max"]))},
+    return ({"order": 2, "dim": dim, "dim_outer": dout, "op": draw(st.sampled_from(REDUCE_OPS))},
             {"crd_outer0": outer, "crd_inner": inner, "val": vals})
 
 
@@ -143,7 +161,7 @@ def grouped(draw, order, group, max_len=3):
     dims = tuple(draw(st.integers(1, d)) for d in DIMS[order])
     val = st.one_of(st_value(), st.just("N"))
     tree, kept, g = draw(st_spacc_tree(order, dims, val, group=group, max_len=max_len))
-    params = {"order": order, "group": g, "op": draw(st.sampled_from(["sum", "max"])), "dim": dims[-1]}
+    params = {"order": order, "group": g, "op": draw(st.sampled_from(REDUCE_OPS)), "dim": dims[-1]}
     if order >= 2:
         params["dim_outer"] = dims[-2]
     if order == 3:

@@ -146,7 +146,8 @@ def test_cli_sim_verilator(tmp_path, cache):
 
 # --- compiled programs, several kernels (intermediates through memories) ------------------------------------
 
-MULTI = [("elementwise", "none"), ("chain3", "none"), ("reductions", "full"), ("multiuse", "full")]
+MULTI = [("elementwise", "none"), ("chain3", "none"), ("reductions", "full"), ("multiuse", "full"),
+         ("masked_attention", "full")]
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ _CLASSES = {
     "root": "Root", "level_scan": "LevelScan", "array": "Array", "repeat_sig": "RepeatSig",
     "repeat": "Repeat", "alu": "Alu", "reduce": "Reduce", "intersect": "Intersect", "union": "Union",
     "crd_drop": "CrdDrop", "level_write": "LevelWrite", "value_write": "ValueWrite",
-    "crd_hold": "CrdHold", "spacc": "Spacc", "mask_scan": "MaskScan",
+    "crd_hold": "CrdHold", "spacc": "Spacc", "mask_scan": "MaskScan", "crd_mask": "CrdMask",
 }
 
 MODULES = {}

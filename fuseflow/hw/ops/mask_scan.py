@@ -44,24 +44,34 @@ class MaskScan(OpComponent):
         inp, inv = self.i_ref.payload, self.i_ref.valid
         oc, orf = self.o_crd, self.o_ref
         r = inp.data[:w]
+        dim = self.dim
         state = Signal(range(3))
         c = Signal(w + 1)            # next kept column (SCAN)
-        hi = Signal(w + 1)           # end of the current run
+        last = Signal(w + 1)         # last column of the current run (equality test: no adder on the path)
         base = Signal(w + 1)         # r*dim of the current row
         lo_now, hi_now = Signal(w + 1), Signal(w + 1)
+        # decided from r by comparisons with constants (short paths): the row keeps something; its first run
+        # holds a second column
+        nonempty_now, first_more = Signal(), Signal()
         spec = self.spec
         bigbird = spec.pattern == "bigbird"
         if spec.pattern == "causal":
-            m.d.comb += [lo_now.eq(0), hi_now.eq(Mux(r + 1 < self.dim, r + 1, self.dim))]
+            # [0, min(r+1, dim)): never empty; a second column iff r >= 1 and dim >= 2
+            m.d.comb += [lo_now.eq(0), hi_now.eq(Mux(r < dim - 1, r + 1, dim)) if dim > 1 else hi_now.eq(dim),
+                         nonempty_now.eq(1), first_more.eq((r >= 1) if dim >= 2 else 0)]
         elif spec.pattern == "band":
+            # [max(0, r-w), min(dim, r+w+1)): empty iff r >= dim + w; two or more columns iff w >= 1, dim >= 2
+            # and r <= dim + w - 2
             bw = spec["w"]
             m.d.comb += [lo_now.eq(Mux(r > bw, r - bw, 0)),
-                         hi_now.eq(Mux(r + bw + 1 < self.dim, r + bw + 1, self.dim))]
+                         hi_now.eq(Mux(r < dim - bw - 1, r + bw + 1, dim)) if dim - bw - 1 > 0 else hi_now.eq(dim),
+                         nonempty_now.eq(r < dim + bw),
+                         first_more.eq((r <= dim + bw - 2) if (bw >= 1 and dim >= 2) else 0)]
         else:
             b = spec["block"]
-            table = bigbird_blocks(spec, self.rows, self.dim)
-            nbc = self.dim // b
-            flat = [blk for kept in table for blk in list(kept) + [0] * (nbc - len(kept))] + [0]
+            table = bigbird_blocks(spec, self.rows, dim)
+            nbc = dim // b
+            flat = [blk for kept in table for blk in list(kept) + [0] * (nbc - len(kept))] + [0, 0]
             bw = max(1, nbc.bit_length())
             blocks = Array(Const(x, bw) for x in flat)
             counts = Array(Const(len(kept), bw + 1) for kept in table)
@@ -70,19 +80,8 @@ class MaskScan(OpComponent):
             k = Signal(bw + 1)       # index of the next run in the row block's table
             m.d.comb += rb_now.eq(r // b)
             first = blocks[rb_now * nbc]
-            m.d.comb += [lo_now.eq(first * b), hi_now.eq(Mux(counts[rb_now] == 0, first * b, first * b + b))]
-
-        def advance(cur, cur_hi, cur_k, cur_rb):
-            """Sync updates after emitting column ``cur``: the next column of the run, or the first of the
-            next run (BigBird), or END."""
-            with m.If(cur + 1 < cur_hi):
-                m.d.sync += [c.eq(cur + 1), hi.eq(cur_hi), state.eq(SCAN)]
-            if bigbird:
-                with m.Elif(cur_k < counts[cur_rb]):
-                    nxt = blocks[cur_rb * nbc + cur_k] * b
-                    m.d.sync += [c.eq(nxt), hi.eq(nxt + b), k.eq(cur_k + 1), state.eq(SCAN)]
-            with m.Else():
-                m.d.sync += state.eq(END)
+            m.d.comb += [lo_now.eq(first * b), hi_now.eq(first * b + b),
+                         nonempty_now.eq(counts[rb_now] != 0), first_more.eq(b >= 2)]
 
         with m.Switch(state):
             with m.Case(IDLE):
@@ -95,30 +94,41 @@ class MaskScan(OpComponent):
                     with m.Else():
                         copy_ctrl(m, oc, inp)
                         copy_ctrl(m, orf, inp)
-                with m.Elif(is_empty(inp) | (lo_now >= hi_now)):
+                with m.Elif(is_empty(inp) | ~nonempty_now):
                     m.d.comb += f.pop["ref"].eq(1)
                     with m.If(f.fire):
                         m.d.sync += state.eq(END)
                 with m.Else():
                     m.d.comb += [f.push["crd"].eq(1), f.push["ref"].eq(1), f.pop["ref"].eq(1)]
                     set_data(m, oc, lo_now)
-                    set_data(m, orf, r * self.dim + lo_now)
+                    set_data(m, orf, r * dim + lo_now)
                     with m.If(f.fire):
-                        m.d.sync += base.eq(r * self.dim)
+                        m.d.sync += base.eq(r * dim)
                         if bigbird:
-                            m.d.sync += [rb.eq(rb_now), k.eq(1)]
-                            advance(lo_now, hi_now, 1, rb_now)
-                        else:
-                            advance(lo_now, hi_now, None, None)
+                            m.d.sync += rb.eq(rb_now)
+                        with m.If(first_more):
+                            m.d.sync += [c.eq(lo_now + 1), last.eq(hi_now - 1), state.eq(SCAN)]
+                            if bigbird:
+                                m.d.sync += k.eq(1)
+                        if bigbird:
+                            with m.Elif(counts[rb_now] > 1):
+                                nxt = blocks[rb_now * nbc + 1] * b
+                                m.d.sync += [c.eq(nxt), last.eq(nxt + b - 1), k.eq(2), state.eq(SCAN)]
+                        with m.Else():
+                            m.d.sync += state.eq(END)
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 set_data(m, oc, c)
                 set_data(m, orf, base + c)
                 with m.If(f.fire):
+                    with m.If(c != last):
+                        m.d.sync += c.eq(c + 1)
                     if bigbird:
-                        advance(c, hi, k, rb)
-                    else:
-                        advance(c, hi, None, None)
+                        with m.Elif(k < counts[rb]):
+                            nxt = blocks[rb * nbc + k] * b
+                            m.d.sync += [c.eq(nxt), last.eq(nxt + b - 1), k.eq(k + 1)]
+                    with m.Else():
+                        m.d.sync += state.eq(END)
             with m.Case(END):
                 m.d.comb += [f.go.eq(inv), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 with m.If(is_stop(inp)):
