@@ -10,7 +10,7 @@ PyTorch models (need the ``torch`` extra; imported on first use): :class:`GCN` a
 (two layers, :mod:`.gnn`), :class:`SparseAutoencoder` (three pruned layers, :mod:`.autoencoder`),
 :class:`Decoder` (GPT-3-style blocks with BigBird attention, :mod:`.decoder`); their data: :mod:`.data`.
 
-NumPy data for the example programs ``examples/programs/{decoder,autoencoder,graphsage2}.ff``:
+NumPy data for the example programs ``fuseflow/programs/{decoder,autoencoder,graphsage2}.ff``:
 :func:`example_inputs` (:mod:`.program_data`).
 """
 

@@ -1,4 +1,4 @@
-"""Model-like data for the example ML programs (``examples/programs/``, NumPy only): realistic scales instead of uniform
+"""Model-like data for the example ML programs (``fuseflow/programs/``, NumPy only): realistic scales instead of uniform
 random numbers, so that fixed-point runs stay in range and their error against float is meaningful.
 
 ``example_inputs(name, tensors, seed)`` returns {tensor name: dense array} for the inputs of the example

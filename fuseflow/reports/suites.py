@@ -2,9 +2,9 @@
 
 ``quick``   a handful of small kernels for the default test run: vector_add and spmspm_gustavson at their default
             sizes on three data sets each (the data sets of ``tests/hw/test_verilator.py``, so both share the same
-            Verilator builds), and the compiled ``examples/programs/spmv.ff``.
+            Verilator builds), and the compiled ``fuseflow/programs/spmv.ff``.
 ``default`` every classic kernel of :data:`fuseflow.samml.kernels.SUITE` at sizes 4, 8, 16 and 24 and densities
-            0.1, 0.3 and 0.6, plus every ``examples/programs/*.ff`` compiled at each fusion granularity
+            0.1, 0.3 and 0.6, plus every ``fuseflow/programs/*.ff`` compiled at each fusion granularity
             (``none``, ``regions``, ``full``) on random data (density 0.3; dense operands full); the ML model
             examples (``decoder``, ``autoencoder``, ``graphsage2``) on model-scale data (:mod:`fuseflow.models`).
 
@@ -57,9 +57,9 @@ class Suite:
 
 
 def examples_dir():
-    """``examples/programs`` of the source tree (None when not found, e.g. an installed wheel)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    d = os.path.normpath(os.path.join(here, "..", "..", "examples", "programs"))
+    """The example programs' folder (``fuseflow/programs``, shipped with the package)."""
+    from .. import programs
+    d = programs.directory()
     return d if os.path.isdir(d) else None
 
 
@@ -120,7 +120,7 @@ def quick():
     notes = []
     ex = examples_dir()
     if ex is None:
-        notes.append("compiled programs left out: examples/programs not found")
+        notes.append("compiled programs left out: fuseflow/programs not found")
     else:
         entries += _compiled_entries([(os.path.join(ex, f), fuse) for f, fuse in QUICK_PROGRAMS], notes)
     return Suite("quick", entries, notes)
@@ -136,7 +136,7 @@ def default(sizes=DEFAULT_SIZES, densities=DEFAULT_DENSITIES):
     notes = ["ML model kernels left out: fuseflow.models has none yet"]
     ex = examples_dir()
     if ex is None:
-        notes.append("compiled programs left out: examples/programs not found")
+        notes.append("compiled programs left out: fuseflow/programs not found")
     else:
         files = sorted(glob.glob(os.path.join(ex, "*.ff")))
         entries += _compiled_entries([(f, fuse) for f in files for fuse in FUSIONS], notes)

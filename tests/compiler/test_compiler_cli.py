@@ -9,7 +9,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EX = os.path.join(ROOT, "examples", "programs")
+EX = os.path.join(ROOT, "fuseflow", "programs")
 
 
 def run(*args, cwd=None):

