@@ -104,7 +104,8 @@ def inputs_from_npz(path: str, model):
             v = sp.csr_matrix(v)
             out.append(torch.sparse_csr_tensor(torch.from_numpy(v.indptr.astype(np.int64)),
                                                torch.from_numpy(v.indices.astype(np.int64)),
-                                               torch.from_numpy(v.data.astype(np.float32)), size=v.shape))
+                                               torch.from_numpy(v.data.astype(np.float32)), size=v.shape,
+                                               check_invariants=False))
         else:
             out.append(torch.from_numpy(np.asarray(v, dtype=np.float32)))
     return tuple(out)

@@ -45,7 +45,8 @@ def _to_torch_csr(m):
     m.sort_indices()
     return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
                                    torch.from_numpy(m.indices.astype(np.int64)),
-                                   torch.from_numpy(m.data.astype(np.float32)), size=m.shape)
+                                   torch.from_numpy(m.data.astype(np.float32)), size=m.shape,
+                                   check_invariants=False)
 
 
 def graph_tensors(g: nx.Graph, features: int, seed: int = 0, name: str = "graph", labels=None) -> Graph:
