@@ -15,14 +15,16 @@ from fuseflow.models import data  # noqa: E402
 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
 
 #: (model, configuration) pairs too long for the default run (seconds to minutes of simulation each)
-SLOW = {("graphsage", "full"), ("decoder", "unfused"), ("decoder", "partial"), ("decoder", "full")}
+SLOW = {("graphsage", "full"), ("decoder", "partial"), ("decoder", "full")}
 CASES = [pytest.param(name, cfg, marks=[pytest.mark.slow] if (name, cfg) in SLOW else [])
          for name in MODELS for cfg in ("unfused", "partial", "full")]
 
 
 @pytest.mark.parametrize("name, config", CASES)
 def test_model_matches_pytorch(name, config):
-    model, inputs = example(name)
+    # the fused decoder recomputes heavily (docs/pytorch.md): checked at 16 x 8 to keep the run in minutes
+    sizes = dict(seq=16, dim=8) if (name, config) in {("decoder", "partial"), ("decoder", "full")} else {}
+    model, inputs = example(name, **sizes)
     m = fuseflow.compile(model, inputs, fuse=model.FUSION[config])
     flt = m.check(mode="float")
     assert flt.ok and flt.max_rel_error <= 1e-6, flt.problems
