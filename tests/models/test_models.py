@@ -94,7 +94,7 @@ def test_synthetic_graphs_have_the_asked_size(kind):
     assert 0.90 <= g.sparsity() <= 0.99
 
 
-def test_model_object_save_load_report_build(tmp_path):
+def test_model_object_save_load_report(tmp_path):
     model, inputs = example("gcn")
     m = fuseflow.compile(model, inputs, fuse="regions")
     want = m.simulate()
@@ -107,8 +107,15 @@ def test_model_object_save_load_report_build(tmp_path):
     table = m.report()
     assert "Relu" in table and "Conv2_linear" in table and "FIFO slots" in table
     assert str(want.cycles) in table.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_model_object_build(tmp_path):
+    model, inputs = example("autoencoder")
+    m = fuseflow.compile(model, inputs, fuse="full")
     paths = m.build(tmp_path / "build")
     assert open(paths["verilog"]).read().count("module ") >= 1
+    assert fuseflow.compiler.EinsumProgram.parse(open(paths["ff"]).read()).to_ir().outputs
 
 
 def test_wrong_inputs_are_refused():
