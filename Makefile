@@ -1,4 +1,4 @@
-# FuseFlow-HW: `make demo` runs the bundled example, `make test` the default test suite.
+# FuseFlow-HW: `make demo` runs the bundled example (a PyTorch GCN to Verilator), `make test` the default test suite.
 # Each target sets up its own virtual environment from pyproject.toml (PyPI only) when needed.
 
 PYTHON ?= python3
@@ -15,7 +15,7 @@ all: test
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,torch]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,4 +1,4 @@
-"""Compile time of the example programs (examples/programs/*.ff) at every fusion granularity.
+"""Compile time of the example programs (fuseflow/programs/*.ff) at every fusion granularity.
 
 For each program and schedule: the median wall time of parsing + cross-expression fusion + order selection +
 fusion tables + code generation + graph validation + graph passes (locate) (everything ``python -m fuseflow.compiler compile``
@@ -65,7 +65,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "compile.json"))
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--programs", default=os.path.join(HERE, "..", "examples", "programs", "*.ff"))
+    ap.add_argument("--programs", default=os.path.join(HERE, "..", "fuseflow", "programs", "*.ff"))
     args = ap.parse_args(argv)
     rows = []
     for path in sorted(glob.glob(args.programs)):
@@ -76,7 +76,7 @@ def main(argv=None):
                   f"{row['nodes']:4d} nodes  {row['orders_of_largest_kernel']} order(s)")
     worst = max(rows, key=lambda r: r["compile_ms"])
     doc = {
-        "benchmark": "compile time of examples/programs/*.ff (parse + fusion + orders + tables + codegen + "
+        "benchmark": "compile time of fuseflow/programs/*.ff (parse + fusion + orders + tables + codegen + "
                      "validation; median of repeats after a warm-up)",
         "target_ms": TARGET_MS,
         "max_compile_ms": worst["compile_ms"],

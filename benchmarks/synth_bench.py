@@ -63,7 +63,7 @@ VARIANTS = {
               ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
 }
 
-#: kernels of the quick suite (name, scale, density); "fused_chain3" is examples/programs/chain3.ff compiled
+#: kernels of the quick suite (name, scale, density); "fused_chain3" is fuseflow/programs/chain3.ff compiled
 KERNELS = [("spmv_csr", 8, 0.3), ("spmv_dcsr", 8, 0.3), ("elementwise_add", 8, 0.3), ("vector_add", 16, 0.5),
            ("spmspm_gustavson", 8, 0.3), ("fused_chain3", 8, 0.3)]
 
@@ -91,7 +91,7 @@ def kernel_program(name, n):
     if name == "fused_chain3":
         from fuseflow.compiler import compile_program, parse_file
         here = os.path.dirname(os.path.abspath(__file__))
-        return compile_program(parse_file(os.path.join(here, "..", "examples", "programs", "chain3.ff")),
+        return compile_program(parse_file(os.path.join(here, "..", "fuseflow", "programs", "chain3.ff")),
                                fuse="regions").program
     return kernels.build(name, n)
 

@@ -1,5 +1,9 @@
 """FuseFlow-HW: fusion-centric compilation of sparse ML programs to SAMML dataflow graphs,
-a cycle-level reference simulator, and Amaranth hardware for the same graphs."""
+a cycle-level reference simulator, and Amaranth hardware for the same graphs.
+
+``fuseflow.compile(model, example_inputs)`` takes a PyTorch model (the ``torch`` extra) and returns one
+model object with simulate / check / build / rtl_sim / report / save (see :mod:`fuseflow.model`).
+"""
 
 __version__ = "0.1.0"
 
@@ -13,3 +17,15 @@ def _take_signals_when_run_as_a_command():
 
 
 _take_signals_when_run_as_a_command()
+
+
+def compile(model, example_inputs, fuse="regions", order=None, mode="fixed", formats=None, name=None):
+    """Trace and compile a PyTorch model: see :func:`fuseflow.model.compile`."""
+    from .model import compile as _compile
+    return _compile(model, example_inputs, fuse=fuse, order=order, mode=mode, formats=formats, name=name)
+
+
+def load(path, model=None):
+    """Load a compiled model saved with ``CompiledModel.save``: see :func:`fuseflow.model.load`."""
+    from .model import load as _load
+    return _load(path, model)

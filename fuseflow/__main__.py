@@ -6,7 +6,8 @@ import sys
 PARTS = {
     "samml": ("fuseflow.samml.__main__", "validate, draw and list SAMML graphs"),
     "sim": ("fuseflow.sim.__main__", "run the reference simulator"),
-    "compile": ("fuseflow.compiler.__main__", "compile index-notation programs to graph.json"),
+    "compile": ("fuseflow.compiler.__main__", "compile a PyTorch model (FILE.py:CLASS, or a bundled model) or an "
+                                              "index-notation program (.ff) to graph.json"),
     "hw": ("fuseflow.hw.__main__", "build and verify hardware"),
     "boards": ("fuseflow.boards.__main__", "FPGA board builds, synthesis reports and the UART host bridge"),
     "demo": ("fuseflow.demo", "run the bundled end-to-end example"),
@@ -32,6 +33,15 @@ def _main(argv):
     if part not in PARTS:
         from .cli import UsageError
         raise UsageError(part, f"unknown part (known: {', '.join(PARTS)})")
+    if part == "compile" and argv in (["-h"], ["--help"]):
+        from .model_cli import parser as torch_parser
+        torch_parser().print_help()
+        print("\nindex-notation programs: fuseflow compile PROGRAM.ff -o OUT [--fuse ...] "
+              "(fuseflow compile PROGRAM.ff --help)")
+        return 0
+    if part == "compile" and _is_torch_model(argv):
+        from .model_cli import main as torch_main
+        return torch_main(argv)
     try:
         module = importlib.import_module(PARTS[part][0])
     except ModuleNotFoundError as exc:
@@ -40,6 +50,15 @@ def _main(argv):
     if part == "compile" and (not argv or argv[0] != "compile"):
         argv = ["compile"] + argv
     return module.main(argv)
+
+
+def _is_torch_model(argv):
+    """``fuseflow compile model.py:Class`` or a bundled model name (not a .ff program, not 'compile ...')."""
+    first = next((a for a in argv if not a.startswith("-")), "")
+    if first == "compile" or first.endswith(".ff"):
+        return False
+    from .models_names import MODELS
+    return ".py:" in first or first.endswith(".py") or first in MODELS
 
 
 if __name__ == "__main__":

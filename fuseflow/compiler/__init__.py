@@ -28,9 +28,24 @@ __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "Co
 
 
 def parse_order(order):
-    """``"i,k,j"`` / ``"i->k->j"`` / a sequence -> a tuple of index names (None stays None)."""
+    """``"i,k,j"`` / ``"i->k->j"`` / a sequence -> a tuple of index names (None stays None). A list of
+    ``"KERNEL=i,k,j"`` strings (the command line's repeated ``--order``) -> {kernel: order}."""
     if order is None:
         return None
+    if isinstance(order, (list, tuple)) and order and all(isinstance(o, str) and "=" in o for o in order):
+        out = {}
+        for o in order:
+            name, chain = (x.strip() for x in o.split("=", 1))
+            if name in out:
+                raise ProgramError("--order", f"two orders for kernel {name}")
+            out[name] = parse_order(chain)
+        return out
+    if isinstance(order, (list, tuple)) and order and all(isinstance(o, str) and "," in o for o in order):
+        if len(order) > 1:
+            raise ProgramError("--order", "give one chain for every kernel, or KERNEL=ORDER for each kernel")
+        order = order[0]
+    if isinstance(order, str) and "=" in order:
+        return parse_order([order])
     if isinstance(order, str):
         import re
         parts = [p.strip() for p in re.split(r",|->", order)]
@@ -60,6 +75,8 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
         order = {k: parse_order(v) for k, v in order.items()}
     else:
         order = parse_order(order)
+        if isinstance(order, tuple) and any("=" in o for o in order):
+            raise ProgramError("--order", "mixes KERNEL=ORDER with a plain chain")
     ir = lower_sugar(ir)                     # the pass pipeline before fusion (docs/compiler.md)
     plans, full_ir = plan_program(ir, fuse, order, iteration)
     reports = {}

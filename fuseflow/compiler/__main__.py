@@ -1,6 +1,6 @@
 """``python -m fuseflow.compiler``: compile ``.ff`` programs to SAMML ``graph.json``.
 
-    python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order i,k,j]
+    python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                                          [--list-orders] [--max-orders N] [--dump-table]
                                          [--iteration factored|global] [--no-locate] [--fifo-depth N]
                                          [--fifo-budget BITS] [--no-profile] [--dump-after PASS]
@@ -43,8 +43,9 @@ def parser():
     c.add_argument("--max-nodes", type=int, help="--fuse auto: resource budget in SAMML nodes")
     c.add_argument("--max-kernels", type=int, help="--fuse auto: resource budget in kernels")
     c.add_argument("--memory", default="hbm2", help="--fuse auto: memory the schedules are ranked under")
-    c.add_argument("--order", help="dataflow order, outer to inner, e.g. i,k,j (each kernel uses the indices it "
-                                   "has)")
+    c.add_argument("--order", action="append",
+                   help="dataflow order, outer to inner: i,k,j (every kernel uses the indices it has), or "
+                        "KERNEL=i,k,j for one kernel (repeat for several; --list-orders prints them so)")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
                    help=f"cap for --list-orders (default {DEFAULT_MAX_ORDERS})")
@@ -125,6 +126,8 @@ def compile_cmd(args):
             more = f" (capped at {args.max_orders}; more may exist, raise --max-orders)" if capped else ""
             print(f"kernel {p.name}: {p.describe()}")
             print(f"  {len(orders)} valid dataflow order{'s' if len(orders) != 1 else ''}{more}")
+            if orders:
+                print(f"  (give one back with --order {p.out}={','.join(orders[0])})")
             for o in orders:
                 print(f"    {','.join(o)}" + ("   (selected)" if tuple(o) == tuple(p.order) else ""))
     if args.dump_table:

@@ -311,6 +311,10 @@ class Compiler:
             if unknown:
                 raise ProgramError("--order", f"index {unknown[0]} is not an index of any kernel (indices: "
                                               f"{', '.join(sorted(names))})")
+        outs = [p.out for p in self.plans if isinstance(p, KernelPlan)]
+        unknown = [k for k in self.kernel_orders if k not in outs]
+        if unknown:
+            raise ProgramError("--order", f"no kernel writes {unknown[0]} (kernels: {', '.join(outs)})")
         return self.plans
 
     def compile_sink(self, stmt, group, uninline=()):
@@ -761,6 +765,8 @@ def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
 
 
 def plan_program(ir, fuse="regions", order=None, iteration="factored"):
-    """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries)."""
-    c = Compiler(ir, fuse, order, iteration)
+    """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries). Sugar is
+    lowered first when the caller has not run the pass (a no-op otherwise)."""
+    from .lower_sugar import lower_sugar
+    c = Compiler(lower_sugar(ir), fuse, order, iteration)
     return c.run(), c.ir

@@ -1,90 +1,60 @@
-"""Model-like data for the example ML programs (``examples/programs/``): realistic scales instead of uniform
-random numbers, so that fixed-point runs stay in range and their error against float is meaningful.
+"""The FuseFlow paper's four model classes as PyTorch modules, with their fusion configurations, and
+model-scale data for the example ``.ff`` programs.
 
-``example_inputs(name, tensors, seed)`` returns {tensor name: dense array} for the inputs of the example
-program ``name`` (``decoder``, ``autoencoder``, ``graphsage2``), given their shapes; other programs get
-``None`` (callers fall back to uniform random data). The scales follow common initialisations:
+    from fuseflow.models import example
+    model, inputs = example("gcn")                  # a model and example inputs (offline data)
+    for config, fuse in model.FUSION.items():       # unfused / partial / full (paper, Appendix C)
+        m = fuseflow.compile(model, inputs, fuse=fuse)
 
-* weights ``W(fan_in, ...)``: normal with standard deviation ``1/sqrt(fan_in)``; pruned weights (the
-  autoencoder's compressed ``W1``-``W3``) keep 40% of the entries (60% zeros);
-* layer-norm gains near 1 and biases near 0; activations and features standard normal;
-* adjacency (GraphSAGE): a 0/1 matrix with 3 random neighbours per node plus a ring edge, so that every
-  node has a neighbour (the mean aggregator divides by the degree).
+PyTorch models (need the ``torch`` extra; imported on first use): :class:`GCN` and :class:`GraphSAGE`
+(two layers, :mod:`.gnn`), :class:`SparseAutoencoder` (three pruned layers, :mod:`.autoencoder`),
+:class:`Decoder` (GPT-3-style blocks with BigBird attention, :mod:`.decoder`); their data: :mod:`.data`.
+
+NumPy data for the example programs ``fuseflow/programs/{decoder,autoencoder,graphsage2}.ff``:
+:func:`example_inputs` (:mod:`.program_data`).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from ..models_names import MODELS
+from .program_data import PRUNED_KEEP, example_inputs
 
-#: fraction of the pruned weights that are kept (the rest are zeros, not stored)
-PRUNED_KEEP = 0.4
+__all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example", "example_inputs",
+           "PRUNED_KEEP"]
 
-
-def _weights(shape, fan_in, rng, keep=1.0):
-    w = rng.normal(0.0, 1.0 / np.sqrt(fan_in), size=shape)
-    if keep < 1.0:
-        w = np.where(rng.random(shape) < keep, w, 0.0)
-    return w
+_LAZY = {"GCN": "gnn", "GraphSAGE": "gnn", "SparseAutoencoder": "autoencoder", "Decoder": "decoder"}
 
 
-def _adjacency(n, rng, neighbours=3):
-    a = np.zeros((n, n))
-    for i in range(n):
-        a[i, rng.choice(n, size=neighbours, replace=False)] = 1.0
-        a[i, (i + 1) % n] = 1.0
-    return a
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _decoder(shapes, rng):
-    out = {}
-    for name, shape in shapes.items():
-        if name.startswith("W"):
-            fan_in = shape[0] if len(shape) == 2 else (shape[1] if name != "WO" else shape[0] * shape[1])
-            out[name] = _weights(shape, fan_in, rng)
-        elif name.startswith("G"):
-            out[name] = 1.0 + 0.1 * rng.normal(size=shape)
-        elif name.startswith(("B", "c")):
-            out[name] = 0.1 * rng.normal(size=shape)
-        else:
-            out[name] = rng.normal(size=shape)
-    return out
+def example(name: str, **sizes):
+    """(model, example inputs) of a bundled PyTorch model on its offline data; ``sizes`` go to the model.
 
-
-def _autoencoder(shapes, rng):
-    out = {}
-    for name, shape in shapes.items():
-        if name.startswith("W"):
-            out[name] = _weights(shape, shape[0], rng, keep=PRUNED_KEEP) * 2.0   # pruned: rescale the rest
-        elif name.startswith("b"):
-            out[name] = 0.1 * rng.normal(size=shape)
-        else:
-            out[name] = np.maximum(rng.normal(size=shape), 0.0) + 0.1 * rng.random(shape)
-    return out
-
-
-def _graphsage(shapes, rng):
-    out = {}
-    for name, shape in shapes.items():
-        if name == "A":
-            out[name] = _adjacency(shape[0], rng)
-        elif name.startswith("W"):
-            out[name] = _weights(shape, shape[0], rng)
-        else:
-            out[name] = rng.normal(size=shape)
-    return out
-
-
-MODELS = {"decoder": _decoder, "autoencoder": _autoencoder, "graphsage2": _graphsage}
-
-
-def example_inputs(name: str, shapes: dict, seed: int = 0):
-    """Inputs for the example program ``name`` ({tensor: shape} of its inputs), or None if it has no model
-    data."""
-    make = MODELS.get(name)
-    if make is None:
-        return None
-    rng = np.random.default_rng(seed)
-    return make({k: tuple(v) for k, v in sorted(shapes.items())}, rng)
-
-
-__all__ = ["example_inputs", "MODELS", "PRUNED_KEEP"]
+    ``gcn`` and ``graphsage`` run on Zachary's karate club (``graph=`` a :class:`.data.Graph` to change it)."""
+    from ..errors import FuseFlowError
+    from . import data
+    if name in ("gcn", "graphsage"):
+        from .gnn import GCN, GraphSAGE
+        g = sizes.pop("graph", None) or data.karate_club(sizes.get("in_features", 16))
+        sizes.setdefault("in_features", int(g.features.shape[1]))
+        if name == "gcn":
+            return GCN(**sizes), (g.adjacency, g.features)
+        return GraphSAGE(**sizes), (g.neighbours, g.degree, g.features)
+    if name == "autoencoder":
+        from .autoencoder import SparseAutoencoder
+        model = SparseAutoencoder(**sizes)
+        features = model.enc1.linear.in_features
+        side = int(round(features ** 0.5))
+        x = data.images(5, side) if side * side == features else data.images(5, 1, seed=1).repeat(1, features)
+        return model, (x,)
+    if name == "decoder":
+        from .decoder import Decoder
+        model = Decoder(**sizes)
+        blk = model.blocks[0]
+        return model, (data.token_embeddings(blk.attn.seq, blk.attn.dim),)
+    raise FuseFlowError("model", f"unknown model {name!r} (known: {', '.join(MODELS)})")

@@ -684,7 +684,8 @@ def _num(x, fmt="{:.6f}"):
 def _meta_cols(r):
     m = r["meta"]
     if m.get("source") == "compiled":
-        return m.get("kernel", ""), "-", f"{m.get('density', '')}", f"fuse={m.get('fuse')}"
+        density = "model data" if m.get("data") == "model" else f"{m.get('density', '')}"
+        return m.get("kernel", ""), "-", density, f"fuse={m.get('fuse')}"
     return m.get("kernel", ""), str(m.get("size") or "default"), f"{m.get('density', '')}", "classic"
 
 

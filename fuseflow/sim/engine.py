@@ -313,9 +313,11 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         tokens = {sid: o.count for sid, o in outs.items()}
         reads = sum(st.mem_reads for st in states.values())
         writes = sum(st.mem_writes for st in states.values())
+        k_alu = sum(st.alu_ops for st in states.values())
         kstats.append({
             "name": k.name, "cycles": cycles, "tokens": sum(tokens.values()), "streams": tokens,
             "memory": {"read_bytes": read_b, "write_bytes": write_b, **timing},
+            "alu_ops": k_alu, "mem_read_bytes": read_b, "mem_write_bytes": write_b,
             # lower bounds: no kernel finishes before its busiest stream has carried every token, nor before
             # its busiest op has fired as often as it must
             "stream_bound": max(tokens.values(), default=0),
@@ -324,7 +326,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
                             "idle": cycles - st.busy - st.blocked} for nid, st in states.items()},
         })
         totals["tokens"] += sum(tokens.values())
-        totals["alu_ops"] += sum(st.alu_ops for st in states.values())
+        totals["alu_ops"] += k_alu
         # references/coordinates and values are counted at their widths
         totals["mem_read_bytes"] += read_b
         totals["mem_write_bytes"] += write_b

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EX = os.path.join(ROOT, "examples", "programs")
+EX = os.path.join(ROOT, "fuseflow", "programs")
 
 
 def run(*args, cwd=None):
@@ -114,3 +114,27 @@ def test_missing_file_and_bad_flags(tmp_path):
     assert r.returncode == 2 and "nothing to do" in r.stderr
     r = run("compile", os.path.join(EX, "spmv.ff"), "-o", str(tmp_path), "--order", "i,,j")
     assert r.returncode == 2 and r.stderr.startswith("error: --order")
+
+
+def test_listed_orders_of_compiler_made_kernels_are_accepted_back(tmp_path):
+    """docs/compiler.md: an order --list-orders prints for a kernel the compiler created (here the temporary
+    H_t1 of an unlowerable reduction) is accepted back with --order, in the
+    KERNEL=ORDER form it prints (a plain chain constrains every kernel, which another kernel may refuse)."""
+    prog = tmp_path / "p.ff"
+    prog.write_text("tensor X(4,5)\ntensor Att(2,4,3)\ntensor WO(2,3,5)\ntensor Y(5,4)\n"
+                    "H(i,m) = X(i,m) + Att(h,i,e) * WO(h,e,m)\nG(i,k) = H(i,m) * Y(m,k)\n")
+    r = run("compile", str(prog), "--list-orders")
+    assert r.returncode == 0, r.stderr
+    hints = [l.split("--order ", 1)[1].rstrip(")") for l in r.stdout.splitlines() if "give one back" in l]
+    assert any(h.startswith("H_t1=") for h in hints), r.stdout
+    for h in hints:
+        kernel, order = h.split("=")
+        listed = run("compile", str(prog), "--list-orders", "--max-orders", "50").stdout
+        block = listed.split(f"kernel {kernel}:")[1].split("\nkernel ")[0]
+        for o in [l.split()[0] for l in block.splitlines() if l.startswith("    ")]:
+            r = run("compile", str(prog), "--list-orders", "--order", f"{kernel}={o}", "-o", str(tmp_path / "o"))
+            assert r.returncode == 0, r.stderr
+            got = r.stdout.split(f"kernel {kernel}:")[1].split("\nkernel ")[0]
+            assert f"    {o}   (selected)" in got
+    r = run("compile", str(prog), "--list-orders", "--order", "Nope=i,m")
+    assert r.returncode == 2 and r.stderr.startswith("error: --order: no kernel writes Nope")

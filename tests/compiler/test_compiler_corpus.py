@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 #: the ML model examples are tested on model-scale data by test_compiler_models.py (the decoder is too large
 #: for every order at every granularity here)
 MODELS = ("decoder", "autoencoder", "graphsage2")
-EXAMPLES = sorted(f for f in glob.glob(os.path.join(ROOT, "examples", "programs", "*.ff"))
+EXAMPLES = sorted(f for f in glob.glob(os.path.join(ROOT, "fuseflow", "programs", "*.ff"))
                   if os.path.splitext(os.path.basename(f))[0] not in MODELS)
 NAMES = [os.path.splitext(os.path.basename(f))[0] for f in EXAMPLES]
 

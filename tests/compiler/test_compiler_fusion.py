@@ -282,3 +282,38 @@ def test_listed_orders_can_be_given_back_after_fallbacks():
     for o in orders:
         got, _ = run_and_check(src, fuse="full", order={"T2": o})
         assert [p.order for p in got.kernels if p.out == "T2"] == [o]
+
+
+@pytest.mark.parametrize("src", [
+    # a temporary of a reduction no order can lower inside the kernel (T1_t1), under a fused consumer
+    """
+        tensor C(3,3,3) : ccc
+        tensor D(3,3,3) : ccc
+        tensor E(3,3) : dcsr
+        fuse {
+          T1(l,k) = C(i,j,k) * D(j,k,l)
+          H(l,m) = T1(l,k) * E(k,m)
+        }
+    """,
+    # a temporary of a sum over two indices outside the output (H_t1), order-3 operands
+    """
+        tensor X(4,5)
+        tensor Att(2,4,3)
+        tensor WO(2,3,5)
+        H(i,m) = X(i,m) + Att(h,i,e) * WO(h,e,m)
+    """,
+])
+def test_orders_of_compiler_made_kernels_can_be_given_back(src):
+    """docs/compiler.md: every order --list-orders prints, for any kernel, including the temporaries and
+    materialised producers the compiler creates, can be given back: as that kernel's order (Python API) and as
+    the command line's --order chain (each kernel takes the indices it has)."""
+    for fuse in ("none", "regions", "full"):
+        res = compile_text(src, fuse=fuse)
+        made = [p for p in res.kernels if p.name not in ("H",)]
+        assert made, "the program must make the compiler create a kernel"
+        for p in res.kernels:
+            for o in valid_orders(p)[0]:
+                got, _ = run_and_check(src, fuse=fuse, order={p.out: o})
+                assert [q.order for q in got.kernels if q.out == p.out] == [o]
+                chain = compile_text(src, fuse=fuse, order=o)
+                assert [q.order for q in chain.kernels if q.out == p.out] == [o]

@@ -1,4 +1,4 @@
-"""The ML model examples (``examples/programs/decoder.ff``, ``autoencoder.ff``, ``graphsage2.ff``) compiled at
+"""The ML model examples (``fuseflow/programs/decoder.ff``, ``autoencoder.ff``, ``graphsage2.ff``) compiled at
 none / regions / full and simulated on model-scale data (``fuseflow.models``): float mode matches NumPy within
 a relative error of 1e-9, fixed mode within the tolerance of ``docs/numbers.md`` (example models)."""
 
@@ -17,14 +17,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: fixed-mode tolerance (absolute, on outputs of magnitude up to about 4): docs/numbers.md, example models
 FIXED_ATOL = {"decoder": 2e-3, "autoencoder": 5e-4, "graphsage2": 1e-3}
-#: (model, fuse) pairs too slow for the default run (the decoder's fused kernels recompute a lot)
-SLOW = {("decoder", "regions"), ("decoder", "full")}
+#: (model, fuse) pairs too slow for the default run
+SLOW = {("decoder", "regions")}
+#: the fully fused decoder compiles (one kernel, test below) but cannot be simulated in useful time: the one
+#: kernel recomputes every attention row (and its layer norm and projections) for every element of the MLP
+#: that reads it (fusion trades recomputation for memory traffic; docs/compiler.md, schedules)
+NOT_SIMULATED = {("decoder", "full")}
 CASES = [pytest.param(m, f, marks=[pytest.mark.slow] if (m, f) in SLOW else [])
-         for m in ("autoencoder", "graphsage2", "decoder") for f in ("none", "regions", "full")]
+         for m in ("autoencoder", "graphsage2", "decoder") for f in ("none", "regions", "full")
+         if (m, f) not in NOT_SIMULATED]
 
 
 def load(name):
-    ir = parse_file(os.path.join(ROOT, "examples", "programs", f"{name}.ff")).to_ir()
+    ir = parse_file(os.path.join(ROOT, "fuseflow", "programs", f"{name}.ff")).to_ir()
     inputs = example_inputs(name, {t.name: t.shape for t in ir.tensors.values() if t.role == "input"}, seed=0)
     return ir, inputs
 
@@ -59,6 +64,13 @@ def test_models_are_what_they_say():
     alu = {n.params["op"] for k in res.program.kernels for n in k.nodes.values() if n.op == "alu"}
     assert {"rsqrt", "gelu", "exp"} <= alu                     # layer norm, MLP, softmax
     assert not any(t.name.startswith("mask") for t in res.program.tensors.values())
+
+
+def test_decoder_compiles_fully_fused():
+    ir, _ = load("decoder")
+    res = compile_program(ir, fuse="full")
+    assert [k.name for k in res.program.kernels] == ["Out"]
+    assert sum(len(k.nodes) for k in res.program.kernels) > 3000      # why it is not simulated (NOT_SIMULATED)
 
 
 def test_attention_of_the_decoder_is_one_kernel_at_regions():

@@ -347,7 +347,7 @@ def compiled(name, fuse):
     import os
 
     from fuseflow.compiler import compile_text
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "programs")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "programs")
     with open(os.path.join(root, f"{name}.ff")) as f:
         return compile_text(f.read(), fuse=fuse, name=name).program
 

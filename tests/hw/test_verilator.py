@@ -154,7 +154,7 @@ MULTI = [("elementwise", "none"), ("chain3", "none"), ("reductions", "full"), ("
 @pytest.mark.parametrize("name,fuse", MULTI)
 def test_compiled_multi_kernel_on_verilator(name, fuse, cache):
     from fuseflow.compiler import compile_text
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "programs")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "programs")
     with open(os.path.join(root, f"{name}.ff")) as f:
         p = compile_text(f.read(), fuse=fuse, name=name).program
     need_ops(p)

@@ -1,0 +1,364 @@
+"""One model object from a PyTorch module to checked hardware (hls4ml's ``ModelGraph`` idea).
+
+    import fuseflow
+    m = fuseflow.compile(model, example_inputs, fuse="regions", mode="fixed")
+    res = m.simulate(inputs)         # outputs (torch tensors), cycles, counters
+    m.check(inputs)                  # against the PyTorch model itself (float64 copy)
+    m.build("build/")                # Verilog + manifest (+ graph.json, model.ff)
+    m.rtl_sim(inputs)                # Verilator, bit-compared with the fixed-mode simulator
+    print(m.report())                # per kernel: cycles, tokens, ALU ops, bytes, FIFO slots
+    m.save("out/m"); m2 = fuseflow.load("out/m", model)
+
+The command line (``fuseflow compile model.py:Class ...``) calls exactly these methods.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import FuseFlowError, ProgramError, TensorError
+
+FUSE_CHOICES = ("none", "regions", "full")
+
+
+@dataclass
+class Simulation:
+    """What :meth:`CompiledModel.simulate` returns."""
+    outputs: object                  # torch tensors (structured like the model's outputs) or NumPy arrays
+    arrays: list                     # NumPy float64 arrays, one per output
+    cycles: int
+    kernel_cycles: list
+    stats: dict
+    mode: str
+    raw: object = None               # the simulator's SimResult
+
+    def summary(self) -> str:
+        s = self.stats
+        return (f"{self.cycles} cycles, {s['tokens']} tokens, {s['alu_ops']} ALU ops, "
+                f"{s['mem_read_bytes']} B read, {s['mem_write_bytes']} B written ({self.mode} mode)")
+
+
+@dataclass
+class Check:
+    """What :meth:`CompiledModel.check` returns; true when every output is within tolerance."""
+    ok: bool
+    mode: str
+    rtol: float
+    atol: float
+    max_abs_error: float
+    max_rel_error: float
+    problems: list = field(default_factory=list)
+    simulation: Simulation = None
+
+    def __bool__(self):
+        return self.ok
+
+    def summary(self) -> str:
+        verdict = "matches PyTorch" if self.ok else "MISMATCH"
+        return (f"{verdict} ({self.mode} mode): max abs error {self.max_abs_error:.3g}, max rel error "
+                f"{self.max_rel_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
+
+
+def tolerance(mode, fixed=None):
+    """(rtol, atol) of :meth:`CompiledModel.check`: float mode 1e-6 relative; fixed mode docs/numbers.md."""
+    if mode == "float":
+        return 1e-6, 1e-9
+    from .sim.check import tolerance as sim_tolerance
+    return sim_tolerance("fixed", fixed)
+
+
+class CompiledModel:
+    """A PyTorch model compiled to a SAMML program, with its data bindings.
+
+    Attributes: ``program`` (the :class:`~fuseflow.samml.Program`, i.e. graph.json), ``einsum`` (the
+    :class:`~fuseflow.compiler.EinsumProgram` the front end produced), ``ff_text`` (the same as ``.ff``
+    text), ``result`` (the compiler's :class:`~fuseflow.compiler.CompileResult`, ``None`` after
+    :func:`load`), ``compile_seconds``.
+    """
+
+    def __init__(self, *, name, program, ff_text, inputs, outputs, output_structure, constants, mode, fuse,
+                 order, torch_model=None, example_inputs=None, einsum=None, result=None, compile_seconds=0.0,
+                 statements=()):
+        self.name = name
+        self.program = program
+        self.ff_text = ff_text
+        self.inputs = inputs
+        self.outputs = outputs
+        self.output_structure = output_structure
+        self.constants = constants
+        self.mode = mode
+        self.fuse = fuse
+        self.order = order
+        self.torch_model = torch_model
+        self.example_inputs = example_inputs
+        self.einsum = einsum
+        self.result = result
+        self.compile_seconds = compile_seconds
+        self.statements = list(statements)
+        self._last = None
+
+    # ---- data ------------------------------------------------------------------------------------
+    def _inputs(self, inputs):
+        if inputs is None:
+            if self.example_inputs is None:
+                raise FuseFlowError("inputs", "give the inputs (this model was loaded without example inputs)")
+            inputs = self.example_inputs
+        if not isinstance(inputs, (tuple, list)):
+            inputs = (inputs,)
+        if len(inputs) != len(self.inputs):
+            raise TensorError("inputs", f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
+        data = dict(self.constants)
+        for b, x in zip(self.inputs, inputs):
+            arr = _to_numpy(x)
+            if tuple(arr.shape) != tuple(b.shape):
+                raise TensorError(f"input {b.name}", f"shape {tuple(arr.shape)} but the model was compiled for "
+                                                     f"{tuple(b.shape)}")
+            data[b.name] = arr.reshape(b.sizes)
+        return data
+
+    def _outputs(self, res, as_torch=True):
+        arrays = []
+        for b in self.outputs:
+            dense = np.asarray(res.outputs[b.name], dtype=np.float64)
+            order = [p for slots in b.dims for p in slots]
+            arrays.append(np.transpose(dense, order).reshape(b.shape) if order else dense.reshape(b.shape))
+        outs = arrays
+        if as_torch:
+            try:
+                import torch
+                outs = [torch.from_numpy(a.copy()) for a in arrays]
+            except ImportError:
+                pass
+        if self.output_structure == "single":
+            return outs[0], arrays
+        return (tuple(outs) if self.output_structure == "tuple" else list(outs)), arrays
+
+    # ---- the user's calls ------------------------------------------------------------------------------
+    def simulate(self, inputs=None, mode: str | None = None, fifo_depth: int | None = None) -> Simulation:
+        """Run the reference simulator; outputs come back shaped like the PyTorch model's."""
+        from .sim import run
+        mode = mode or self.mode
+        res = run(self.program, self._inputs(inputs), mode=mode, fifo_depth=fifo_depth)
+        outs, arrays = self._outputs(res)
+        sim = Simulation(outs, arrays, res.cycles, list(res.kernel_cycles), res.stats, mode, res)
+        self._last = sim
+        return sim
+
+    def reference(self, inputs=None):
+        """The PyTorch model's own outputs in float64 (a double-precision copy of the model)."""
+        if self.torch_model is None:
+            raise FuseFlowError("check", "no PyTorch model attached (fuseflow.load(path, model) attaches one)")
+        import torch
+        ref_model = copy.deepcopy(self.torch_model).double().eval()
+        if inputs is None:
+            inputs = self.example_inputs
+        if not isinstance(inputs, (tuple, list)):
+            inputs = (inputs,)
+        args = [x.to(torch.float64) if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, np.float64))
+                for x in inputs]
+        with torch.no_grad():
+            out = ref_model(*args)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        return [_to_numpy(o) for o in outs]
+
+    def check(self, inputs=None, mode: str | None = None) -> Check:
+        """Simulate and compare with the PyTorch model (float mode: rtol 1e-6; fixed: docs/numbers.md)."""
+        from .sim.engine import Env
+        mode = mode or self.mode
+        want = self.reference(inputs)
+        sim = self.simulate(inputs, mode)
+        rtol, atol = tolerance(mode, Env(mode).fixed)
+        problems, max_abs, max_rel = [], 0.0, 0.0
+        for b, got, ref in zip(self.outputs, sim.arrays, want):
+            diff = np.abs(got - ref)
+            if diff.size:
+                max_abs = max(max_abs, float(np.nanmax(diff)))
+                scale = float(np.nanmax(np.abs(ref))) or 1.0
+                max_rel = max(max_rel, float(np.nanmax(diff)) / scale)
+            bad = ~np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+            if bad.any():
+                ix = tuple(int(i) for i in np.argwhere(bad)[0])
+                problems.append(f"output {b.name}: {int(bad.sum())} of {bad.size} entries differ, e.g. at {ix}: "
+                                f"simulator {got[ix]:.6g}, PyTorch {ref[ix]:.6g}")
+        return Check(not problems, mode, rtol, atol, max_abs, max_rel, problems, sim)
+
+    def build(self, out_dir: str, inputs=None, bake: bool = False) -> dict:
+        """Verilog + manifest (fuseflow.hw), graph.json and model.ff in ``out_dir``; returns the paths."""
+        from .cli import atomic_write
+        from .hw.elaborate import build
+        from .samml import io as samml_io
+        data = self._inputs(inputs) if (bake or inputs is not None) else None
+        b = build(self.program, data, bake=bake and data is not None)
+        paths = {"verilog": os.path.join(out_dir, f"{b.name}.v"), "manifest": os.path.join(out_dir, f"{b.name}.json"),
+                 "graph": os.path.join(out_dir, "graph.json"), "ff": os.path.join(out_dir, "model.ff")}
+        text = b.verilog()
+        with atomic_write(paths["verilog"]) as f:
+            f.write(text)
+        with atomic_write(paths["manifest"]) as f:
+            f.write(json.dumps(b.manifest(), indent=1) + "\n")
+        samml_io.save(self.program, paths["graph"])
+        with atomic_write(paths["ff"]) as f:
+            f.write(self.ff_text)
+        return paths
+
+    def rtl_sim(self, inputs=None, simulator: str = "verilator") -> dict:
+        """Run the RTL (Verilator) and compare every written tensor bit for bit with the fixed-mode simulator.
+
+        Returns the summary of :func:`fuseflow.hw.__main__.run_sim` (``ok``, ``rtl_cycles``, ``sim_cycles``,
+        ``cycles_equal``, ``mismatches``)."""
+        from .hw.__main__ import run_sim
+        return run_sim(self.program, self._inputs(inputs), simulator)
+
+    def report(self, inputs=None, mode: str | None = None) -> str:
+        """A table per kernel: cycles, tokens, ALU ops, bytes read/written, FIFO slots (simulated)."""
+        sim = self.simulate(inputs, mode)
+        depth = self.program.config.get("fifo_depth", 2)
+        rows = [("kernel", "cycles", "tokens", "ALU ops", "bytes read", "bytes written", "FIFO slots", "deepest")]
+        for k, ks in zip(self.program.kernels, sim.stats["kernels"]):
+            depths = [(s.depth or depth) * len(s.dsts) for s in k.streams.values()]
+            deepest = max((s.depth or depth for s in k.streams.values()), default=0)
+            rows.append((k.name, ks["cycles"], ks["tokens"], ks.get("alu_ops", "-"), ks.get("mem_read_bytes", "-"),
+                         ks.get("mem_write_bytes", "-"), sum(depths), deepest))
+        s = sim.stats
+        rows.append(("total", sim.cycles, s["tokens"], s["alu_ops"], s["mem_read_bytes"], s["mem_write_bytes"],
+                     sum(r[6] for r in rows[1:]), max((r[7] for r in rows[1:]), default=0)))
+        widths = [max(len(str(r[c])) for r in rows) for c in range(len(rows[0]))]
+        lines = [f"{self.name}: fuse={self.fuse}, {sim.mode} mode, compiled in {self.compile_seconds * 1e3:.0f} ms"]
+        for i, r in enumerate(rows):
+            lines.append("  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in
+                                   enumerate(zip(r, widths))))
+            if i == 0 or i == len(rows) - 2:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    # ---- persistence -------------------------------------------------------------------------------
+    def save(self, path: str) -> str:
+        """Write the compiled model to directory ``path``: graph.json, model.ff, model.json, constants.npz."""
+        from .cli import atomic_write
+        from .samml import io as samml_io
+        os.makedirs(path, exist_ok=True)
+        samml_io.save(self.program, os.path.join(path, "graph.json"))
+        with atomic_write(os.path.join(path, "model.ff")) as f:
+            f.write(self.ff_text)
+        with atomic_write(os.path.join(path, "constants.npz"), "wb") as f:
+            np.savez(f, **{k: _dense(v) for k, v in self.constants.items()})
+        meta = {"fuseflow_model": 1, "name": self.name, "mode": self.mode, "fuse": self.fuse, "order": self.order,
+                "output_structure": self.output_structure, "compile_seconds": self.compile_seconds,
+                "inputs": [_binding_json(b) for b in self.inputs], "outputs": [_binding_json(b) for b in self.outputs],
+                "statements": [list(s) for s in self.statements]}
+        with atomic_write(os.path.join(path, "model.json")) as f:
+            json.dump(meta, f, indent=1)
+        return path
+
+
+def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
+            name: str | None = None) -> CompiledModel:
+    """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`).
+
+    ``fuse``: ``"none"`` (one kernel per op), ``"regions"`` (one region per child module: the paper's partial
+    fusion; default), ``"full"``, or a list of module names / lists of names (one region each; a statement
+    joins the region with the longest matching module-path prefix). ``order``: a dataflow order for the
+    compiler. ``formats``: {input or parameter name: format} overriding what the tensors say.
+    ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`."""
+    from .compiler import compile_program
+    from .frontends.pytorch import lower
+    if mode not in ("float", "fixed"):
+        raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
+    if isinstance(fuse, str) and fuse not in FUSE_CHOICES:
+        raise FuseFlowError("fuse", f"expected one of {', '.join(FUSE_CHOICES)} or a list of module names, got {fuse!r}")
+    if not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    t0 = time.perf_counter()
+    low = lower(model, example_inputs, formats=formats, fuse=fuse, name=name)
+    result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order)
+    seconds = time.perf_counter() - t0
+    return CompiledModel(name=low.program.name, program=result.program, ff_text=ff_text(low), inputs=low.inputs,
+                         outputs=low.outputs, output_structure=low.output_structure, constants=low.constants,
+                         mode=mode, fuse=fuse, order=order, torch_model=model, example_inputs=tuple(example_inputs),
+                         einsum=low.program, result=result, compile_seconds=seconds, statements=low.statements)
+
+
+def load(path: str, model=None) -> CompiledModel:
+    """Read a model written by :meth:`CompiledModel.save`; attach ``model`` to :meth:`~CompiledModel.check`."""
+    from .frontends.pytorch.lower import Binding
+    from .samml import io as samml_io
+    try:
+        with open(os.path.join(path, "model.json")) as f:
+            meta = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise FuseFlowError(os.path.join(path, "model.json"), f"not JSON: {exc.msg}") from None
+    if meta.get("fuseflow_model") != 1:
+        raise FuseFlowError(path, "not a saved fuseflow model (model.json lacks 'fuseflow_model': 1)")
+    program = samml_io.load(os.path.join(path, "graph.json"))
+    with open(os.path.join(path, "model.ff")) as f:
+        text = f.read()
+    with np.load(os.path.join(path, "constants.npz")) as z:
+        constants = {k: z[k] for k in z.files}
+
+    def binding(d):
+        return Binding(d["name"], tuple(d["shape"]), [list(x) for x in d["dims"]], tuple(d["sizes"]),
+                       d.get("format", "dense"), d.get("sparse", False))
+    return CompiledModel(name=meta["name"], program=program, ff_text=text,
+                         inputs=[binding(d) for d in meta["inputs"]], outputs=[binding(d) for d in meta["outputs"]],
+                         output_structure=meta["output_structure"], constants=constants, mode=meta["mode"],
+                         fuse=meta["fuse"], order=meta["order"], torch_model=model,
+                         compile_seconds=meta.get("compile_seconds", 0.0),
+                         statements=[tuple(s) for s in meta.get("statements", [])])
+
+
+def ff_text(low) -> str:
+    """The lowered program as ``.ff`` text (docs/language.md), one comment per statement naming its module."""
+    lines = [f"# traced from PyTorch by fuseflow.frontends.pytorch", f"program {low.program.name}"]
+    for st in low.stored.values():
+        if st.role in ("input", "const"):
+            what = "model input" if st.role == "input" else f"constant {st.source}"
+            lines.append(f"tensor {st.name}({', '.join(map(str, st.sizes))}) : {st.format}   # {what}")
+    current = None
+    for text, path, key in low.statements:
+        if key != current:
+            if current is not None:
+                lines.append("}")
+            if key is not None:
+                lines.append("fuse {")
+            current = key
+        pad = "  " if key is not None else ""
+        lines.append(f"{pad}{text}" + (f"   # {path}" if path else ""))
+    if current is not None:
+        lines.append("}")
+    outs = sorted({b.name for b in low.outputs})
+    if outs:
+        lines.append(f"output {', '.join(outs)}")
+    return "\n".join(lines) + "\n"
+
+
+def _binding_json(b):
+    return {"name": b.name, "shape": list(b.shape), "dims": [list(x) for x in b.dims], "sizes": list(b.sizes),
+            "format": b.format, "sparse": b.sparse}
+
+
+def _dense(v):
+    return v.toarray() if hasattr(v, "toarray") else np.asarray(v)
+
+
+def _to_numpy(x):
+    """A torch tensor (dense or sparse), SciPy matrix or array-like as a dense float64 NumPy array."""
+    if hasattr(x, "toarray"):
+        return np.asarray(x.toarray(), dtype=np.float64)
+    try:
+        import torch
+        if isinstance(x, torch.Tensor):
+            if x.layout != torch.strided:
+                x = x.to_dense()
+            return x.detach().to(torch.float64).cpu().numpy()
+    except ImportError:
+        pass
+    return np.asarray(x, dtype=np.float64)
+
+
+_ = ProgramError
