@@ -1,6 +1,6 @@
 """Error of the cost heuristic (fuseflow.compiler.cost) against the simulator's counters.
 
-Over the example programs (examples/programs/*.ff, except the decoder, which takes minutes per point) at every
+Over the example programs (fuseflow/programs/*.ff, except the decoder, which takes minutes per point) at every
 fusion granularity and densities 0.1, 0.3 and 0.5 of the sparse inputs: the relative error of estimated ALU
 ops (FLOPs) and bytes moved, per point and averaged (goal: <= 5 %; FuseFlow reports 1.8-11.5 %), the time an
 estimate takes, and the Spearman rank correlation of estimated vs simulated cycles across the schedules of

@@ -1,7 +1,7 @@
 """Channel depths: simulated cycles / busiest-stream tokens at the compiler's and builders' default depths.
 
 For every kernel of the classic suite (``fuseflow.samml.kernels``) and every example program
-(``examples/programs/*.ff``, its dimensions scaled up so that the busiest stream carries thousands of tokens):
+(``fuseflow/programs/*.ff``, its dimensions scaled up so that the busiest stream carries thousands of tokens):
 the reference simulator's cycles (exact with the RTL), the stream lower bound (tokens on the busiest stream of
 each kernel, summed over kernels: kernels run one after another), their ratio, and the FIFO bits the graph's
 channel depths cost (every consumer's channel, ``depth x (data width + 1)`` bits). The inputs measured are
@@ -102,7 +102,7 @@ def suite_cases(only=None):
 
 def program_cases(only=None):
     from fuseflow.compiler import EinsumProgram, compile_program
-    for path in sorted(glob.glob(os.path.join(HERE, "..", "examples", "programs", "*.ff"))):
+    for path in sorted(glob.glob(os.path.join(HERE, "..", "fuseflow", "programs", "*.ff"))):
         name = os.path.splitext(os.path.basename(path))[0]
         if only and f"ff:{name}" not in only:
             continue

@@ -11,7 +11,7 @@ Kernels (the compiler's default fusion and order; the locate pass on):
 - SpMV ``x(i) = B(i,j) * c(j)``: B CSR (random, uniform), c dense. Cycles are about nnz + rows (CSR's row
   level is dense: every row is visited once, so ``n`` enters through the rows, which is why the fixed-nnz
   sweep keeps nnz well above n).
-- GCN layer ``T(i,j) = A(i,k) * X(k,j); H(i,h) = relu(T(i,j) * W(j,h))`` (examples/programs/gcn.ff, fused):
+- GCN layer ``T(i,j) = A(i,k) * X(k,j); H(i,h) = relu(T(i,j) * W(j,h))`` (fuseflow/programs/gcn.ff, fused):
   A CSR, X (n x F) and W (F x F) dense. Its output has F entries per non-empty row of A, each costing F
   multiplies with W, so a random A at a fixed nonzero count does *more* work as n grows (more rows become
   non-empty). The fixed-nnz sweep therefore uses a mini-batch: ``batch`` target rows, each with ``deg``

@@ -20,23 +20,15 @@ FUSES = ("none", "regions", "full")
 
 
 def example_path(name: str) -> str:
-    """The file of an example ``.ff`` program: ``fuseflow.programs`` once the examples ship in the package,
-    else the repository's ``examples/programs``."""
-    try:
-        from .. import programs
-        return programs.path(name)
-    except ImportError:
-        return os.path.join(HERE, "..", "..", "examples", "programs", f"{name}.ff")
+    """The file of an example ``.ff`` program (shipped in :mod:`fuseflow.programs`)."""
+    from .. import programs
+    return programs.path(name)
 
 
 def example_names() -> list:
     """Names of the example programs."""
-    try:
-        from .. import programs
-        return programs.names()
-    except ImportError:
-        folder = os.path.join(HERE, "..", "..", "examples", "programs")
-        return sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".ff"))
+    from .. import programs
+    return programs.names()
 
 
 def _example(name: str) -> str:
@@ -45,7 +37,7 @@ def _example(name: str) -> str:
 
 
 def gcn_text(n: int, feats: int = 16, hidden: int = 8, out: int = 4, layers: int = 2) -> str:
-    """A GCN of ``layers`` layers on ``n`` nodes (one fuse region per layer, as examples/programs/gcn2.ff)."""
+    """A GCN of ``layers`` layers on ``n`` nodes (one fuse region per layer, as fuseflow/programs/gcn2.ff)."""
     dims = [feats] + [hidden] * (layers - 1) + [out]
     lines = ["program gcn", f"tensor A({n}, {n}) : csr", f"tensor X({n}, {feats}) : dense"]
     lines += [f"tensor W{l + 1}({dims[l]}, {dims[l + 1]}) : dense" for l in range(layers)]

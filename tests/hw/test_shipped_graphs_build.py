@@ -1,4 +1,4 @@
-"""Every graph the project ships (examples/kernels/*/graph.json) or writes (the compiler on examples/programs)
+"""Every graph the project ships (examples/kernels/*/graph.json) or writes (the compiler on fuseflow/programs)
 elaborates to Verilog with no data: capacities and widths are declared in the graph (issue 9).
 
 Elaboration only, no synthesis. A representative subset by default; all of them under ``-m slow``."""
@@ -17,7 +17,7 @@ from fuseflow.samml import io as samml_io
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SHIPPED = sorted(glob.glob(os.path.join(ROOT, "examples", "kernels", "*", "graph.json")))
-PROGRAMS = sorted(glob.glob(os.path.join(ROOT, "examples", "programs", "*.ff")))
+PROGRAMS = sorted(glob.glob(os.path.join(ROOT, "fuseflow", "programs", "*.ff")))
 FAST = {"spmv_csr", "spmspm_gustavson", "spmspm_outer", "gcn", "permute3"}
 
 
