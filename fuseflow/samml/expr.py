@@ -258,7 +258,7 @@ class _Parser:
             node = self._nested_atom(kind, value, pos)
             self.depth -= 1
             return node
-        self._nested_atom(kind, value, pos)
+        return self._nested_atom(kind, value, pos)
 
     def _nested_atom(self, kind, value, pos):
         if value == "(":
