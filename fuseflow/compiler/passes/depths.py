@@ -8,7 +8,7 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
 
 1. **Floors** (deadlock freedom, :func:`deadlock_floors`): every stream out of a sparse accumulator holds one
    emitted fibre (``dim + 2``; ``crd_outer0``/``crd_outer1`` their outer dimension + 2); the registry's
-   ``input_depth`` (the intersect's look-ahead) stays as the builder set it.
+   ``input_depth`` (the intersect's look-ahead, 3) for the inputs of the ops that ask for it.
 2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops) from a
    source; a stream whose consumer arrives ``slack`` ops after its producer could deliver gets
    ``default + 2 x slack`` (two tokens per op of the longer branch: a token in flight and a stop), capped at
@@ -220,6 +220,13 @@ def assign_depths(program, options=None) -> dict:
                 if f and f > (s.depth or default):
                     s.depth = f
                     why[(k.name, sid)] = "floor"
+            for node in k.nodes.values():          # the registry's input_depth (the intersect's look-ahead)
+                need = node.spec.input_depth
+                for pname, _ in node.spec.input_ports(node.params) if need else ():
+                    s = k.driver(node.id, pname)
+                    if s is not None and (s.depth or default) < need:
+                        s.depth = need
+                        why[(k.name, s.id)] = "look-ahead"
         if options.get("profile", True):
             try:
                 deeper, profile = profile_depths(program)
