@@ -147,3 +147,17 @@ def test_density_must_be_a_fraction():
     from fuseflow.errors import ProgramError
     with pytest.raises(ProgramError, match="density of A must be in"):
         compile_text(SPMM.replace("density 0.2", "density 2"))
+
+
+def test_profile_on_synthetic_inputs_on_request():
+    # the kernel at depth 2 everywhere (2.5x its busiest stream at n = 160): the profile runs the sizer on
+    # synthetic inputs of the declared shapes and density, and the depths it finds shorten the run
+    slow = kernels.spmspm_gustavson(16, 16, 16, density=0.3, passes={"fifo_depth": 2})
+    doc = slow.to_json()
+    from fuseflow.samml import Program
+    from fuseflow.compiler.passes.depths import profile_depths
+    depths, rep = profile_depths(Program.from_json(doc))
+    assert rep["runs"] > 1 and rep["ratio"] > 1.1
+    assert rep["sized_cycles"] < rep["cycles"] and depths["main"]
+    p = kernels.spmspm_gustavson(16, 16, 16, density=0.3, passes={"profile": True})
+    assert p.reports["depths"]["profile"]["cycles"] > 0
