@@ -94,3 +94,14 @@ def test_sim_and_hw_refuse_data_wider_than_the_graph_alike(narrow_graph, cmd):
     assert p.stderr.strip() == (f"error: tensor B: positions up to {nnz} need a 24-bit coordinate width, the graph "
                                 f"declares crd_width 16 (recompile, or rebuild the graph with a wider crd_width)")
     assert not (tmp / "build").exists()
+
+
+def test_memories_take_each_tensors_own_index_width():
+    from fuseflow.hw.memory import plan_memories
+    p = kernels.spmv(300, 300, fmt="csr", passes={"profile": False})      # B: 90000 positions; c, x: 300
+    plan = plan_memories(p)
+    assert plan.crd_width == 24
+    assert plan.index_widths == {"B": 24, "c": 16, "x": 16}
+    widths = {m.name: m.width for m in plan.memories}
+    assert widths["B.1.seg"] == widths["B.1.crd"] == 24
+    assert widths["c.0.crd"] == widths["x.0.seg"] == 16 and widths["B.vals"] == 32
