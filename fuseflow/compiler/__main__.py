@@ -63,7 +63,7 @@ def main(argv=None):
 
 
 def compile_cmd(args):
-    if not (args.output or args.list_orders or args.dump_table):
+    if not (args.output or args.list_orders or args.dump_table or args.dump_after):
         raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table)")
     if args.max_orders < 1:
         raise ProgramError("--max-orders", "must be at least 1")
