@@ -114,7 +114,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "depths.json"))
     ap.add_argument("--only", nargs="*", help="kernel names (suite) or ff:<program>")
+    ap.add_argument("--baseline", help="an earlier depths.json (e.g. measured before the depths pass existed): "
+                                       "its cycles, ratio and FIFO bits are kept beside each row as 'before'")
+    ap.add_argument("--baseline-label", help="what the baseline was (default: its file name)")
     args = ap.parse_args(argv)
+    before = {}
+    if args.baseline:
+        with open(args.baseline) as f:
+            base = json.load(f)
+        before = {r["kernel"]: {k: r[k] for k in ("cycles", "ratio", "fifo_bits")} for r in base["results"]}
     rows = []
     for name, make in list(suite_cases(args.only)) + list(program_cases(args.only)):
         t0 = time.perf_counter()
@@ -122,6 +130,8 @@ def main(argv=None):
         build_s = time.perf_counter() - t0
         row = measure(name, program)
         row["build_seconds"] = round(build_s, 2)
+        if name in before:
+            row["before"] = before[name]
         rows.append(row)
         flag = "" if row["ratio"] <= TARGET_RATIO else "  (over target)" if "exempt" not in row else "  (structural)"
         print(f"{name:24s} cycles {row['cycles']:9d}  bound {row['stream_bound']:9d}  ratio {row['ratio']:6.3f}  "
@@ -130,6 +140,7 @@ def main(argv=None):
     over = [r["kernel"] for r in rows if r["ratio"] > TARGET_RATIO and "exempt" not in r]
     doc = {"benchmark": "depth_bench", "target_ratio": TARGET_RATIO, "density": DENSITY,
            "suite_scale": SUITE_SCALE, "program_scale": PROGRAM_SCALE, "over_target": over,
+           "baseline": args.baseline_label or (args.baseline and os.path.basename(args.baseline)),
            "machine": platform.platform(), "python": platform.python_version(), "results": rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with atomic_write(args.output) as f:

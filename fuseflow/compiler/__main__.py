@@ -3,7 +3,7 @@
     python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                                          [--list-orders] [--max-orders N] [--dump-table]
                                          [--iteration factored|global] [--no-locate] [--fifo-depth N]
-                                         [--fifo-budget BITS] [--no-profile] [--dump-after PASS]
+                                         [--fifo-budget BITS] [--profile] [--dump-after PASS]
 
 Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bits against the budget) and
 ``out/graph.svg`` when graphviz's ``dot`` is installed. ``--list-orders`` prints every valid dataflow order of
@@ -59,8 +59,9 @@ def parser():
     c.add_argument("--fifo-budget", type=int, default=DEFAULT_BUDGET_BITS,
                    help=f"budget of FIFO bits for the depths pass (default {DEFAULT_BUDGET_BITS}: ULX3S-85F, "
                         f"see docs/compiler.md)")
-    c.add_argument("--no-profile", action="store_true",
-                   help="channel depths from the graph's structure only (no synthetic profiling run)")
+    c.add_argument("--profile", action="store_true",
+                   help="also size channel depths by simulating synthetic inputs of the declared shapes and "
+                        "densities (slower; the graph's structure alone is the default)")
     c.add_argument("--dump-after", choices=[n for n, _ in PIPELINE],
                    help="print graph.json as it is after this graph pass")
     return ap
@@ -94,7 +95,7 @@ def _auto(src, args):
 
 
 def compile_cmd(args):
-    if not (args.output or args.list_orders or args.dump_table):
+    if not (args.output or args.list_orders or args.dump_table or args.dump_after):
         raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table)")
     if args.max_orders < 1:
         raise ProgramError("--max-orders", "must be at least 1")
@@ -108,7 +109,7 @@ def compile_cmd(args):
     if args.fuse == "auto":
         result = _auto(src, args)
     else:
-        options = {"budget_bits": args.fifo_budget, "profile": not args.no_profile, "dump_after": args.dump_after,
+        options = {"budget_bits": args.fifo_budget, "profile": args.profile, "dump_after": args.dump_after,
                    "locate": not args.no_locate}
         if args.fifo_depth is not None:
             options["fifo_depth"] = args.fifo_depth

@@ -149,15 +149,15 @@ def measured_capacities(program, inputs, ref):
 
 
 def with_capacities(program, caps):
-    """A copy of ``program`` declaring ``caps`` (at least 1 per array; a declared capacity is kept if larger)."""
+    """A copy of ``program`` declaring ``caps`` (at least 1 per array) instead of its own capacities: one build
+    serves a family's data (the builders declare worst-case capacities, which differ with the dense size)."""
     from ..samml import Program
     p = Program.from_json(program.to_json())
     for name, t in p.tensors.items():
         c = caps.get(name)
         if c is None:
             continue
-        old = t.capacity or [0] * len(c)
-        t.capacity = [max(1, int(a), int(b)) for a, b in zip(c, old)]
+        t.capacity = [max(1, int(a)) for a in c]
     return p
 
 

@@ -25,7 +25,7 @@ def test_simulate_command(spmv_files, capsys):
     g, d = spmv_files
     assert main(["simulate", str(g), "--inputs", str(d)]) == 0
     out = capsys.readouterr().out
-    assert "RTL 21 cycles, reference simulator 21 cycles (equal)" in out
+    assert "RTL 19 cycles, reference simulator 19 cycles (equal)" in out
     assert "bit-identical" in out
 
 

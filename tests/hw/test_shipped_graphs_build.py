@@ -18,7 +18,7 @@ from fuseflow.samml import io as samml_io
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SHIPPED = sorted(glob.glob(os.path.join(ROOT, "examples", "kernels", "*", "graph.json")))
 PROGRAMS = sorted(glob.glob(os.path.join(ROOT, "fuseflow", "programs", "*.ff")))
-FAST = {"spmv_csr", "spmspm_gustavson", "spmspm_outer", "gcn", "permute3"}
+FAST = {"spmv_csr", "spmspm_outer", "gcn"}
 
 
 def _name(path):

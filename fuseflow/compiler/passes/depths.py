@@ -8,19 +8,22 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
 
 1. **Floors** (deadlock freedom, :func:`deadlock_floors`): every stream out of a sparse accumulator holds one
    emitted fibre (``dim + 2``; ``crd_outer0``/``crd_outer1`` their outer dimension + 2); the registry's
-   ``input_depth`` (the intersect's look-ahead) stays as the builder set it.
+   ``input_depth`` (the intersect's look-ahead, 3) for the inputs of the ops that ask for it.
 2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops) from a
    source; a stream whose consumer arrives ``slack`` ops after its producer could deliver gets
    ``default + 2 x slack`` (two tokens per op of the longer branch: a token in flight and a stop), capped at
    :data:`STRUCTURAL_MAX`.
-3. **Profile** (:func:`profile_depths`): the reference simulator (cycle-exact with the RTL) runs the graph on
-   synthetic inputs drawn from the declared shapes (capped at :data:`PROFILE_DIM` per dimension, so the pass
+3. **Profile** (:func:`profile_depths`, on request: ``profile=True``, ``--profile``): the reference
+   simulator (cycle-exact with the RTL) runs the graph on synthetic inputs drawn from the declared shapes (capped at :data:`PROFILE_DIM` per dimension, so the pass
    stays fast) and densities (``TensorDecl.density``, else :data:`DEFAULT_DENSITY` for tensors with a
    compressed level); when it takes more than :data:`PROFILE_TARGET` x its busiest stream, the profile-guided
    sizer (:func:`fuseflow.sim.fifo_sizing.size_fifos`) deepens the channels that still stall. The bound is
    the larger of the busiest stream's tokens and the busiest op's firings (:func:`run_bound`): a kernel that
    waits for an op (an intersection stepping over both operands, a sparse accumulator emitting its group)
-   is not sped up by deeper channels, so it is not profiled further.
+   is not sped up by deeper channels, so it is not profiled further. Off by default: over the example
+   programs and the suite (``benchmarks/depth_bench.py``) steps 1-2 alone reach the target, and the profile
+   at capped shapes found no further gain while costing 7-12 simulations per compile (0.4-6 s instead of
+   30-200 ms); it is there for graphs whose structure does not show where they stall.
 4. **Budget** (:func:`fit_budget`): while the channels cost more than ``budget_bits``, the channel with the
    most bits above its floor gives back half its extra depth.
 
@@ -187,7 +190,7 @@ def fit_budget(program, floors, budget_bits) -> int:
 
 def assign_depths(program, options=None) -> dict:
     """The depths pass (in place). ``options``: ``fifo_depth`` (override every channel), ``budget_bits``
-    (default :data:`DEFAULT_BUDGET_BITS`), ``profile`` (default True).
+    (default :data:`DEFAULT_BUDGET_BITS`), ``profile`` (step 3; default False, see the module doc).
 
     Returns the report written next to graph.json as ``fifos.json``: budget, total bits, the profile run,
     and one row per channel (kernel, stream, depth, consumers, bits, why)."""
@@ -220,7 +223,14 @@ def assign_depths(program, options=None) -> dict:
                 if f and f > (s.depth or default):
                     s.depth = f
                     why[(k.name, sid)] = "floor"
-        if options.get("profile", True):
+            for node in k.nodes.values():          # the registry's input_depth (the intersect's look-ahead)
+                need = node.spec.input_depth
+                for pname, _ in node.spec.input_ports(node.params) if need else ():
+                    s = k.driver(node.id, pname)
+                    if s is not None and (s.depth or default) < need:
+                        s.depth = need
+                        why[(k.name, s.id)] = "look-ahead"
+        if options.get("profile", False):
             try:
                 deeper, profile = profile_depths(program)
             except Exception as exc:          # noqa: BLE001 - a graph the simulator cannot run keeps steps 1-2
