@@ -103,7 +103,7 @@ def structural_depths(kernel, default=2) -> dict:
         arrival[n] = max((arrival[u] + 1 for u in g.predecessors(n)), default=0)
     out = {}
     for s in kernel.streams.values():
-        slack = max(arrival[d.node] - arrival[s.src.node] - 1 for d in s.dsts)
+        slack = max((arrival[d.node] - arrival[s.src.node] - 1 for d in s.dsts), default=0)   # unread: none
         if slack > 0:
             out[s.id] = min(STRUCTURAL_MAX, default + 2 * slack)
     return out
