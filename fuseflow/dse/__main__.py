@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from ..cli import atomic_write, main_guard
+from ..cli import atomic_write, commit_outputs, main_guard
 from ..errors import FuseFlowError
 from ..reports.sweep import parse_scheduler, run_sweep
 from .experiments import EXPERIMENTS, PENDING
@@ -82,6 +82,9 @@ def main(argv=None) -> int:
         with atomic_write(os.path.join(args.output, f"{n}.json")) as f:
             json.dump(data, f, indent=1)
         print(f"{n}: {len(results)} points in {data['wall_s']:.1f} s -> {args.output}/{n}.json, {n}.png")
+    # the page is rendered from the experiments' JSON on disk: put this run's files in place first (each
+    # experiment's JSON and PNG are a complete set)
+    commit_outputs()
     page = write_page(args.output)
     print(f"page: {page}")
     return 0

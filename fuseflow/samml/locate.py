@@ -152,4 +152,11 @@ def _locate_intersect(program, kernel, nid):
         s = kernel.output_stream(src.node, src.port)
         if depth is not None and (s.depth or 0) < depth:
             s.depth = depth
+    # a kept input's stream that only the intersect read (a mask_scan's references) is left unconnected:
+    # an output nobody reads (the simulator and the RTL take its tokens), not a dangling stream
+    unread = [sid for sid, st in kernel.streams.items() if not st.dsts]
+    for sid in unread:
+        del kernel.streams[sid]
+    if unread:
+        kernel._reindex()
     return len(located)

@@ -500,8 +500,8 @@ case("correlate-simulator", "fuseflow.hw", CR + ["--simulator", "x", "-o", "r"],
 case("correlate-out-file", "fuseflow.hw", CR + ["-o", "afile"], None, "not a directory")
 case("correlate-out-below-file", "fuseflow.hw", CR + ["-o", "afile/r"], None, "afile")
 case("correlate-max-trace", "fuseflow.hw", CR + ["--max-trace-cycles", "-1", "-o", "r"], None, "--max-trace-cycles")
-case("correlate-only", "fuseflow.hw", CR + ["--only", "no-such-kernel", "--simulator", "amaranth", "-o", "r"], None,
-     "--only")
+case("correlate-only", "fuseflow.hw", CR + ["--suite", "quick", "--only", "no-such-kernel", "--simulator", "amaranth",
+                                     "-o", "r"], None, "--only")
 case("correlate-unknown-flag", "fuseflow.hw", CR + ["--fast"], None, "unrecognized")
 case("correlate-render-missing", "fuseflow.hw", CR + ["--render", "nope.json", "-o", "r"], None, "nope.json")
 case("correlate-render-minimal", "fuseflow.hw", CR + ["--render", "min.json", "-o", "r"], None, "min.json")
@@ -609,14 +609,14 @@ def test_same_message_in_every_command(base, tmp_path, cid):
 
 
 def test_compiler_refuses_what_validate_refuses(base, tmp_path):
-    """An order-4 tensor: the compiler does not write a graph.json that samml validate would reject, and says
-    why in the schema's words."""
+    """An order-4 tensor: the compiler does not write a graph.json that samml validate would reject (the schema
+    holds tensors of order <= 3), and refuses the program with one line saying so."""
     work = tmp_path / "w"
     shutil.copytree(base, work)
     (work / "o4.ff").write_text("program p\ntensor A(2,2,2,2) : dense\ntensor B(2,2,2,2) : dense\n"
                                 "C(i,j,k,l) = A(i,j,k,l) * B(i,j,k,l)\n")
     res = run_forked("fuseflow.compiler", ["compile", "o4.ff", "-o", "out"], work)
-    assert_one_line_error(res, ".shape: [2, 2, 2, 2] is too long")
+    assert_one_line_error(res, "A has order 4: tensors of order at most 3 are supported")
     assert not (work / "out").exists()
 
 

@@ -56,7 +56,7 @@ def test_spmv_with_a_dense_vector_scales_with_nonzeros():
 ])
 @pytest.mark.parametrize("fuse", ["none", "full"])
 def test_examples_locate_their_dense_operands(name, want, fuse):
-    ir = parse_file(os.path.join(ROOT, "examples", "programs", f"{name}.ff")).to_ir()
+    ir = parse_file(os.path.join(ROOT, "fuseflow", "programs", f"{name}.ff")).to_ir()
     rng = np.random.default_rng(5)
     inputs = inputs_for(ir, rng, 0.3)
     res, on = run_and_check(ir, inputs, fuse=fuse)
