@@ -31,7 +31,9 @@ def test_model_matches_pytorch(name, config):
     fixed = m.check(mode="fixed")
     assert fixed.ok, fixed.problems
     if config == "unfused":
-        assert len(m.program.kernels) == len(m.statements)        # one kernel per PyTorch op
+        # one kernel per PyTorch op, and more for softmax / layer norm (lowered to several statements first)
+        sugar = sum(("softmax[" in text or "layernorm[" in text) for text, *_ in m.statements)
+        assert len(m.program.kernels) == len(m.statements) if not sugar else len(m.program.kernels) > len(m.statements)
     else:
         assert len(m.program.kernels) < len(m.statements)
 
