@@ -412,26 +412,24 @@ def adopt_file(src, path, perms=None) -> None:
 
 # ---- argparse types: bad values are caught while parsing, before any work ------------------------------------
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def _int_at_least(text: str, least: int, why: str) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    if v < least:
+        raise argparse.ArgumentTypeError(f"{why}, got {v}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1, "must be at least 1")
 
 
 def nonnegative_int(text: str) -> int:
     """argparse type: an integer >= 0 (seeds)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {v}")
-    return v
+    return _int_at_least(text, 0, "must not be negative")
 
 
 def positive_float(text: str) -> float:
