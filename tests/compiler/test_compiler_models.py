@@ -66,6 +66,7 @@ def test_models_are_what_they_say():
     assert not any(t.name.startswith("mask") for t in res.program.tensors.values())
 
 
+@pytest.mark.slow        # minutes: the reason it is in fuseflow.reports.suites.KNOWN_TOO_LARGE
 def test_decoder_compiles_fully_fused():
     ir, _ = load("decoder")
     res = compile_program(ir, fuse="full")
