@@ -48,15 +48,8 @@ def stream_bound(res):
 
 
 def fifo_bits(program):
-    try:
-        from fuseflow.samml.depths import fifo_bits as bits
-        return bits(program)
-    except ImportError:                      # before the depth pass existed: every stream at its depth
-        cfg = program.config
-        default = int(cfg.get("fifo_depth", 2))
-        vw, cw = int(cfg["value"].get("width", 32)), int(cfg.get("crd_width", 16))
-        return sum((s.depth or default) * len(s.dsts) * ((vw if s.kind == "val" else cw) + 1)
-                   for k in program.kernels for s in k.streams.values())
+    from fuseflow.compiler.passes.depths import fifo_bits as bits
+    return bits(program)
 
 
 def scale_program_text(text, factor):
@@ -79,6 +72,13 @@ def measure(name, program, seed=0):
            "ratio_to_op_bound": round(res.cycles / max(1, ops), 3), "fifo_bits": fifo_bits(program),
            "crd_width": int(program.config.get("crd_width", 16)),
            "kernels": len(program.kernels), "sim_seconds": round(wall, 2)}
+    # per kernel: its cycles, its busiest stream and its busiest op (the op bound names the op that sets it)
+    row["per_kernel"] = []
+    for k in res.stats["kernels"]:
+        sid, toks = max(k["streams"].items(), key=lambda x: x[1], default=("", 0))
+        nid, node = max(k["nodes"].items(), key=lambda x: x[1]["busy"], default=("", {"busy": 0}))
+        row["per_kernel"].append({"kernel": k["name"], "cycles": k["cycles"], "busiest_stream": sid,
+                                  "stream_bound": toks, "busiest_op": nid, "op_bound": node["busy"]})
     if name in EXEMPT:
         row["exempt"] = EXEMPT[name]
     elif row["ratio"] > TARGET_RATIO and ops > bound:
