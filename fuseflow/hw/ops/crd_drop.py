@@ -32,7 +32,7 @@ class CrdDrop(OpComponent):
         c, cv = self.i_outer.payload, self.i_outer.valid
         x = self.i_inner.payload
         oo, oi = self.o_outer, self.o_inner
-        arity = int(self.params.get("arity", 0))
+        arity = int(self.params.get("arity") or 0)
         refs = [getattr(self, f"i_ref{i}") for i in range(arity)]
         orefs = [getattr(self, f"o_ref{i}") for i in range(arity)]
         xv = self.i_inner.valid                 # inner and every aligned reference have a head

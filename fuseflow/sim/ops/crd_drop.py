@@ -9,7 +9,7 @@ from ._common import LEVEL, STOPS, bad, fire_at
 
 
 def run(st, ins, outs):
-    n = st.params.get("arity", 0)
+    n = st.params.get("arity") or 0
     io, ii = ins["outer"], ins["inner"]
     oo, oi = outs["outer"], outs["inner"]
     irefs = [ins[f"ref{i}"] for i in range(n)]
