@@ -14,7 +14,8 @@ stream carries tokens (``op_bound`` > ``stream_bound``: an intersection or union
 tokens, a sparse accumulator merging and then emitting a group, e.g. the general permute kernel's single
 group); for those the row also gives cycles / op bound, which deeper channels cannot lower below 1.
 
-Writes JSON (default benchmarks/results/depths.json).
+The decoder (``SLOW_PROGRAMS``) is left out unless named with ``--only``: at 6x its simulation did not finish
+in 17 minutes (on a loaded 2-core machine). Writes JSON (default benchmarks/results/depths.json).
 """
 
 import argparse
@@ -40,6 +41,8 @@ SUITE_SCALE = 64
 VECTOR_KERNELS = ("vector_add", "vector_mul")
 #: the example programs' dimensions are multiplied by this
 PROGRAM_SCALE = 6
+#: example programs left out unless named with --only (too slow to simulate at 6x)
+SLOW_PROGRAMS = ("decoder",)
 EXEMPT = {"spmspm_outer": "structural: one accumulator group holds the whole output until the last k"}
 
 
@@ -104,7 +107,7 @@ def program_cases(only=None):
     from fuseflow.compiler import EinsumProgram, compile_program
     for path in sorted(glob.glob(os.path.join(HERE, "..", "fuseflow", "programs", "*.ff"))):
         name = os.path.splitext(os.path.basename(path))[0]
-        if only and f"ff:{name}" not in only:
+        if only and f"ff:{name}" not in only or not only and name in SLOW_PROGRAMS:
             continue
         text = scale_program_text(open(path).read(), PROGRAM_SCALE)
         yield f"ff:{name}", lambda text=text, name=name: compile_program(EinsumProgram.parse(text, name)).program
