@@ -16,18 +16,24 @@ Kernels (the compiler's default fusion and order; the locate pass on):
   multiplies with W, so a random A at a fixed nonzero count does *more* work as n grows (more rows become
   non-empty). The fixed-nnz sweep therefore uses a mini-batch: ``batch`` target rows, each with ``deg``
   neighbours drawn from all n nodes (GraphSAGE-style sampling), so the work is fixed while the graph and
-  the feature matrix grow 10x. CSR still visits all n rows of A (about 2 cycles per empty row with deep
-  channels, about 20 at depth 2), so the same sweep is also run with A in DCSR (only non-empty rows stored),
-  where n enters nowhere but the located X. The random variant is reported too (``gcn_random_fixed_nnz``),
+  the feature matrix grow 10x. CSR still visits all n rows of A: its scanners take about 2 cycles per empty
+  row, and before the drop_empty pass every empty row also ran through the rest of the graph (about 7 cycles
+  each: ``cycles_without_drop_empty``); the pass stops them right after the scanners, in parallel with the
+  work. The same sweep is also run with A in DCSR (only non-empty rows stored), where n enters nowhere but
+  the located X. The random variant is reported too (``gcn_random_fixed_nnz``),
   with the work it implies (``work``: nnz * F + non-empty rows * F * F multiplies).
 
+``realistic``: SpMV, SpMM, the GCN layer and GraphSAGE's aggregation (the example programs' statements) at
+n = 1000, A CSR at density 0.005 (about 5 neighbours per node), 16 features: cycles now, without the
+drop_empty pass, and before issue 9 (no locate, depth 2), with the FIFO bits of the default depths.
+
 Each point: n, nnz, non-empty rows, cycles, tokens, the busiest stream (id and tokens) and cycles / busiest
-stream, at the channel depths the compiler gives; fixed-nnz points also ``cycles_deep_fifos`` (every channel
+stream, the FIFO bits of the compiler's depths, the number of row drops (``row_drops``), at the channel depths the compiler gives; fixed-nnz points also ``cycles_deep_fifos`` (every channel
 without a stated depth at depth 16), because at the default depth 2 a GCN row pays a pipeline latency of
 about 20 cycles even when it is empty (issue 9 item 2, compile-time channel depths, removes that). For the smallest point of each fixed-nnz sweep the same program without the locate pass
 (``--no-locate``) is simulated too (``cycles_without_locate``), to show what locate removes.
 
-Writes JSON (default benchmarks/results/scaling.json). Runtime: about two minutes.
+Writes JSON (default benchmarks/results/scaling.json). Runtime: about ten minutes.
 """
 
 import argparse
