@@ -175,24 +175,37 @@ def profile_depths(program) -> tuple[dict, dict]:
 
 def fit_budget(program, floors, budget_bits) -> int:
     """Trim the deepest channels (above their floors) until the program costs at most ``budget_bits``.
-    ``floors``: {(kernel name, stream id): minimum depth}. Returns the bits afterwards."""
+    ``floors``: {(kernel name, stream id): minimum depth}. Returns the bits afterwards.
+
+    Each step takes the channel with the most bits above its floor (the first in graph order on a tie) and
+    gives back half its extra depth; a heap keeps that choice cheap on graphs with thousands of channels."""
+    import heapq
     default = _default(program)
     total = fifo_bits(program)
-    while total > budget_bits:
-        best, best_extra = None, 0
-        for k in program.kernels:
-            for s in k.streams.values():
-                floor = max(floors.get((k.name, s.id), 0), default)
-                extra = ((s.depth or default) - floor) * channel_bits(program, s) // max(1, s.depth or default)
-                if extra > best_extra:
-                    best, best_extra, best_floor = s, extra, floor
-        if best is None:
-            break                                    # only floors left: report over budget
-        d = best.depth or default
-        best.depth = max(best_floor, best_floor + (d - best_floor) // 2)
-        if best.depth == default:
-            best.depth = None
-        total = fifo_bits(program)
+
+    def extra(s, floor):
+        d = s.depth or default
+        return (d - floor) * channel_bits(program, s) // max(1, d)
+
+    heap = []
+    for k in program.kernels:
+        for s in k.streams.values():
+            floor = max(floors.get((k.name, s.id), 0), default)
+            e = extra(s, floor)
+            if e > 0:
+                heap.append((-e, len(heap), s, floor))
+    heapq.heapify(heap)
+    while total > budget_bits and heap:            # an empty heap: only floors left, report over budget
+        _, order, s, floor = heapq.heappop(heap)
+        before = channel_bits(program, s)
+        d = s.depth or default
+        s.depth = max(floor, floor + (d - floor) // 2)
+        if s.depth == default:
+            s.depth = None
+        total += channel_bits(program, s) - before
+        e = extra(s, floor)
+        if e > 0:
+            heapq.heappush(heap, (-e, order, s, floor))
     return total
 
 
