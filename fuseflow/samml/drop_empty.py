@@ -158,7 +158,7 @@ def drop_empty_kernel(program: Program, kernel: Kernel) -> int:
             if s is None:
                 break
             consumers[port] = (list(s.dsts), s.depth)
-            s.dsts = []
+            s.dsts, s.depth = [], None               # its depth served its old consumers: it moves with them
         else:
             kernel._reindex()
             base = dense.id.replace("scan", "drop", 1) if "scan" in dense.id else f"drop_{dense.id}"
@@ -172,8 +172,9 @@ def drop_empty_kernel(program: Program, kernel: Kernel) -> int:
                     s.depth = depth
             added += 1
             continue
-        for port, (dsts, _) in consumers.items():      # an output missing: leave the pair as it was
+        for port, (dsts, depth) in consumers.items():  # an output missing: leave the pair as it was
             nid, out = ports[port]
-            kernel.output_stream(nid, out).dsts = dsts
+            st = kernel.output_stream(nid, out)
+            st.dsts, st.depth = dsts, depth
         kernel._reindex()
     return added
