@@ -16,18 +16,24 @@ Kernels (the compiler's default fusion and order; the locate pass on):
   multiplies with W, so a random A at a fixed nonzero count does *more* work as n grows (more rows become
   non-empty). The fixed-nnz sweep therefore uses a mini-batch: ``batch`` target rows, each with ``deg``
   neighbours drawn from all n nodes (GraphSAGE-style sampling), so the work is fixed while the graph and
-  the feature matrix grow 10x. CSR still visits all n rows of A (about 2 cycles per empty row with deep
-  channels, about 20 at depth 2), so the same sweep is also run with A in DCSR (only non-empty rows stored),
-  where n enters nowhere but the located X. The random variant is reported too (``gcn_random_fixed_nnz``),
+  the feature matrix grow 10x. CSR still visits all n rows of A: its scanners take about 2 cycles per empty
+  row, and before the drop_empty pass every empty row also ran through the rest of the graph (about 7 cycles
+  each: ``cycles_without_drop_empty``); the pass stops them right after the scanners, in parallel with the
+  work. The same sweep is also run with A in DCSR (only non-empty rows stored), where n enters nowhere but
+  the located X. The random variant is reported too (``gcn_random_fixed_nnz``),
   with the work it implies (``work``: nnz * F + non-empty rows * F * F multiplies).
 
+``realistic``: SpMV, SpMM, the GCN layer and GraphSAGE's aggregation (the example programs' statements) at
+n = 1000, A CSR at density 0.005 (about 5 neighbours per node), 16 features: cycles now, without the
+drop_empty pass, and before issue 9 (no locate, depth 2), with the FIFO bits of the default depths.
+
 Each point: n, nnz, non-empty rows, cycles, tokens, the busiest stream (id and tokens) and cycles / busiest
-stream, at the channel depths the compiler gives; fixed-nnz points also ``cycles_deep_fifos`` (every channel
+stream, the FIFO bits of the compiler's depths, the number of row drops (``row_drops``), at the channel depths the compiler gives; fixed-nnz points also ``cycles_deep_fifos`` (every channel
 without a stated depth at depth 16), because at the default depth 2 a GCN row pays a pipeline latency of
 about 20 cycles even when it is empty (issue 9 item 2, compile-time channel depths, removes that). For the smallest point of each fixed-nnz sweep the same program without the locate pass
 (``--no-locate``) is simulated too (``cycles_without_locate``), to show what locate removes.
 
-Writes JSON (default benchmarks/results/scaling.json). Runtime: about two minutes.
+Writes JSON (default benchmarks/results/scaling.json). Runtime: about ten minutes.
 """
 
 import argparse
@@ -44,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from fuseflow.compiler import compile_text  # noqa: E402
+from fuseflow.compiler.passes.depths import fifo_bits  # noqa: E402
 from fuseflow.sim import run  # noqa: E402
 
 FLAT = 1.2
@@ -77,9 +84,9 @@ def batch_csr(n, batch, deg, seed):
     return sp.csr_array((rng.uniform(0.5, 1.5, batch * deg), (r, c)), shape=(n, n))
 
 
-def simulate(src, inputs, want, locate=True, deep=False):
+def simulate(src, inputs, want, locate=True, deep=False, passes=None):
     """Compile and simulate; with ``deep`` also at channel depth DEEP (streams the graph gives no depth)."""
-    prog = compile_text(src, locate=locate).program
+    prog = compile_text(src, locate=locate, passes=passes).program
     res = run(prog, inputs)
     for name, w in want.items():
         np.testing.assert_allclose(res.outputs[name], w, rtol=1e-9, atol=1e-9)
@@ -90,6 +97,9 @@ def simulate(src, inputs, want, locate=True, deep=False):
         "busiest_stream": f"{busiest[0]}:{busiest[1]}", "busiest_stream_tokens": busiest[2],
         "cycles_per_busiest_stream": round(res.cycles / busiest[2], 3),
         "locate_nodes": sum(1 for k in prog.kernels for nd in k.nodes.values() if nd.op == "locate"),
+        "row_drops": sum(1 for k in prog.kernels for nd in k.nodes.values()
+                         if nd.op == "crd_drop" and nd.params.get("arity")),
+        "fifo_bits": fifo_bits(prog),
     }
     if deep:
         out["cycles_deep_fifos"] = run(prog, inputs, fifo_depth=DEEP).cycles
@@ -119,9 +129,49 @@ def gcn_point(n, f, A, rng, with_baseline=False, deep=False, a_format="csr"):
     out["format"] = a_format
     out.update(simulate(gcn_src(n, f, a_format), {"A": A, "X": X, "W": W}, want, deep=deep))
     out["cycles_per_work"] = round(out["cycles"] / out["work"], 3)
+    if out["row_drops"]:
+        out["cycles_without_drop_empty"] = simulate(gcn_src(n, f, a_format), {"A": A, "X": X, "W": W}, want,
+                                                    passes={"drop_empty": False})["cycles"]
     if with_baseline:
         out["cycles_without_locate"] = simulate(gcn_src(n, f), {"A": A, "X": X, "W": W}, want, locate=False)["cycles"]
     return out
+
+
+def realistic(n=1000, density=0.005, f=16, seed=3):
+    """SpMV, SpMM, GCN and GraphSAGE (the example programs' statements) at n nodes, A CSR at a graph-like
+    density (about 5 neighbours per node), F features: cycles now, without the drop_empty pass, and in the
+    configuration before issue 9 (no locate, every channel at depth 2, no drop_empty); FIFO bits of the
+    default depths."""
+    rng = np.random.default_rng(seed)
+    A = random_csr(n, int(density * n * n), seed=seed)
+    c, X = rng.uniform(-1, 1, n), rng.uniform(-1, 1, (n, f))
+    W = rng.uniform(-1, 1, (f, f))
+    head = f"tensor A({n},{n}) : csr\ntensor X({n},{f}) : dense\ntensor W({f},{f}) : dense\n"
+    cases = [
+        ("spmv", f"tensor A({n},{n}) : csr\ntensor c({n}) : dense\nx(i) = A(i,j) * c(j)\n", {"A": A, "c": c},
+         {"x": A @ c}),
+        ("spmm", head + "T(i,j) = A(i,k) * X(k,j)\norder i,k,j\n", {"A": A, "X": X}, {"T": A @ X}),
+        ("gcn", gcn_src(n, f), {"A": A, "X": X, "W": W}, {"H": np.maximum(A @ X @ W, 0)}),
+        ("graphsage", head + "T(i,j) = A(i,l) * X(l,m) * W(m,j)\norder i,l,m,j\n", {"A": A, "X": X, "W": W},
+         {"T": A @ X @ W}),
+    ]
+    rows = []
+    for name, src, ins, want in cases:
+        row = {"kernel": name, "n": n, "features": f, "nnz": int(A.nnz),
+               "nonempty_rows": int((np.diff(A.indptr) > 0).sum())}
+        now = simulate(src, ins, want)
+        row.update({k: now[k] for k in ("cycles", "busiest_stream_tokens", "cycles_per_busiest_stream",
+                                        "fifo_bits", "row_drops", "locate_nodes")})
+        row["cycles_without_drop_empty"] = (simulate(src, ins, want, passes={"drop_empty": False})["cycles"]
+                                            if now["row_drops"] else now["cycles"])
+        before = simulate(src, ins, want, locate=False, passes={"drop_empty": False, "fifo_depth": 2})
+        row["before_issue9"] = {"cycles": before["cycles"], "fifo_bits": before["fifo_bits"],
+                                "config": "no locate, every channel at depth 2 (deadlock floors kept), no drop_empty"}
+        row["speedup_over_before_issue9"] = round(before["cycles"] / now["cycles"], 2)
+        rows.append(row)
+        print(f"realistic {name}: {row['cycles']} cycles (without drop_empty {row['cycles_without_drop_empty']}, "
+              f"before issue 9 {before['cycles']}), fifo bits {row['fifo_bits']}", file=sys.stderr)
+    return rows
 
 
 def sweep(name, points, fixed):
@@ -140,10 +190,14 @@ def sweep(name, points, fixed):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "scaling.json"))
+    ap.add_argument("--only", choices=("sweeps", "realistic"), help="run one part (the other is left out)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     sweeps = []
+    real = realistic() if args.only != "sweeps" else None
+    if args.only == "realistic":
+        return _write(args.output, t0, sweeps, real)
 
     # 100,000 nonzeros: 10 per row at the largest n (CSR visits every row: cycles ~ nnz + 2 rows)
     nnz = 100_000
@@ -178,18 +232,23 @@ def main(argv=None):
     sweeps.append(sweep("gcn_fixed_n", pts, False))
     print(f"gcn fixed n: {[p['cycles'] for p in pts]}", file=sys.stderr)
 
+    return _write(args.output, t0, sweeps, real)
+
+
+def _write(output, t0, sweeps, real):
     doc = {
         "benchmark": "scaling", "python": platform.python_version(), "machine": platform.machine(),
         "flat_if_max_over_min_at_most": FLAT, "mode": "float",
         "wall_seconds": round(time.perf_counter() - t0, 1),
         "sweeps": sweeps,
+        "realistic": real,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    tmp = args.output + ".tmp"
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    tmp = output + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(doc, fh, indent=1)
         fh.write("\n")
-    os.replace(tmp, args.output)
+    os.replace(tmp, output)
     for s in sweeps:
         flat = ""
         if "flat" in s:
@@ -198,7 +257,7 @@ def main(argv=None):
                 flat += (f"; depth {DEEP}: {[p['cycles_deep_fifos'] for p in s['points']]} max/min "
                          f"{s['deep_fifos_max_over_min']} ({'flat' if s['flat_deep_fifos'] else 'NOT flat'})")
         print(f"{s['name']}: cycles {[p['cycles'] for p in s['points']]}{flat}")
-    print(f"wrote {args.output} ({doc['wall_seconds']} s)")
+    print(f"wrote {output} ({doc['wall_seconds']} s)")
     return 0
 
 

@@ -2,7 +2,7 @@
 
     python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                                          [--list-orders] [--max-orders N] [--dump-table]
-                                         [--iteration factored|global] [--no-locate] [--fifo-depth N]
+                                         [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
                                          [--fifo-budget BITS] [--profile] [--dump-after PASS]
 
 Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bits against the budget) and
@@ -54,6 +54,8 @@ def parser():
                    help="factored iteration (default) or one global iteration space per kernel (for comparison)")
     c.add_argument("--no-locate", action="store_true",
                    help="scan dense operands of intersections instead of locating into them (for comparison)")
+    c.add_argument("--no-drop-empty", action="store_true",
+                   help="let a CSR operand's empty rows run through the graph (for comparison)")
     c.add_argument("--fifo-depth", type=int, help="every channel gets this depth (overrides the depths pass; "
                                                    "deadlock floors kept)")
     c.add_argument("--fifo-budget", type=int, default=DEFAULT_BUDGET_BITS,
@@ -110,7 +112,7 @@ def compile_cmd(args):
         result = _auto(src, args)
     else:
         options = {"budget_bits": args.fifo_budget, "profile": args.profile, "dump_after": args.dump_after,
-                   "locate": not args.no_locate}
+                   "locate": not args.no_locate, "drop_empty": not args.no_drop_empty}
         if args.fifo_depth is not None:
             options["fifo_depth"] = args.fifo_depth
         result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options)

@@ -67,8 +67,8 @@ def _any_kind(kernel, node, program=None):
     through unchanged, and consumers take the low bits they need)."""
     if node.op == "repeat":
         ports = ["in"]
-    elif node.op in ("intersect", "union", "crd_mask"):
-        ports = [f"ref{i}" for i in range(node.params.get("arity", 2))]
+    elif node.op in ("intersect", "union", "crd_mask", "crd_drop"):
+        ports = [f"ref{i}" for i in range(node.params.get("arity") or (0 if node.op == "crd_drop" else 2))]
     else:
         return "ref"
     kinds = {s.kind for s in (kernel.driver(node.id, p) for p in ports) if s is not None}

@@ -7,7 +7,7 @@ so ``python -m fuseflow.sim run graph.json --check`` can compare it with NumPy. 
 Conventions: inputs in the formats named per kernel; outputs are written canonically (all levels compressed,
 no empty fibres below the top level: crd_drop removes them, see docs/samml.md, "the empty-fibre rule").
 Every builder is written with scanners and intersections only and ends with the compiler's graph passes
-(:mod:`fuseflow.compiler.passes`: locate, capacities, coordinate width, channel depths), so dense operands of
+(:mod:`fuseflow.compiler.passes`: locate, drop_empty, capacities, coordinate width, channel depths), so dense operands of
 intersections (SDDMM's factors, the residual's x) are located, not scanned, as in compiled graphs. Each
 takes ``density=`` (the expected density of its sparse inputs, declared on them)
 and ``passes=`` (options of the passes, e.g. ``{"fifo_depth": 2}``).

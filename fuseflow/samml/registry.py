@@ -45,7 +45,7 @@ class Port:
     def expand(self, params):
         if self.count is None:
             return [self.name]
-        n = int(params[self.count]) + self.count_offset
+        n = int(params.get(self.count) or 0) + self.count_offset      # an omitted count (default None): 0
         return [self.name.format(i=i) for i in range(n)]
 
 
@@ -328,11 +328,17 @@ def check_spacc(params, where="op spacc"):
 
 
 _op(OpSpec(
-    "crd_drop", "Drops outer coordinates whose inner fibre is empty, and the empty inner fibres with them.",
-    inputs=(Port("outer", "crd", "outer coordinates"), Port("inner", "crd", "inner coordinates")),
-    outputs=(Port("outer", "crd", "kept outer coordinates"), Port("inner", "crd", "inner coordinates")),
+    "crd_drop", "Drops outer coordinates whose inner fibre is empty, and the empty inner fibres with them "
+                "(and with them the aligned reference fibres, when arity > 0).",
+    inputs=(Port("outer", "crd", "outer coordinates"), Port("inner", "crd", "inner coordinates"),
+            Port("ref{i}", "any", "references (or values) aligned with inner", count="arity")),
+    outputs=(Port("outer", "crd", "kept outer coordinates"), Port("inner", "crd", "inner coordinates"),
+             Port("ref{i}", "any", "references aligned with the kept inner coordinates", count="arity")),
+    params=(Param("arity", "int", None, doc="number of reference streams aligned with inner (default 0)", minimum=0,
+                  limit=limits.ARITY),),
     timing="1 cycle per step; a kept fibre that follows another in the same parent costs 1 extra cycle "
-           "(its held S0).",
+           "(its held S0). The aligned references move with inner: a step that reads inner needs their heads "
+           "too.",
 ))
 _op(OpSpec(
     "crd_hold", "Repeats each outer coordinate once per coordinate of its inner fibre (the outer coordinate "

@@ -128,6 +128,11 @@ def test_crd_drop_removes_empty_fibres(fibres):
     for n, k in enumerate(kept):
         want += fibres[k] + ["S1" if n == len(kept) - 1 else "S0"]
     assert out["inner"] == (want if kept else ["S1"]) + ["D"]
+    # an aligned reference stream (the coordinates + 100) is filtered exactly as inner
+    ref = [x + 100 if isinstance(x, int) else x for x in inner]
+    out = run_op("crd_drop", {"arity": 1}, {"outer": outer, "inner": inner, "ref0": ref})
+    assert out["ref0"] == [x + 100 if isinstance(x, int) else x for x in out["inner"]]
+    assert out["outer"] == kept + ["S0", "D"]
 
 
 @SETTINGS

@@ -6,16 +6,19 @@ the same pipeline through :func:`run_passes`, so every graph the project writes 
 
 1. ``locate`` (:func:`fuseflow.samml.locate.locate_pass`): dense operands of intersections are located, not
    scanned (option ``locate=False`` skips it, for comparison);
-2. ``capacities`` (:func:`fuseflow.samml.capacities.declare_capacities`): worst-case or density-based
+2. ``drop_empty`` (:func:`fuseflow.samml.drop_empty.drop_empty_pass`): a CSR-style operand's empty rows are
+   dropped right after its scanners when nothing below needs them (option ``drop_empty=False`` skips it);
+3. ``capacities`` (:func:`fuseflow.samml.capacities.declare_capacities`): worst-case or density-based
    capacities, so hardware builds without data;
-3. ``widths`` (:func:`fuseflow.samml.widths.assign_widths`): the coordinate width from shapes and capacities;
-4. ``depths`` (:func:`.depths.assign_depths`): channel depths from the graph's structure and a profile on
+4. ``widths`` (:func:`fuseflow.samml.widths.assign_widths`): the coordinate width from shapes and capacities;
+5. ``depths`` (:func:`.depths.assign_depths`): channel depths from the graph's structure and a profile on
    synthetic inputs, within a budget of FIFO bits (it reads the widths: a channel's cost is its token width).
 """
 
 from __future__ import annotations
 
 from ...samml.capacities import declare_capacities
+from ...samml.drop_empty import drop_empty_pass
 from ...samml.locate import locate_kernel
 from ...samml.widths import assign_widths
 from .depths import assign_depths
@@ -31,6 +34,7 @@ def locate(program, options) -> dict:
 #: the passes, in order: (name, function)
 PIPELINE = (
     ("locate", locate),
+    ("drop_empty", drop_empty_pass),
     ("capacities", declare_capacities),
     ("widths", assign_widths),
     ("depths", assign_depths),

@@ -13,6 +13,8 @@ fibre's closing S0 is held back), ``closed`` (the inner stream already closed th
   closed.
   outer stop after ``closed`` -> emits it on outer, pops outer.
   outer stop otherwise (inner ``S_(m+1)``) -> emits both, pops both. D + D -> D on both.
+- the ``arity`` aligned references: every step that reads inner needs their heads too (``inner_valid``);
+  each is popped and pushed exactly when inner is, carrying its own head or the held ``S0``.
 """
 
 from amaranth.hdl import Module, Signal
@@ -28,8 +30,14 @@ class CrdDrop(OpComponent):
         m = Module()
         f = self.fire_logic()
         c, cv = self.i_outer.payload, self.i_outer.valid
-        x, xv = self.i_inner.payload, self.i_inner.valid
+        x = self.i_inner.payload
         oo, oi = self.o_outer, self.o_inner
+        arity = int(self.params.get("arity") or 0)
+        refs = [getattr(self, f"i_ref{i}") for i in range(arity)]
+        orefs = [getattr(self, f"o_ref{i}") for i in range(arity)]
+        xv = self.i_inner.valid                 # inner and every aligned reference have a head
+        for r in refs:
+            xv = xv & r.valid
         pending = Signal()
         closed = Signal()
         in_fibre = Signal()
@@ -79,5 +87,12 @@ class CrdDrop(OpComponent):
                          f.pop["outer"].eq(1), f.pop["inner"].eq(1)]
             copy_tok(m, oo, c)
             copy_tok(m, oi, x)
+        for i, (r, o) in enumerate(zip(refs, orefs)):
+            # the references follow inner: same pops and pushes, their own head or the held S0
+            m.d.comb += [f.pop[f"ref{i}"].eq(f.pop["inner"]), f.push[f"ref{i}"].eq(f.push["inner"])]
+            with m.If(~in_fibre & ~c.ctrl & is_data_or_empty(x) & pending):
+                set_stop(m, o, 0)
+            with m.Else():
+                copy_tok(m, o, r.payload)
         f.build(m)
         return m
