@@ -32,7 +32,7 @@ slow: $(STAMP)
 bench: $(STAMP)
 	@mkdir -p benchmarks/results
 	$(PY) benchmarks/sim_bench.py -o benchmarks/results/sim.json
-	@for b in compile_bench intersect_window_model rtl_bench depth_bench scaling_bench cost_bench function_accuracy; do \
+	@for b in compile_bench intersect_window_model rtl_bench depth_bench scaling_bench cost_bench function_accuracy models_bench; do \
 	  if [ -f benchmarks/$$b.py ]; then $(PY) benchmarks/$$b.py || exit 1; fi; done
 
 # RTL-vs-simulator correlation report (Verilator): report/correlation.{md,json,png}

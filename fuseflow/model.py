@@ -189,12 +189,17 @@ class CompiledModel:
         return Check(not problems, mode, rtol, atol, max_abs, max_rel, problems, sim)
 
     def build(self, out_dir: str, inputs=None, bake: bool = False) -> dict:
-        """Verilog + manifest (fuseflow.hw), graph.json and model.ff in ``out_dir``; returns the paths."""
-        from .cli import atomic_write
+        """Verilog + manifest (fuseflow.hw), graph.json and model.ff in ``out_dir``; returns the paths.
+
+        Without ``inputs`` the memories take the capacities the graph declares; with them, the capacities
+        these inputs (and the reference run on them) need."""
         from .hw.elaborate import build
-        from .samml import io as samml_io
         data = self._inputs(inputs) if (bake or inputs is not None) else None
-        b = build(self.program, data, bake=bake and data is not None)
+        return self._write_build(build(self.program, data, bake=bake and data is not None), out_dir)
+
+    def _write_build(self, b, out_dir):
+        from .cli import atomic_write
+        from .samml import io as samml_io
         paths = {"verilog": os.path.join(out_dir, f"{b.name}.v"), "manifest": os.path.join(out_dir, f"{b.name}.json"),
                  "graph": os.path.join(out_dir, "graph.json"), "ff": os.path.join(out_dir, "model.ff")}
         text = b.verilog()
@@ -207,13 +212,23 @@ class CompiledModel:
             f.write(self.ff_text)
         return paths
 
-    def rtl_sim(self, inputs=None, simulator: str = "verilator") -> dict:
+    def rtl_sim(self, inputs=None, simulator: str = "verilator", out_dir: str | None = None,
+                compile_fast: bool = False) -> dict:
         """Run the RTL (Verilator) and compare every written tensor bit for bit with the fixed-mode simulator.
 
         Returns the summary of :func:`fuseflow.hw.__main__.run_sim` (``ok``, ``rtl_cycles``, ``sim_cycles``,
-        ``cycles_equal``, ``mismatches``)."""
+        ``cycles_equal``, ``mismatches``); with ``out_dir`` also the paths of :meth:`build` (``paths``), written
+        from the very design that ran (elaborated once). ``compile_fast``: the design's C++ at -O0 (about half
+        the Verilator compile time; for short runs)."""
         from .hw.__main__ import run_sim
-        return run_sim(self.program, self._inputs(inputs), simulator)
+        from .hw.elaborate import build, reference_run
+        data = self._inputs(inputs)
+        b = build(self.program, data, reference=reference_run(self.program, data))
+        paths = self._write_build(b, out_dir) if out_dir is not None else None
+        summary = run_sim(self.program, data, simulator, cache=None, compile_fast=compile_fast, prebuilt=b)
+        if paths is not None:
+            summary["paths"] = paths
+        return summary
 
     def report(self, inputs=None, mode: str | None = None) -> str:
         """A table per kernel: cycles, tokens, ALU ops, bytes read/written, FIFO slots (simulated)."""

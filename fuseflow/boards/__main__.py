@@ -40,7 +40,8 @@ def _parser():
     b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes the memories")
     b.add_argument("--random-inputs", type=float, metavar="DENSITY",
                    help="instead of --inputs: random tensors of this density (seed --data-seed) size the memories")
-    b.add_argument("--data-seed", type=nonnegative_int, default=1)
+    b.add_argument("--data-seed", type=nonnegative_int, default=1,
+                   help="seed of --random-inputs (default 1)")
     b.add_argument("--bake", action="store_true", help="also bake --inputs into the memories' initial contents")
     b.add_argument("--probes", action="store_true", help="keep the per-channel probe registers (more area)")
     b.add_argument("--baud", type=positive_int, default=115200, help="UART baud rate (default 115200)")
@@ -52,20 +53,23 @@ def _parser():
     s.add_argument("--freq", type=positive_float, default=100.0, help="target frequency for nextpnr in MHz (default 100)")
     s.add_argument("--inputs", help="tensor file: sizes the memories")
     s.add_argument("--random-inputs", type=float, metavar="DENSITY", help="random tensors of this density instead")
-    s.add_argument("--data-seed", type=nonnegative_int, default=1)
+    s.add_argument("--data-seed", type=nonnegative_int, default=1,
+                   help="seed of --random-inputs (default 1)")
     s.add_argument("--json", type=output_file, help="write the result here")
     m = sub.add_parser("simulate", help="round trip through the simulated UART bridge and client")
     m.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     m.add_argument("--inputs", help="tensor file with every input tensor")
     m.add_argument("--random-inputs", type=float, metavar="DENSITY", help="random tensors of this density instead")
-    m.add_argument("--data-seed", type=nonnegative_int, default=1)
+    m.add_argument("--data-seed", type=nonnegative_int, default=1,
+                   help="seed of --random-inputs (default 1)")
     m.add_argument("--divisor", type=positive_int, default=4, help="clocks per UART bit in simulation (default 4)")
     r = sub.add_parser("run", help="run on a board over its serial port (needs pyserial)")
     r.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
-    r.add_argument("--inputs", required=True)
+    r.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
     r.add_argument("--manifest", required=True, help="manifest.json written by 'build'")
     r.add_argument("--port", required=True, help="serial port, e.g. /dev/ttyUSB0")
-    r.add_argument("--max-cycles", type=positive_int, default=10_000_000)
+    r.add_argument("--max-cycles", type=positive_int, default=10_000_000,
+                   help="watchdog: give up after this many cycles (default 10000000)")
     return ap
 
 

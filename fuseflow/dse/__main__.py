@@ -35,8 +35,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     e = sub.add_parser("evaluation", help="print docs/evaluation.md's results block from committed JSON")
     e.add_argument("dir", nargs="?", default="benchmarks/results/dse", help="experiment JSON directory")
-    e.add_argument("--cost", default="benchmarks/results/cost.json")
-    e.add_argument("--autoschedule", default="benchmarks/results/autoschedule.json")
+    e.add_argument("--cost", default="benchmarks/results/cost.json",
+                   help="cost-model bench results (default: benchmarks/results/cost.json)")
+    e.add_argument("--autoschedule", default="benchmarks/results/autoschedule.json",
+                   help="autoscheduler bench results (default: benchmarks/results/autoschedule.json)")
     return ap
 
 

@@ -35,7 +35,8 @@ def _parser():
     s = sub.add_parser("sim", help="run the RTL and compare with the fixed-mode reference simulator")
     s.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     s.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
-    s.add_argument("--simulator", choices=("verilator", "amaranth"), default="verilator")
+    s.add_argument("--simulator", choices=("verilator", "amaranth"), default="verilator",
+                   help="RTL simulator: verilator (default) or amaranth (Amaranth's Python simulator, slow)")
     s.add_argument("--vcd", type=output_file, help="write a waveform of the run here")
     s.add_argument("--max-cycles", type=positive_int, help="watchdog (default: 4 x the reference cycles + 10000)")
     s.add_argument("--bake", action="store_true", help="bake the inputs into memory init instead of loading "
@@ -71,16 +72,24 @@ def cmd_build(args):
     return 0
 
 
-def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None):
-    """Elaborate, run and compare; returns a summary dict (also used by tests and benchmarks)."""
+def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None,
+            compile_fast=False, prebuilt=None):
+    """Elaborate, run and compare; returns a summary dict (also used by tests and benchmarks).
+
+    ``prebuilt``: a :class:`~fuseflow.hw.elaborate.Build` of ``graph`` made with ``inputs`` (its reference run
+    is the golden one), so a caller that also writes the Verilog elaborates once. ``compile_fast``: see
+    :func:`fuseflow.hw.verilator.build_verilator`."""
     from .elaborate import build, check_outputs_fit, reference_run
     from .top import compare_tensors, stuck_report
     from .elaborate import load_program
     if max_cycles is not None and (not isinstance(max_cycles, int) or max_cycles < 1):
         raise HardwareError("--max-cycles", f"must be at least 1, got {max_cycles!r}")
-    program = load_program(graph)
-    ref = reference_run(program, inputs)
-    b = build(program, inputs, bake=bake, reference=ref)
+    if prebuilt is not None and prebuilt.reference is not None:
+        program, ref, b = prebuilt.program, prebuilt.reference, prebuilt
+    else:
+        program = load_program(graph)
+        ref = reference_run(program, inputs)
+        b = build(program, inputs, bake=bake, reference=ref)
     check_outputs_fit(b.plan, ref)
     if max_cycles is None:
         max_cycles = 4 * ref.cycles + 10_000
@@ -89,7 +98,7 @@ def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bak
         res = run_amaranth(b, max_cycles=max_cycles, vcd=vcd)
     elif simulator == "verilator":
         from .verilator import run_build
-        res = run_build(b, max_cycles=max_cycles, vcd=vcd, root=cache)
+        res = run_build(b, max_cycles=max_cycles, vcd=vcd, root=cache, compile_fast=compile_fast)
     else:
         raise HardwareError("--simulator", f"unknown simulator {simulator!r} (verilator or amaranth)")
     man = b.manifest()

@@ -1,6 +1,6 @@
 """RTL-vs-simulator correlation report: every kernel of a suite through the reference simulator and the RTL.
 
-    python -m fuseflow.reports.correlation [--suite default|quick] [-o report/] [--simulator verilator|amaranth]
+    python -m fuseflow.reports.correlation [--suite default|quick|models] [-o report/] [--simulator verilator|amaranth]
                                            [--only TEXT] [--cache DIR] [--no-trace] [--no-progress] [--strict]
 
 For every entry of the suite (:mod:`fuseflow.reports.suites`) the fixed-mode reference simulator

@@ -7,6 +7,8 @@
             0.1, 0.3 and 0.6, plus every ``fuseflow/programs/*.ff`` compiled at each fusion granularity
             (``none``, ``regions``, ``full``) on random data (density 0.3; dense operands full); the ML model
             examples (``decoder``, ``autoencoder``, ``graphsage2``) on model-scale data (:mod:`fuseflow.models`).
+``models``  the ML model examples alone, each at the granularity with the smallest design (:data:`MODEL_PROGRAMS`),
+            on model-scale data: the models' correlation without the rest of ``default``.
 
 Data are deterministic (fixed seeds). Each :class:`Entry` keeps what it is in ``meta`` (source, kernel, size,
 density, seed, fusion) for the report's table.
@@ -38,6 +40,9 @@ KNOWN_TOO_LARGE = {("decoder.ff", "full"): "one kernel of more than 3000 nodes"}
 QUICK_DATASETS = ((1, 0.5), (2, 0.2), (3, 0.9))
 QUICK_KERNELS = ("vector_add", "spmspm_gustavson")
 QUICK_PROGRAMS = (("spmv.ff", "regions"),)
+#: the ML model examples, each at the granularity with the fewest nodes (graphsage2: none and regions tie at 104;
+#: autoencoder: full, 63; decoder: none, 403, where regions has 575 and full about 7000)
+MODEL_PROGRAMS = (("graphsage2.ff", "none"), ("autoencoder.ff", "full"), ("decoder.ff", "none"))
 
 
 @dataclass
@@ -151,11 +156,20 @@ def default(sizes=DEFAULT_SIZES, densities=DEFAULT_DENSITIES):
     return Suite("default", entries, notes)
 
 
-SUITES = {"quick": quick, "default": default}
+def models():
+    notes = []
+    ex = examples_dir()
+    if ex is None:
+        return Suite("models", [], ["compiled programs left out: fuseflow/programs not found"])
+    entries = _compiled_entries([(os.path.join(ex, f), fuse) for f, fuse in MODEL_PROGRAMS], notes)
+    return Suite("models", entries, notes)
+
+
+SUITES = {"quick": quick, "default": default, "models": models}
 
 
 def get_suite(name):
-    """The suite called ``name`` (``quick`` or ``default``)."""
+    """The suite called ``name`` (``quick``, ``default`` or ``models``)."""
     if isinstance(name, Suite):
         return name
     if name not in SUITES:
@@ -163,4 +177,4 @@ def get_suite(name):
     return SUITES[name]()
 
 
-__all__ = ["Entry", "Suite", "SUITES", "get_suite", "quick", "default", "classic", "compiled"]
+__all__ = ["Entry", "Suite", "SUITES", "get_suite", "quick", "default", "models", "classic", "compiled"]

@@ -18,7 +18,8 @@ def parser():
     d.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     d.add_argument("-o", "--output", type=output_file, help="output file (.dot or .svg); default: DOT on stdout")
     k = sub.add_parser("kernels", help="write the classic kernel suite as graph.json files")
-    k.add_argument("-o", "--output", default="examples/kernels", type=output_dir)
+    k.add_argument("-o", "--output", default="examples/kernels", type=output_dir,
+                   help="directory for the kernels' graph.json files (default: examples/kernels)")
     k.add_argument("--svg", action="store_true", help="also write graph.svg (needs graphviz)")
     sub.add_parser("ops", help="list the ops of the registry")
     return ap

