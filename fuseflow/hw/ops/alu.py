@@ -389,9 +389,10 @@ class Alu(OpComponent):
         valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
         ctrl = [Signal(name=f"stage{i}_ctrl") for i in range(latency)]
         cdata = [Signal(10, name=f"stage{i}_cdata") for i in range(latency)]
-        inflight = Signal(range(2 * latency + 1))
+        inflight = Signal(range(latency + 1))        # fired, not yet transferred (= stage valids + skid level)
         fire = Signal()
-        m.d.comb += [inflight.eq(sum(valid[1:]) + fifo.level), fire.eq(go & (inflight < latency)),
+        m.d.sync += inflight.eq(inflight + fire - (out.valid & out.ready))
+        m.d.comb += [fire.eq(go & (inflight != latency)),
                      self.i_a.ready.eq(fire), valid[0].eq(fire), ctrl[0].eq(is_ctrl), cdata[0].eq(ctrl_data)]
         if has_b:
             m.d.comb += self.i_b.ready.eq(fire)
