@@ -61,20 +61,27 @@ class Pipe:
         return r
 
 
-def pipelined_mul(P, a, b):
-    """``a * b`` (signed) in three stages: 18x18 partial products (one ECP5 MULT18X18D each), the two
-    cross products summed beside the outer pair (concatenated), the full sum."""
+def pipelined_mul(P, a, b, add=0):
+    """``a * b + add`` (signed; ``add`` a constant, e.g. a rounding half) in three stages: 18x18 partial
+    products (one ECP5 MULT18X18D each), the two cross products summed beside the outer pair (concatenated),
+    the full sum."""
     wa, wb = len(a), len(b)
     if wa <= 18 and wb <= 18:
         p = P.stage(a * b)
         p = P.stage(p)
-        return P.stage(p)
+        return P.stage(p + add)
     h = 17
-    al, ah = a[:h], a[h:].as_signed() if wa > h else Const(0, signed(1))
-    bl, bh = b[:h], b[h:].as_signed() if wb > h else Const(0, signed(1))
+    if wa <= h or wb <= h:                  # one narrow operand: two partial products
+        if wb <= h:
+            a, b = b, a
+        p0, p1 = P.stage(a * b[:h], a * b[h:].as_signed())
+        p = P.stage(p0 + (p1 << h) + add)
+        return P.stage(p)
+    al, ah = a[:h], a[h:].as_signed()         # low parts unsigned, high parts signed
+    bl, bh = b[:h], b[h:].as_signed()
     pll, plh, phl, phh = P.stage(al * bl, al * bh, ah * bl, ah * bh)
     outer, mid = P.stage(Cat(pll[:2 * h], phh).as_signed(), plh + phl)
-    return P.stage(outer + (mid << h))
+    return P.stage(outer + (mid << h) + add)
 
 
 def saturate(x, fixed):
@@ -102,11 +109,9 @@ def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
         return saturate(-a, fixed)
     if name == "relu":
         return Mux(a > 0, a, 0)[:W].as_signed()
-    if name in ("mul", "square"):
-        p = pipelined_mul(P, a, a if name == "square" else b)
-        if F:
-            p = (p + (1 << (F - 1))) >> F
-        return saturate(p, fixed)
+    if name in ("mul", "square"):            # stages 1-3: the rounded product; 4: shifted and saturated
+        p = pipelined_mul(P, a, a if name == "square" else b, (1 << (F - 1)) if F else 0)
+        return P.stage(saturate(p >> F, fixed))
     if name == "div":
         return _div(m, P, a, b, fixed, prefix)
     if name == "exp":
@@ -161,9 +166,9 @@ def _exp(m, P, x, fixed, prefix):
     twidth = max(t.bit_length() for t in table)
     sh = LOG2E_BITS - g
     # stages 1-3: x * log2(e)
-    prod = pipelined_mul(P, x, Const(LOG2E_Q, signed(32)))
+    prod = pipelined_mul(P, x, Const(LOG2E_Q, signed(32)), 1 << (sh - 1))
     y = Signal(signed(W + 33), name=f"{prefix}_exp_y")
-    m.d.comb += y.eq((prod + (1 << (sh - 1))) >> sh)
+    m.d.comb += y.eq(prod >> sh)
     n = Signal(signed(W + 33 - p), name=f"{prefix}_exp_n")
     f = Signal(unsigned(p), name=f"{prefix}_exp_f")
     m.d.comb += [n.eq(y >> p), f.eq(y[:p])]
@@ -319,12 +324,12 @@ def _log(m, P, x, fixed, prefix):
     m.d.comb += y.eq((es << p) + v)
     y, pos = P.stage(y, pos)                                    # stage 6: log2(x)
     sh = LN2_BITS + g
-    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)))        # stages 7-9: * ln 2
+    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 7-9: * ln 2, rounded
     beside = Pipe(m, f"{prefix}_log_pos", comb=P.comb)          # x > 0 beside the multiplier's stages
     for _ in range(3):
         pos = beside.stage(pos)
     z = Signal(signed(len(y) + 32), name=f"{prefix}_log_z")
-    m.d.comb += z.eq((prod + (1 << (sh - 1))) >> sh)
+    m.d.comb += z.eq(prod >> sh)
     res = Signal(signed(W), name=f"{prefix}_log_res")
     m.d.comb += res.eq(Mux(pos, saturate(z, fixed), fixed.min_raw))
     return res
