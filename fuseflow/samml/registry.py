@@ -326,7 +326,7 @@ def _alu_stages(fixed):
     w, f = fixed.width, fixed.frac
     return {
         "mul": 4, "square": 4,                      # 18x18 partial products (DSPs), cross sum, sum, saturation
-        "exp": 8,                                   # x*log2(e) (3), split, table, product, value, shifts
+        "exp": 9,                                   # x*log2(e) (3), split, table, product, value, shift, saturate
         "tanh": 4, "sigmoid": 4, "gelu": 4,         # |x|, table, interpolation product, interpolated value
         "log": 9,                                   # leading one, normalise, table (3), log2, *ln 2 (3)
         "div": w + 1,                               # operands, overflow test, W-1 quotient bits

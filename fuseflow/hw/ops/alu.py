@@ -193,22 +193,24 @@ def _exp(m, P, x, fixed, prefix):
     sw = max(W, 1).bit_length()
     sc = Signal(unsigned(sw), name=f"{prefix}_exp_sc")
     m.d.comb += sc.eq(Mux(s >= W, W, s[:sw]))
-    up = Signal(unsigned(len(v) + W + 1), name=f"{prefix}_exp_up")
-    m.d.comb += up.eq(v << sc)
     # s < 0: (v + 2**(-s-1)) >> -s, 0 once -s >= 62 (any -s >= cap already gives 0)
     cap = min(len(v) + 1, 62)
     dw = cap.bit_length()
     sn = Signal(unsigned(dw), name=f"{prefix}_exp_sn")
     m.d.comb += sn.eq(Mux(-s >= cap, cap, (-s)[:dw]))
+    up = Signal(unsigned(len(v) + W + 1), name=f"{prefix}_exp_up")
+    m.d.comb += up.eq(v << sc)
+    rsum = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_rsum")
+    m.d.comb += rsum.eq(v + (Const(1, cap + 1) << (sn - 1)[:dw])[:cap + 1])
+    up, rsum, sn, s = P.stage(up, rsum, sn, s)                 # stage 8: shifted up, rounded down
     down = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_down")
-    m.d.comb += down.eq((v + (Const(1, cap + 1) << (sn - 1)[:dw])[:cap + 1]) >> sn)
-    up, down, s = P.stage(up, down, s)                         # stage 8: both shifts
-    up_res = Mux((s >= W) | (up > fixed.max_raw), fixed.max_raw, up[:W])
+    m.d.comb += down.eq(rsum >> sn)
     # saturated like every result (fixed.py's exp does the same; it matters for formats with
     # width <= frac + 8, where 2**(width-1-frac) <= e**x < 2**8 overflows)
-    down_res = Mux(down > fixed.max_raw, fixed.max_raw, down[:W])
+    up_res, down_res, s_pos = P.stage(Mux((s >= W) | (up > fixed.max_raw), fixed.max_raw, up[:W]),
+                                      Mux(down > fixed.max_raw, fixed.max_raw, down[:W]), s >= 0)  # stage 9
     res = Signal(signed(W), name=f"{prefix}_exp_res")
-    m.d.comb += res.eq(Mux(s >= 0, up_res, down_res))
+    m.d.comb += res.eq(Mux(s_pos, up_res, down_res))
     return res
 
 
