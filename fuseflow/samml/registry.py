@@ -327,11 +327,11 @@ def _alu_stages(fixed):
     return {
         "mul": 4, "square": 4,                      # 18x18 partial products (DSPs), cross sum, sum, saturation
         "exp": 9,                                   # x*log2(e) (3), split, table, product, value, shift, saturate
-        "tanh": 4, "sigmoid": 4, "gelu": 4,         # |x|, table, interpolation product, interpolated value
-        "log": 9,                                   # leading one, normalise, table (3), log2, *ln 2 (3)
+        "tanh": 5, "sigmoid": 5, "gelu": 5,         # |x|, table, interpolation product, value, result
+        "log": 10,                                  # leading one, normalise, table (3), log2, *ln 2 (3), result
         "div": w + 1,                               # operands, overflow test, W-1 quotient bits
-        "sqrt": (w + f) // 2 + 1,                   # one root bit (two radicand bits) per stage, rounding
-        "rsqrt": 3 * f + 1 + (3 * f + 2) // 2 + 1,  # 2**(3F) // x (a bit per stage), then sqrt as above
+        "sqrt": (w + f) // 2 + 2,                   # one root bit (two radicand bits) per stage, rounding, result
+        "rsqrt": 3 * f + 1 + (3 * f + 2) // 2 + 2,  # 2**(3F) // x (a bit per stage), then sqrt as above
     }
 
 

@@ -41,7 +41,7 @@ def test_every_other_op_has_latency_one():
 def test_width_dependent_latencies(fx):
     w, f = fx.width, fx.frac
     assert op_latency("alu", {"op": "div"}, fx) == w + 2
-    assert op_latency("alu", {"op": "sqrt"}, fx) == (w + f) // 2 + 2
+    assert op_latency("alu", {"op": "sqrt"}, fx) == (w + f) // 2 + 3
 
 
 @pytest.mark.parametrize("op", ["add", "mul", "exp", "div"])

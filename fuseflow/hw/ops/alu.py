@@ -217,7 +217,7 @@ def _exp(m, P, x, fixed, prefix):
 def _interp(m, P, table, idx, r, prefix, carry=()):
     """``interp(table, idx, r)`` of fuseflow/tensors/fixedfn.py: a ROM (two combinational read ports) and a
     linear interpolation; ``idx`` is an unsigned Value whose bits above ``r`` address the table. Three stages
-    (table, product, sum); ``carry`` travels beside. Returns (value, carried values)."""
+    (table and difference, product, sum); ``carry`` travels beside. Returns (value, carried values)."""
     tw = max(abs(t).bit_length() for t in table) + 1
     rom = Memory(shape=signed(tw), depth=len(table), init=table)
     m.submodules[f"{prefix}_table"] = rom
@@ -227,12 +227,12 @@ def _interp(m, P, table, idx, r, prefix, carry=()):
     i = Signal(unsigned(aw), name=f"{prefix}_i")
     m.d.comb += [i.eq(idx[r:]), rp0.addr.eq(i), rp1.addr.eq(i + 1)]
     t = idx[:r] if r else Const(0, 1)
-    t0, t1, t, *carry = P.stage_tuple(rp0.data, rp1.data, t, *carry)
+    t0, d, t, *carry = P.stage_tuple(rp0.data, (rp1.data - rp0.data)[:tw + 1].as_signed(), t, *carry)
     if r:
-        prod, t0, *carry = P.stage_tuple((t1 - t0)[:tw + 1].as_signed() * t, t0, *carry)
+        prod, t0, *carry = P.stage_tuple(d * t, t0, *carry)
         v = t0 + ((prod + (1 << (r - 1))) >> r)
     else:
-        prod, t0, *carry = P.stage_tuple(t1, t0, *carry)
+        prod, t0, *carry = P.stage_tuple(d, t0, *carry)
         v = t0
     v, *carry = P.stage_tuple(v[:tw + 1].as_signed(), *carry)
     return v, carry
@@ -263,7 +263,7 @@ def _table_fn(m, P, name, x, fixed, prefix):
         h = Signal(signed(len(v)), name=f"{prefix}_gelu_h")
         m.d.comb += h.eq(Mux(inside, (v + (1 << (g - 1))) >> g, 0))
         m.d.comb += res.eq(saturate(Mux(x > 0, x, 0) + h, fixed))
-    return res
+    return P.stage(res)                                        # stage 5: the result
 
 
 def _isqrt_round(m, P, n, prefix, carry=()):
@@ -291,7 +291,7 @@ def _sqrt(m, P, x, fixed, prefix):
     root, _ = _isqrt_round(m, P, n, f"{prefix}_sqrt")
     res = Signal(signed(W), name=f"{prefix}_sqrt_res")
     m.d.comb += res.eq(saturate(root, fixed))
-    return res
+    return P.stage(res)
 
 
 def _rsqrt(m, P, x, fixed, prefix):
@@ -302,7 +302,7 @@ def _rsqrt(m, P, x, fixed, prefix):
     root, (pos,) = _isqrt_round(m, P, q, f"{prefix}_rsqrt", (pos,))
     res = Signal(signed(W), name=f"{prefix}_rsqrt_res")
     m.d.comb += res.eq(Mux(pos, saturate(root, fixed), fixed.max_raw))
-    return res
+    return P.stage(res)
 
 
 def _log(m, P, x, fixed, prefix):
@@ -334,7 +334,7 @@ def _log(m, P, x, fixed, prefix):
     m.d.comb += z.eq(prod >> sh)
     res = Signal(signed(W), name=f"{prefix}_log_res")
     m.d.comb += res.eq(Mux(pos, saturate(z, fixed), fixed.min_raw))
-    return res
+    return P.stage(res)                                        # stage 10: the result
 
 
 class Alu(OpComponent):
