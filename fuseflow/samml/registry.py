@@ -325,10 +325,11 @@ _op(OpSpec(
 def _alu_stages(fixed):
     w, f = fixed.width, fixed.frac
     return {
-        "mul": 4, "square": 4,                      # 18x18 partial products (DSPs), cross sum, sum, saturation
-        "exp": 9,                                   # x*log2(e) (3), split, table, product, value, shift, saturate
-        "tanh": 5, "sigmoid": 5, "gelu": 5,         # |x|, table, interpolation product, value, result
-        "log": 10,                                  # leading one, normalise, table (3), log2, *ln 2 (3), result
+        "mul": 5, "square": 5,                      # operands, 18x18 partial products (DSPs), cross sum, sum, saturation
+        "exp": 11,                                  # x*log2(e) (4), split, table, difference, product, value,
+                                                    # shift, saturate
+        "tanh": 6, "sigmoid": 6, "gelu": 6,         # |x|, table, difference, interpolation product, value, result
+        "log": 12,                                  # leading one, normalise, table (4), log2, *ln 2 (4), result
         "div": w + 1,                               # operands, overflow test, W-1 quotient bits
         "sqrt": (w + f) // 2 + 2,                   # one root bit (two radicand bits) per stage, rounding, result
         "rsqrt": 3 * f + 1 + (3 * f + 2) // 2 + 2,  # 2**(3F) // x (a bit per stage), then sqrt as above

@@ -62,9 +62,13 @@ class Pipe:
 
 
 def pipelined_mul(P, a, b, add=0):
-    """``a * b + add`` (signed; ``add`` a constant, e.g. a rounding half) in three stages: 18x18 partial
-    products (one ECP5 MULT18X18D each), the two cross products summed beside the outer pair (concatenated),
-    the full sum."""
+    """``a * b + add`` (signed; ``add`` a constant, e.g. a rounding half) in four stages: the operands
+    (registered, so a multiplier's inputs come from flip-flops), 18x18 partial products (one ECP5 MULT18X18D
+    each), the two cross products summed beside the outer pair (concatenated), the full sum."""
+    if isinstance(b, Const):
+        a = P.stage(a)
+    else:
+        a, b = P.stage(a, b)
     wa, wb = len(a), len(b)
     if wa <= 18 and wb <= 18:
         p = P.stage(a * b)
@@ -109,7 +113,7 @@ def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
         return saturate(-a, fixed)
     if name == "relu":
         return Mux(a > 0, a, 0)[:W].as_signed()
-    if name in ("mul", "square"):            # stages 1-3: the rounded product; 4: shifted and saturated
+    if name in ("mul", "square"):            # stages 1-4: the rounded product; 5: shifted and saturated
         p = pipelined_mul(P, a, a if name == "square" else b, (1 << (F - 1)) if F else 0)
         return P.stage(saturate(p >> F, fixed))
     if name == "div":
@@ -165,14 +169,14 @@ def _exp(m, P, x, fixed, prefix):
     r = p - k
     twidth = max(t.bit_length() for t in table)
     sh = LOG2E_BITS - g
-    # stages 1-3: x * log2(e)
+    # stages 1-4: x * log2(e)
     prod = pipelined_mul(P, x, Const(LOG2E_Q, signed(32)), 1 << (sh - 1))
     y = Signal(signed(W + 33), name=f"{prefix}_exp_y")
     m.d.comb += y.eq(prod >> sh)
     n = Signal(signed(W + 33 - p), name=f"{prefix}_exp_n")
     f = Signal(unsigned(p), name=f"{prefix}_exp_f")
     m.d.comb += [n.eq(y >> p), f.eq(y[:p])]
-    n, f = P.stage(n, f)                                       # stage 4: the integer and fraction parts
+    n, f = P.stage(n, f)                                       # stage 5: the integer and fraction parts
     rom = Memory(shape=unsigned(twidth), depth=len(table), init=table)
     m.submodules[f"{prefix}_exp2_table"] = rom
     rp0 = rom.read_port(domain="comb")
@@ -180,14 +184,15 @@ def _exp(m, P, x, fixed, prefix):
     i = f[r:p]
     m.d.comb += [rp0.addr.eq(i), rp1.addr.eq(i + 1)]
     t = f[:r] if r else Const(0, 1)
-    t0, t1, t, n = P.stage(rp0.data, rp1.data, t, n)           # stage 5: the table
+    t0, t1, t, n = P.stage(rp0.data, rp1.data, t, n)           # stage 6: the table (block RAM)
+    d, t0, t, n = P.stage((t1 - t0)[:twidth], t0, t, n)        # stage 7: the difference
     if r:
-        d, t0, n = P.stage((t1 - t0)[:twidth] * t, t0, n)      # stage 6: the interpolation product
+        d, t0, n = P.stage(d * t, t0, n)                       # stage 8: the interpolation product
         v = t0 + ((d + (1 << (r - 1))) >> r)
     else:
-        d, t0, n = P.stage(t1, t0, n)
+        d, t0, n = P.stage(d, t0, n)
         v = t0
-    v, s = P.stage(v, n - g)                                   # stage 7: the value and its shift
+    v, s = P.stage(v, n - g)                                   # stage 9: the value and its shift
     v = v[:twidth + 1]
     # s >= 0: v << s, saturated (v > max_raw >> s  <=>  v << s > max_raw)
     sw = max(W, 1).bit_length()
@@ -202,13 +207,13 @@ def _exp(m, P, x, fixed, prefix):
     m.d.comb += up.eq(v << sc)
     rsum = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_rsum")
     m.d.comb += rsum.eq(v + (Const(1, cap + 1) << (sn - 1)[:dw])[:cap + 1])
-    up, rsum, sn, s = P.stage(up, rsum, sn, s)                 # stage 8: shifted up, rounded down
+    up, rsum, sn, s = P.stage(up, rsum, sn, s)                 # stage 10: shifted up, rounded down
     down = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_down")
     m.d.comb += down.eq(rsum >> sn)
     # saturated like every result (fixed.py's exp does the same; it matters for formats with
     # width <= frac + 8, where 2**(width-1-frac) <= e**x < 2**8 overflows)
     up_res, down_res, s_pos = P.stage(Mux((s >= W) | (up > fixed.max_raw), fixed.max_raw, up[:W]),
-                                      Mux(down > fixed.max_raw, fixed.max_raw, down[:W]), s >= 0)  # stage 9
+                                      Mux(down > fixed.max_raw, fixed.max_raw, down[:W]), s >= 0)  # stage 11
     res = Signal(signed(W), name=f"{prefix}_exp_res")
     m.d.comb += res.eq(Mux(s_pos, up_res, down_res))
     return res
@@ -216,8 +221,8 @@ def _exp(m, P, x, fixed, prefix):
 
 def _interp(m, P, table, idx, r, prefix, carry=()):
     """``interp(table, idx, r)`` of fuseflow/tensors/fixedfn.py: a ROM (two combinational read ports) and a
-    linear interpolation; ``idx`` is an unsigned Value whose bits above ``r`` address the table. Three stages
-    (table and difference, product, sum); ``carry`` travels beside. Returns (value, carried values)."""
+    linear interpolation; ``idx`` is an unsigned Value whose bits above ``r`` address the table. Four stages
+    (table, difference, product, sum); ``carry`` travels beside. Returns (value, carried values)."""
     tw = max(abs(t).bit_length() for t in table) + 1
     rom = Memory(shape=signed(tw), depth=len(table), init=table)
     m.submodules[f"{prefix}_table"] = rom
@@ -227,7 +232,8 @@ def _interp(m, P, table, idx, r, prefix, carry=()):
     i = Signal(unsigned(aw), name=f"{prefix}_i")
     m.d.comb += [i.eq(idx[r:]), rp0.addr.eq(i), rp1.addr.eq(i + 1)]
     t = idx[:r] if r else Const(0, 1)
-    t0, d, t, *carry = P.stage_tuple(rp0.data, (rp1.data - rp0.data)[:tw + 1].as_signed(), t, *carry)
+    t0, t1, t, *carry = P.stage_tuple(rp0.data, rp1.data, t, *carry)     # block RAM with its output register
+    d, t0, t, *carry = P.stage_tuple((t1 - t0)[:tw + 1].as_signed(), t0, t, *carry)
     if r:
         prod, t0, *carry = P.stage_tuple(d * t, t0, *carry)
         v = t0 + ((prod + (1 << (r - 1))) >> r)
@@ -326,15 +332,15 @@ def _log(m, P, x, fixed, prefix):
     m.d.comb += y.eq((es << p) + v)
     y, pos = P.stage(y, pos)                                    # stage 6: log2(x)
     sh = LN2_BITS + g
-    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 7-9: * ln 2, rounded
+    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 7-10: * ln 2, rounded
     beside = Pipe(m, f"{prefix}_log_pos", comb=P.comb)          # x > 0 beside the multiplier's stages
-    for _ in range(3):
+    for _ in range(4):
         pos = beside.stage(pos)
     z = Signal(signed(len(y) + 32), name=f"{prefix}_log_z")
     m.d.comb += z.eq(prod >> sh)
     res = Signal(signed(W), name=f"{prefix}_log_res")
     m.d.comb += res.eq(Mux(pos, saturate(z, fixed), fixed.min_raw))
-    return P.stage(res)                                        # stage 10: the result
+    return P.stage(res)                                        # stage 11: the result
 
 
 class Alu(OpComponent):
