@@ -89,8 +89,19 @@ def pipelined_mul(P, a, b, add=0):
 
 
 def saturate(x, fixed):
-    lo, hi = fixed.min_raw, fixed.max_raw
-    return Mux(x > hi, hi, Mux(x < lo, lo, x))[:fixed.width].as_signed()
+    """``x`` clamped to [min_raw, max_raw] as signed(width). Overflow is read from the bits at and above
+    width - 1 (all equal to the sign when it fits): reductions, not wide comparisons (carry chains)."""
+    lo, hi, W = fixed.min_raw, fixed.max_raw, fixed.width
+    x = Value.cast(x)
+    if len(x) < W or (len(x) == W and x.shape().signed):       # always fits
+        return x.as_signed() if x.shape().signed else Cat(x, Const(0, 1)).as_signed()
+    top = x[W - 1:]
+    if x.shape().signed:
+        neg = x[-1]
+        over, under = ~neg & top.any(), neg & ~top.all()
+    else:
+        over, under = top.any(), Const(0, 1)
+    return Mux(over, hi, Mux(under, lo, x[:W]))[:W].as_signed()
 
 
 def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
