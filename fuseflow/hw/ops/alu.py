@@ -203,17 +203,17 @@ def _exp(m, P, x, fixed, prefix):
     else:
         d, t0, n = P.stage(d, t0, n)
         v = t0
-    v, s = P.stage(v, n - g)                                   # stage 9: the value and its shift
-    v = v[:twidth + 1]
+    s = Signal(signed(len(n) + 1), name=f"{prefix}_exp_s")
+    m.d.comb += s.eq(n - g)
     # s >= 0: v << s, saturated (v > max_raw >> s  <=>  v << s > max_raw)
     sw = max(W, 1).bit_length()
-    sc = Signal(unsigned(sw), name=f"{prefix}_exp_sc")
-    m.d.comb += sc.eq(Mux(s >= W, W, s[:sw]))
     # s < 0: (v + 2**(-s-1)) >> -s, 0 once -s >= 62 (any -s >= cap already gives 0)
-    cap = min(len(v) + 1, 62)
+    cap = min(twidth + 2, 62)
     dw = cap.bit_length()
-    sn = Signal(unsigned(dw), name=f"{prefix}_exp_sn")
-    m.d.comb += sn.eq(Mux(-s >= cap, cap, (-s)[:dw]))
+    sc = P.fit(Mux(s >= W, W, s[:sw]), sw)
+    sn = P.fit(Mux(-s >= cap, cap, (-s)[:dw]), dw)
+    v, s, sc, sn = P.stage(v, s, sc, sn)                       # stage 9: the value and both shift amounts
+    v = v[:twidth + 1]
     up = Signal(unsigned(len(v) + W + 1), name=f"{prefix}_exp_up")
     m.d.comb += up.eq(v << sc)
     rsum = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_rsum")
