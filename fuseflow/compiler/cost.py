@@ -14,7 +14,8 @@ Inputs are described by their densities (``densities={name: p}``, dense tensors 
 (``inputs=``: only the nonzero count per tensor is used). Intermediates take the level sizes their writers
 were estimated to write. Counters match the simulator's definitions (docs/samml.md): ALU ops, bytes read and
 written (coordinates at ``crd_width``, values at 8 bytes in float mode or ``value width`` in fixed mode);
-cycles are the busiest stream's or op's token count per kernel, plus the memory charge of
+cycles are the busiest stream's or op's token count per kernel, plus the fill of its pipelined ops (registry
+``op_latency``, :func:`pipeline_fill`), plus the memory charge of
 :mod:`fuseflow.sim.memory`. The error against the simulator is measured by ``benchmarks/cost_bench.py``.
 """
 
@@ -282,9 +283,23 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             above = s
         levels[name] = st
     from ..sim.memory import memory_stages
-    compute = max(busy.values(), default=0) + 1
+    compute = max(busy.values(), default=0) + 1 + pipeline_fill(prog, k)
     return {"name": k.name, "alu_ops": alu, "read": read, "write": write, "compute": compute,
             "stages": memory_stages(k, moved) if moved else 0}
+
+
+def pipeline_fill(prog, k) -> int:
+    """Cycles a kernel's pipelined ops add to its run: the largest sum of ``op_latency - 1`` along a path."""
+    from ..samml.registry import op_latency
+    from ..tensors.fixed import FixedFormat
+    v = prog.config.get("value", {})
+    fixed = FixedFormat(v.get("width", 32), v.get("frac", 16))
+    g = k.graph()
+    fill = {}
+    for n in nx.topological_sort(g):
+        node = k.nodes[n]
+        fill[n] = max((fill[u] for u in g.predecessors(n)), default=0) + op_latency(node.op, node.params, fixed) - 1
+    return max(fill.values(), default=0)
 
 
 def _empty(s: _S) -> float:

@@ -24,7 +24,7 @@ from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
 from ..errors import HardwareError
-from ..samml.registry import get_op
+from ..samml.registry import get_op, op_latency
 from ..tensors.fixed import FixedFormat
 from .stream import StreamFIFO
 from .token import decode, encode
@@ -331,7 +331,7 @@ def _extra_cycles(dut):
         return 4 * (p.get("dim") or 0) * (p.get("dim_outer") or 1) * (p.get("dim_outer1") or 1)
     if dut.op_name == "level_scan":
         return 4 * (len(p.get("crd") or []) + 4 * (p.get("dim") or 0) * 16)
-    return 0
+    return op_latency(dut.op_name, p, dut.fixed)
 
 
 def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind="ref", stalls=0.0,

@@ -275,7 +275,8 @@ _op(OpSpec(
     outputs=(Port("out", "val", "result"),),
     params=(Param("op", "str", REQUIRED, BINARY_ALU_OPS + UNARY_ALU_OPS, "operation"),
             Param("const", "float", None, doc="constant second operand (replaces port b)")),
-    timing="1 cycle per token.",
+    timing="1 firing per cycle. Pipelined: a result is visible op_latency cycles after its firing (1 = the "
+           "next cycle, as every other op); see ALU_LATENCY.",
 ))
 _op(OpSpec(
     "reduce", "Reduces each innermost fibre to one value (sum, max or min). Without crd an empty fibre gives no "
@@ -317,6 +318,40 @@ _op(OpSpec(
            "per entry (sorted) and 1 per fibre end; the last (cycle t', the closing stops) frees the bank from "
            "t'+1. D: taken without a bank, emitted after the last group.",
 ))
+
+#: pipeline stages of the alu ops that are pipelined, as functions of the value format (a FixedFormat):
+#: the RTL (fuseflow/hw/ops/alu.py) registers its datapath this many times, the simulator delays the result
+#: the same number of cycles. Every other op (and alu op) has latency 1.
+def _alu_stages(fixed):
+    w, f = fixed.width, fixed.frac
+    return {
+        "mul": 5, "square": 5,                      # operands, 18x18 partial products (DSPs), cross sum, sum, saturation
+        "exp": 11,                                  # x*log2(e) (4), split, table, difference, product, value,
+                                                    # shift, saturate
+        "tanh": 6, "sigmoid": 6, "gelu": 6,         # |x|, table, difference, interpolation product, value, result
+        "log": 12,                                  # leading one, normalise, table (4), log2, *ln 2 (4), result
+        "div": w + 1,                               # operands, overflow test, W-1 quotient bits
+        "sqrt": (w + f) // 2 + 2,                   # one root bit (two radicand bits) per stage, rounding, result
+        "rsqrt": 3 * f + 1 + (3 * f + 2) // 2 + 2,  # 2**(3F) // x (a bit per stage), then sqrt as above
+    }
+
+
+def op_latency(op: str, params: dict | None = None, fixed=None) -> int:
+    """Cycles from an op's firing to its output token being visible downstream, when nothing stalls.
+
+    1 for every op but the pipelined alu operations (``mul``, ``square``, ``div``, ``exp`` and the function
+    units); ``fixed`` is the value format (a :class:`fuseflow.tensors.fixed.FixedFormat`, default 32/16), of
+    which the divider's and the square root's depths depend. One definition, read by the simulator, the RTL,
+    the depths pass and the docs. A pipelined op still fires once per cycle; while its output is refused it
+    keeps at most ``op_latency`` tokens in flight (docs/samml.md, "Latency").
+    """
+    if op != "alu" or not params:
+        return 1
+    if fixed is None:
+        from ..tensors.fixed import FixedFormat
+        fixed = FixedFormat()
+    return 1 + _alu_stages(fixed).get(params.get("op"), 0)
+
 
 def check_spacc(params, where="op spacc"):
     """Raise GraphError (one line) for a spacc ``order`` or ``group`` out of range."""

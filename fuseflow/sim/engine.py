@@ -52,11 +52,12 @@ class Env:
 class NodeState:
     """A node's parameters (with bound arrays) and its counters."""
     __slots__ = ("id", "op", "params", "env", "busy", "blocked", "clock", "alu_ops", "mem_reads",
-                 "mem_writes", "result")
+                 "mem_writes", "result", "moved")
 
     def __init__(self, node_id, op, params, env):
         self.id, self.op, self.params, self.env = node_id, op, params, env
         self.busy = self.blocked = self.alu_ops = self.mem_reads = self.mem_writes = 0
+        self.moved = 0            # outputs a pipeline delivered after their firing (progress, not firings)
         self.clock = -1
         self.result = None
 
@@ -124,14 +125,14 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
                 elif w.room() is None:
                     still.append(item)
                     continue
-            before = st.busy
+            before = st.busy + st.moved
             try:
                 item[2] = next(gen)
             except StopIteration:
                 progress = True
                 continue
             still.append(item)
-            if st.busy != before:
+            if st.busy + st.moved != before:
                 progress = True
         if not progress:
             raise DeadlockError(_deadlock_message(still))

@@ -12,6 +12,7 @@ from fuseflow.compiler.passes import PIPELINE, run_passes
 from fuseflow.compiler.passes.depths import (BURST_DEPTH, DEFAULT_BUDGET_BITS, assign_depths, channel_bits,
                                              deadlock_floors, fifo_bits, structural_depths)
 from fuseflow.samml import kernels
+from fuseflow.samml.registry import op_latency
 from fuseflow.sim import run
 
 
@@ -31,10 +32,12 @@ def test_channel_bits_counts_every_consumer_at_the_token_width():
 
 def test_structural_depths_follow_the_longest_reconvergent_path():
     # Gustavson: scan_B1.crd feeds repsig_A_j (the next op) and the spacc, which it reaches through
-    # repsig_A_j -> repeat_A_j -> mul -> spacc: the spacc arrives 3 ops later, so depth 2 + 2 x 3
+    # repsig_A_j -> repeat_A_j -> mul -> spacc: the spacc arrives 3 ops later, the pipelined mul (latency 6)
+    # counting 1 + 5/2 ops, so depth 2 + 2 x (2 + 3.5) = 13
+    assert op_latency("alu", {"op": "mul"}) == 6
     p = kernels.spmspm_gustavson(6, 6, 6, passes={"fifo_depth": 2})
     got = structural_depths(p.kernels[0], 2)
-    assert got["scan_B1.crd"] == 8
+    assert got["scan_B1.crd"] == 13
     assert "scan_B1.ref" not in got                  # ref -> vals_B -> mul: the short branch is not on it
     assert got["vals_B.val"] == 4                    # mul waits one op (repeat_A_j) longer for its other input
 

@@ -7,9 +7,9 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 from hypothesis import given, strategies as st
 
-from fuseflow.hw.ops.alu import fixed_op
+from fuseflow.hw.ops.alu import Pipe, fixed_op
 from fuseflow.hw.testing import check_op, hw_settings, st_tree, st_value, stream, tree_map
-from fuseflow.samml.registry import BINARY_ALU_OPS, UNARY_ALU_OPS
+from fuseflow.samml.registry import BINARY_ALU_OPS, UNARY_ALU_OPS, op_latency
 from fuseflow.tensors.fixed import FixedFormat
 
 OPS = BINARY_ALU_OPS + UNARY_ALU_OPS
@@ -32,26 +32,38 @@ def _operands(fx, n, seed):
 
 
 def _run_datapath(fx, ops, pairs):
+    """Each op's datapath, pipelined as in the RTL, fed one operand pair per cycle: the result of pair j must
+    appear ``op_latency - 1`` cycles later (the stages are free running), bit-identical to fixed.py."""
     m = Module()
     a = Signal(signed(fx.width))
     b = Signal(signed(fx.width))
+    tick = Signal()
+    m.d.sync += tick.eq(~tick)              # a sync domain even when every op is combinational
     res = {}
     for op in ops:
         r = Signal(signed(fx.width), name=f"r_{op}")
-        m.d.comb += r.eq(fixed_op(m, op, a, b, fx, prefix=op))
-        res[op] = r
+        pipe = Pipe(m, op)
+        m.d.comb += r.eq(fixed_op(m, op, a, b, fx, prefix=op, pipe=pipe))
+        assert pipe.stages == op_latency("alu", {"op": op}, fx) - 1
+        res[op] = (r, pipe.stages)
     sim = Simulator(m)
+    sim.add_clock(1e-6)
     bad = []
+    depth = max(n for _, n in res.values())
 
     async def tb(ctx):
-        for x, y in pairs:
-            ctx.set(a, x)
-            ctx.set(b, y)
-            for op, r in res.items():
-                want = fx.binary(op)(x, y) if op in BINARY_ALU_OPS else fx.unary(op)(x)
-                got = ctx.get(r)
-                if got != want:
-                    bad.append((op, x, y, got, want))
+        for k in range(len(pairs) + depth):
+            if k < len(pairs):
+                ctx.set(a, pairs[k][0])
+                ctx.set(b, pairs[k][1])
+            for op, (r, n) in res.items():
+                if 0 <= k - n < len(pairs):
+                    x, y = pairs[k - n]
+                    want = fx.binary(op)(x, y) if op in BINARY_ALU_OPS else fx.unary(op)(x)
+                    got = ctx.get(r)
+                    if got != want:
+                        bad.append((op, x, y, got, want))
+            await ctx.tick()
     sim.add_testbench(tb)
     sim.run()
     assert not bad, bad[:10]
@@ -147,3 +159,39 @@ def test_op_random(c, stalls, seed):
 @given(case(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
 def test_sweep_0(c, stalls, seed):
     check_op("alu", *c, stalls=stalls, seed=seed)
+
+
+PIPELINED = [op for op in OPS if op_latency("alu", {"op": op}) > 1]
+
+
+def test_pipelined_ops_declared():
+    """The ops the registry pipelines (and only they) are the ones docs/samml.md lists with a latency."""
+    assert set(PIPELINED) == {"mul", "square", "div", "exp", "sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log"}
+    assert all(op_latency("alu", {"op": op}) == 1 for op in ("add", "sub", "max", "min", "neg", "relu", "abs"))
+
+
+@pytest.mark.parametrize("op", PIPELINED)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_pipelined_heavy_stalls(op, seed):
+    """A pipelined op under heavy random stalls on every input and on the output (up to 6 cycles before
+    most tokens): the pipeline must hold what it has in flight, lose and reorder nothing."""
+    fx = FixedFormat()
+    rng = random.Random(seed)
+    n = 2 * op_latency("alu", {"op": op}, fx) + 6
+    a = [rng.randint(fx.min_raw, fx.max_raw) if rng.random() < 0.8 else rng.choice(["N", "S0"])
+         for _ in range(n)] + ["S1", "D"]
+    inp = {"a": a}
+    if op in BINARY_ALU_OPS:
+        inp["b"] = [x if x == "S0" else rng.choice([rng.randint(fx.min_raw, fx.max_raw), "N"]) for x in a[:-2]]
+        inp["b"] += ["S1", "D"]
+    check_op("alu", {"op": op}, inp, stalls=0.8, max_stall=6, seed=seed)
+
+
+@pytest.mark.parametrize("op", ["mul", "div", "exp"])
+def test_pipelined_fifo_ports(op):
+    """With FIFOs of depth 2 on every port and stalls: the skid FIFO's ready/valid obeys the stream rules."""
+    one = 1 << 16
+    inp = {"a": [one, -3 * one, "N", "S0", 2 ** 31 - 1, 5, 7 * one, "S1", "D"]}
+    if op in BINARY_ALU_OPS:
+        inp["b"] = [2 * one, 5, 7, "S0", 2 ** 31 - 1, "N", -one, "S1", "D"]
+    check_op("alu", {"op": op}, inp, stalls=0.5, seed=5, fifo_depth=2)

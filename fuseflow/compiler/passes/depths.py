@@ -9,8 +9,9 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
 1. **Floors** (deadlock freedom, :func:`deadlock_floors`): every stream out of a sparse accumulator holds one
    emitted fibre (``dim + 2``; ``crd_outer0``/``crd_outer1`` their outer dimension + 2); the registry's
    ``input_depth`` (the intersect's look-ahead, 3) for the inputs of the ops that ask for it.
-2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops) from a
-   source; a stream whose consumer arrives ``slack`` ops after its producer could deliver gets
+2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops, a pipelined
+   op of latency L counting ``1 + (L - 1) / 2``: ``fuseflow.samml.registry.op_latency``) from a source; a
+   stream whose consumer arrives ``slack`` ops after its producer could deliver gets
    ``default + 2 x slack`` (two tokens per op of the longer branch: a token in flight and a stop), capped at
    :data:`STRUCTURAL_MAX`; an intersection's outputs that a union merges with another branch get
    :data:`BURST_DEPTH` (the intersection emits in bursts, one output per match).
@@ -39,7 +40,12 @@ LUT RAM and the 3.7 Mibit of block RAM stays free for wider memories), or about 
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
+
+from ...samml.registry import op_latency
+from ...tensors.fixed import FixedFormat
 
 __all__ = ["DEFAULT_BUDGET_BITS", "assign_depths", "deadlock_floors", "structural_depths", "profile_depths",
            "fit_budget", "fifo_bits", "channel_bits", "depth_table"]
@@ -59,6 +65,11 @@ DEFAULT_DENSITY = 0.1
 #: profile-guided sizing runs when the synthetic run takes more than this x its busiest stream
 PROFILE_TARGET = 1.1
 PROFILE_SEED = 12345
+
+
+def _value_format(program):
+    v = program.config.get("value", {})
+    return FixedFormat(v.get("width", 32), v.get("frac", 16))
 
 
 def _default(program):
@@ -98,18 +109,22 @@ def deadlock_floors(kernel) -> dict:
     return floors
 
 
-def structural_depths(kernel, default=2) -> dict:
+def structural_depths(kernel, default=2, fixed=None) -> dict:
     """{stream id: depth} from reconvergent paths: ``default + 2 x slack`` where a stream's consumer arrives
-    ``slack`` ops later than the stream could deliver (longest paths from the sources)."""
+    ``slack`` ops later than the stream could deliver (longest paths from the sources). A pipelined op
+    (``registry.op_latency`` L > 1, for values of format ``fixed``) counts as ``1 + (L - 1) / 2`` ops: the
+    branch beside it holds the L - 1 extra tokens its pipeline holds."""
     g = kernel.graph()
+    weight = {n: 1 + (op_latency(node.op, node.params, fixed) - 1) / 2 for n, node in kernel.nodes.items()}
     arrival = {}
     for n in nx.topological_sort(g):
-        arrival[n] = max((arrival[u] + 1 for u in g.predecessors(n)), default=0)
+        arrival[n] = max((arrival[u] + weight[u] for u in g.predecessors(n)), default=0)
     out = {}
     for s in kernel.streams.values():
-        slack = max((arrival[d.node] - arrival[s.src.node] - 1 for d in s.dsts), default=0)   # unread: none
+        src = s.src.node
+        slack = max((arrival[d.node] - arrival[src] - weight[src] for d in s.dsts), default=0)   # unread: none
         if slack > 0:
-            out[s.id] = min(STRUCTURAL_MAX, default + 2 * slack)
+            out[s.id] = min(STRUCTURAL_MAX, default + math.ceil(2 * slack))
         # an intersection emits in bursts (one output per match, its steps run over both operands): a union
         # that merges its outputs with another branch waits on its gaps unless they can run ahead
         if kernel.nodes[s.src.node].op == "intersect" and any(kernel.nodes[d.node].op == "union" for d in s.dsts):
@@ -233,7 +248,7 @@ def assign_depths(program, options=None) -> dict:
     else:
         default = _default(program)
         for k in program.kernels:
-            for sid, d in structural_depths(k, default).items():
+            for sid, d in structural_depths(k, default, _value_format(program)).items():
                 s = k.streams[sid]
                 if d > (s.depth or default):
                     s.depth = d

@@ -14,10 +14,12 @@ rsqrt by a combinational restoring digit recurrence (rsqrt after a divider). Eve
 combinational (div and rsqrt contain full combinational dividers: large and slow; see docs/hardware.md).
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 
-from ...samml.registry import UNARY_ALU_OPS
+from ...errors import HardwareError
+from ...samml.registry import UNARY_ALU_OPS, op_latency
 from ...tensors.fixed import EXP_GUARD_BITS, EXP_TABLE_BITS, LOG2E_BITS, LOG2E_Q, exp2_table
 from ...tensors.fixedfn import (FN_GUARD_BITS, FN_RANGE_LOG2, LN2_BITS, LN2_Q, gelu_table, log2_table,
                                 tanh_table)
@@ -25,15 +27,90 @@ from ..token import is_empty
 from ._common import OpComponent, copy_ctrl, set_data
 
 
+class Pipe:
+    """Pipeline registers of a datapath: :meth:`stage` registers the values it is given (free running: no
+    enable, the stages never stall; docs/hardware.md) and counts the stage. ``Pipe(m, prefix, comb=True)``
+    registers nothing (a combinational datapath for tests of the arithmetic alone)."""
+
+    def __init__(self, m, prefix="alu", comb=False):
+        self.m, self.prefix, self.comb = m, prefix, comb
+        self.stages = 0
+
+    def stage(self, *values):
+        """One stage: the values registered (one value: itself, else a tuple)."""
+        out = self.stage_tuple(*values)
+        return out[0] if len(out) == 1 else out
+
+    def stage_tuple(self, *values):
+        """One stage: always a tuple of the registered values (for unpacking with ``*rest``)."""
+        self.stages += 1
+        if self.comb:
+            return values
+        out = []
+        for i, v in enumerate(values):
+            v = Value.cast(v)
+            r = Signal(v.shape(), name=f"{self.prefix}_p{self.stages}_{i}")
+            self.m.d.sync += r.eq(v)
+            out.append(r)
+        return tuple(out)
+
+    def fit(self, value, width):
+        """``value`` as unsigned(width): truncated or zero-extended."""
+        r = Signal(unsigned(width))
+        self.m.d.comb += r.eq(value)
+        return r
+
+
+def pipelined_mul(P, a, b, add=0):
+    """``a * b + add`` (signed; ``add`` a constant, e.g. a rounding half) in four stages: the operands
+    (registered, so a multiplier's inputs come from flip-flops), 18x18 partial products (one ECP5 MULT18X18D
+    each), the two cross products summed beside the outer pair (concatenated), the full sum."""
+    if isinstance(b, Const):
+        a = P.stage(a)
+    else:
+        a, b = P.stage(a, b)
+    wa, wb = len(a), len(b)
+    if wa <= 18 and wb <= 18:
+        p = P.stage(a * b)
+        p = P.stage(p)
+        return P.stage(p + add)
+    h = 17
+    if wa <= h or wb <= h:                  # one narrow operand: two partial products
+        if wb <= h:
+            a, b = b, a
+        p0, p1 = P.stage(a * b[:h], a * b[h:].as_signed())
+        p = P.stage(p0 + (p1 << h) + add)
+        return P.stage(p)
+    al, ah = a[:h], a[h:].as_signed()         # low parts unsigned, high parts signed
+    bl, bh = b[:h], b[h:].as_signed()
+    pll, plh, phl, phh = P.stage(al * bl, al * bh, ah * bl, ah * bh)
+    outer, mid = P.stage(Cat(pll[:2 * h], phh).as_signed(), plh + phl)
+    return P.stage(outer + (mid << h) + add)
+
+
 def saturate(x, fixed):
-    lo, hi = fixed.min_raw, fixed.max_raw
-    return Mux(x > hi, hi, Mux(x < lo, lo, x))[:fixed.width].as_signed()
+    """``x`` clamped to [min_raw, max_raw] as signed(width). Overflow is read from the bits at and above
+    width - 1 (all equal to the sign when it fits): reductions, not wide comparisons (carry chains)."""
+    lo, hi, W = fixed.min_raw, fixed.max_raw, fixed.width
+    x = Value.cast(x)
+    if len(x) < W or (len(x) == W and x.shape().signed):       # always fits
+        return x.as_signed() if x.shape().signed else Cat(x, Const(0, 1)).as_signed()
+    top = x[W - 1:]
+    if x.shape().signed:
+        neg = x[-1]
+        over, under = ~neg & top.any(), neg & ~top.all()
+    else:
+        over, under = top.any(), Const(0, 1)
+    return Mux(over, hi, Mux(under, lo, x[:W]))[:W].as_signed()
 
 
-def fixed_op(m, name, a, b, fixed, prefix="alu"):
+def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
     """A signed(width) Value computing fixed-point op ``name`` on signed(width) values ``a`` (and ``b``).
 
-    May add submodules (the exp table ROM) to ``m``."""
+    May add submodules (the exp table ROM) to ``m``. ``pipe``: the :class:`Pipe` the pipelined operations
+    register their stages in (``registry.op_latency - 1`` of them; the result then belongs to the token that
+    entered that many cycles earlier); default a combinational one."""
+    P = pipe if pipe is not None else Pipe(m, prefix, comb=True)
     W, F = fixed.width, fixed.frac
     if name == "add":
         return saturate(a + b, fixed)
@@ -47,39 +124,53 @@ def fixed_op(m, name, a, b, fixed, prefix="alu"):
         return saturate(-a, fixed)
     if name == "relu":
         return Mux(a > 0, a, 0)[:W].as_signed()
-    if name == "mul":
-        p = a * b
-        if F:
-            p = (p + (1 << (F - 1))) >> F
-        return saturate(p, fixed)
+    if name in ("mul", "square"):            # stages 1-4: the rounded product; 5: shifted and saturated
+        p = pipelined_mul(P, a, a if name == "square" else b, (1 << (F - 1)) if F else 0)
+        return P.stage(saturate(p >> F, fixed))
     if name == "div":
-        n = Signal(signed(W + F + 1), name=f"{prefix}_div_n")
-        m.d.comb += n.eq(a << F)
-        na = Signal(unsigned(W + F + 1), name=f"{prefix}_div_na")
-        ba = Signal(unsigned(W + 1), name=f"{prefix}_div_ba")
-        q = Signal(unsigned(W + F + 1), name=f"{prefix}_div_q")
-        m.d.comb += [na.eq(Mux(n < 0, -n, n)), ba.eq(Mux(b < 0, -b, b)), q.eq(na // ba)]
-        sq = Signal(signed(W + F + 2), name=f"{prefix}_div_sq")
-        m.d.comb += sq.eq(Mux((n < 0) != (b < 0), -q, q))
-        return Mux(b == 0, Mux(a >= 0, fixed.max_raw, fixed.min_raw), saturate(sq, fixed))[:W].as_signed()
+        return _div(m, P, a, b, fixed, prefix)
     if name == "exp":
-        return _exp(m, a, fixed, prefix)
+        return _exp(m, P, a, fixed, prefix)
     if name == "abs":
         return saturate(Mux(a < 0, -a, a), fixed)
-    if name == "square":
-        return fixed_op(m, "mul", a, a, fixed, prefix)
     if name in ("tanh", "sigmoid", "gelu"):
-        return _table_fn(m, name, a, fixed, prefix)
+        return _table_fn(m, P, name, a, fixed, prefix)
     if name == "sqrt":
-        return _sqrt(m, a, fixed, prefix)
+        return _sqrt(m, P, a, fixed, prefix)
     if name == "rsqrt":
-        return _rsqrt(m, a, fixed, prefix)
+        return _rsqrt(m, P, a, fixed, prefix)
     if name == "log":
-        return _log(m, a, fixed, prefix)
+        return _log(m, P, a, fixed, prefix)
     raise ValueError(f"unknown alu op {name!r}")
 
 
-def _exp(m, x, fixed, prefix):
+def _restoring_div(P, num, den, qbits, rw, carry=()):
+    """Quotient bits ``qbits-1 .. 0`` of ``num // den`` by restoring division, one bit per stage; ``num``'s
+    bits above ``qbits`` (shifted down) must be below ``den``. ``rw``: remainder width (> den's width).
+    ``carry``: values that travel beside. Returns (quotient, remainder, carried values)."""
+    r = num >> qbits
+    q = Const(0, 1)
+    for i in reversed(range(qbits)):
+        t = P.fit(Cat(num[i], r), rw + 1)
+        ge = t >= den
+        r, q, num, den, *carry = P.stage_tuple(P.fit(Mux(ge, t - den, t), rw), P.fit(Cat(ge, q), qbits), num, den, *carry)
+    return q, r, carry
+
+
+def _div(m, P, a, b, fixed, prefix):
+    """Truncating division as fixed.py's ``div``: |a| << F by |b| in W-1 restoring stages after an overflow
+    test (a quotient >= 2**(W-1) saturates whatever its low bits)."""
+    W, F = fixed.width, fixed.frac
+    na, ba, neg, bzero, apos = P.stage(P.fit(Mux(a < 0, -a, a) << F, W + F), P.fit(Mux(b < 0, -b, b), W),
+                                       (a < 0) != (b < 0), b == 0, a >= 0)
+    ovf, na, ba, neg, bzero, apos = P.stage((na >> (W - 1)) >= ba, na, ba, neg, bzero, apos)
+    q, _, (ovf, neg, bzero, apos) = _restoring_div(P, na, ba, W - 1, W + 1, (ovf, neg, bzero, apos))
+    sq = Mux(neg, -q, q)
+    big = Mux(neg, fixed.min_raw, fixed.max_raw)
+    return Mux(bzero, Mux(apos, fixed.max_raw, fixed.min_raw), Mux(ovf, big, sq))[:W].as_signed()
+
+
+def _exp(m, P, x, fixed, prefix):
     W, F = fixed.width, fixed.frac
     g = EXP_GUARD_BITS
     p = F + g
@@ -89,50 +180,60 @@ def _exp(m, x, fixed, prefix):
     r = p - k
     twidth = max(t.bit_length() for t in table)
     sh = LOG2E_BITS - g
+    # stages 1-4: x * log2(e)
+    prod = pipelined_mul(P, x, Const(LOG2E_Q, signed(32)), 1 << (sh - 1))
     y = Signal(signed(W + 33), name=f"{prefix}_exp_y")
-    m.d.comb += y.eq((x * Const(LOG2E_Q, signed(32)) + (1 << (sh - 1))) >> sh)
+    m.d.comb += y.eq(prod >> sh)
     n = Signal(signed(W + 33 - p), name=f"{prefix}_exp_n")
     f = Signal(unsigned(p), name=f"{prefix}_exp_f")
     m.d.comb += [n.eq(y >> p), f.eq(y[:p])]
+    n, f = P.stage(n, f)                                       # stage 5: the integer and fraction parts
     rom = Memory(shape=unsigned(twidth), depth=len(table), init=table)
     m.submodules[f"{prefix}_exp2_table"] = rom
     rp0 = rom.read_port(domain="comb")
     rp1 = rom.read_port(domain="comb")
     i = f[r:p]
     m.d.comb += [rp0.addr.eq(i), rp1.addr.eq(i + 1)]
-    v = Signal(unsigned(twidth + 1), name=f"{prefix}_exp_v")
+    t = f[:r] if r else Const(0, 1)
+    t0, t1, t, n = P.stage(rp0.data, rp1.data, t, n)           # stage 6: the table (block RAM)
+    d, t0, t, n = P.stage((t1 - t0)[:twidth], t0, t, n)        # stage 7: the difference
     if r:
-        t = f[:r]
-        m.d.comb += v.eq(rp0.data + ((((rp1.data - rp0.data)[:twidth] * t) + (1 << (r - 1))) >> r))
+        d, t0, n = P.stage(d * t, t0, n)                       # stage 8: the interpolation product
+        v = t0 + ((d + (1 << (r - 1))) >> r)
     else:
-        m.d.comb += v.eq(rp0.data)
+        d, t0, n = P.stage(d, t0, n)
+        v = t0
     s = Signal(signed(len(n) + 1), name=f"{prefix}_exp_s")
     m.d.comb += s.eq(n - g)
     # s >= 0: v << s, saturated (v > max_raw >> s  <=>  v << s > max_raw)
     sw = max(W, 1).bit_length()
-    sc = Signal(unsigned(sw), name=f"{prefix}_exp_sc")
-    m.d.comb += sc.eq(Mux(s >= W, W, s[:sw]))
+    # s < 0: (v + 2**(-s-1)) >> -s, 0 once -s >= 62 (any -s >= cap already gives 0)
+    cap = min(twidth + 2, 62)
+    dw = cap.bit_length()
+    sc = P.fit(Mux(s >= W, W, s[:sw]), sw)
+    sn = P.fit(Mux(-s >= cap, cap, (-s)[:dw]), dw)
+    v, s, sc, sn = P.stage(v, s, sc, sn)                       # stage 9: the value and both shift amounts
+    v = v[:twidth + 1]
     up = Signal(unsigned(len(v) + W + 1), name=f"{prefix}_exp_up")
     m.d.comb += up.eq(v << sc)
-    up_res = Mux((s >= W) | (up > fixed.max_raw), fixed.max_raw, up[:W])
-    # s < 0: (v + 2**(-s-1)) >> -s, 0 once -s >= 62 (any -s >= cap already gives 0)
-    cap = min(len(v) + 1, 62)
-    dw = cap.bit_length()
-    sn = Signal(unsigned(dw), name=f"{prefix}_exp_sn")
-    m.d.comb += sn.eq(Mux(-s >= cap, cap, (-s)[:dw]))
+    rsum = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_rsum")
+    m.d.comb += rsum.eq(v + (Const(1, cap + 1) << (sn - 1)[:dw])[:cap + 1])
+    up, rsum, sn, s = P.stage(up, rsum, sn, s)                 # stage 10: shifted up, rounded down
     down = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_down")
-    m.d.comb += down.eq((v + (Const(1, cap + 1) << (sn - 1)[:dw])[:cap + 1]) >> sn)
+    m.d.comb += down.eq(rsum >> sn)
     # saturated like every result (fixed.py's exp does the same; it matters for formats with
     # width <= frac + 8, where 2**(width-1-frac) <= e**x < 2**8 overflows)
-    down_res = Mux(down > fixed.max_raw, fixed.max_raw, down[:W])
+    up_res, down_res, s_pos = P.stage(Mux((s >= W) | (up > fixed.max_raw), fixed.max_raw, up[:W]),
+                                      Mux(down > fixed.max_raw, fixed.max_raw, down[:W]), s >= 0)  # stage 11
     res = Signal(signed(W), name=f"{prefix}_exp_res")
-    m.d.comb += res.eq(Mux(s >= 0, up_res, down_res))
+    m.d.comb += res.eq(Mux(s_pos, up_res, down_res))
     return res
 
 
-def _interp(m, table, idx, r, prefix):
-    """``interp(table, idx, r)`` of fuseflow/tensors/fixedfn.py: a ROM (two combinational read ports) and
-    a linear interpolation; ``idx`` is an unsigned Value whose bits above ``r`` address the table."""
+def _interp(m, P, table, idx, r, prefix, carry=()):
+    """``interp(table, idx, r)`` of fuseflow/tensors/fixedfn.py: a ROM (two combinational read ports) and a
+    linear interpolation; ``idx`` is an unsigned Value whose bits above ``r`` address the table. Four stages
+    (table, difference, product, sum); ``carry`` travels beside. Returns (value, carried values)."""
     tw = max(abs(t).bit_length() for t in table) + 1
     rom = Memory(shape=signed(tw), depth=len(table), init=table)
     m.submodules[f"{prefix}_table"] = rom
@@ -141,18 +242,20 @@ def _interp(m, table, idx, r, prefix):
     aw = len(rp0.addr)
     i = Signal(unsigned(aw), name=f"{prefix}_i")
     m.d.comb += [i.eq(idx[r:]), rp0.addr.eq(i), rp1.addr.eq(i + 1)]
-    v = Signal(signed(tw + 1), name=f"{prefix}_v")
+    t = idx[:r] if r else Const(0, 1)
+    t0, t1, t, *carry = P.stage_tuple(rp0.data, rp1.data, t, *carry)     # block RAM with its output register
+    d, t0, t, *carry = P.stage_tuple((t1 - t0)[:tw + 1].as_signed(), t0, t, *carry)
     if r:
-        t = Signal(unsigned(r), name=f"{prefix}_t")
-        d = Signal(signed(tw + 1), name=f"{prefix}_d")
-        m.d.comb += [t.eq(idx[:r]), d.eq(rp1.data - rp0.data)]
-        m.d.comb += v.eq(rp0.data + ((d * t + (1 << (r - 1))) >> r))
+        prod, t0, *carry = P.stage_tuple(d * t, t0, *carry)
+        v = t0 + ((prod + (1 << (r - 1))) >> r)
     else:
-        m.d.comb += v.eq(rp0.data)
-    return v
+        prod, t0, *carry = P.stage_tuple(d, t0, *carry)
+        v = t0
+    v, *carry = P.stage_tuple(v[:tw + 1].as_signed(), *carry)
+    return v, carry
 
 
-def _table_fn(m, name, x, fixed, prefix):
+def _table_fn(m, P, name, x, fixed, prefix):
     """tanh, sigmoid (from the tanh table) and gelu (relu + the gelu table), as fixedfn.fx_*."""
     W, F = fixed.width, fixed.frac
     g = FN_GUARD_BITS
@@ -160,10 +263,9 @@ def _table_fn(m, name, x, fixed, prefix):
     k, table = gelu_table(fixed) if name == "gelu" else tanh_table(fixed)
     span = F + FN_RANGE_LOG2 + (1 if name == "sigmoid" else 0)   # index bits of |x| the table covers
     r = span - k
-    u = Signal(unsigned(max(W, span) + 1), name=f"{prefix}_{name}_u")
-    m.d.comb += u.eq(Mux(x < 0, -x, x))
+    u, x = P.stage(P.fit(Mux(x < 0, -x, x), max(W, span) + 1), x)    # stage 1: |x|
     inside = u < (1 << span)
-    v = _interp(m, table, u[:span], r, f"{prefix}_{name}")
+    v, (inside, x) = _interp(m, P, table, u[:span], r, f"{prefix}_{name}", (inside, x))   # stages 2-4
     res = Signal(signed(W), name=f"{prefix}_{name}_res")
     if name == "tanh":
         y = Signal(signed(p + 2), name=f"{prefix}_tanh_y")
@@ -178,55 +280,49 @@ def _table_fn(m, name, x, fixed, prefix):
         h = Signal(signed(len(v)), name=f"{prefix}_gelu_h")
         m.d.comb += h.eq(Mux(inside, (v + (1 << (g - 1))) >> g, 0))
         m.d.comb += res.eq(saturate(Mux(x > 0, x, 0) + h, fixed))
-    return res
+    return P.stage(res)                                        # stage 5: the result
 
 
-def _isqrt_round(m, n, prefix):
+def _isqrt_round(m, P, n, prefix, carry=()):
     """``isqrt_round(n)`` of fixedfn for an unsigned Value ``n``: the restoring digit recurrence (two bits
-    of ``n`` per step, combinational), then ``+1`` when the remainder exceeds the root."""
+    of ``n`` per step, one stage each), then ``+1`` when the remainder exceeds the root (one more stage)."""
     steps = (len(n) + 1) // 2
     nn = Signal(unsigned(2 * steps), name=f"{prefix}_n")
     m.d.comb += nn.eq(n)
     rem = Const(0, steps + 2)
     root = Const(0, steps)
     for s in reversed(range(steps)):
-        sh = Signal(unsigned(steps + 3), name=f"{prefix}_sh{s}")
-        m.d.comb += sh.eq((rem << 2) | nn[2 * s:2 * s + 2])
+        sh = P.fit((rem << 2) | nn[2 * s:2 * s + 2], steps + 3)
         trial = (root << 2) | 1
-        ge = Signal(name=f"{prefix}_ge{s}")
-        m.d.comb += ge.eq(sh >= trial)
-        rem_s = Signal(unsigned(steps + 2), name=f"{prefix}_rem{s}")
-        root_s = Signal(unsigned(steps), name=f"{prefix}_root{s}")
-        m.d.comb += [rem_s.eq(Mux(ge, sh - trial, sh)), root_s.eq((root << 1) | ge)]
-        rem, root = rem_s, root_s
-    out = Signal(unsigned(steps + 1), name=f"{prefix}_root")
-    m.d.comb += out.eq(root + (rem > root))
-    return out
+        ge = sh >= trial
+        rem, root, nn, *carry = P.stage_tuple(P.fit(Mux(ge, sh - trial, sh), steps + 2), P.fit((root << 1) | ge, steps), nn,
+                                        *carry)
+    out, *carry = P.stage_tuple(P.fit(root + (rem > root), steps + 1), *carry)
+    return out, carry
 
 
-def _sqrt(m, x, fixed, prefix):
+def _sqrt(m, P, x, fixed, prefix):
     W, F = fixed.width, fixed.frac
     n = Signal(unsigned(W - 1 + F), name=f"{prefix}_sqrt_in")
     m.d.comb += n.eq(Mux(x > 0, x[:W - 1], 0) << F)
-    root = _isqrt_round(m, n, f"{prefix}_sqrt")
+    root, _ = _isqrt_round(m, P, n, f"{prefix}_sqrt")
     res = Signal(signed(W), name=f"{prefix}_sqrt_res")
     m.d.comb += res.eq(saturate(root, fixed))
-    return res
+    return P.stage(res)
 
 
-def _rsqrt(m, x, fixed, prefix):
+def _rsqrt(m, P, x, fixed, prefix):
     W, F = fixed.width, fixed.frac
     xu = Signal(unsigned(W - 1), name=f"{prefix}_rsqrt_x")
     m.d.comb += xu.eq(Mux(x > 0, x[:W - 1], 1))
-    q = Signal(unsigned(3 * F + 1), name=f"{prefix}_rsqrt_q")
-    m.d.comb += q.eq(Const(1 << (3 * F), 3 * F + 1) // xu)
-    root = _isqrt_round(m, q, f"{prefix}_rsqrt")
+    q, _, (pos,) = _restoring_div(P, Const(1 << (3 * F), 3 * F + 1), xu, 3 * F + 1, W, (x > 0,))
+    root, (pos,) = _isqrt_round(m, P, q, f"{prefix}_rsqrt", (pos,))
     res = Signal(signed(W), name=f"{prefix}_rsqrt_res")
-    m.d.comb += res.eq(Mux(x > 0, saturate(root, fixed), fixed.max_raw))
-    return res
+    m.d.comb += res.eq(Mux(pos, saturate(root, fixed), fixed.max_raw))
+    return P.stage(res)
 
 
-def _log(m, x, fixed, prefix):
+def _log(m, P, x, fixed, prefix):
     W, F = fixed.width, fixed.frac
     g = FN_GUARD_BITS
     p = F + g
@@ -238,21 +334,24 @@ def _log(m, x, fixed, prefix):
     for i in range(W - 1):             # priority encoder: the leading one (later bits win)
         with m.If(xu[i]):
             m.d.comb += e.eq(i)
-    sa = Signal(range(M + 1), name=f"{prefix}_log_shift")
-    m.d.comb += sa.eq(M - e)
-    norm = Signal(unsigned(M + 1), name=f"{prefix}_log_norm")
-    m.d.comb += norm.eq(xu << sa)
-    v = _interp(m, table, norm[:M] if M else Const(0, 1), M - k, f"{prefix}_log")
+    e, xu, pos = P.stage(e, xu, x > 0)                          # stage 1: the leading one
+    norm, e, pos = P.stage(P.fit(xu << P.fit(M - e, max(M, 1).bit_length()), M + 1), e, pos)     # stage 2: normalised
+    v, (e, pos) = _interp(m, P, table, norm[:M] if M else Const(0, 1), M - k, f"{prefix}_log", (e, pos))
     es = Signal(signed(len(e) + 2), name=f"{prefix}_log_es")
     m.d.comb += es.eq(e - F)
     y = Signal(signed(p + W.bit_length() + 3), name=f"{prefix}_log_y")
     m.d.comb += y.eq((es << p) + v)
+    y, pos = P.stage(y, pos)                                    # stage 6: log2(x)
     sh = LN2_BITS + g
+    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 7-10: * ln 2, rounded
+    beside = Pipe(m, f"{prefix}_log_pos", comb=P.comb)          # x > 0 beside the multiplier's stages
+    for _ in range(4):
+        pos = beside.stage(pos)
     z = Signal(signed(len(y) + 32), name=f"{prefix}_log_z")
-    m.d.comb += z.eq((y * Const(LN2_Q, signed(32)) + (1 << (sh - 1))) >> sh)
+    m.d.comb += z.eq(prod >> sh)
     res = Signal(signed(W), name=f"{prefix}_log_res")
-    m.d.comb += res.eq(Mux(x > 0, saturate(z, fixed), fixed.min_raw))
-    return res
+    m.d.comb += res.eq(Mux(pos, saturate(z, fixed), fixed.min_raw))
+    return P.stage(res)                                        # stage 11: the result
 
 
 class Alu(OpComponent):
@@ -270,25 +369,63 @@ class Alu(OpComponent):
         op = self.params["op"]
         unary = op in UNARY_ALU_OPS
         has_b = "b" in self.inputs()
-        f = self.fire_logic()
+        latency = op_latency("alu", self.params, fx)
         a = self.i_a.payload
-        out = self.o_out
         x = Signal(signed(W))
         y = Signal(signed(W))
+        go = Signal()
         m.d.comb += x.eq(Mux(a.ctrl, 0, a.data[:W].as_signed()))
         if has_b:
             b = self.i_b.payload
-            m.d.comb += [y.eq(Mux(b.ctrl, 0, b.data[:W].as_signed())), f.pop["b"].eq(1),
-                         f.go.eq(self.i_a.valid & self.i_b.valid)]
+            m.d.comb += [y.eq(Mux(b.ctrl, 0, b.data[:W].as_signed())), go.eq(self.i_a.valid & self.i_b.valid)]
         else:
             if not unary:
                 m.d.comb += y.eq(fx.encode(float(self.params["const"])))
-            m.d.comb += f.go.eq(self.i_a.valid)
-        m.d.comb += [f.pop["a"].eq(1), f.push["out"].eq(1)]
-        res = fixed_op(m, op, x, y, fx)
-        with m.If(a.ctrl & ~is_empty(a)):
-            copy_ctrl(m, out, a)
-        with m.Else():
-            set_data(m, out, res)
-        f.build(m)
+            m.d.comb += go.eq(self.i_a.valid)
+        pipe = Pipe(m, "alu")
+        res = fixed_op(m, op, x, y, fx, pipe=pipe)
+        if pipe.stages != latency - 1:
+            raise HardwareError(f"op alu {op}", f"datapath has {pipe.stages} stages, the registry says "
+                                                f"latency {latency}")
+        is_ctrl = a.ctrl & ~is_empty(a)
+        if latency == 1:
+            f = self.fire_logic()
+            m.d.comb += [f.go.eq(go), f.pop["a"].eq(1), f.push["out"].eq(1)]
+            if has_b:
+                m.d.comb += f.pop["b"].eq(1)
+            with m.If(is_ctrl):
+                copy_ctrl(m, self.o_out, a)
+            with m.Else():
+                set_data(m, self.o_out, res)
+            f.build(m)
+            return m
+        self._pipeline(m, go, is_ctrl, a.data[0:10], res, latency, has_b)
         return m
+
+    def _pipeline(self, m, go, is_ctrl, ctrl_data, res, latency, has_b):
+        """The output side of a pipelined op (docs/hardware.md, "Pipelines"): the op fires (pops its inputs)
+        while fewer than ``latency`` tokens are in flight; a valid bit and the control token travel beside the
+        datapath's free-running stages; the last stage's token leaves at once when the output is ready and
+        nothing waits before it, else it waits in a first-word-fall-through FIFO of depth ``latency``."""
+        out = self.o_out
+        DW = len(out.payload.data)
+        fifo = m.submodules.skid = SyncFIFO(width=DW + 1, depth=latency)
+        valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
+        ctrl = [Signal(name=f"stage{i}_ctrl") for i in range(latency)]
+        cdata = [Signal(10, name=f"stage{i}_cdata") for i in range(latency)]
+        inflight = Signal(range(latency + 1))        # fired, not yet transferred (= stage valids + skid level)
+        fire = Signal()
+        m.d.sync += inflight.eq(inflight + fire - (out.valid & out.ready))
+        m.d.comb += [fire.eq(go & (inflight != latency)),
+                     self.i_a.ready.eq(fire), valid[0].eq(fire), ctrl[0].eq(is_ctrl), cdata[0].eq(ctrl_data)]
+        if has_b:
+            m.d.comb += self.i_b.ready.eq(fire)
+        for i in range(1, latency):
+            m.d.sync += [valid[i].eq(valid[i - 1]), ctrl[i].eq(ctrl[i - 1]), cdata[i].eq(cdata[i - 1])]
+        last = Signal(DW + 1)                       # {ctrl, data} of the last stage's token
+        m.d.comb += [last[:DW].eq(Mux(ctrl[-1], cdata[-1], res)), last[DW].eq(ctrl[-1])]
+        head = Mux(fifo.r_rdy, fifo.r_data, last)
+        m.d.comb += [out.valid.eq(valid[-1] | fifo.r_rdy),
+                     out.payload.data.eq(head[:DW]), out.payload.ctrl.eq(head[DW]),
+                     fifo.r_en.eq(out.ready),
+                     fifo.w_data.eq(last), fifo.w_en.eq(valid[-1] & (fifo.r_rdy | ~out.ready))]

@@ -1,6 +1,7 @@
 """Helpers shared by the op models."""
 
 from ...errors import StreamError
+from ..channel import Channel, Out
 from ..tokens import LEVEL, STOPS
 
 
@@ -71,8 +72,61 @@ def sink(st, inp, take):
             return
 
 
+def pipeline(st, out, latency):
+    """An op's output pipeline of ``latency`` >= 2 cycles: returns ``(stage_in, drain)``.
+
+    The op's firing side writes ``stage_in`` (an :class:`~fuseflow.sim.channel.Out`) as if it were ``out``:
+    ``stage_in.room()`` is the cycle from which the pipeline has room and ``stage_in.push(tok, t)`` is a
+    firing at cycle ``t``. ``drain`` is a generator (a process of the op) that moves every token to ``out``.
+    The RTL's rule (docs/hardware.md): the stages never stall; a token fired at ``f`` reaches the last stage at
+    ``f + latency - 1`` and leaves at ``p_k = max(f + latency - 1, p_(k-1) + 1, out's room)`` (a skid FIFO
+    holds it until then); the op fires only while fewer than ``latency`` tokens are in flight, i.e. token ``k``
+    fires no earlier than ``p_(k - latency) + 1``: an internal channel of depth ``latency`` whose tokens become
+    visible ``latency - 1`` cycles after their push."""
+    ch = Channel(f"{st.id} pipeline", latency, f"{st.id} pipeline")
+    stage_in = _Delayed(f"{st.id} pipeline", [ch], latency - 2)
+
+    def drain():
+        toks, times = ch.toks, ch.times
+        last = -1
+        while True:
+            while not toks:
+                yield ch
+            r = out.room()
+            while r is None:
+                yield out
+                r = out.room()
+            t = times[0] + 1
+            if t <= last:
+                t = last + 1
+            if t < r:
+                t = r
+            tok = ch.pop(t)
+            out.push(tok, t)
+            last = t
+            if t > st.clock:
+                st.clock = t
+            st.moved += 1
+            if tok == "D":
+                return
+
+    return stage_in, drain()
+
+
+class _Delayed(Out):
+    """An Out whose pushes become visible ``delay`` cycles later than a plain push (the pipeline stages)."""
+    __slots__ = ("delay",)
+
+    def __init__(self, name, chans, delay):
+        super().__init__(name, chans)
+        self.delay = delay
+
+    def push(self, tok, t):
+        Out.push(self, tok, t + self.delay)
+
+
 def bad(st, why):
     return StreamError(f"node {st.id} ({st.op})", why)
 
 
-__all__ = ["fire_at", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]
+__all__ = ["pipeline", "fire_at", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]

@@ -1,13 +1,24 @@
-"""alu: element-wise arithmetic on aligned value streams; stops must match and pass through."""
+"""alu: element-wise arithmetic on aligned value streams; stops must match and pass through.
 
-from ...samml.registry import UNARY_ALU_OPS
-from ._common import bad
+A pipelined operation (``registry.op_latency`` > 1) fires as the combinational ones do, into the output
+pipeline of :func:`._common.pipeline` (a second process delivers the results)."""
+
+from ...samml.registry import UNARY_ALU_OPS, op_latency
+from ._common import bad, pipeline
 
 
 def run(st, ins, outs):
+    latency = op_latency("alu", st.params, st.env.fixed)
+    if latency == 1:
+        return fire(st, ins, outs["out"])
+    stage_in, drain = pipeline(st, outs["out"], latency)
+    return fire(st, ins, stage_in), drain
+
+
+def fire(st, ins, out):
+    """The firing side: one token per cycle from a (and b) to ``out`` (the output or the pipeline)."""
     p = st.params
     op = p["op"]
-    out = outs["out"]
     a = ins["a"]
     env = st.env
     zero = env.zero
@@ -61,7 +72,9 @@ def run(st, ins, outs):
         if b is not None:
             b.pop(t)
         out.push(v, t)
-        clock = st.clock = t
+        clock = t
+        if t > st.clock:
+            st.clock = t
         st.busy += 1
         if v == "D":
             st.alu_ops += ops
