@@ -166,9 +166,10 @@ def markdown(doc):
              "bit captured into one), so every path is register to register; the FF column includes those "
              "wrapper registers (in brackets), LUTs include the wrapper's output capture multiplexers (about one "
              "per output bit). Fmax is nextpnr's post-route estimate for the slowest clock path.", "",
-             "Memories are read combinationally by design (the timing contract in docs/samml.md: an op uses the "
-             "data in the cycle it presents the address), so Yosys maps them to LUT RAM (TRELLIS_DPR16X4, counted "
-             "in LUTs; the LUT-RAM column shows how many) and never to block RAM: **BRAM is 0 everywhere**. "
+             "Tensor memories are read combinationally by design (the timing contract in docs/samml.md: an op uses "
+             "the data in the cycle it presents the address), so Yosys maps them to LUT RAM (TRELLIS_DPR16X4, "
+             "counted in LUTs; the LUT-RAM column shows how many), not to block RAM; the BRAM column counts the "
+             "registered lookup tables of the pipelined function units (exp, log, sigmoid, tanh, gelu). "
              "DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers.", ""]
     ops = [r for r in rows if r["kind"] == "op"]
     ks = [r for r in rows if r["kind"] == "kernel"]
