@@ -45,7 +45,7 @@ VARIANTS = {
     "alu": [(op, {"op": op}, {}) for op in ("add", "sub", "max", "relu", "mul", "div", "exp", "sigmoid", "tanh",
                                             "gelu", "sqrt", "rsqrt", "log", "abs", "square")]
            + [("mul const", {"op": "mul", "const": 0.5}, {})],
-    "reduce": [("sum", {"op": "sum"}, {}), ("max", {"op": "max"}, {}),
+    "reduce": [("sum", {"op": "sum"}, {}), ("max", {"op": "max"}, {}), ("min", {"op": "min"}, {}),
                ("sum with crd", {"op": "sum"}, {"connected": {"val", "crd"}})],
     "intersect": [("arity 2", {"arity": 2}, {}), ("arity 3", {"arity": 3}, {})],
     "union": [("arity 2", {"arity": 2}, {"any_kind": "val"})],
@@ -60,6 +60,7 @@ VARIANTS = {
                  ("bigbird 64x64 block 8", {"mask": "bigbird:block=8,window=3,global=1,random=1,seed=0",
                                             "rows": 64, "dim": 64, "arity": 1}, {})],
     "spacc": [("order 1, dim 64", {"order": 1, "dim": 64}, {}),
+              ("order 1, dim 64, min", {"order": 1, "dim": 64, "op": "min"}, {}),
               ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
 }
 
