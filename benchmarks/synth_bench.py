@@ -45,7 +45,7 @@ VARIANTS = {
     "alu": [(op, {"op": op}, {}) for op in ("add", "sub", "max", "relu", "mul", "div", "exp", "sigmoid", "tanh",
                                             "gelu", "sqrt", "rsqrt", "log", "abs", "square")]
            + [("mul const", {"op": "mul", "const": 0.5}, {})],
-    "reduce": [("sum", {"op": "sum"}, {}), ("max", {"op": "max"}, {}),
+    "reduce": [("sum", {"op": "sum"}, {}), ("max", {"op": "max"}, {}), ("min", {"op": "min"}, {}),
                ("sum with crd", {"op": "sum"}, {"connected": {"val", "crd"}})],
     "intersect": [("arity 2", {"arity": 2}, {}), ("arity 3", {"arity": 3}, {})],
     "union": [("arity 2", {"arity": 2}, {"any_kind": "val"})],
@@ -60,6 +60,7 @@ VARIANTS = {
                  ("bigbird 64x64 block 8", {"mask": "bigbird:block=8,window=3,global=1,random=1,seed=0",
                                             "rows": 64, "dim": 64, "arity": 1}, {})],
     "spacc": [("order 1, dim 64", {"order": 1, "dim": 64}, {}),
+              ("order 1, dim 64, min", {"order": 1, "dim": 64, "op": "min"}, {}),
               ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
 }
 
@@ -156,6 +157,16 @@ def describe(row):
             f"{row['fmax_mhz']} MHz (target {row['target_mhz']:g}: {'met' if row['meets_target'] else 'MISSED'})")
 
 
+def bram_note(rows):
+    """What the BRAM column holds: the rows that use block RAM (the function units' registered table ROMs) or
+    that no row does."""
+    with_bram = [r["name"] for r in rows if "error" not in r and r["brams"]]
+    if not with_bram:
+        return "**BRAM is 0 everywhere**."
+    return ("Block RAM (DP16KD) holds only registered-read ROMs, the function units' tables: "
+            + ", ".join(with_bram) + ".")
+
+
 def markdown(doc):
     rows = doc["results"]
     target = doc["target"]
@@ -166,11 +177,10 @@ def markdown(doc):
              "bit captured into one), so every path is register to register; the FF column includes those "
              "wrapper registers (in brackets), LUTs include the wrapper's output capture multiplexers (about one "
              "per output bit). Fmax is nextpnr's post-route estimate for the slowest clock path.", "",
-             "Tensor memories are read combinationally by design (the timing contract in docs/samml.md: an op uses "
-             "the data in the cycle it presents the address), so Yosys maps them to LUT RAM (TRELLIS_DPR16X4, "
-             "counted in LUTs; the LUT-RAM column shows how many), not to block RAM; the BRAM column counts the "
-             "registered lookup tables of the pipelined function units (exp, log, sigmoid, tanh, gelu). "
-             "DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers.", ""]
+             "Tensor and accumulator memories are read combinationally by design (the timing contract in docs/samml.md: an op uses the "
+             "data in the cycle it presents the address), so Yosys maps them to LUT RAM (TRELLIS_DPR16X4, counted "
+             "in LUTs; the LUT-RAM column shows how many) and never to block RAM. " + bram_note(rows) +
+             " DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers.", ""]
     ops = [r for r in rows if r["kind"] == "op"]
     ks = [r for r in rows if r["kind"] == "kernel"]
 
