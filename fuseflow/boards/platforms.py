@@ -7,7 +7,9 @@ board          FPGA                         clock   UART               amaranth-
 ``icebreaker`` iCE40UP5K-SG48               12 MHz  FTDI (rx 6/tx 9)    ``ICEBreakerPlatform``
 =============  ===========================  ======  =================  ==============================
 
-The kernel runs directly on the board clock (no PLL). LED 0 shows ``busy``, LED 1 ``done``.
+On the ULX3S the kernel, bridge and UART run from the ECP5 PLL (:mod:`fuseflow.boards.pll`) at ``--clock``
+(default :data:`DEFAULT_ULX3S_MHZ`); the iCEBreaker runs them on its 12 MHz oscillator. LED 0 shows ``busy``,
+LED 1 ``done``.
 :func:`build_board` elaborates a program (:func:`fuseflow.hw.elaborate.build`), wraps it in a
 :class:`BoardTop`, runs Yosys and nextpnr (YoWASP, :func:`fuseflow.boards.synth.run_build_plan`) in a temporary
 directory and only then writes the bitstream, ``manifest.json`` (the host map the client needs, plus board,
