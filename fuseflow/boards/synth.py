@@ -56,7 +56,7 @@ RESOURCE_NAMES = {
 RESOURCE_LABELS = {
     "ecp5": {"luts": "LUT4s (LUT4 + 2 per CCU2C carry + 2 per DPR16X4 LUT RAM)", "ffs": "flip-flops (TRELLIS_FF)",
              "brams": "block RAMs (DP16KD)", "dsps": "DSP multipliers (MULT18X18D)"},
-    "ice40": {"luts": "logic cells (SB_LUT4)", "ffs": "logic cells' flip-flops (SB_DFF*)",
+    "ice40": {"luts": "logic cells (SB_LUT4, + SB_DFF* not packed with their LUT)", "ffs": "logic cells' flip-flops (SB_DFF*)",
               "brams": "block RAMs (SB_RAM40_4K)", "dsps": "DSPs (SB_MAC16)"},
 }
 
@@ -252,11 +252,43 @@ def estimate_resources(cells: dict, target: str) -> dict:
             "brams": n("SB_RAM40_4K"), "dsps": n("SB_MAC16")}
 
 
-def check_fits(cells: dict, target: str, what: str) -> dict:
+def ice40_logic_cells(netlist: dict) -> int:
+    """Logic cells an iCE40 design needs after nextpnr's packing, from Yosys' JSON netlist (``write_json``):
+    every SB_LUT4 and every SB_DFF* takes a cell, except that a flip-flop whose D input is the only load of a
+    LUT's output shares that LUT's cell (nextpnr packs exactly those pairs); SB_CARRYs are assumed to share
+    their LUTs' cells (a lower bound)."""
+    mod = next((m for m in netlist.get("modules", {}).values() if int(m.get("attributes", {}).get("top", 0) or 0)),
+               None) or next(iter(netlist.get("modules", {}).values()), {})
+    loads = {}
+    for c in mod.get("cells", {}).values():
+        dirs = c.get("port_directions", {})
+        for port, bits in c.get("connections", {}).items():
+            if dirs.get(port) == "input":
+                for b in bits:
+                    loads.setdefault(b, []).append((c["type"], port))
+    for p in mod.get("ports", {}).values():
+        if p.get("direction") == "output":
+            for b in p.get("bits", []):
+                loads.setdefault(b, []).append(("$port", ""))
+    luts = ffs = pairs = 0
+    for c in mod.get("cells", {}).values():
+        if c["type"] == "SB_LUT4":
+            luts += 1
+            out = loads.get(c["connections"]["O"][0], [])
+            pairs += len(out) == 1 and out[0][0].startswith("SB_DFF") and out[0][1] == "D"
+        elif c["type"].startswith("SB_DFF"):
+            ffs += 1
+    return luts + ffs - pairs
+
+
+def check_fits(cells: dict, target: str, what: str, netlist: dict | None = None) -> dict:
     """Raise HardwareError(``what``, ...) naming the most overflowing resource and both numbers when the
-    estimate of :func:`estimate_resources` exceeds the target's ``capacity``; else return the estimate."""
+    estimate of :func:`estimate_resources` exceeds the target's ``capacity``; else return the estimate.
+    ``netlist`` (Yosys' JSON, iCE40): count logic cells as nextpnr packs them (:func:`ice40_logic_cells`)."""
     t = TARGETS[target]
     need = estimate_resources(cells, target)
+    if netlist is not None and t["family"] == "ice40":
+        need["luts"] = max(need["luts"], ice40_logic_cells(netlist))
     over = [(need[r] / cap, r) for r, cap in t["capacity"].items() if need[r] > cap]
     if over:
         _, r = max(over)
@@ -299,7 +331,8 @@ def synth_rtlil(rtlil_text, name, target="ecp5-85f", freq_mhz=None, timeout=DEFA
         p = _run([yosys, "-q", "-l", "yosys.log", "synth.ys"], d, "yosys", timeout)
         if p.returncode != 0:
             raise HardwareError(f"yosys ({name})", _first_error(p.stderr, p.stdout, _read(d, "yosys.log")))
-        check_fits(yosys_cells(_read_json(d, "stat.json")), target, f"synthesis ({name})")
+        check_fits(yosys_cells(_read_json(d, "stat.json")), target, f"synthesis ({name})",
+                   _read_json(d, "top.json") if t["family"] == "ice40" else None)
         cmd = [nextpnr, *t["args"], "--json", "top.json", "--report", "report.json", "--log", "nextpnr.log",
                "--timing-allow-fail", "--seed", str(seed), "-q", t["unconstrained"]]
         if freq_mhz:
@@ -488,7 +521,8 @@ def run_build_plan(plan, name, target, work_dir, what="board build", timeout=DEF
     if p.returncode != 0:
         raise HardwareError(what, "yosys: " + _first_error(p.stderr, _read(work_dir, f"{name}.rpt"), p.stdout))
     # refuse a design that cannot fit before nextpnr spends minutes finding out
-    check_fits(yosys_cells(_read_json(work_dir, f"{name}.stat.json")), target, what)
+    netlist = _read_json(work_dir, f"{name}.json") if TARGETS[target]["family"] == "ice40" else None
+    check_fits(yosys_cells(_read_json(work_dir, f"{name}.stat.json")), target, what, netlist)
     p = _run(["sh", "pnr.sh"], work_dir, "build script", timeout, env=env)
     log = _read(work_dir, f"{name}.tim")
     if p.returncode != 0:

@@ -28,7 +28,8 @@ SPMV_RANDOM = {"SB_CARRY": 1310, "SB_DFF": 2, "SB_DFFE": 2181, "SB_DFFESR": 1308
 
 
 @pytest.mark.parametrize("target, cells, needle", [
-    ("ice40-up5k", SPMV_RANDOM, "it needs 5810 logic cells (SB_LUT4), the device has 5280"),
+    ("ice40-up5k", SPMV_RANDOM, "it needs 5810 logic cells (SB_LUT4, + SB_DFF* not packed with their LUT), "
+                                "the device has 5280"),
     ("ice40-up5k", {**ICE40_FITS, "SB_DFFE": 5000}, "it needs 5400 logic cells' flip-flops (SB_DFF*), the device has 5280"),
     ("ice40-up5k", {**ICE40_FITS, "SB_RAM40_4K": 31}, "it needs 31 block RAMs (SB_RAM40_4K), the device has 30"),
     ("ice40-up5k", {**ICE40_FITS, "SB_MAC16": 9}, "it needs 9 DSPs (SB_MAC16), the device has 8"),
@@ -50,6 +51,34 @@ def test_worst_overflow_is_named():
     cells = {**ICE40_FITS, "SB_LUT4": 5300, "SB_MAC16": 16}      # 1.004x LUTs, 2x DSPs
     with pytest.raises(HardwareError, match="16 DSPs"):
         synth.check_fits(cells, "ice40-up5k", "board x")
+
+
+def _cell(kind, **conns):
+    dirs = {p: ("output" if p in ("O", "Q") else "input") for p in conns}
+    return {"type": kind, "port_directions": dirs, "connections": {p: [b] for p, b in conns.items()}}
+
+
+def test_ice40_logic_cells_counts_packing():
+    """Only a flip-flop that is the single load of a LUT shares its logic cell (as nextpnr packs them)."""
+    netlist = {"modules": {"top": {"attributes": {"top": "00000000000000000000000000000001"},
+        "ports": {"out": {"direction": "output", "bits": [12]}},
+        "cells": {
+            "a": _cell("SB_LUT4", I0=2, O=10), "fa": _cell("SB_DFFE", D=10, Q=11),          # packed pair
+            "b": _cell("SB_LUT4", I0=11, O=12), "fb": _cell("SB_DFF", D=12, Q=13),          # LUT also drives a port
+            "c": _cell("SB_LUT4", I0=13, O=14), "fc": _cell("SB_DFFSR", D=14, Q=15),        # LUT drives two loads
+            "d": _cell("SB_LUT4", I0=14, O=16),
+            "fd": _cell("SB_DFFESR", D=3, Q=17),                                          # FF alone
+            "k": _cell("SB_CARRY", I0=2, I1=3, CI=4),
+        }}}}
+    # 4 LUTs + 4 FFs - 1 pair
+    assert synth.ice40_logic_cells(netlist) == 7
+    cells = {"SB_LUT4": 4, "SB_DFF": 4}
+    assert synth.check_fits(cells, "ice40-up5k", "x", netlist)["luts"] == 7
+    big = {"modules": {"top": {"cells": {f"f{i}": _cell("SB_DFF", D=2, Q=100 + i) for i in range(2700)}
+                                         | {f"l{i}": _cell("SB_LUT4", I0=2, O=5000 + i) for i in range(2700)}}}}
+    # 2700 LUTs and 2700 FFs each fit, but unpaired they need 5400 cells
+    with pytest.raises(HardwareError, match="it needs 5400 logic cells .* the device has 5280"):
+        synth.check_fits({"SB_LUT4": 2700, "SB_DFF": 2700}, "ice40-up5k", "x", big)
 
 
 def test_build_script_split_keeps_the_environment():
