@@ -7,7 +7,9 @@ board          FPGA                         clock   UART               amaranth-
 ``icebreaker`` iCE40UP5K-SG48               12 MHz  FTDI (rx 6/tx 9)    ``ICEBreakerPlatform``
 =============  ===========================  ======  =================  ==============================
 
-The kernel runs directly on the board clock (no PLL). LED 0 shows ``busy``, LED 1 ``done``.
+On the ULX3S the kernel, bridge and UART run from the ECP5 PLL (:mod:`fuseflow.boards.pll`) at ``--clock``
+(default :data:`DEFAULT_ULX3S_MHZ`); the iCEBreaker runs them on its 12 MHz oscillator. LED 0 shows ``busy``,
+LED 1 ``done``.
 :func:`build_board` elaborates a program (:func:`fuseflow.hw.elaborate.build`), wraps it in a
 :class:`BoardTop`, runs Yosys and nextpnr (YoWASP, :func:`fuseflow.boards.synth.run_build_plan`) in a temporary
 directory and only then writes the bitstream, ``manifest.json`` (the host map the client needs, plus board,
@@ -40,6 +42,22 @@ class Board:
     target: str          # fuseflow.boards.synth.TARGETS key
     bitstream: str       # file extension of the bitstream
     leds: int
+    pll: bool = False            # the kernel clock comes from the FPGA's PLL (ECP5 EHXPLLL) at --clock
+    default_clock_mhz: float | None = None   # --clock default (PLL boards): a frequency the bundled build meets
+
+    def kernel_clock_hz(self, clock_mhz=None):
+        """The kernel clock: the oscillator, or the PLL output nearest ``clock_mhz`` (default
+        ``default_clock_mhz``)."""
+        return self.pll_params(clock_mhz).output_mhz * 1e6 if self.pll else self.clock_hz
+
+    def pll_params(self, clock_mhz=None):
+        if not self.pll:
+            if clock_mhz is not None:
+                raise HardwareError("--clock", f"board {self.name} runs on its {self.clock_hz / 1e6:g} MHz "
+                                               f"oscillator (no PLL)")
+            return None
+        from .pll import ecp5_pll_params
+        return ecp5_pll_params(self.clock_hz / 1e6, clock_mhz or self.default_clock_mhz)
 
     def platform(self):
         if self.platform_name == "ULX3S_85F_Platform":
@@ -51,9 +69,12 @@ class Board:
         raise HardwareError("board", f"unknown platform {self.platform_name}")
 
 
+#: the ULX3S kernel clock by default: below the Fmax the SpMV board build reaches (docs/boards.md)
+DEFAULT_ULX3S_MHZ = 40.0
+
 BOARDS = {
     "ulx3s-85f": Board("ulx3s-85f", "ULX3S (ECP5 LFE5U-85F)", "ULX3S_85F_Platform", 25e6, "ecp5", "ecp5-85f",
-                       "bit", 2),
+                       "bit", 2, pll=True, default_clock_mhz=DEFAULT_ULX3S_MHZ),
     "icebreaker": Board("icebreaker", "iCEBreaker (iCE40UP5K)", "ICEBreakerPlatform", 12e6, "ice40",
                         "ice40-up5k", "bin", 2),
 }
@@ -86,14 +107,21 @@ class BoardTop(Elaboratable):
     """``build`` (:class:`fuseflow.hw.elaborate.Build`) behind a :class:`~fuseflow.boards.bridge.BridgedTop` on
     the board's UART and LEDs."""
 
-    def __init__(self, build, board, baud=DEFAULT_BAUD):
+    def __init__(self, build, board, baud=DEFAULT_BAUD, clock_mhz=None):
         self.board = board
         self.baud = baud
-        self.divisor = uart_divisor(board.clock_hz, baud)
+        self.pll = board.pll_params(clock_mhz)
+        self.clock_hz = board.kernel_clock_hz(clock_mhz)
+        self.divisor = uart_divisor(self.clock_hz, baud)     # the UART runs on the kernel clock
         self.bridged = BridgedTop(build, self.divisor)
 
     def elaborate(self, platform):
         m = Module()
+        if self.pll is not None:
+            from .pll import ECP5PLLDomain
+            osc = platform.request(platform.default_clk, dir="-")
+            m.submodules.osc = osc_buf = io.Buffer("i", osc)
+            ECP5PLLDomain(self.pll).add_to(m, osc_buf.i, platform)
         m.submodules.bridged = b = self.bridged
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
@@ -105,16 +133,16 @@ class BoardTop(Elaboratable):
         return m
 
 
-def board_manifest(build, board, baud, divisor, bid):
+def board_manifest(build, board, baud, divisor, bid, clock_hz=None):
     man = build.manifest()
-    man["board"] = {"name": board.name, "description": board.description, "clock_hz": board.clock_hz,
+    man["board"] = {"name": board.name, "description": board.description, "clock_hz": clock_hz or board.clock_hz,
                     "baud": baud, "divisor": divisor, "build_id": f"{bid:#010x}",
                     "protocol_version": P.VERSION}
     return man
 
 
 def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, baud=DEFAULT_BAUD, seed=1,
-                keep_work=None, progress=None):
+                keep_work=None, progress=None, clock_mhz=None):
     """Build ``graph`` (Program or graph.json path) for ``board`` (name or :class:`Board`) into ``out_dir``.
 
     Returns the report dict (also written to ``out_dir/report.json``). Raises HardwareError (nothing written)
@@ -124,12 +152,12 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
     from ..hw.elaborate import load_program
     from .synth import build_overrides, run_build_plan
     board = get_board(board) if isinstance(board, str) else board
-    uart_divisor(board.clock_hz, baud)              # bad baud rates fail before any elaboration
+    uart_divisor(board.kernel_clock_hz(clock_mhz), baud)   # bad clocks and baud rates fail before elaboration
     say = progress or (lambda msg: None)
     t0 = time.monotonic()
     program = load_program(graph)
     b = hw_build(program, inputs, bake=bake and inputs is not None, probes=probes)
-    top = BoardTop(b, board, baud)
+    top = BoardTop(b, board, baud, clock_mhz)
     bid = top.bridged.build_id
     name = "top"
     say(f"elaborating {program.name} for {board.description}")
@@ -152,13 +180,23 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
                     logs[dst] = f.read()
             except OSError:
                 pass
-    man = board_manifest(b, board, baud, top.divisor, bid)
-    clock_mhz = board.clock_hz / 1e6
+    man = board_manifest(b, board, baud, top.divisor, bid, top.clock_hz)
+    clock_mhz = top.clock_hz / 1e6
+    clock = {"source": "pll" if top.pll else "oscillator", "oscillator_mhz": board.clock_hz / 1e6,
+             "kernel_mhz": clock_mhz}
+    if top.pll:
+        clock["pll"] = top.pll.to_json()
+    run = None
+    if inputs is not None:
+        from ..hw.elaborate import reference_run
+        cycles = reference_run(program, inputs).cycles
+        run = {"cycles": cycles, "seconds": cycles / top.clock_hz,
+               "source": "reference simulator cycles of the build's inputs / kernel clock"}
     bit_name = f"{b.name}.{board.bitstream}"
     report = {
         "board": board.name, "description": board.description, "device": _device(board),
         "program": program.name, "module": b.name, "kernels": [k.name for k in program.kernels],
-        "clock_mhz": clock_mhz, "fmax_mhz": _round(res.fmax_mhz),
+        "clock_mhz": _round(clock_mhz, 6), "clock": clock, "expected_run": run, "fmax_mhz": _round(res.fmax_mhz),
         "timing_met": res.fmax_mhz is not None and res.fmax_mhz >= clock_mhz,
         "margin": _round(res.fmax_mhz / clock_mhz) if res.fmax_mhz else None,
         "utilisation": {"luts": res.luts, "ffs": res.ffs, "brams": res.brams, "dsps": res.dsps,

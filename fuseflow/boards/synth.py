@@ -32,11 +32,15 @@ TARGETS = {
         "family": "ecp5", "device": "LFE5U-85F-6BG381C", "synth": "synth_ecp5",
         "nextpnr": "nextpnr-ecp5", "args": ["--85k", "--package", "CABGA381", "--speed", "6"],
         "unconstrained": "--lpf-allow-unconstrained",
+        # what the device holds (checked against Yosys' cell counts before nextpnr, see check_fits)
+        "capacity": {"luts": 83640, "ffs": 83640, "brams": 208, "dsps": 156},
     },
     "ice40-up5k": {
         "family": "ice40", "device": "iCE40UP5K-SG48", "synth": "synth_ice40 -dsp",
         "nextpnr": "nextpnr-ice40", "args": ["--up5k", "--package", "sg48"],
         "unconstrained": "--pcf-allow-unconstrained",
+        # 5280 logic cells, each one LUT4 + one flip-flop; 30 SB_RAM40_4K; 8 SB_MAC16
+        "capacity": {"luts": 5280, "ffs": 5280, "brams": 30, "dsps": 8},
     },
 }
 
@@ -46,6 +50,14 @@ RESOURCE_NAMES = {
     "MULT18X18D": "DSP multipliers", "ALU54B": "DSP ALUs", "TRELLIS_IO": "I/O pins", "TRELLIS_RAMW": "LUT RAM",
     "ICESTORM_LC": "logic cells (LUT4 + FF)", "ICESTORM_RAM": "block RAMs", "ICESTORM_DSP": "DSPs",
     "ICESTORM_SPRAM": "SPRAMs", "SB_IO": "I/O pins", "SB_GB": "global buffers",
+}
+
+#: resource names of the pre-place-and-route check (check_fits), per family
+RESOURCE_LABELS = {
+    "ecp5": {"luts": "LUT4s (LUT4 + 2 per CCU2C carry + 2 per DPR16X4 LUT RAM)", "ffs": "flip-flops (TRELLIS_FF)",
+             "brams": "block RAMs (DP16KD)", "dsps": "DSP multipliers (MULT18X18D)"},
+    "ice40": {"luts": "logic cells (SB_LUT4, + SB_DFF* not packed with their LUT)", "ffs": "logic cells' flip-flops (SB_DFF*)",
+              "brams": "block RAMs (SB_RAM40_4K)", "dsps": "DSPs (SB_MAC16)"},
 }
 
 #: tool -> (environment variable, YoWASP executable, PyPI package)
@@ -224,6 +236,67 @@ def _first_error(*texts):
     return "failed without a message"
 
 
+def estimate_resources(cells: dict, target: str) -> dict:
+    """Lower bounds of what a design needs on ``target`` from Yosys' cells by type (``stat -json`` after
+    ``synth_ecp5`` / ``synth_ice40``): ``{"luts", "ffs", "brams", "dsps"}``, the keys of the target's
+    ``capacity``. A design above any of them cannot place; one below may still fail to pack (nextpnr's
+    utilisation then names the resource)."""
+    n = lambda *types: sum(int(cells.get(t, 0)) for t in types)
+    ffs_of = lambda prefix: sum(int(k) for c, k in cells.items() if c.startswith(prefix))
+    if TARGETS[target]["family"] == "ecp5":
+        # a CCU2C is a two-bit carry slice (two LUT4 positions); a DPR16X4 16x4 LUT RAM takes two LUT4s' RAM
+        return {"luts": n("LUT4") + 2 * n("CCU2C") + 2 * n("TRELLIS_DPR16X4"), "ffs": n("TRELLIS_FF"),
+                "brams": n("DP16KD"), "dsps": n("MULT18X18D")}
+    # an SB_CARRY shares its logic cell with a LUT (a lone carry takes a pass-through LUT)
+    return {"luts": max(n("SB_LUT4"), n("SB_CARRY")), "ffs": ffs_of("SB_DFF"),
+            "brams": n("SB_RAM40_4K"), "dsps": n("SB_MAC16")}
+
+
+def ice40_logic_cells(netlist: dict) -> int:
+    """Logic cells an iCE40 design needs after nextpnr's packing, from Yosys' JSON netlist (``write_json``):
+    every SB_LUT4 and every SB_DFF* takes a cell, except that a flip-flop whose D input is the only load of a
+    LUT's output shares that LUT's cell (nextpnr packs exactly those pairs); SB_CARRYs are assumed to share
+    their LUTs' cells (a lower bound)."""
+    mod = next((m for m in netlist.get("modules", {}).values() if int(m.get("attributes", {}).get("top", 0) or 0)),
+               None) or next(iter(netlist.get("modules", {}).values()), {})
+    loads = {}
+    for c in mod.get("cells", {}).values():
+        dirs = c.get("port_directions", {})
+        for port, bits in c.get("connections", {}).items():
+            if dirs.get(port) == "input":
+                for b in bits:
+                    loads.setdefault(b, []).append((c["type"], port))
+    for p in mod.get("ports", {}).values():
+        if p.get("direction") == "output":
+            for b in p.get("bits", []):
+                loads.setdefault(b, []).append(("$port", ""))
+    luts = ffs = pairs = 0
+    for c in mod.get("cells", {}).values():
+        if c["type"] == "SB_LUT4":
+            luts += 1
+            out = loads.get(c["connections"]["O"][0], [])
+            pairs += len(out) == 1 and out[0][0].startswith("SB_DFF") and out[0][1] == "D"
+        elif c["type"].startswith("SB_DFF"):
+            ffs += 1
+    return luts + ffs - pairs
+
+
+def check_fits(cells: dict, target: str, what: str, netlist: dict | None = None) -> dict:
+    """Raise HardwareError(``what``, ...) naming the most overflowing resource and both numbers when the
+    estimate of :func:`estimate_resources` exceeds the target's ``capacity``; else return the estimate.
+    ``netlist`` (Yosys' JSON, iCE40): count logic cells as nextpnr packs them (:func:`ice40_logic_cells`)."""
+    t = TARGETS[target]
+    need = estimate_resources(cells, target)
+    if netlist is not None and t["family"] == "ice40":
+        need["luts"] = max(need["luts"], ice40_logic_cells(netlist))
+    over = [(need[r] / cap, r) for r, cap in t["capacity"].items() if need[r] > cap]
+    if over:
+        _, r = max(over)
+        raise HardwareError(what, f"the design does not fit the {t['device']}: it needs {need[r]} "
+                                  f"{RESOURCE_LABELS[t['family']][r]}, the device has {t['capacity'][r]}")
+    return need
+
+
 def overflow_message(log_text, target_desc):
     """A 'does not fit' message from nextpnr's utilisation lines, or None."""
     worst = None
@@ -258,6 +331,8 @@ def synth_rtlil(rtlil_text, name, target="ecp5-85f", freq_mhz=None, timeout=DEFA
         p = _run([yosys, "-q", "-l", "yosys.log", "synth.ys"], d, "yosys", timeout)
         if p.returncode != 0:
             raise HardwareError(f"yosys ({name})", _first_error(p.stderr, p.stdout, _read(d, "yosys.log")))
+        check_fits(yosys_cells(_read_json(d, "stat.json")), target, f"synthesis ({name})",
+                   _read_json(d, "top.json") if t["family"] == "ice40" else None)
         cmd = [nextpnr, *t["args"], "--json", "top.json", "--report", "report.json", "--log", "nextpnr.log",
                "--timing-allow-fail", "--seed", str(seed), "-q", t["unconstrained"]]
         if freq_mhz:
@@ -438,7 +513,17 @@ def run_build_plan(plan, name, target, work_dir, what="board build", timeout=DEF
     plan.extract(work_dir)
     env = toolchain_env()
     t0 = time.monotonic()
-    p = _run(["sh", f"build_{name}.sh"], work_dir, "build script", timeout, env=env)
+    synth_sh, pnr_sh = split_build_script(_read(work_dir, f"build_{name}.sh"))
+    for script, text in (("synth.sh", synth_sh), ("pnr.sh", pnr_sh)):
+        with open(os.path.join(work_dir, script), "w") as f:
+            f.write(text)
+    p = _run(["sh", "synth.sh"], work_dir, "build script", timeout, env=env)
+    if p.returncode != 0:
+        raise HardwareError(what, "yosys: " + _first_error(p.stderr, _read(work_dir, f"{name}.rpt"), p.stdout))
+    # refuse a design that cannot fit before nextpnr spends minutes finding out
+    netlist = _read_json(work_dir, f"{name}.json") if TARGETS[target]["family"] == "ice40" else None
+    check_fits(yosys_cells(_read_json(work_dir, f"{name}.stat.json")), target, what, netlist)
+    p = _run(["sh", "pnr.sh"], work_dir, "build script", timeout, env=env)
     log = _read(work_dir, f"{name}.tim")
     if p.returncode != 0:
         ylog = _read(work_dir, f"{name}.rpt")
@@ -451,6 +536,17 @@ def run_build_plan(plan, name, target, work_dir, what="board build", timeout=DEF
                         log, target)
     res.name, res.seconds = name, time.monotonic() - t0
     return res
+
+
+def split_build_script(text: str) -> tuple:
+    """Amaranth's generated ``build_<name>.sh`` split into (environment + Yosys, environment + the rest:
+    nextpnr and the bitstream packer), so the resource check runs between them."""
+    lines = text.splitlines()
+    ys = next((i for i, l in enumerate(lines) if l.startswith('"$YOSYS"')), None)
+    if ys is None:
+        raise HardwareError("build script", "no Yosys step in the generated build script")
+    head = [l for l in lines[:ys] if not l.startswith('"$')]
+    return "\n".join(lines[:ys + 1]) + "\n", "\n".join(head + lines[ys + 1:]) + "\n"
 
 
 def build_overrides(name, family, seed=1):

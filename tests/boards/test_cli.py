@@ -34,8 +34,15 @@ def test_simulate_command(spmv_files, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--board", "nope"], "error: --board: unknown board 'nope'"),
     (["--board", "icebreaker", "--no-capacities"], "error: tensor B: no capacity"),
-    (["--board", "ulx3s-85f", "--inputs", "{d}", "--baud", "10000000"], "error: --baud: 10000000 baud is too fast"),
-    (["--board", "ulx3s-85f", "--inputs", "{d}", "--baud", "2900000"], "error: --baud: 2900000 baud is 4.2% off"),
+    (["--board", "ulx3s-85f", "--inputs", "{d}", "--clock", "25", "--baud", "10000000"],
+     "error: --baud: 10000000 baud is too fast"),
+    (["--board", "ulx3s-85f", "--inputs", "{d}", "--clock", "25", "--baud", "2900000"],
+     "error: --baud: 2900000 baud is 4.2% off"),
+    # the UART divisor follows the PLL clock: 10 Mbaud is 4 clocks per bit at 40 MHz, too fast at 30
+    (["--board", "ulx3s-85f", "--inputs", "{d}", "--clock", "30", "--baud", "10000000"],
+     "error: --baud: 10000000 baud is too fast for a 30 MHz clock"),
+    (["--board", "ulx3s-85f", "--inputs", "{d}", "--clock", "500"], "error: --clock: the ECP5 PLL makes 10-400 MHz"),
+    (["--board", "icebreaker", "--inputs", "{d}", "--clock", "20"], "error: --clock: board icebreaker runs on its"),
     (["--board", "ulx3s-85f", "--inputs", "{missing}"], "missing.npz: no such file"),
     (["--board", "icebreaker", "--inputs", "{d}", "--random-inputs", "0.5"], "either --inputs or --random-inputs"),
     (["--board", "icebreaker", "--random-inputs", "2"], "error: --random-inputs: density must be in (0, 1]"),
