@@ -2,7 +2,6 @@
 and spacc) on Verilator: outputs bit-identical and kernel cycles equal to the fixed-mode simulator. Slow
 (a Verilator build per program)."""
 
-import os
 
 import pytest
 
@@ -35,11 +34,6 @@ PROGRAMS = {
         r(i) = sqrt(s(i)) - 1
     """,
 }
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return os.environ.get("FUSEFLOW_HW_CACHE") or str(tmp_path_factory.mktemp("verilator-cache"))
 
 
 @pytest.mark.slow
