@@ -213,13 +213,14 @@ class CompiledModel:
         return paths
 
     def rtl_sim(self, inputs=None, simulator: str = "verilator", out_dir: str | None = None,
-                compile_fast: bool = False) -> dict:
+                compile_fast: bool | None = None) -> dict:
         """Run the RTL (Verilator) and compare every written tensor bit for bit with the fixed-mode simulator.
 
         Returns the summary of :func:`fuseflow.hw.__main__.run_sim` (``ok``, ``rtl_cycles``, ``sim_cycles``,
         ``cycles_equal``, ``mismatches``); with ``out_dir`` also the paths of :meth:`build` (``paths``), written
         from the very design that ran (elaborated once). ``compile_fast``: the design's C++ at -O0 (about half
-        the Verilator compile time; for short runs)."""
+        the Verilator compile time; for short runs); None: for large designs only (see
+        :func:`fuseflow.hw.verilator.build_verilator`)."""
         from .hw.__main__ import run_sim
         from .hw.elaborate import build, reference_run
         data = self._inputs(inputs)

@@ -73,7 +73,7 @@ def cmd_build(args):
 
 
 def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None,
-            compile_fast=False, prebuilt=None):
+            compile_fast=None, prebuilt=None):
     """Elaborate, run and compare; returns a summary dict (also used by tests and benchmarks).
 
     ``prebuilt``: a :class:`~fuseflow.hw.elaborate.Build` of ``graph`` made with ``inputs`` (its reference run

@@ -157,14 +157,17 @@ def _run_logged(cmd, cwd, log):
         raise subprocess.CalledProcessError(r.returncode, cmd[0])
 
 
-def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True, compile_fast=False):
+def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True, compile_fast=None):
     """Compile ``verilog_text`` (top ``module``) with Verilator for cocotb; return the build directory.
 
     Cached: an identical design reuses the earlier build, and Verilator's runtime objects are compiled once per
     cache. The command is cocotb's runner's (VPI, cocotb's main and library) without ``--public-flat-rw``: the
     bench drives top-level ports only, and public internals only slow the model down. ``compile_fast``: the
-    design's C++ without optimisation (:data:`COMPILE_FAST`): about half the compile time, for short runs."""
+    design's C++ without optimisation (:data:`COMPILE_FAST`): about half the compile time, for short runs;
+    None (the default) chooses it for designs over :data:`COMPILE_FAST_ABOVE` characters of Verilog."""
     ensure_verilator()
+    if compile_fast is None:
+        compile_fast = len(verilog_text) > COMPILE_FAST_ABOVE
     design_make = COMPILE_FAST if compile_fast else ()
     key = hashlib.sha256("\n".join([verilog_text, module, repr(BUILD_ARGS), repr(MAKE_OVERRIDES), repr(TIMESCALE),
                                     str(waves), _versions()] + list(design_make)).encode()).hexdigest()[:20]
@@ -216,6 +219,9 @@ MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include",)
 #: objects (OPT_GLOBAL) are shared by every build of a cache and keep their flags. The GCN of ``make demo``
 #: compiles in about half the time and runs its few thousand cycles in well under a second either way.
 COMPILE_FAST = ("OPT_FAST=-O0",)
+#: Verilog size (characters) above which a build is quick by default: the decoder example (12 MB of Verilog,
+#: about 1,300 modules) spends tens of minutes in g++ at -Os, several times its run, and about 6 at -O0
+COMPILE_FAST_ABOVE = 4_000_000
 
 
 @contextlib.contextmanager
@@ -278,7 +284,7 @@ def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_
     return res
 
 
-def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=None, root=None, compile_fast=False):
+def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=None, root=None, compile_fast=None):
     """Build (cached) and run a :class:`fuseflow.hw.elaborate.Build` under Verilator."""
     if images is None:
         images = {} if b.baked else b.images
