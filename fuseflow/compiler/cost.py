@@ -46,10 +46,20 @@ class Estimate:
 @dataclass
 class _S:
     """A stream's expected tokens per level (root first), the dimension of each level, and the fraction of
-    its data tokens that are real (not a union's N placeholder: N reads no memory)."""
+    its data tokens that are real (not a union's N placeholder: N reads no memory).
+
+    Co-iterated operands are often not independent (``A*B + A``, ``P + C - 2A`` with ``P = A*B``, the same
+    stream fed to several inputs), so coordinate streams also carry their *support*: a formula over atoms
+    (one atom per fibre of a stored level: tensor, level, and the identity of the parent reference) with each
+    atom's probability, and reference streams the identity of what they point at (``key``)."""
     counts: tuple
     dims: tuple
     real: float = 1.0
+    held: bool = False          # carries an outer level's coordinate at every position (crd_hold's output)
+    support: object = None      # formula: True, ("a", atom), ("&", forms) or ("|", forms); None: unknown
+    atoms: dict = field(default_factory=dict)
+    key: object = None          # reference streams: what the references point at
+    cv: int = -1                # coordinate streams: the coordinate variable (unified by co-iteration)
 
     @property
     def n(self):
@@ -64,6 +74,34 @@ class _S:
 
     def with_n(self, n, real=1.0):
         return _S(self.counts[:-1] + (n,), self.dims, real)
+
+
+#: above this many distinct atoms a co-iteration falls back to independent operands (2^atoms evaluations)
+MAX_ATOMS = 10
+
+
+def _holds(form, truth: dict) -> bool:
+    if form is True:
+        return True
+    if form[0] == "a":
+        return truth[form[1]]
+    vals = (_holds(f, truth) for f in form[1])
+    return all(vals) if form[0] == "&" else any(vals)
+
+
+def _probability(form, atoms: dict) -> float:
+    """P(form) for independent atoms of the given probabilities (exact enumeration)."""
+    names = list(atoms)
+    total = 0.0
+    for bits in range(1 << len(names)):
+        pr, truth = 1.0, {}
+        for i, a in enumerate(names):
+            on = bool(bits >> i & 1)
+            truth[a] = on
+            pr *= atoms[a] if on else 1.0 - atoms[a]
+        if pr and _holds(form, truth):
+            total += pr
+    return total
 
 
 def _uniform_levels(decl, density: float) -> list:
@@ -134,6 +172,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     busy = {}                                 # node -> expected firings
     moved = set()
     written = {}
+    coords = _Coords()
 
     def inp(node, port):
         sid = into.get((node, port))
@@ -148,13 +187,14 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
         node = k.nodes[nid]
         op, p = node.op, node.params
         if op == "root":
-            out(nid, "ref", _S((1.0,), (1,)))
+            out(nid, "ref", _S((1.0,), (1,), key="root"))
             busy[nid] = 2
         elif op == "level_scan":
             r = inp(nid, "ref")
             name, lv = p.get("tensor"), p.get("level", 0)
             decl = prog.tensors.get(name) if name else None
             dim = p.get("dim") or (decl.level_dim(lv) if decl is not None else 1)
+            fibre = (name, lv, coords.canon(r.key)) if name and r.key is not None else ("node", nid)
             if p["format"] == "dense":
                 n = r.n * r.real * dim
             else:
@@ -166,6 +206,12 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 read += (2 * r.n * r.real + n) * crd_b
                 moved.add(nid)
             s = r.child(n, dim)
+            s.cv = coords.fresh()
+            if p["format"] == "dense":
+                s.support = True
+            else:
+                s.support, s.atoms = ("a", fibre), {fibre: min(1.0, n / (r.n * dim)) if r.n * dim else 0.0}
+            s.key = ("ref", fibre, ("cv", s.cv))
             out(nid, "crd", s)
             out(nid, "ref", s)
             busy[nid] = n + r.n
@@ -177,26 +223,82 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             out(nid, "crd", s)
             out(nid, "ref", s)
             busy[nid] = s.n + r.n
-        elif op == "locate":
+        elif op == "crd_mask":
+            from ..samml.masks import kept_count, parse_mask
             c = inp(nid, "crd")
-            out(nid, "ref", c)
+            keep = kept_count(parse_mask(p["mask"]), p["rows"], p["dim"]) / max(1, p["rows"] * p["dim"])
+            kept = c.with_n(c.n * keep)
+            kept.cv = c.cv
+            mask_atom = ("mask", nid)
+            kept.atoms = {**c.atoms, mask_atom: keep}
+            kept.support = ("&", (c.support if c.support is not None else True, ("a", mask_atom)))
+            out(nid, "crd", kept)
+            for i in range(p.get("arity", 1)):
+                r = inp(nid, f"ref{i}")
+                if r is not None:
+                    rk = _S(kept.counts, kept.dims, r.real, key=r.key)
+                    out(nid, f"ref{i}", rk)
+            busy[nid] = c.n + c.fibres
+        elif op == "locate":
+            c, r = inp(nid, "crd"), inp(nid, "ref")
+            located = _S(c.counts, c.dims, c.real)
+            parent = coords.canon(r.key) if r is not None and r.key is not None else ("node", nid)
+            located.key = ("ref", (p.get("tensor"), p.get("level"), parent), ("cv", c.cv))
+            out(nid, "ref", located)
             busy[nid] = c.n + c.fibres
         elif op in ("intersect", "union"):
             ar = p.get("arity", 2)
             cs = [inp(nid, f"crd{i}") for i in range(ar)]
             base = cs[0]
             cap = base.fibres * base.dims[-1]
-            ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
+            forms, atoms = [], {}
+            for i, c in enumerate(cs):
+                coords.unify(c.cv, base.cv)
+                if c.support is None:          # unknown support: an atom of its own (per stream)
+                    a = ("stream", into[(nid, f"crd{i}")])
+                    forms.append(("a", a))
+                    atoms[a] = min(1.0, c.n / cap) if cap else 0.0
+                else:
+                    forms.append(coords.canon(c.support))
+                    for a, q in c.atoms.items():
+                        atoms.setdefault(coords.canon(a), q)
+            refs = [inp(nid, f"ref{i}") for i in range(ar)]
+            # where each operand's reference is real (not N): its own support if known, else its coordinates'
+            rsups = []
+            for i, ri in enumerate(refs):
+                if ri is not None and ri.support is not None:
+                    rsups.append(coords.canon(ri.support))
+                    for a, q in ri.atoms.items():
+                        atoms.setdefault(coords.canon(a), q)
+                else:
+                    rsups.append(forms[i])
+            form = ("&" if op == "intersect" else "|", tuple(forms))
+            exact = len(atoms) <= MAX_ATOMS
+            if exact:
+                pform = _probability(form, atoms)
+                n = cap * pform
+            else:                              # independent operands
+                ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
+                n = cap * (math.prod(ps) if op == "intersect" else 1.0 - math.prod(1.0 - q for q in ps))
             if op == "intersect":
-                n = cap * math.prod(ps)
                 busy[nid] = sum(c.n for c in cs) - (ar - 1) * n + base.fibres
             else:
-                n = cap * (1.0 - math.prod(1.0 - q for q in ps))
                 busy[nid] = n + base.fibres
-            out(nid, "crd", base.with_n(n))
+            crd = base.with_n(n)
+            crd.support, crd.atoms, crd.cv = form, atoms, base.cv
+            out(nid, "crd", crd)
             for i in range(ar):
-                real = 1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n)
-                out(nid, f"ref{i}", base.with_n(n, real))
+                if exact:
+                    rsup = ("&", (form, rsups[i]))
+                    real = min(1.0, _probability(rsup, atoms) / pform) if pform else 1.0
+                else:
+                    rsup = None
+                    real = refs[i].real if op == "intersect" and refs[i] is not None else \
+                        (1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n))
+                r = base.with_n(n, real)
+                r.key = refs[i].key if refs[i] is not None else None
+                r.support, r.atoms = rsup, (atoms if exact else {})
+                out(nid, f"ref{i}", r)
         elif op == "repeat_sig":
             c = inp(nid, "in")
             out(nid, "repsig", c)
@@ -204,7 +306,11 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
         elif op == "repeat":
             rs = inp(nid, "repsig")
             held = inp(nid, "in")
-            out(nid, "out", _S(rs.counts, rs.dims, held.real if held is not None else 1.0))
+            if held is None:
+                out(nid, "out", _S(rs.counts, rs.dims))
+            else:
+                out(nid, "out", _S(rs.counts, rs.dims, held.real, key=held.key, support=held.support,
+                                   atoms=held.atoms))
             busy[nid] = rs.n + rs.fibres
         elif op == "array":
             r = inp(nid, "ref")
@@ -237,7 +343,18 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             D = max(1, math.prod(c.dims[top + 1:base + 1]))
             K = c.counts[base] / c.counts[top] if c.counts[top] else 0.0
             newc, newd = list(c.counts[:top + 1]), list(c.dims[:top + 1])
-            for j in range(1, order + 1):
+            if c.held:
+                # a permuted copy: every entry arrives as its own one-coordinate fibres carrying its target
+                # coordinates, so nothing merges and the group is the source's entries re-sorted: a uniform
+                # tensor of the target dims with the same number of entries
+                tdims = [p.get("dim_outer1", 1), p.get("dim_outer", 1), p.get("dim", 1)][3 - order:]
+                per = v.n / c.counts[top] if c.counts[top] else 0.0
+                rho = min(1.0, per / max(1, math.prod(tdims)))
+                for j in range(order):
+                    rest = math.prod(tdims[j + 1:])
+                    newc.append(c.counts[top] * math.prod(tdims[:j + 1]) * (1.0 - (1.0 - rho) ** rest))
+                    newd.append(tdims[j])
+            for j in range(1, order + 1 if not c.held else 1):
                 span = math.prod(c.dims[base + 1:base + j + 1])
                 q = c.counts[base + j] / (c.counts[base] * span) if c.counts[base] else 0.0
                 newc.append(c.counts[top] * span * (1.0 - (1.0 - min(q, 1.0) * min(K / D, 1.0)) ** D))
@@ -257,7 +374,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             busy[nid] = i.n + i.fibres
         elif op == "crd_hold":
             i = inp(nid, "inner")
-            out(nid, "outer", i)
+            out(nid, "outer", _S(i.counts, i.dims, i.real, held=True))
             busy[nid] = i.n + i.fibres
         elif op == "level_write":
             c = inp(nid, "crd")
@@ -285,7 +402,37 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     from ..sim.memory import memory_stages
     compute = max(busy.values(), default=0) + 1 + pipeline_fill(prog, k)
     return {"name": k.name, "alu_ops": alu, "read": read, "write": write, "compute": compute,
-            "stages": memory_stages(k, moved) if moved else 0}
+            "stages": memory_stages(k, moved) if moved else 0,
+            "streams": {sid: s.n for sid, s in est.items()}}
+
+
+class _Coords:
+    """Coordinate variables of a kernel: co-iterated coordinate streams are one variable (union-find)."""
+
+    def __init__(self):
+        self.parent = []
+
+    def fresh(self) -> int:
+        self.parent.append(len(self.parent))
+        return len(self.parent) - 1
+
+    def find(self, v: int) -> int:
+        while self.parent[v] != v:
+            self.parent[v] = self.parent[self.parent[v]]
+            v = self.parent[v]
+        return v
+
+    def unify(self, a: int, b: int) -> None:
+        if a >= 0 and b >= 0:
+            self.parent[self.find(a)] = self.find(b)
+
+    def canon(self, x):
+        """``x`` (a nested tuple naming fibres and references) with every ("cv", v) at its representative."""
+        if isinstance(x, tuple):
+            if len(x) == 2 and x[0] == "cv":
+                return ("cv", self.find(x[1])) if x[1] >= 0 else x
+            return tuple(self.canon(y) for y in x)
+        return x
 
 
 def pipeline_fill(prog, k) -> int:
