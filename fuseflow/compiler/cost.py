@@ -7,7 +7,12 @@ tokens, ``counts[-2]`` its fibres) under one assumption: nonzeros are independen
 
 - a compressed level's fibres hold ``stored(level) / stored(level above)`` coordinates on average;
 - k co-iterated fibres of a dimension d with densities p_1..p_k intersect in ``d * prod(p)`` coordinates and
-  unite in ``d * (1 - prod(1 - p))`` (the intersection rate);
+  unite in ``d * (1 - prod(1 - p))`` (the intersection rate) when they are independent; when they are not (the
+  same fibre read twice, ``A*B + A``, one stream fed to several inputs, references that are ``N`` where a
+  union's other operands hold), every stream carries its support as a formula over per-fibre atoms and the
+  rate is the formula's exact probability, conditioned on the parent position existing;
+- a permuted copy (a spacc over held coordinates) re-sorts its entries without merging any; a mask over
+  coordinates another mask generated keeps the positions both keep;
 - K partial results of density q merged by a sparse accumulator are nonzero with ``1 - (1 - q)^K``.
 
 Inputs are described by their densities (``densities={name: p}``, dense tensors 1.0) or their data
@@ -56,10 +61,13 @@ class _S:
     dims: tuple
     real: float = 1.0
     held: bool = False          # carries an outer level's coordinate at every position (crd_hold's output)
-    support: object = None      # formula: True, ("a", atom), ("&", forms) or ("|", forms); None: unknown
+    support: object = None      # where its tokens are real: True, ("a", atom), ("&", fs), ("|", fs); None: unknown
     atoms: dict = field(default_factory=dict)
+    pos: object = None          # reference streams: where its tokens are (real or N); None: as support
+    ctx: object = True          # the positions one level up whose fibres these are
     key: object = None          # reference streams: what the references point at
     cv: int = -1                # coordinate streams: the coordinate variable (unified by co-iteration)
+    pattern: object = None      # (row, column) positions a masked stream can hold (NumPy bool), if known
 
     @property
     def n(self):
@@ -77,31 +85,55 @@ class _S:
 
 
 #: above this many distinct atoms a co-iteration falls back to independent operands (2^atoms evaluations)
-MAX_ATOMS = 10
+MAX_ATOMS = 14
 
 
-def _holds(form, truth: dict) -> bool:
+def _both(a, b):
+    """The formula ``a and b`` (True is the neutral element)."""
+    if a is True or a is None:
+        return True if b is None else b
+    if b is True or b is None:
+        return a
+    return ("&", (a, b))
+
+
+def _atoms_of(form, out: set) -> set:
+    if form is not True:
+        if form[0] == "a":
+            out.add(form[1])
+        else:
+            for f in form[1]:
+                _atoms_of(f, out)
+    return out
+
+
+def _truth(form, column: dict):
+    import numpy as np
     if form is True:
         return True
     if form[0] == "a":
-        return truth[form[1]]
-    vals = (_holds(f, truth) for f in form[1])
-    return all(vals) if form[0] == "&" else any(vals)
+        return column[form[1]]
+    vals = [_truth(f, column) for f in form[1]]
+    out = vals[0]
+    for v in vals[1:]:
+        out = np.logical_and(out, v) if form[0] == "&" else np.logical_or(out, v)
+    return out
 
 
-def _probability(form, atoms: dict) -> float:
-    """P(form) for independent atoms of the given probabilities (exact enumeration)."""
-    names = list(atoms)
-    total = 0.0
-    for bits in range(1 << len(names)):
-        pr, truth = 1.0, {}
-        for i, a in enumerate(names):
-            on = bool(bits >> i & 1)
-            truth[a] = on
-            pr *= atoms[a] if on else 1.0 - atoms[a]
-        if pr and _holds(form, truth):
-            total += pr
-    return total
+def _probability(form, atoms: dict):
+    """P(form) for independent atoms of the given probabilities (exact, over the truth table of the atoms
+    ``form`` uses); None with more than :data:`MAX_ATOMS` of them."""
+    import numpy as np
+    names = sorted(_atoms_of(form, set()), key=repr)
+    if len(names) > MAX_ATOMS:
+        return None
+    if not names:
+        return 1.0
+    table = (np.arange(1 << len(names))[:, None] >> np.arange(len(names))) & 1 == 1
+    ps = np.array([atoms[a] for a in names])
+    weight = np.prod(np.where(table, ps, 1.0 - ps), axis=1)
+    holds = _truth(form, {a: table[:, i] for i, a in enumerate(names)})
+    return float(weight.sum()) if holds is True else float(weight[holds].sum())
 
 
 def _uniform_levels(decl, density: float) -> list:
@@ -187,7 +219,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
         node = k.nodes[nid]
         op, p = node.op, node.params
         if op == "root":
-            out(nid, "ref", _S((1.0,), (1,), key="root"))
+            out(nid, "ref", _S((1.0,), (1,), key="root", support=True))
             busy[nid] = 2
         elif op == "level_scan":
             r = inp(nid, "ref")
@@ -207,41 +239,60 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 moved.add(nid)
             s = r.child(n, dim)
             s.cv = coords.fresh()
+            # a fibre's coordinates exist where its parent reference is real and the fibre holds them
+            s.ctx = r.pos if r.pos is not None else r.support
+            s.atoms = dict(r.atoms)
             if p["format"] == "dense":
-                s.support = True
+                s.support = _both(r.support, True)
             else:
-                s.support, s.atoms = ("a", fibre), {fibre: min(1.0, n / (r.n * dim)) if r.n * dim else 0.0}
+                known = r.support is not None
+                q = n / (r.n * (r.real if known else 1.0) * dim) if r.n * r.real * dim else 0.0
+                s.atoms[fibre] = min(1.0, q)
+                s.support = _both(r.support, ("a", fibre))
             s.key = ("ref", fibre, ("cv", s.cv))
             out(nid, "crd", s)
             out(nid, "ref", s)
             busy[nid] = n + r.n
         elif op == "mask_scan":
-            from ..samml.masks import kept_count, parse_mask
+            from ..samml.masks import dense_mask, parse_mask
             r = inp(nid, "ref")
-            frac = kept_count(parse_mask(p["mask"]), p["rows"], p["dim"]) / max(1, p["rows"])
-            s = r.child(r.n * frac, p["dim"])
+            pattern = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
+            s = r.child(r.n * pattern.sum() / max(1, p["rows"]), p["dim"])
+            s.pattern = pattern
+            mask_atom = ("mask", nid)
+            s.atoms = {**r.atoms, mask_atom: pattern.sum() / max(1, pattern.size)}
+            s.support, s.ctx = _both(r.support, ("a", mask_atom)), (r.pos if r.pos is not None else r.support)
             out(nid, "crd", s)
             out(nid, "ref", s)
             busy[nid] = s.n + r.n
         elif op == "crd_mask":
-            from ..samml.masks import kept_count, parse_mask
+            from ..samml.masks import dense_mask, parse_mask
             c = inp(nid, "crd")
-            keep = kept_count(parse_mask(p["mask"]), p["rows"], p["dim"]) / max(1, p["rows"] * p["dim"])
+            m = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
+            if c.pattern is not None and c.pattern.shape == m.shape and c.pattern.any():
+                # coordinates a mask generated: the positions both masks keep (masks overlap, e.g. a band
+                # inside BigBird's window)
+                keep = (c.pattern & m).sum() / c.pattern.sum()
+                pattern = c.pattern & m
+            else:                              # uniform coordinates: the fraction of positions kept
+                keep, pattern = m.sum() / max(1, m.size), m
             kept = c.with_n(c.n * keep)
-            kept.cv = c.cv
+            kept.cv, kept.pattern = c.cv, pattern
             mask_atom = ("mask", nid)
             kept.atoms = {**c.atoms, mask_atom: keep}
-            kept.support = ("&", (c.support if c.support is not None else True, ("a", mask_atom)))
+            kept.support, kept.ctx = _both(c.support, ("a", mask_atom)), c.ctx
             out(nid, "crd", kept)
             for i in range(p.get("arity", 1)):
                 r = inp(nid, f"ref{i}")
                 if r is not None:
-                    rk = _S(kept.counts, kept.dims, r.real, key=r.key)
+                    rk = _S(kept.counts, kept.dims, r.real, key=r.key, atoms={**kept.atoms, **r.atoms},
+                            support=_both(r.support, ("a", mask_atom)), pos=kept.support, ctx=c.ctx)
                     out(nid, f"ref{i}", rk)
             busy[nid] = c.n + c.fibres
         elif op == "locate":
             c, r = inp(nid, "crd"), inp(nid, "ref")
-            located = _S(c.counts, c.dims, c.real)
+            located = _S(c.counts, c.dims, c.real, atoms={**c.atoms, **(r.atoms if r is not None else {})},
+                         support=_both(c.support, r.support if r is not None else True), pos=c.support, ctx=c.ctx)
             parent = coords.canon(r.key) if r is not None and r.key is not None else ("node", nid)
             located.key = ("ref", (p.get("tensor"), p.get("level"), parent), ("cv", c.cv))
             out(nid, "ref", located)
@@ -249,8 +300,10 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
         elif op in ("intersect", "union"):
             ar = p.get("arity", 2)
             cs = [inp(nid, f"crd{i}") for i in range(ar)]
+            refs = [inp(nid, f"ref{i}") for i in range(ar)]
             base = cs[0]
             cap = base.fibres * base.dims[-1]
+            ctx = coords.canon(base.ctx) if base.ctx is not None else True
             forms, atoms = [], {}
             for i, c in enumerate(cs):
                 coords.unify(c.cv, base.cv)
@@ -260,24 +313,20 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                     atoms[a] = min(1.0, c.n / cap) if cap else 0.0
                 else:
                     forms.append(coords.canon(c.support))
-                    for a, q in c.atoms.items():
-                        atoms.setdefault(coords.canon(a), q)
-            refs = [inp(nid, f"ref{i}") for i in range(ar)]
             # where each operand's reference is real (not N): its own support if known, else its coordinates'
-            rsups = []
-            for i, ri in enumerate(refs):
-                if ri is not None and ri.support is not None:
-                    rsups.append(coords.canon(ri.support))
-                    for a, q in ri.atoms.items():
-                        atoms.setdefault(coords.canon(a), q)
-                else:
-                    rsups.append(forms[i])
+            rsups = [coords.canon(ri.support) if ri is not None and ri.support is not None else forms[i]
+                     for i, ri in enumerate(refs)]
+            for x in cs + refs:
+                for a, q in (x.atoms.items() if x is not None else ()):
+                    atoms.setdefault(coords.canon(a), q)
             form = ("&" if op == "intersect" else "|", tuple(forms))
-            exact = len(atoms) <= MAX_ATOMS
+            # P(position in the output | its parent position exists), exactly over the atoms
+            pctx = _probability(ctx, atoms)
+            pform = _probability(_both(form, ctx), atoms)
+            exact = pctx is not None and pform is not None
             if exact:
-                pform = _probability(form, atoms)
-                n = cap * pform
-            else:                              # independent operands
+                n = cap * pform / pctx if pctx else 0.0
+            else:                              # too many atoms: independent operands
                 ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
                 n = cap * (math.prod(ps) if op == "intersect" else 1.0 - math.prod(1.0 - q for q in ps))
             if op == "intersect":
@@ -285,19 +334,20 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             else:
                 busy[nid] = n + base.fibres
             crd = base.with_n(n)
-            crd.support, crd.atoms, crd.cv = form, atoms, base.cv
+            crd.support, crd.atoms, crd.cv, crd.ctx = form, atoms, base.cv, ctx
             out(nid, "crd", crd)
             for i in range(ar):
-                if exact:
-                    rsup = ("&", (form, rsups[i]))
-                    real = min(1.0, _probability(rsup, atoms) / pform) if pform else 1.0
+                rsup = _both(form, rsups[i])
+                preal = _probability(_both(rsup, ctx), atoms) if exact else None
+                if preal is not None:
+                    real = min(1.0, preal / pform) if pform else 1.0
                 else:
                     rsup = None
                     real = refs[i].real if op == "intersect" and refs[i] is not None else \
                         (1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n))
                 r = base.with_n(n, real)
                 r.key = refs[i].key if refs[i] is not None else None
-                r.support, r.atoms = rsup, (atoms if exact else {})
+                r.support, r.atoms, r.pos, r.ctx = rsup, atoms, form, ctx
                 out(nid, f"ref{i}", r)
         elif op == "repeat_sig":
             c = inp(nid, "in")
@@ -309,8 +359,9 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             if held is None:
                 out(nid, "out", _S(rs.counts, rs.dims))
             else:
-                out(nid, "out", _S(rs.counts, rs.dims, held.real, key=held.key, support=held.support,
-                                   atoms=held.atoms))
+                out(nid, "out", _S(rs.counts, rs.dims, held.real, key=held.key,
+                                   support=_both(rs.support, held.support) if held.support is not None else None,
+                                   atoms={**rs.atoms, **held.atoms}, pos=rs.support, ctx=rs.ctx))
             busy[nid] = rs.n + rs.fibres
         elif op == "array":
             r = inp(nid, "ref")
