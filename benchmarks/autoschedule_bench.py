@@ -54,6 +54,11 @@ def main(argv=None):
     ap.add_argument("--scheduler", default="serial")
     args = ap.parse_args(argv)
     tasks = [Task(f"{p}/d{d}", one, (p, d)) for p in PROGRAMS for d in DENSITIES]
+    # a 3-layer GCN: three regions, so 2^3 per-region choices and full fusion (more candidates than the top 3)
+    from fuseflow.dse.experiments import gcn_text
+    gcn3 = gcn_text(24, feats=8, hidden=8, out=4, layers=3)
+    for d in DENSITIES:
+        tasks.append(Task(f"gcn3[24 nodes]/d{d}", one, ("gcn3[24 nodes]", d), {"text": gcn3}))
     # the nested product of Fig. 18 in each operand layout: several valid orders per layout
     from fuseflow.dse.experiments import nested_configs
     layouts = {c["layout"]: c["text"] for c in nested_configs(34)}

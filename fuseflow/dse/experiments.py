@@ -50,6 +50,22 @@ def gcn_text(n: int, feats: int = 16, hidden: int = 8, out: int = 4, layers: int
     return "\n".join(lines) + "\n"
 
 
+def decoder_text(seq: int = 8, dim: int = 4, heads: int = 2, mlp: int | None = None) -> str:
+    """The BigBird decoder block of fuseflow/programs/decoder.ff at another size: sequence ``seq`` (a multiple
+    of the mask's block of 4), model dimension ``dim``, ``heads`` heads of ``dim // heads``, MLP ``2 * dim``."""
+    import math
+    import re
+    head, mlp = dim // heads, mlp or 2 * dim
+    shapes = {"X": (seq, dim), "G1": (dim,), "B1": (dim,), "WQ": (heads, dim, head), "WK": (heads, dim, head),
+              "WV": (heads, dim, head), "WO": (heads, head, dim), "G2": (dim,), "B2": (dim,), "W1": (dim, mlp),
+              "c1": (mlp,), "W2": (mlp, dim), "c2": (dim,)}
+    text = _example("decoder")
+    for name, shape in shapes.items():
+        text = re.sub(rf"^tensor {name}\([^)]*\)", f"tensor {name}({', '.join(map(str, shape))})", text,
+                      flags=re.M)
+    return text.replace("0.3535533905932738", repr(1 / math.sqrt(head)))
+
+
 def nested_configs(n: int = 34) -> list:
     """Every (operand layouts, dataflow order) of the nested product T = A X W (A n x n sparse, X n x 8,
     W 8 x 4 dense): each layout choice admits some orders; together they cover the orders of Fig. 18."""
