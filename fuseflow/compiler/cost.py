@@ -61,8 +61,7 @@ class _S:
     dims: tuple
     real: float = 1.0
     held: bool = False          # carries an outer level's coordinate at every position (crd_hold's output)
-    support: object = None      # where its tokens are real: True, ("a", atom), ("&", fs), ("|", fs); None: unknown
-    atoms: dict = field(default_factory=dict)
+    support: object = None      # where its tokens are real: a formula of the kernel's _Logic; None: unknown
     pos: object = None          # reference streams: where its tokens are (real or N); None: as support
     ctx: object = True          # the positions one level up whose fibres these are
     key: object = None          # reference streams: what the references point at
@@ -85,55 +84,82 @@ class _S:
 
 
 #: above this many distinct atoms a co-iteration falls back to independent operands (2^atoms evaluations)
-MAX_ATOMS = 14
+MAX_ATOMS = 12
 
 
-def _both(a, b):
-    """The formula ``a and b`` (True is the neutral element)."""
-    if a is True or a is None:
-        return True if b is None else b
-    if b is True or b is None:
-        return a
-    return ("&", (a, b))
+class _Logic:
+    """A kernel's supports: formulas over atoms, hash-consed into a DAG (a formula is ``True`` or a node id;
+    children are created before parents), and the coordinate variables the atoms' names refer to."""
 
+    def __init__(self):
+        self.coords = _Coords()
+        self.nodes = []             # id -> ("a", atom name) or ("&" | "|", child ids)
+        self.index = {}
+        self.p = {}                 # atom name -> probability (given its parent position)
 
-def _atoms_of(form, out: set) -> set:
-    if form is not True:
-        if form[0] == "a":
-            out.add(form[1])
-        else:
-            for f in form[1]:
-                _atoms_of(f, out)
-    return out
+    def _intern(self, node) -> int:
+        i = self.index.get(node)
+        if i is None:
+            i = self.index[node] = len(self.nodes)
+            self.nodes.append(node)
+        return i
 
+    def atom(self, name, p: float) -> int:
+        self.p.setdefault(name, min(1.0, max(0.0, p)))
+        return self._intern(("a", name))
 
-def _truth(form, column: dict):
-    import numpy as np
-    if form is True:
-        return True
-    if form[0] == "a":
-        return column[form[1]]
-    vals = [_truth(f, column) for f in form[1]]
-    out = vals[0]
-    for v in vals[1:]:
-        out = np.logical_and(out, v) if form[0] == "&" else np.logical_or(out, v)
-    return out
+    def op(self, kind: str, forms) -> object:
+        kids = []
+        for f in forms:
+            if f is True:
+                if kind == "|":
+                    return True
+                continue
+            if f not in kids:
+                kids.append(f)
+        if not kids:
+            return True
+        return kids[0] if len(kids) == 1 else self._intern((kind, tuple(sorted(kids))))
 
+    def both(self, a, b):
+        """``a and b`` (None, an unknown support, counts as True)."""
+        return self.op("&", [True if a is None else a, True if b is None else b])
 
-def _probability(form, atoms: dict):
-    """P(form) for independent atoms of the given probabilities (exact, over the truth table of the atoms
-    ``form`` uses); None with more than :data:`MAX_ATOMS` of them."""
-    import numpy as np
-    names = sorted(_atoms_of(form, set()), key=repr)
-    if len(names) > MAX_ATOMS:
-        return None
-    if not names:
-        return 1.0
-    table = (np.arange(1 << len(names))[:, None] >> np.arange(len(names))) & 1 == 1
-    ps = np.array([atoms[a] for a in names])
-    weight = np.prod(np.where(table, ps, 1.0 - ps), axis=1)
-    holds = _truth(form, {a: table[:, i] for i, a in enumerate(names)})
-    return float(weight.sum()) if holds is True else float(weight[holds].sum())
+    def probability(self, form):
+        """P(form) for independent atoms (exact, over the truth table of the atoms it uses); None with more
+        than :data:`MAX_ATOMS` of them."""
+        import numpy as np
+        if form is True:
+            return 1.0
+        reach, stack = set(), [form]
+        while stack:
+            f = stack.pop()
+            if f in reach:
+                continue
+            reach.add(f)
+            node = self.nodes[f]
+            if node[0] != "a":
+                stack.extend(node[1])
+        canon = {f: self.coords.canon(self.nodes[f][1]) for f in reach if self.nodes[f][0] == "a"}
+        names = sorted(set(canon.values()), key=repr)
+        if len(names) > MAX_ATOMS:
+            return None
+        p = {}
+        for f, name in canon.items():
+            p.setdefault(name, self.p[self.nodes[f][1]])
+        table = (np.arange(1 << len(names))[:, None] >> np.arange(len(names))) & 1 == 1
+        column = {name: table[:, i] for i, name in enumerate(names)}
+        ps = np.array([p[n] for n in names])
+        weight = np.prod(np.where(table, ps, 1.0 - ps), axis=1)
+        truth = {}
+        for f in sorted(reach):             # children first
+            node = self.nodes[f]
+            if node[0] == "a":
+                truth[f] = column[canon[f]]
+            else:
+                vals = [truth[k] for k in node[1]]
+                truth[f] = np.logical_and.reduce(vals) if node[0] == "&" else np.logical_or.reduce(vals)
+        return float(weight[truth[form]].sum())
 
 
 def _uniform_levels(decl, density: float) -> list:
@@ -204,7 +230,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     busy = {}                                 # node -> expected firings
     moved = set()
     written = {}
-    coords = _Coords()
+    logic = _Logic()
 
     def inp(node, port):
         sid = into.get((node, port))
@@ -226,7 +252,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             name, lv = p.get("tensor"), p.get("level", 0)
             decl = prog.tensors.get(name) if name else None
             dim = p.get("dim") or (decl.level_dim(lv) if decl is not None else 1)
-            fibre = (name, lv, coords.canon(r.key)) if name and r.key is not None else ("node", nid)
+            fibre = (name, lv, logic.coords.canon(r.key)) if name and r.key is not None else ("node", nid)
             if p["format"] == "dense":
                 n = r.n * r.real * dim
             else:
@@ -238,17 +264,15 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 read += (2 * r.n * r.real + n) * crd_b
                 moved.add(nid)
             s = r.child(n, dim)
-            s.cv = coords.fresh()
+            s.cv = logic.coords.fresh()
             # a fibre's coordinates exist where its parent reference is real and the fibre holds them
             s.ctx = r.pos if r.pos is not None else r.support
-            s.atoms = dict(r.atoms)
             if p["format"] == "dense":
-                s.support = _both(r.support, True)
+                s.support = logic.both(r.support, True)
             else:
                 known = r.support is not None
                 q = n / (r.n * (r.real if known else 1.0) * dim) if r.n * r.real * dim else 0.0
-                s.atoms[fibre] = min(1.0, q)
-                s.support = _both(r.support, ("a", fibre))
+                s.support = logic.both(r.support, logic.atom(fibre, q))
             s.key = ("ref", fibre, ("cv", s.cv))
             out(nid, "crd", s)
             out(nid, "ref", s)
@@ -259,9 +283,8 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             pattern = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
             s = r.child(r.n * pattern.sum() / max(1, p["rows"]), p["dim"])
             s.pattern = pattern
-            mask_atom = ("mask", nid)
-            s.atoms = {**r.atoms, mask_atom: pattern.sum() / max(1, pattern.size)}
-            s.support, s.ctx = _both(r.support, ("a", mask_atom)), (r.pos if r.pos is not None else r.support)
+            mask_atom = logic.atom(("mask", nid), pattern.sum() / max(1, pattern.size))
+            s.support, s.ctx = logic.both(r.support, mask_atom), (r.pos if r.pos is not None else r.support)
             out(nid, "crd", s)
             out(nid, "ref", s)
             busy[nid] = s.n + r.n
@@ -278,22 +301,21 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 keep, pattern = m.sum() / max(1, m.size), m
             kept = c.with_n(c.n * keep)
             kept.cv, kept.pattern = c.cv, pattern
-            mask_atom = ("mask", nid)
-            kept.atoms = {**c.atoms, mask_atom: keep}
-            kept.support, kept.ctx = _both(c.support, ("a", mask_atom)), c.ctx
+            mask_atom = logic.atom(("mask", nid), keep)
+            kept.support, kept.ctx = logic.both(c.support, mask_atom), c.ctx
             out(nid, "crd", kept)
             for i in range(p.get("arity", 1)):
                 r = inp(nid, f"ref{i}")
                 if r is not None:
-                    rk = _S(kept.counts, kept.dims, r.real, key=r.key, atoms={**kept.atoms, **r.atoms},
-                            support=_both(r.support, ("a", mask_atom)), pos=kept.support, ctx=c.ctx)
+                    rk = _S(kept.counts, kept.dims, r.real, key=r.key, support=logic.both(r.support, mask_atom),
+                            pos=kept.support, ctx=c.ctx)
                     out(nid, f"ref{i}", rk)
             busy[nid] = c.n + c.fibres
         elif op == "locate":
             c, r = inp(nid, "crd"), inp(nid, "ref")
-            located = _S(c.counts, c.dims, c.real, atoms={**c.atoms, **(r.atoms if r is not None else {})},
-                         support=_both(c.support, r.support if r is not None else True), pos=c.support, ctx=c.ctx)
-            parent = coords.canon(r.key) if r is not None and r.key is not None else ("node", nid)
+            located = _S(c.counts, c.dims, c.real, support=logic.both(c.support, r.support if r is not None else True),
+                         pos=c.support, ctx=c.ctx)
+            parent = logic.coords.canon(r.key) if r is not None and r.key is not None else ("node", nid)
             located.key = ("ref", (p.get("tensor"), p.get("level"), parent), ("cv", c.cv))
             out(nid, "ref", located)
             busy[nid] = c.n + c.fibres
@@ -303,27 +325,22 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             refs = [inp(nid, f"ref{i}") for i in range(ar)]
             base = cs[0]
             cap = base.fibres * base.dims[-1]
-            ctx = coords.canon(base.ctx) if base.ctx is not None else True
-            forms, atoms = [], {}
+            ctx = base.ctx if base.ctx is not None else True
+            forms = []
             for i, c in enumerate(cs):
-                coords.unify(c.cv, base.cv)
+                logic.coords.unify(c.cv, base.cv)
                 if c.support is None:          # unknown support: an atom of its own (per stream)
-                    a = ("stream", into[(nid, f"crd{i}")])
-                    forms.append(("a", a))
-                    atoms[a] = min(1.0, c.n / cap) if cap else 0.0
+                    forms.append(logic.atom(("stream", into[(nid, f"crd{i}")]), c.n / cap if cap else 0.0))
                 else:
-                    forms.append(coords.canon(c.support))
+                    forms.append(c.support)
             # where each operand's reference is real (not N): its own support if known, else its coordinates'
-            rsups = [coords.canon(ri.support) if ri is not None and ri.support is not None else forms[i]
+            rsups = [ri.support if ri is not None and ri.support is not None else forms[i]
                      for i, ri in enumerate(refs)]
-            for x in cs + refs:
-                for a, q in (x.atoms.items() if x is not None else ()):
-                    atoms.setdefault(coords.canon(a), q)
-            form = ("&" if op == "intersect" else "|", tuple(forms))
+            form = logic.op("&" if op == "intersect" else "|", forms)
             # P(position in the output | its parent position exists), exactly over the atoms
-            pctx = _probability(ctx, atoms)
-            pform = _probability(_both(form, ctx), atoms)
-            exact = pctx is not None and pform is not None
+            pctx = logic.probability(ctx)
+            pform = logic.probability(logic.both(form, ctx)) if pctx is not None else None
+            exact = pform is not None
             if exact:
                 n = cap * pform / pctx if pctx else 0.0
             else:                              # too many atoms: independent operands
@@ -334,11 +351,11 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             else:
                 busy[nid] = n + base.fibres
             crd = base.with_n(n)
-            crd.support, crd.atoms, crd.cv, crd.ctx = form, atoms, base.cv, ctx
+            crd.support, crd.cv, crd.ctx = form, base.cv, ctx
             out(nid, "crd", crd)
             for i in range(ar):
-                rsup = _both(form, rsups[i])
-                preal = _probability(_both(rsup, ctx), atoms) if exact else None
+                rsup = logic.both(form, rsups[i])
+                preal = logic.probability(logic.both(rsup, ctx)) if exact else None
                 if preal is not None:
                     real = min(1.0, preal / pform) if pform else 1.0
                 else:
@@ -347,7 +364,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                         (1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n))
                 r = base.with_n(n, real)
                 r.key = refs[i].key if refs[i] is not None else None
-                r.support, r.atoms, r.pos, r.ctx = rsup, atoms, form, ctx
+                r.support, r.pos, r.ctx = rsup, form, ctx
                 out(nid, f"ref{i}", r)
         elif op == "repeat_sig":
             c = inp(nid, "in")
@@ -360,8 +377,8 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 out(nid, "out", _S(rs.counts, rs.dims))
             else:
                 out(nid, "out", _S(rs.counts, rs.dims, held.real, key=held.key,
-                                   support=_both(rs.support, held.support) if held.support is not None else None,
-                                   atoms={**rs.atoms, **held.atoms}, pos=rs.support, ctx=rs.ctx))
+                                   support=logic.both(rs.support, held.support) if held.support is not None else None,
+                                   pos=rs.support, ctx=rs.ctx))
             busy[nid] = rs.n + rs.fibres
         elif op == "array":
             r = inp(nid, "ref")
