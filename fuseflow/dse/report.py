@@ -154,13 +154,13 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                   f"({s['spearman_groups']} program/density groups); median estimate {s['median_estimate_ms']:.1f} ms "
                   f"vs median simulation {1e3 * s['median_sim_s']:.0f} ms.", ""]
         big = [p for p in cost["points"] if p["flops"] >= 100]
-        toy = [p for p in cost["points"] if 0 < p["flops"] < 100]
+        toy = [p for p in cost["points"] if p["flops"] < 100]
         if big and toy:
             mean = lambda xs: 100 * sum(xs) / len(xs)  # noqa: E731
             lines += [f"Points with at least 100 FLOPs ({len(big)}): {mean([abs(p['flops_err']) for p in big]):.1f} % "
                       f"on FLOPs, {mean([abs(p['bytes_err']) for p in big]):.1f} % on bytes; the toy points under 100 "
                       f"FLOPs ({len(toy)}, a handful of nonzeros per operand, where one sample is far from its "
-                      f"expectation): {mean([abs(p['flops_err']) for p in toy]):.1f} % and "
+                      f"expectation): {mean([abs(p['flops_err']) for p in toy if p['flops'] > 0]):.1f} % and "
                       f"{mean([abs(p['bytes_err']) for p in toy]):.1f} %.", ""]
         per = {}
         for p in cost["points"]:
