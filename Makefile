@@ -42,7 +42,7 @@ correlate: $(STAMP)
 correlate-quick: $(STAMP)
 	$(PY) -m fuseflow.hw correlate --suite quick -o report
 
-# design-space experiments mirroring the paper's Section 8 (report/dse/index.html, JSON and PNGs; ~5 min on 2 cores)
+# design-space experiments mirroring the paper's Section 8 (report/dse/index.html, JSON and PNGs; ~10 min on 2 cores)
 dse: $(STAMP)
 	$(PY) -m fuseflow.dse run all -o report/dse --scheduler local:2
 

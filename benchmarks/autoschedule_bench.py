@@ -1,7 +1,7 @@
 """How good the autoscheduler's picks are (fuseflow.compiler.autoschedule) against exhaustive simulation.
 
-For each example program and input density: every candidate schedule (fusion granularity x dataflow orders)
-is simulated with the HBM2-like memory; the autoscheduler ranks the same candidates with the cost heuristic and
+For each example program and input density: every candidate schedule (per-region fusion choice, or everything
+fused, x dataflow orders) is simulated with the HBM2-like memory; the autoscheduler ranks the same candidates with the cost heuristic and
 simulates its top 3. Reports whether it picked the exhaustive best, its regret in cycles (picked - best) and
 as a fraction of the best, and how many simulations it saved. Writes benchmarks/results/autoschedule.json.
 """
@@ -20,7 +20,8 @@ from fuseflow.reports.sweep import Task, run_sweep  # noqa: E402
 
 #: graphsage2 is left out: some of its 26+ order combinations simulate for minutes each, too long to simulate
 #: exhaustively here
-PROGRAMS = ("gcn", "gcn2", "graphsage", "autoencoder", "chain3", "chain4", "spmm", "sddmm")
+PROGRAMS = ("gcn", "gcn2", "graphsage", "autoencoder", "chain3", "chain4", "spmm", "sddmm", "elementwise",
+            "reductions", "multiuse", "permute3")
 DENSITIES = (0.05, 0.2, 0.5)
 
 
@@ -43,7 +44,8 @@ def one(name, density, top=3, text=None):
             "picked_cycles": auto.chosen.simulated_cycles, "hit": auto.chosen.simulated_cycles == best.simulated_cycles,
             "regret_cycles": auto.chosen.simulated_cycles - best.simulated_cycles,
             "regret": auto.chosen.simulated_cycles / best.simulated_cycles - 1,
-            "worst_cycles": every[-1][0].simulated_cycles}
+            "worst_cycles": every[-1][0].simulated_cycles, "best_fuse": best.fuse, "picked_fuse": auto.chosen.fuse,
+            "per_region_candidates": sum(c[0].fuse == "per-region" for c in every)}
 
 
 def main(argv=None):
@@ -52,6 +54,11 @@ def main(argv=None):
     ap.add_argument("--scheduler", default="serial")
     args = ap.parse_args(argv)
     tasks = [Task(f"{p}/d{d}", one, (p, d)) for p in PROGRAMS for d in DENSITIES]
+    # a 3-layer GCN: three regions, so 2^3 per-region choices and full fusion (more candidates than the top 3)
+    from fuseflow.dse.experiments import gcn_text
+    gcn3 = gcn_text(24, feats=8, hidden=8, out=4, layers=3)
+    for d in DENSITIES:
+        tasks.append(Task(f"gcn3[24 nodes]/d{d}", one, ("gcn3[24 nodes]", d), {"text": gcn3}))
     # the nested product of Fig. 18 in each operand layout: several valid orders per layout
     from fuseflow.dse.experiments import nested_configs
     layouts = {c["layout"]: c["text"] for c in nested_configs(34)}
@@ -71,7 +78,11 @@ def main(argv=None):
                "heuristic_first_hit_rate": sum(r["heuristic_first_hit"] for r in rows) / len(rows),
                "heuristic_first_mean_regret": statistics.fmean(
                    r["heuristic_first_cycles"] / r["best_cycles"] - 1 for r in rows),
-               "heuristic_first_max_regret": max(r["heuristic_first_cycles"] / r["best_cycles"] - 1 for r in rows)}
+               "heuristic_first_max_regret": max(r["heuristic_first_cycles"] / r["best_cycles"] - 1 for r in rows),
+               "cases_with_per_region_candidates": sum(r["per_region_candidates"] > 0 for r in rows),
+               "cases_best_per_region": sum(r["best_fuse"] == "per-region" for r in rows),
+               "cases_picked_per_region": sum(r["picked_fuse"] == "per-region" for r in rows),
+               "max_candidates": max(r["candidates"] for r in rows)}
     out = {"benchmark": "autoschedule", "machine": platform.machine(), "python": platform.python_version(),
            "summary": summary, "cases": rows}
     with open(args.output + ".tmp", "w") as f:

@@ -8,6 +8,8 @@
     m.rtl_sim(inputs)                # Verilator, bit-compared with the fixed-mode simulator
     print(m.report())                # per kernel: cycles, tokens, ALU ops, bytes, FIFO slots
     m.save("out/m"); m2 = fuseflow.load("out/m", model)
+    m = fuseflow.compile(model, example_inputs, fuse="auto")   # the autoscheduler picks fusion and orders
+    m.schedule                       # what it chose (per-region fusion groups, orders, simulated cycles)
 
 The command line (``fuseflow compile model.py:Class ...``) calls exactly these methods.
 """
@@ -24,7 +26,7 @@ import numpy as np
 
 from .errors import FuseFlowError, ProgramError, TensorError
 
-FUSE_CHOICES = ("none", "regions", "full")
+FUSE_CHOICES = ("none", "regions", "full", "auto")
 
 
 @dataclass
@@ -84,7 +86,7 @@ class CompiledModel:
 
     def __init__(self, *, name, program, ff_text, inputs, outputs, output_structure, constants, mode, fuse,
                  order, torch_model=None, example_inputs=None, einsum=None, result=None, compile_seconds=0.0,
-                 statements=()):
+                 statements=(), schedule=None, candidates=()):
         self.name = name
         self.program = program
         self.ff_text = ff_text
@@ -101,6 +103,8 @@ class CompiledModel:
         self.result = result
         self.compile_seconds = compile_seconds
         self.statements = list(statements)
+        self.schedule = schedule              # fuse="auto": the autoscheduler's choice (a Schedule)
+        self.candidates = list(candidates)    # fuse="auto": every schedule it ranked, best estimate first
         self._last = None
 
     # ---- data ------------------------------------------------------------------------------------
@@ -111,16 +115,7 @@ class CompiledModel:
             inputs = self.example_inputs
         if not isinstance(inputs, (tuple, list)):
             inputs = (inputs,)
-        if len(inputs) != len(self.inputs):
-            raise TensorError("inputs", f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
-        data = dict(self.constants)
-        for b, x in zip(self.inputs, inputs):
-            arr = _to_numpy(x)
-            if tuple(arr.shape) != tuple(b.shape):
-                raise TensorError(f"input {b.name}", f"shape {tuple(arr.shape)} but the model was compiled for "
-                                                     f"{tuple(b.shape)}")
-            data[b.name] = arr.reshape(b.sizes)
-        return data
+        return bind_inputs(self.inputs, self.constants, inputs)
 
     def _outputs(self, res, as_torch=True):
         arrays = []
@@ -267,20 +262,39 @@ class CompiledModel:
         meta = {"fuseflow_model": 1, "name": self.name, "mode": self.mode, "fuse": self.fuse, "order": self.order,
                 "output_structure": self.output_structure, "compile_seconds": self.compile_seconds,
                 "inputs": [_binding_json(b) for b in self.inputs], "outputs": [_binding_json(b) for b in self.outputs],
-                "statements": [list(s) for s in self.statements]}
+                "statements": [list(s) for s in self.statements],
+                "schedule": self.schedule.key() if self.schedule is not None else None}
         with atomic_write(os.path.join(path, "model.json")) as f:
             json.dump(meta, f, indent=1)
         return path
 
 
+def bind_inputs(bindings, constants: dict, inputs) -> dict:
+    """The simulator's inputs: the model's constants and each forward argument under its tensor's name."""
+    if len(inputs) != len(bindings):
+        raise TensorError("inputs", f"the model takes {len(bindings)} input(s), got {len(inputs)}")
+    data = dict(constants)
+    for b, x in zip(bindings, inputs):
+        arr = _to_numpy(x)
+        if tuple(arr.shape) != tuple(b.shape):
+            raise TensorError(f"input {b.name}", f"shape {tuple(arr.shape)} but the model was compiled for "
+                                                 f"{tuple(b.shape)}")
+        data[b.name] = arr.reshape(b.sizes)
+    return data
+
+
 def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
-            name: str | None = None) -> CompiledModel:
+            name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
+            memory: str = "hbm2") -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`).
 
     ``fuse``: ``"none"`` (one kernel per op), ``"regions"`` (one region per child module: the paper's partial
     fusion; default), ``"full"``, or a list of module names / lists of names (one region each; a statement
-    joins the region with the longest matching module-path prefix). ``order``: a dataflow order for the
-    compiler. ``formats``: {input or parameter name: format} overriding what the tensors say.
+    joins the region with the longest matching module-path prefix), or ``"auto"``: the autoscheduler
+    (:mod:`fuseflow.compiler.autoschedule`) chooses, per child module's region, to fuse or split it (or to fuse
+    everything) and the dataflow orders, ranking the schedules with the cost heuristic under ``memory`` and
+    simulating the best few on ``example_inputs``, within ``max_nodes`` SAMML nodes and ``max_kernels`` kernels
+    (its choice is ``.schedule``). ``order``: a dataflow order for the compiler (not with ``"auto"``). ``formats``: {input or parameter name: format} overriding what the tensors say.
     ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`."""
     from .compiler import compile_program
     from .frontends.pytorch import lower
@@ -290,14 +304,27 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
         raise FuseFlowError("fuse", f"expected one of {', '.join(FUSE_CHOICES)} or a list of module names, got {fuse!r}")
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
+    if fuse == "auto" and order is not None:
+        raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
+    if fuse != "auto" and (max_nodes is not None or max_kernels is not None):
+        raise FuseFlowError("max_nodes", "a resource budget is for fuse='auto'")
     t0 = time.perf_counter()
-    low = lower(model, example_inputs, formats=formats, fuse=fuse, name=name)
-    result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order)
+    low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
+    schedule, candidates = None, ()
+    if fuse == "auto":
+        from .compiler.autoschedule import autoschedule
+        auto = autoschedule(low.program, inputs=bind_inputs(low.inputs, low.constants, tuple(example_inputs)),
+                            max_nodes=max_nodes, max_kernels=max_kernels, memory=memory)
+        result, schedule, candidates = auto.result, auto.chosen, auto.candidates
+        order = schedule.order
+    else:
+        result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order)
     seconds = time.perf_counter() - t0
     return CompiledModel(name=low.program.name, program=result.program, ff_text=ff_text(low), inputs=low.inputs,
                          outputs=low.outputs, output_structure=low.output_structure, constants=low.constants,
                          mode=mode, fuse=fuse, order=order, torch_model=model, example_inputs=tuple(example_inputs),
-                         einsum=low.program, result=result, compile_seconds=seconds, statements=low.statements)
+                         einsum=low.program, result=result, compile_seconds=seconds, statements=low.statements,
+                         schedule=schedule, candidates=candidates)
 
 
 def load(path: str, model=None) -> CompiledModel:

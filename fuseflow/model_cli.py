@@ -1,6 +1,6 @@
 """``fuseflow compile model.py:Class``: compile a PyTorch model (a thin wrapper over :func:`fuseflow.compile`).
 
-    fuseflow compile model.py:GCN --inputs data.npz -o out/gcn [--fuse none|regions|full] [--mode fixed]
+    fuseflow compile model.py:GCN --inputs data.npz -o out/gcn [--fuse none|regions|full|auto] [--mode fixed]
                      [--check] [--report] [--ff] [--build build/] [--rtl-sim] [--args '{"hidden": 8}']
     fuseflow compile gcn --check --report          # a bundled model (gcn, graphsage, autoencoder, decoder)
 
@@ -33,8 +33,11 @@ def parser():
     ap.add_argument("--args", default="{}", help="JSON object of keyword arguments for the model's constructor")
     ap.add_argument("--inputs", help=".npz with one array per forward() argument (by name)")
     ap.add_argument("--fuse", default="regions",
-                    help="none | regions (one region per child module; default) | full | module names, "
-                         "comma-separated (one region each)")
+                    help="none | regions (one region per child module; default) | full | auto (the "
+                         "autoscheduler fuses or splits each region and picks the orders, simulating the best "
+                         "few schedules on the example inputs) | module names, comma-separated (one region each)")
+    ap.add_argument("--max-nodes", type=int, help="--fuse auto: resource budget in SAMML nodes")
+    ap.add_argument("--max-kernels", type=int, help="--fuse auto: resource budget in kernels")
     ap.add_argument("--order", help="dataflow order for the compiler, e.g. i,k,j")
     ap.add_argument("--mode", choices=("float", "fixed"), default="fixed", help="number mode (default fixed)")
     ap.add_argument("-o", "--output", help="directory for graph.json, model.ff and the saved model")
@@ -130,11 +133,18 @@ def main(argv=None):
         inputs = inputs_from_npz(args.inputs, model)
     if inputs is None:
         raise FuseFlowError(args.model, "no example inputs: give --inputs FILE.npz or define example_inputs()")
-    fuse = args.fuse if args.fuse in ("none", "regions", "full") else [n.strip() for n in args.fuse.split(",")]
+    fuse = args.fuse if args.fuse in ("none", "regions", "full", "auto") else \
+        [n.strip() for n in args.fuse.split(",")]
     model.eval()
-    m = fuseflow.compile(model, inputs, fuse=fuse, order=args.order, mode=args.mode)
+    m = fuseflow.compile(model, inputs, fuse=fuse, order=args.order, mode=args.mode, max_nodes=args.max_nodes,
+                         max_kernels=args.max_kernels)
     print(f"{m.name}: {len(m.program.kernels)} kernel(s), {sum(len(k.nodes) for k in m.program.kernels)} nodes, "
           f"compiled in {m.compile_seconds * 1e3:.0f} ms (fuse={args.fuse})")
+    if m.schedule is not None:
+        c = m.schedule
+        groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
+        print(f"  auto: {c.fuse} {groups}; {c.simulated_cycles} simulated cycles with hbm2 "
+              f"({len(m.candidates)} schedules ranked)")
     status = 0
     if args.ff:
         print(m.ff_text, end="")

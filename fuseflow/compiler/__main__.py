@@ -91,7 +91,8 @@ def _auto(src, args):
                         max_kernels=args.max_kernels, memory=args.memory)
     c = auto.chosen
     orders = ", ".join(f"{k}: {','.join(v)}" for k, v in (c.order or {}).items())
-    print(f"auto: fuse={c.fuse} orders {orders} ({c.kernels} kernel(s), {c.nodes} nodes; {c.simulated_cycles} "
+    groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
+    print(f"auto: fuse={c.fuse} kernels {groups} orders {orders} ({c.kernels} kernel(s), {c.nodes} nodes; {c.simulated_cycles} "
           f"simulated cycles with {args.memory}; {len(auto.candidates)} schedules ranked)", file=sys.stderr)
     return auto.result
 

@@ -2,8 +2,10 @@
 
 FuseFlow leaves this as future work; ours is prune-then-confirm:
 
-1. enumerate schedules: every fusion granularity (``none``, ``regions``, ``full``) and, per granularity, the
-   combinations of each kernel's valid dataflow orders (capped);
+1. enumerate schedules: fusion per region (each ``fuse { }`` region fused whole, split into single statements,
+   or, where the number of choices stays bounded, split into runs of consecutive statements; every combination
+   over the regions), everything fused (``full``), and per fusion choice the combinations of each kernel's
+   valid dataflow orders (capped);
 2. drop schedules over the resource budget (``max_nodes``: SAMML ops, the area proxy; ``max_kernels``);
 3. rank the rest by the cost heuristic's cycles (:mod:`.cost`, milliseconds each, no simulation);
 4. simulate the ``top`` best-ranked on sample data and keep the fastest.
@@ -15,26 +17,32 @@ best, and the regret in cycles when it does not.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import ProgramError
 from .cost import estimate
 
-MAX_ORDER_COMBOS = 24          # order combinations tried per granularity
+MAX_ORDER_COMBOS = 24          # order combinations tried per fusion choice
+MAX_FUSION_CHOICES = 32        # per-region fusion choices enumerated (beyond it: each region fused or split)
+MAX_COMPILES = 96              # order combinations over all fusion choices (each choice gets its share)
 
 
 @dataclass
 class Schedule:
+    """One schedule: ``fuse`` names the granularity (``none``, ``regions``, ``full``, or ``per-region`` for a
+    mix), ``groups`` the statements (by output) each kernel group fuses."""
     fuse: str
     order: dict | None
     nodes: int
     kernels: int
     estimated_cycles: float
     simulated_cycles: int | None = None
+    groups: list | None = None
 
     def key(self) -> str:
         orders = ";".join(f"{k}={''.join(v)}" for k, v in sorted((self.order or {}).items()))
-        return f"{self.fuse}|{orders}"
+        fused = "".join("{" + ",".join(g) + "}" for g in self.groups) if self.groups else ""
+        return f"{self.fuse}{fused}|{orders}"
 
 
 @dataclass
@@ -44,14 +52,82 @@ class AutoResult:
     candidates: list = field(default_factory=list)
 
 
-def candidate_schedules(src, max_orders: int = MAX_ORDER_COMBOS):
-    """[(fuse, order dict or None, CompileResult)] over granularities and order combinations."""
+def _splits(region: list) -> list:
+    """The ways to cut one region into runs of consecutive statements: [[run, ...], ...], fused whole first."""
+    out = []
+    for cuts in itertools.product((False, True), repeat=len(region) - 1):
+        runs, run = [], [region[0]]
+        for sid, cut in zip(region[1:], cuts):
+            if cut:
+                runs.append(run)
+                run = [sid]
+            else:
+                run.append(sid)
+        out.append(runs + [run])
+    return out
+
+
+def fusion_choices(ir, bound: int = MAX_FUSION_CHOICES) -> list:
+    """Fusion choices for a program's IR (sugar lowered): [(label, regions)], ``regions`` the statement groups
+    to fuse (statements outside them run alone), compiled with ``fuse="regions"``; ``("full", None)`` fuses
+    everything. Per region: every split into runs of consecutive statements when the combinations stay within
+    ``bound``, else fused whole or split; the combinations over regions, capped at ``bound``."""
+    per_region = [_splits(list(r)) for r in ir.regions]
+    if _count(per_region) > bound:
+        per_region = [[[list(r)], [[sid] for sid in r]] for r in ir.regions]
+    out = []
+    for combo in itertools.islice(itertools.product(*per_region), bound):
+        regions = [run for runs in combo for run in runs if len(run) > 1]
+        if regions == [list(r) for r in ir.regions]:
+            label = "regions"
+        elif not regions:
+            label = "none"
+        else:
+            label = "per-region"
+        out.append((label, regions))
+    out.append(("full", None))
+    return out
+
+
+def _count(per_region):
+    n = 1
+    for r in per_region:
+        n *= len(r)
+    return n
+
+
+def compile_choice(src, regions, order=None):
+    """Compile ``src`` fusing exactly ``regions`` (lists of statement ids; None: everything fused)."""
     from . import compile_program
+    from .lower_sugar import lower_sugar
+    ir = lower_sugar(src if not hasattr(src, "to_ir") else src.to_ir())
+    if regions is None:
+        return compile_program(ir, fuse="full", order=order)
+    return compile_program(replace(ir, regions=[list(r) for r in regions]), fuse="regions", order=order)
+
+
+def _groups(ir, regions):
+    name = {s.id: s.lhs for s in ir.stmts}
+    if regions is None:
+        return [[name[s.id] for s in ir.stmts]]
+    fused = {sid for r in regions for sid in r}
+    groups = [[name[sid] for sid in r] for r in regions] + [[name[s.id]] for s in ir.stmts if s.id not in fused]
+    return sorted(groups, key=lambda g: [s.lhs for s in ir.stmts].index(g[0]))
+
+
+def candidate_schedules(src, max_orders: int = MAX_ORDER_COMBOS, max_fusion: int = MAX_FUSION_CHOICES):
+    """[(fuse label, order dict or None, CompileResult, groups)] over per-region fusion choices (and full
+    fusion) and, per choice, order combinations; one per distinct graph."""
+    from ..samml import io as samml_io
     from .fusion import KernelPlan
+    from .lower_sugar import lower_sugar
+    ir = lower_sugar(src if not hasattr(src, "to_ir") else src.to_ir())
     out, seen = [], set()
-    for fuse in ("none", "regions", "full"):
+    choices = fusion_choices(ir, max_fusion)
+    max_orders = max(1, min(max_orders, MAX_COMPILES // len(choices)))
+    for fuse, regions in choices:
         try:
-            base = compile_program(src, fuse=fuse)
+            base = compile_choice(ir, regions)
         except ProgramError:
             continue
         plans = [p for p in base.plans if isinstance(p, KernelPlan)]
@@ -62,16 +138,15 @@ def candidate_schedules(src, max_orders: int = MAX_ORDER_COMBOS):
                 res = base
             else:
                 try:
-                    res = compile_program(src, fuse=fuse, order=order)
+                    res = compile_choice(ir, regions, order=order)
                 except ProgramError:
                     continue
             # one candidate per distinct graph (a one-statement program compiles alike at every granularity)
-            from ..samml import io as samml_io
             key = samml_io.dumps(res.program)
             if key in seen:
                 continue
             seen.add(key)
-            out.append((fuse, order, res))
+            out.append((fuse, order, res, _groups(ir, regions)))
     return out
 
 
@@ -79,10 +154,10 @@ def exhaustive(src, inputs: dict, memory="hbm2") -> list:
     """Every candidate schedule simulated on ``inputs``: [(Schedule, CompileResult)], fastest first."""
     from ..sim import engine
     out = []
-    for fuse, order, res in candidate_schedules(src):
+    for fuse, order, res, groups in candidate_schedules(src):
         est = estimate(res.program, inputs=inputs, memory=memory)
         s = Schedule(fuse, order, sum(len(k.nodes) for k in res.program.kernels), len(res.program.kernels),
-                     est.cycles, engine.run(res.program, inputs, memory=memory).cycles)
+                     est.cycles, engine.run(res.program, inputs, memory=memory).cycles, groups)
         out.append((s, res))
     out.sort(key=lambda c: c[0].simulated_cycles)
     return out
@@ -100,7 +175,7 @@ def autoschedule(src, inputs: dict | None = None, densities: dict | None = None,
         raise ProgramError("budget", "must allow at least one node and one kernel")
     cands = []
     smallest = None
-    for fuse, order, res in candidate_schedules(src):
+    for fuse, order, res, groups in candidate_schedules(src):
         nodes = sum(len(k.nodes) for k in res.program.kernels)
         nk = len(res.program.kernels)
         smallest = nodes if smallest is None else min(smallest, nodes)
@@ -108,7 +183,7 @@ def autoschedule(src, inputs: dict | None = None, densities: dict | None = None,
             continue
         est = estimate(res.program, densities=densities, inputs=inputs if densities is None else None,
                        memory=memory)
-        cands.append((Schedule(fuse, order, nodes, nk, est.cycles), res))
+        cands.append((Schedule(fuse, order, nodes, nk, est.cycles, groups=groups), res))
     if not cands:
         limits = ", ".join(f"{v} {what}" for v, what in ((max_nodes, "nodes"), (max_kernels, "kernels"))
                            if v is not None)

@@ -7,7 +7,12 @@ tokens, ``counts[-2]`` its fibres) under one assumption: nonzeros are independen
 
 - a compressed level's fibres hold ``stored(level) / stored(level above)`` coordinates on average;
 - k co-iterated fibres of a dimension d with densities p_1..p_k intersect in ``d * prod(p)`` coordinates and
-  unite in ``d * (1 - prod(1 - p))`` (the intersection rate);
+  unite in ``d * (1 - prod(1 - p))`` (the intersection rate) when they are independent; when they are not (the
+  same fibre read twice, ``A*B + A``, one stream fed to several inputs, references that are ``N`` where a
+  union's other operands hold), every stream carries its support as a formula over per-fibre atoms and the
+  rate is the formula's exact probability, conditioned on the parent position existing;
+- a permuted copy (a spacc over held coordinates) re-sorts its entries without merging any; a mask over
+  coordinates another mask generated keeps the positions both keep;
 - K partial results of density q merged by a sparse accumulator are nonzero with ``1 - (1 - q)^K``.
 
 Inputs are described by their densities (``densities={name: p}``, dense tensors 1.0) or their data
@@ -46,10 +51,22 @@ class Estimate:
 @dataclass
 class _S:
     """A stream's expected tokens per level (root first), the dimension of each level, and the fraction of
-    its data tokens that are real (not a union's N placeholder: N reads no memory)."""
+    its data tokens that are real (not a union's N placeholder: N reads no memory).
+
+    Co-iterated operands are often not independent (``A*B + A``, ``P + C - 2A`` with ``P = A*B``, the same
+    stream fed to several inputs), so coordinate streams also carry their *support*: a formula over atoms
+    (one atom per fibre of a stored level: tensor, level, and the identity of the parent reference) with each
+    atom's probability, and reference streams the identity of what they point at (``key``)."""
     counts: tuple
     dims: tuple
     real: float = 1.0
+    held: bool = False          # carries an outer level's coordinate at every position (crd_hold's output)
+    support: object = None      # where its tokens are real: a formula of the kernel's _Logic; None: unknown
+    pos: object = None          # reference streams: where its tokens are (real or N); None: as support
+    ctx: object = True          # the positions one level up whose fibres these are
+    key: object = None          # reference streams: what the references point at
+    cv: int = -1                # coordinate streams: the coordinate variable (unified by co-iteration)
+    pattern: object = None      # (row, column) positions a masked stream can hold (NumPy bool), if known
 
     @property
     def n(self):
@@ -64,6 +81,85 @@ class _S:
 
     def with_n(self, n, real=1.0):
         return _S(self.counts[:-1] + (n,), self.dims, real)
+
+
+#: above this many distinct atoms a co-iteration falls back to independent operands (2^atoms evaluations)
+MAX_ATOMS = 12
+
+
+class _Logic:
+    """A kernel's supports: formulas over atoms, hash-consed into a DAG (a formula is ``True`` or a node id;
+    children are created before parents), and the coordinate variables the atoms' names refer to."""
+
+    def __init__(self):
+        self.coords = _Coords()
+        self.nodes = []             # id -> ("a", atom name) or ("&" | "|", child ids)
+        self.index = {}
+        self.p = {}                 # atom name -> probability (given its parent position)
+
+    def _intern(self, node) -> int:
+        i = self.index.get(node)
+        if i is None:
+            i = self.index[node] = len(self.nodes)
+            self.nodes.append(node)
+        return i
+
+    def atom(self, name, p: float) -> int:
+        self.p.setdefault(name, min(1.0, max(0.0, p)))
+        return self._intern(("a", name))
+
+    def op(self, kind: str, forms) -> object:
+        kids = []
+        for f in forms:
+            if f is True:
+                if kind == "|":
+                    return True
+                continue
+            if f not in kids:
+                kids.append(f)
+        if not kids:
+            return True
+        return kids[0] if len(kids) == 1 else self._intern((kind, tuple(sorted(kids))))
+
+    def both(self, a, b):
+        """``a and b`` (None, an unknown support, counts as True)."""
+        return self.op("&", [True if a is None else a, True if b is None else b])
+
+    def probability(self, form):
+        """P(form) for independent atoms (exact, over the truth table of the atoms it uses); None with more
+        than :data:`MAX_ATOMS` of them."""
+        import numpy as np
+        if form is True:
+            return 1.0
+        reach, stack = set(), [form]
+        while stack:
+            f = stack.pop()
+            if f in reach:
+                continue
+            reach.add(f)
+            node = self.nodes[f]
+            if node[0] != "a":
+                stack.extend(node[1])
+        canon = {f: self.coords.canon(self.nodes[f][1]) for f in reach if self.nodes[f][0] == "a"}
+        names = sorted(set(canon.values()), key=repr)
+        if len(names) > MAX_ATOMS:
+            return None
+        p = {}
+        for f, name in canon.items():
+            p.setdefault(name, self.p[self.nodes[f][1]])
+        table = (np.arange(1 << len(names))[:, None] >> np.arange(len(names))) & 1 == 1
+        column = {name: table[:, i] for i, name in enumerate(names)}
+        ps = np.array([p[n] for n in names])
+        weight = np.prod(np.where(table, ps, 1.0 - ps), axis=1)
+        truth = {}
+        for f in sorted(reach):             # children first
+            node = self.nodes[f]
+            if node[0] == "a":
+                truth[f] = column[canon[f]]
+            else:
+                vals = [truth[k] for k in node[1]]
+                truth[f] = np.logical_and.reduce(vals) if node[0] == "&" else np.logical_or.reduce(vals)
+        return float(weight[truth[form]].sum())
 
 
 def _uniform_levels(decl, density: float) -> list:
@@ -134,6 +230,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     busy = {}                                 # node -> expected firings
     moved = set()
     written = {}
+    logic = _Logic()
 
     def inp(node, port):
         sid = into.get((node, port))
@@ -148,13 +245,14 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
         node = k.nodes[nid]
         op, p = node.op, node.params
         if op == "root":
-            out(nid, "ref", _S((1.0,), (1,)))
+            out(nid, "ref", _S((1.0,), (1,), key="root", support=True))
             busy[nid] = 2
         elif op == "level_scan":
             r = inp(nid, "ref")
             name, lv = p.get("tensor"), p.get("level", 0)
             decl = prog.tensors.get(name) if name else None
             dim = p.get("dim") or (decl.level_dim(lv) if decl is not None else 1)
+            fibre = (name, lv, logic.coords.canon(r.key)) if name and r.key is not None else ("node", nid)
             if p["format"] == "dense":
                 n = r.n * r.real * dim
             else:
@@ -166,37 +264,108 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 read += (2 * r.n * r.real + n) * crd_b
                 moved.add(nid)
             s = r.child(n, dim)
+            s.cv = logic.coords.fresh()
+            # a fibre's coordinates exist where its parent reference is real and the fibre holds them
+            s.ctx = r.pos if r.pos is not None else r.support
+            if p["format"] == "dense":
+                s.support = logic.both(r.support, True)
+            else:
+                known = r.support is not None
+                q = n / (r.n * (r.real if known else 1.0) * dim) if r.n * r.real * dim else 0.0
+                s.support = logic.both(r.support, logic.atom(fibre, q))
+            s.key = ("ref", fibre, ("cv", s.cv))
             out(nid, "crd", s)
             out(nid, "ref", s)
             busy[nid] = n + r.n
         elif op == "mask_scan":
-            from ..samml.masks import kept_count, parse_mask
+            from ..samml.masks import dense_mask, parse_mask
             r = inp(nid, "ref")
-            frac = kept_count(parse_mask(p["mask"]), p["rows"], p["dim"]) / max(1, p["rows"])
-            s = r.child(r.n * frac, p["dim"])
+            pattern = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
+            s = r.child(r.n * pattern.sum() / max(1, p["rows"]), p["dim"])
+            s.pattern = pattern
+            mask_atom = logic.atom(("mask", nid), pattern.sum() / max(1, pattern.size))
+            s.support, s.ctx = logic.both(r.support, mask_atom), (r.pos if r.pos is not None else r.support)
             out(nid, "crd", s)
             out(nid, "ref", s)
             busy[nid] = s.n + r.n
-        elif op == "locate":
+        elif op == "crd_mask":
+            from ..samml.masks import dense_mask, parse_mask
             c = inp(nid, "crd")
-            out(nid, "ref", c)
+            m = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
+            if c.pattern is not None and c.pattern.shape == m.shape and c.pattern.any():
+                # coordinates a mask generated: the positions both masks keep (masks overlap, e.g. a band
+                # inside BigBird's window)
+                keep = (c.pattern & m).sum() / c.pattern.sum()
+                pattern = c.pattern & m
+            else:                              # uniform coordinates: the fraction of positions kept
+                keep, pattern = m.sum() / max(1, m.size), m
+            kept = c.with_n(c.n * keep)
+            kept.cv, kept.pattern = c.cv, pattern
+            mask_atom = logic.atom(("mask", nid), keep)
+            kept.support, kept.ctx = logic.both(c.support, mask_atom), c.ctx
+            out(nid, "crd", kept)
+            for i in range(p.get("arity", 1)):
+                r = inp(nid, f"ref{i}")
+                if r is not None:
+                    rk = _S(kept.counts, kept.dims, r.real, key=r.key, support=logic.both(r.support, mask_atom),
+                            pos=kept.support, ctx=c.ctx)
+                    out(nid, f"ref{i}", rk)
+            busy[nid] = c.n + c.fibres
+        elif op == "locate":
+            c, r = inp(nid, "crd"), inp(nid, "ref")
+            located = _S(c.counts, c.dims, c.real, support=logic.both(c.support, r.support if r is not None else True),
+                         pos=c.support, ctx=c.ctx)
+            parent = logic.coords.canon(r.key) if r is not None and r.key is not None else ("node", nid)
+            located.key = ("ref", (p.get("tensor"), p.get("level"), parent), ("cv", c.cv))
+            out(nid, "ref", located)
             busy[nid] = c.n + c.fibres
         elif op in ("intersect", "union"):
             ar = p.get("arity", 2)
             cs = [inp(nid, f"crd{i}") for i in range(ar)]
+            refs = [inp(nid, f"ref{i}") for i in range(ar)]
             base = cs[0]
             cap = base.fibres * base.dims[-1]
-            ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
+            ctx = base.ctx if base.ctx is not None else True
+            forms = []
+            for i, c in enumerate(cs):
+                logic.coords.unify(c.cv, base.cv)
+                if c.support is None:          # unknown support: an atom of its own (per stream)
+                    forms.append(logic.atom(("stream", into[(nid, f"crd{i}")]), c.n / cap if cap else 0.0))
+                else:
+                    forms.append(c.support)
+            # where each operand's reference is real (not N): its own support if known, else its coordinates'
+            rsups = [ri.support if ri is not None and ri.support is not None else forms[i]
+                     for i, ri in enumerate(refs)]
+            form = logic.op("&" if op == "intersect" else "|", forms)
+            # P(position in the output | its parent position exists), exactly over the atoms
+            pctx = logic.probability(ctx)
+            pform = logic.probability(logic.both(form, ctx)) if pctx is not None else None
+            exact = pform is not None
+            if exact:
+                n = cap * pform / pctx if pctx else 0.0
+            else:                              # too many atoms: independent operands
+                ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
+                n = cap * (math.prod(ps) if op == "intersect" else 1.0 - math.prod(1.0 - q for q in ps))
             if op == "intersect":
-                n = cap * math.prod(ps)
                 busy[nid] = sum(c.n for c in cs) - (ar - 1) * n + base.fibres
             else:
-                n = cap * (1.0 - math.prod(1.0 - q for q in ps))
                 busy[nid] = n + base.fibres
-            out(nid, "crd", base.with_n(n))
+            crd = base.with_n(n)
+            crd.support, crd.cv, crd.ctx = form, base.cv, ctx
+            out(nid, "crd", crd)
             for i in range(ar):
-                real = 1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n)
-                out(nid, f"ref{i}", base.with_n(n, real))
+                rsup = logic.both(form, rsups[i])
+                preal = logic.probability(logic.both(rsup, ctx)) if exact else None
+                if preal is not None:
+                    real = min(1.0, preal / pform) if pform else 1.0
+                else:
+                    rsup = None
+                    real = refs[i].real if op == "intersect" and refs[i] is not None else \
+                        (1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n))
+                r = base.with_n(n, real)
+                r.key = refs[i].key if refs[i] is not None else None
+                r.support, r.pos, r.ctx = rsup, form, ctx
+                out(nid, f"ref{i}", r)
         elif op == "repeat_sig":
             c = inp(nid, "in")
             out(nid, "repsig", c)
@@ -204,7 +373,12 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
         elif op == "repeat":
             rs = inp(nid, "repsig")
             held = inp(nid, "in")
-            out(nid, "out", _S(rs.counts, rs.dims, held.real if held is not None else 1.0))
+            if held is None:
+                out(nid, "out", _S(rs.counts, rs.dims))
+            else:
+                out(nid, "out", _S(rs.counts, rs.dims, held.real, key=held.key,
+                                   support=logic.both(rs.support, held.support) if held.support is not None else None,
+                                   pos=rs.support, ctx=rs.ctx))
             busy[nid] = rs.n + rs.fibres
         elif op == "array":
             r = inp(nid, "ref")
@@ -237,7 +411,18 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             D = max(1, math.prod(c.dims[top + 1:base + 1]))
             K = c.counts[base] / c.counts[top] if c.counts[top] else 0.0
             newc, newd = list(c.counts[:top + 1]), list(c.dims[:top + 1])
-            for j in range(1, order + 1):
+            if c.held:
+                # a permuted copy: every entry arrives as its own one-coordinate fibres carrying its target
+                # coordinates, so nothing merges and the group is the source's entries re-sorted: a uniform
+                # tensor of the target dims with the same number of entries
+                tdims = [p.get("dim_outer1", 1), p.get("dim_outer", 1), p.get("dim", 1)][3 - order:]
+                per = v.n / c.counts[top] if c.counts[top] else 0.0
+                rho = min(1.0, per / max(1, math.prod(tdims)))
+                for j in range(order):
+                    rest = math.prod(tdims[j + 1:])
+                    newc.append(c.counts[top] * math.prod(tdims[:j + 1]) * (1.0 - (1.0 - rho) ** rest))
+                    newd.append(tdims[j])
+            for j in range(1, order + 1 if not c.held else 1):
                 span = math.prod(c.dims[base + 1:base + j + 1])
                 q = c.counts[base + j] / (c.counts[base] * span) if c.counts[base] else 0.0
                 newc.append(c.counts[top] * span * (1.0 - (1.0 - min(q, 1.0) * min(K / D, 1.0)) ** D))
@@ -257,7 +442,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             busy[nid] = i.n + i.fibres
         elif op == "crd_hold":
             i = inp(nid, "inner")
-            out(nid, "outer", i)
+            out(nid, "outer", _S(i.counts, i.dims, i.real, held=True))
             busy[nid] = i.n + i.fibres
         elif op == "level_write":
             c = inp(nid, "crd")
@@ -285,7 +470,37 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     from ..sim.memory import memory_stages
     compute = max(busy.values(), default=0) + 1 + pipeline_fill(prog, k)
     return {"name": k.name, "alu_ops": alu, "read": read, "write": write, "compute": compute,
-            "stages": memory_stages(k, moved) if moved else 0}
+            "stages": memory_stages(k, moved) if moved else 0,
+            "streams": {sid: s.n for sid, s in est.items()}}
+
+
+class _Coords:
+    """Coordinate variables of a kernel: co-iterated coordinate streams are one variable (union-find)."""
+
+    def __init__(self):
+        self.parent = []
+
+    def fresh(self) -> int:
+        self.parent.append(len(self.parent))
+        return len(self.parent) - 1
+
+    def find(self, v: int) -> int:
+        while self.parent[v] != v:
+            self.parent[v] = self.parent[self.parent[v]]
+            v = self.parent[v]
+        return v
+
+    def unify(self, a: int, b: int) -> None:
+        if a >= 0 and b >= 0:
+            self.parent[self.find(a)] = self.find(b)
+
+    def canon(self, x):
+        """``x`` (a nested tuple naming fibres and references) with every ("cv", v) at its representative."""
+        if isinstance(x, tuple):
+            if len(x) == 2 and x[0] == "cv":
+                return ("cv", self.find(x[1])) if x[1] >= 0 else x
+            return tuple(self.canon(y) for y in x)
+        return x
 
 
 def pipeline_fill(prog, k) -> int:

@@ -153,6 +153,15 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                   f"schedules {s['mean_spearman_onchip']:.2f} on chip and {s['mean_spearman_hbm2']:.2f} with HBM2 "
                   f"({s['spearman_groups']} program/density groups); median estimate {s['median_estimate_ms']:.1f} ms "
                   f"vs median simulation {1e3 * s['median_sim_s']:.0f} ms.", ""]
+        big = [p for p in cost["points"] if p["flops"] >= 100]
+        toy = [p for p in cost["points"] if p["flops"] < 100]
+        if big and toy:
+            mean = lambda xs: 100 * sum(xs) / len(xs)  # noqa: E731
+            lines += [f"Points with at least 100 FLOPs ({len(big)}): {mean([abs(p['flops_err']) for p in big]):.1f} % "
+                      f"on FLOPs, {mean([abs(p['bytes_err']) for p in big]):.1f} % on bytes; the toy points under 100 "
+                      f"FLOPs ({len(toy)}, a handful of nonzeros per operand, where one sample is far from its "
+                      f"expectation): {mean([abs(p['flops_err']) for p in toy if p['flops'] > 0]):.1f} % and "
+                      f"{mean([abs(p['bytes_err']) for p in toy]):.1f} %.", ""]
         per = {}
         for p in cost["points"]:
             per.setdefault(p["key"].split("/")[0], []).append(p)
@@ -172,7 +181,12 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                   f"{s['memory']}, top {s['top']} confirmed; {s['cases_with_more_candidates_than_top']} cases had more "
                   f"candidates than it simulates). The heuristic's first choice alone (no confirming simulation) is "
                   f"the best in {100 * s['heuristic_first_hit_rate']:.0f} % of the cases, mean regret "
-                  f"{100 * s['heuristic_first_mean_regret']:.1f} %, worst {100 * s['heuristic_first_max_regret']:.1f} %.",
+                  f"{100 * s['heuristic_first_mean_regret']:.1f} %, worst {100 * s['heuristic_first_max_regret']:.1f} %."
+                  + (f" Fusion is chosen per region: {s['cases_with_per_region_candidates']} cases had per-region "
+                     f"candidates (one region fused, another split; up to {s['max_candidates']} candidates per case); "
+                     f"the exhaustive best was a per-region mix in {s['cases_best_per_region']} of them and the "
+                     f"autoscheduler picked one in {s['cases_picked_per_region']}."
+                     if "cases_with_per_region_candidates" in s else ""),
                   ""]
     lines.append(END)
     return "\n".join(lines)

@@ -22,7 +22,7 @@ def gcn2():
 
 def test_candidates_cover_every_granularity(gcn2):
     src, _ = gcn2
-    assert {fuse for fuse, _, _ in candidate_schedules(src)} == {"none", "regions", "full"}
+    assert {fuse for fuse, _, _, _ in candidate_schedules(src)} == {"none", "regions", "full", "per-region"}
 
 
 def test_pick_is_the_fastest_it_simulated_and_no_better_than_exhaustive(gcn2):
@@ -52,3 +52,29 @@ def test_cli_auto_and_impossible_budget(tmp_path):
     bad = run("--fuse", "auto", "--max-nodes", "4", "-o", str(tmp_path / "bad"))
     assert bad.returncode == 2 and bad.stderr.startswith("error: budget: impossible")
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+
+
+def test_per_region_choices_mix_fused_and_split_regions(gcn2):
+    from fuseflow.compiler.autoschedule import fusion_choices
+    from fuseflow.compiler.lower_sugar import lower_sugar
+    src, inputs = gcn2
+    ir = lower_sugar(src.to_ir())
+    choices = {label: [] for label in ("none", "regions", "per-region", "full")}
+    for label, regions in fusion_choices(ir):
+        choices[label].append(regions)
+    # two layers, each a region of two statements: each fused or split, plus everything fused
+    assert sorted(map(str, choices["per-region"])) == ["[[0, 1]]", "[[2, 3]]"]
+    assert choices["none"] == [[]] and choices["full"] == [None]
+
+
+def test_every_per_region_schedule_computes_gcn2(gcn2):
+    import numpy as np
+    src, inputs = gcn2
+    relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
+    h1 = relu(inputs["A"] @ inputs["X"] @ inputs["W1"])
+    golden = relu(inputs["A"] @ h1 @ inputs["W2"])
+    mixed = [(groups, res) for fuse, _, res, groups in candidate_schedules(src) if fuse == "per-region"]
+    assert {len(res.program.kernels) for _, res in mixed} == {3}      # one layer fused, the other split
+    for groups, res in mixed:
+        out = engine.run(res.program, inputs).outputs["H2"]
+        np.testing.assert_allclose(out, golden, rtol=1e-9, atol=1e-9, err_msg=str(groups))

@@ -73,3 +73,11 @@ def test_bundled_model_and_help():
     assert r.returncode == 0 and "matches PyTorch" in r.stdout, r.stderr
     h = run("--help")
     assert h.returncode == 0 and "FILE.py:CLASS" in h.stdout and ".ff" in h.stdout
+
+
+def test_fuse_auto_and_an_impossible_budget(tmp_path):
+    r = run("gcn", "--fuse", "auto", "--check", "-o", str(tmp_path / "ok"))
+    assert r.returncode == 0 and "auto: " in r.stdout and "matches PyTorch" in r.stdout, r.stderr
+    bad = run("gcn", "--fuse", "auto", "--max-nodes", "5", "-o", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and bad.stderr.startswith("error: budget: impossible"), bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "bad")

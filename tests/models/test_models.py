@@ -137,3 +137,21 @@ def test_wrong_inputs_are_refused():
         m.simulate((inputs[0], inputs[1][:, :3]))
     with pytest.raises(TensorError):
         m.simulate(inputs[:1])
+
+
+def test_fuse_auto_picks_the_fastest_schedule_it_simulated():
+    from fuseflow.errors import ProgramError
+    from fuseflow.sim import engine
+    model, inputs = example("gcn")
+    m = fuseflow.compile(model, inputs, fuse="auto")
+    assert m.check(mode="float").ok and m.check(mode="fixed").ok
+    simulated = [c for c in m.candidates if c.simulated_cycles is not None]
+    assert len(simulated) >= 2 and m.schedule.simulated_cycles == min(c.simulated_cycles for c in simulated)
+    # the compiled program is the chosen schedule: it runs in the cycles the autoscheduler measured
+    assert engine.run(m.program, m._inputs(None), memory="hbm2").cycles == m.schedule.simulated_cycles
+    assert len(m.program.kernels) == m.schedule.kernels
+    # a kernel budget: only schedules within it are ranked
+    one = fuseflow.compile(model, inputs, fuse="auto", max_kernels=1)
+    assert len(one.program.kernels) == 1 and one.check(mode="float").ok
+    with pytest.raises(ProgramError, match="impossible"):
+        fuseflow.compile(model, inputs, fuse="auto", max_nodes=5)
