@@ -55,7 +55,7 @@ def parse_parallel(spec) -> dict:
 
 
 def resolve_parallel(plans, parallel: dict) -> dict:
-    """{kernel name: lanes} for the kernel plans; ProgramError for an index no kernel has, an index that is not
+    """{kernel name: {"lanes": factor, "dim": size of the index}} for the kernel plans; ProgramError for an index no kernel has, an index that is not
     the outermost of a kernel that has it, or a factor larger than the index's dimension."""
     from .fusion import KernelPlan
     out = {}
@@ -75,5 +75,5 @@ def resolve_parallel(plans, parallel: dict) -> dict:
                 raise ProgramError(f"parallel {index}", f"factor {factor} is larger than the dimension of {index} "
                                                         f"({size})")
             if factor > 1:
-                out[p.name] = factor
+                out[p.name] = {"lanes": factor, "dim": size}
     return out

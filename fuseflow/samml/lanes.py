@@ -38,14 +38,16 @@ WRITERS = ("level_write", "value_write")
 
 
 def lanes_pass(program: Program, options: dict | None = None) -> dict:
-    """The pass: ``options["parallel"]`` maps kernel names to lane counts (the compiler resolves ``parallel i
-    N`` to the kernels whose outermost index is i). Returns {kernel: lanes made} (an empty dict: nothing)."""
+    """The pass: ``options["parallel"]`` maps kernel names to lane counts, or to ``{"lanes": n, "dim": size of
+    the outermost index}`` (the compiler resolves ``parallel i N`` to the kernels whose outermost index is i).
+    Returns {kernel: lanes made} (an empty dict: nothing)."""
     wanted = (options or {}).get("parallel") or {}
     done = {}
     for kernel in program.kernels:
-        n = wanted.get(kernel.name, 1)
+        want = wanted.get(kernel.name, 1)
+        n, dim = (want["lanes"], want.get("dim")) if isinstance(want, dict) else (want, None)
         if n > 1:
-            done[kernel.name] = parallel_kernel(program, kernel, n)
+            done[kernel.name] = parallel_kernel(program, kernel, n, dim)
     if done:
         program.validate()
     return done
@@ -122,9 +124,10 @@ def _split(kernel, levels):
     return head, region, writers
 
 
-def parallel_kernel(program: Program, kernel: Kernel, lanes: int) -> int:
+def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | None = None) -> int:
     """Rewrite ``kernel`` to run the sub-tree below its outermost index on ``lanes`` lanes; returns the number
-    of lanes made (1 when there is no work below the outermost index: the kernel is left alone)."""
+    of lanes made (1 when there is no work below the outermost index: the kernel is left alone). ``dim``: the
+    size of the outermost index, given to the parallelizers (their lane channels' depth floor)."""
     levels = stream_levels(kernel)
     head, region, writers = _split(kernel, levels)
     if not region:
@@ -137,11 +140,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int) -> int:
         if low or (top is not None and top < 1):
             raise ProgramError(where, f"{node.op} node {nid} reduces over the parallelized (outermost) index: "
                                       f"lanes would need a merge tree, which is not implemented yet")
-    keys = {}                                  # output tensor -> the stream its level 0 writer takes
-    for wid in writers:
-        w = kernel.nodes[wid]
-        if w.op == "level_write" and w.params.get("level", 0) == 0:
-            keys[w.params["tensor"]] = kernel.driver(wid, "crd")
+    anchors = _Anchors(kernel, levels, head)
     new = Kernel(kernel.name)
     copies = {nid: [f"{nid}_l{l}" for l in range(lanes)] for nid in region}
     taken = set(kernel.nodes)
@@ -164,7 +163,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int) -> int:
         pid = splitters.get(stream.id)
         if pid is None:
             pid = _fresh(new, f"par_{stream.src.node}_{stream.src.port}")
-            new.add("parallelize", id=pid, lanes=lanes)
+            new.add("parallelize", id=pid, lanes=lanes, dim=dim)
             new.connect(stream.src, pid, "in", kind=stream.kind)
             splitters[stream.id] = pid
         return PortRef(pid, f"out{lane}")
@@ -177,14 +176,13 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int) -> int:
             elif s.src.node not in region:
                 new.connect(s.src, d.node, d.port, kind=s.kind)
             else:
-                # a lane stream into a writer: merge the lanes on the tensor's outermost coordinates
-                tensor = kernel.nodes[d.node].params["tensor"]
-                key = keys.get(tensor)
+                # a lane stream into a writer: merge the lanes on the outermost coordinates its units hang under
+                key = anchors.key(s)
                 if key is None:
-                    raise ProgramError(where, f"output {tensor} has no writer of its outermost level to take the "
-                                              f"lanes' coordinates from")
+                    raise ProgramError(where, f"no outermost coordinate stream is aligned with {s.id} (the "
+                                              f"serializer's keys)")
                 sid = _fresh(new, f"ser_{d.node}")
-                new.add("serialize", id=sid, lanes=lanes, depth=levels[s.id] - levels[key.id])
+                new.add("serialize", id=sid, lanes=lanes, depth=levels[s.id])
                 for lane in range(lanes):
                     new.connect(lane_source(key, lane), sid, f"key{lane}", kind="crd")
                     new.connect(lane_source(s, lane), sid, f"in{lane}", kind=s.kind)
@@ -204,6 +202,82 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int) -> int:
     kernel.nodes, kernel.streams = new.nodes, new.streams
     kernel._reindex()
     return lanes
+
+
+class _Anchors:
+    """Which outermost-level coordinates a stream's units hang under, so a serializer gets aligned keys.
+
+    ``shape(s)`` names a stream's token structure (streams with equal names carry the same stops and as many
+    data tokens in the same places: an op's aligned outputs, element-wise ops' inputs and outputs).
+    ``anchor(s)`` names the sequence of outermost coordinates whose units ``s`` has: ``("lanes",)`` for the
+    coordinates the parallelizers deal (the head's level-0 streams), ``("nonempty", shape)`` for those of them
+    whose fibres of ``shape`` are not empty (what a level-0 crd_drop keeps, and what a reduce without crd emits
+    values for). Ops that keep their input's structure keep its anchor."""
+
+    def __init__(self, kernel, levels, head):
+        self.k, self.levels, self.head = kernel, levels, head
+        self._shape, self._anchor = {}, {}
+
+    def _in(self, nid, port):
+        return self.k.driver(nid, port)
+
+    def _follow(self, node):
+        """The input whose structure an op's outputs keep (None: the op makes a new structure)."""
+        op = node.op
+        port = {"array": "ref", "alu": "a", "repeat": "repsig", "repeat_sig": "in", "locate": "crd",
+                "crd_hold": "inner", "crd_mask": "crd", "parallelize": "in"}.get(op)
+        return self._in(node.id, port) if port else None
+
+    def shape(self, s):
+        if s.id not in self._shape:
+            node = self.k.nodes[s.src.node]
+            if s.src.node in self.head and self.levels[s.id] == 0:
+                value = ("lanes",)
+            elif node.op == "reduce" and self._in(node.id, "crd") is not None:
+                value = self.shape(self._in(node.id, "crd"))
+            else:
+                src = self._follow(node)
+                value = self.shape(src) if src is not None else (node.op, node.id,
+                                                                 "outer" if s.src.port == "outer" else "")
+            self._shape[s.id] = value
+        return self._shape[s.id]
+
+    def anchor(self, s):
+        if s.id not in self._anchor:
+            node, lv = self.k.nodes[s.src.node], self.levels
+            if s.src.node in self.head:
+                value = ("lanes",)
+            elif node.op == "crd_drop" and lv[self._in(node.id, "outer").id] == 0:
+                value = ("nonempty", self.shape(self._in(node.id, "inner")))
+            elif node.op == "crd_drop":
+                value = self.anchor(self._in(node.id, "outer"))
+            elif node.op == "reduce" and self._in(node.id, "crd") is None and lv[s.id] == 0:
+                value = ("nonempty", self.shape(self._in(node.id, "val")))
+            elif node.op == "reduce":
+                value = self.anchor(self._in(node.id, "crd") or self._in(node.id, "val"))
+            elif node.op == "spacc":
+                value = self.anchor(self._in(node.id, "crd_inner"))     # one sub-tree per group, empty or not
+            else:
+                src = self._follow(node)
+                if src is None:                   # level_scan, intersect, union, mask_scan: their first input
+                    first = node.spec.input_ports(node.params)[0][0]
+                    src = self._in(node.id, first)
+                value = self.anchor(src)
+            self._anchor[s.id] = value
+        return self._anchor[s.id]
+
+    def key(self, s):
+        """An outermost-level crd stream with the anchor of ``s`` (a head stream the parallelizers split, or a
+        level-0 crd_drop's outer coordinates in the lanes), or None."""
+        want = self.anchor(s)
+        found = [t for t in self.k.streams.values()
+                 if t.kind == "crd" and self.levels.get(t.id) == 0 and self.anchor(t) == want]
+
+        def rank(t):                    # lane streams first, then head streams the lanes already read
+            if t.src.node not in self.head:
+                return 0
+            return 1 if any(d.node not in self.head for d in t.dsts) else 2
+        return min(found, key=rank, default=None)
 
 
 def _fresh(kernel, base):

@@ -409,7 +409,10 @@ _op(OpSpec(
                    "below it); every stop and D goes to every lane.",
     inputs=(Port("in", "token", "the stream to split (crd, ref or val)"),),
     outputs=(Port("out{i}", "token", "lane i's share of the stream", count="lanes"),),
-    params=(_LANES,),
+    params=(_LANES, Param("dim", "int", None, doc="size of the split dimension (data tokens per fibre): the depths "
+                                                  "pass gives every lane's channel ceil(dim / lanes) + 2, so a "
+                                                  "lane can run ahead of the others by all its rows",
+                          limit=limits.DIMENSION)),
     timing="1 cycle per token: a data token or N writes its lane only; a stop or D writes every lane (so it "
            "waits for room in all of them).",
 ))
