@@ -35,6 +35,9 @@ from .graph import Kernel, PortRef, Program
 __all__ = ["parallel_kernel", "stream_levels", "lanes_pass"]
 
 WRITERS = ("level_write", "value_write")
+#: depth of every channel into a serializer: how far (in tokens) a lane may run ahead of the one the serializer
+#: waits for, since rows of different lengths let the lanes drift apart (benchmarks/parallel_bench.py)
+LANE_SLACK = 16
 
 
 def lanes_pass(program: Program, options: dict | None = None) -> dict:
@@ -199,6 +202,11 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
             out = new.output_stream(s.src.node, s.src.port)
             if out is not None:
                 out.depth = max(out.depth or 0, s.depth)
+    for nid, node in new.nodes.items():        # lanes drift apart (rows differ in length): let them run ahead
+        if node.op == "serialize":
+            for port, _ in node.spec.input_ports(node.params):
+                s = new.driver(nid, port)
+                s.depth = max(s.depth or 0, LANE_SLACK)
     kernel.nodes, kernel.streams = new.nodes, new.streams
     kernel._reindex()
     return lanes

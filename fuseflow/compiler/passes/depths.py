@@ -290,8 +290,24 @@ def assign_depths(program, options=None) -> dict:
                     if d > (s.depth or default):
                         s.depth = d
                         why[(kname, sid)] = "profile"
-        fit_budget(program, floors, budget)
+        # the lanes' input channels (parallelize floors) are the price of parallel lanes, charged on top of the
+        # budget so that they do not squeeze every lane's own channels back to the default
+        fit_budget(program, floors, budget + lane_floor_bits(program, floors))
     return depth_table(program, budget, why, profile)
+
+
+def lane_floor_bits(program, floors) -> int:
+    """FIFO bits of the channels out of ``parallelize`` nodes at their floors (0 without parallel lanes)."""
+    bits = 0
+    for k in program.kernels:
+        for node in k.nodes.values():
+            if node.op != "parallelize":
+                continue
+            for port, _ in node.spec.output_ports(node.params):
+                s = k.output_stream(node.id, port)
+                if s is not None and (k.name, s.id) in floors:
+                    bits += channel_bits(program, s) * floors[(k.name, s.id)] // max(1, s.depth or _default(program))
+    return bits
 
 
 def depth_table(program, budget_bits, why=None, profile=None) -> dict:
