@@ -76,12 +76,9 @@ def stream_levels(kernel: Kernel) -> dict:
         elif op == "reduce":
             outs = {"val": lv(nid, "crd") if kernel.driver(nid, "crd") else lv(nid, "val") - 1}
         elif op == "spacc":
-            order, group = p.get("order", 1), p.get("group", 1)
-            top = lv(nid, f"crd_outer{order - 2}") if order >= 2 else lv(nid, "crd_inner")
-            shift = -group
+            order, shift = p.get("order", 1), -p.get("group", 1)
             outs = {"crd_inner": lv(nid, "crd_inner") + shift, "val": lv(nid, "val") + shift,
                     **{f"crd_outer{m}": lv(nid, f"crd_outer{m}") + shift for m in range(order - 1)}}
-            outs["_top"] = top + shift               # the level the reduced sub-tree lands on
         elif op == "crd_drop":
             inner = lv(nid, "inner")
             outs = {"outer": lv(nid, "outer"), "inner": inner,
@@ -96,14 +93,19 @@ def stream_levels(kernel: Kernel) -> dict:
             ins = [x for x in ins if x is not None]
             base = max(ins) if ins else 0
             outs = {port: base for port, _ in node.spec.output_ports(p)}
-        node_top = outs.pop("_top", None)
-        if node_top is not None:
-            level[("spacc_top", nid)] = node_top
         for port, value in outs.items():
             s = kernel.output_stream(nid, port)
             if s is not None:
                 level[s.id] = value
     return level
+
+
+def _spacc_top(kernel, node, levels):
+    """The level a spacc's merged sub-tree lands on: its top input's level minus ``group`` (the reduced levels
+    are the ``group`` levels above it; one of them is level 0 when this is below 1)."""
+    order = node.params.get("order", 1)
+    top = kernel.driver(node.id, f"crd_outer{order - 2}" if order >= 2 else "crd_inner")
+    return levels[top.id] - node.params.get("group", 1)
 
 
 def _split(kernel, levels):
@@ -138,9 +140,8 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
     where = f"parallel: kernel {kernel.name}"
     for nid in sorted(region):
         node = kernel.nodes[nid]
-        top = levels.get(("spacc_top", nid))
         low = [levels[s.id] for s in kernel.streams.values() if s.src.node == nid and levels[s.id] < 0]
-        if low or (top is not None and top < 1):
+        if low or (node.op == "spacc" and _spacc_top(kernel, node, levels) < 1):
             raise ProgramError(where, f"{node.op} node {nid} reduces over the parallelized (outermost) index: "
                                       f"lanes would need a merge tree, which is not implemented yet")
     anchors = _Anchors(kernel, levels, head)
