@@ -19,10 +19,11 @@ def _take_signals_when_run_as_a_command():
 _take_signals_when_run_as_a_command()
 
 
-def compile(model, example_inputs, fuse="regions", order=None, mode="fixed", formats=None, name=None):
+def compile(model, example_inputs, fuse="regions", order=None, mode="fixed", formats=None, name=None, parallel=None):
     """Trace and compile a PyTorch model: see :func:`fuseflow.model.compile`."""
     from .model import compile as _compile
-    return _compile(model, example_inputs, fuse=fuse, order=order, mode=mode, formats=formats, name=name)
+    return _compile(model, example_inputs, fuse=fuse, order=order, mode=mode, formats=formats, name=name,
+                    parallel=parallel)
 
 
 def load(path, model=None):

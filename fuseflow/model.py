@@ -273,13 +273,14 @@ class CompiledModel:
 
 
 def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
-            name: str | None = None) -> CompiledModel:
+            name: str | None = None, parallel=None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`).
 
     ``fuse``: ``"none"`` (one kernel per op), ``"regions"`` (one region per child module: the paper's partial
     fusion; default), ``"full"``, or a list of module names / lists of names (one region each; a statement
     joins the region with the longest matching module-path prefix). ``order``: a dataflow order for the
-    compiler. ``formats``: {input or parameter name: format} overriding what the tensors say.
+    compiler. ``formats``: {input or parameter name: format} overriding what the tensors say. ``parallel``:
+    {index: lanes} (or ``"i=4"``), the compiler's parallel lanes (docs/compiler.md, "Parallel lanes").
     ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`."""
     from .compiler import compile_program
     from .frontends.pytorch import lower
@@ -291,7 +292,8 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
         example_inputs = (example_inputs,)
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse=fuse, name=name)
-    result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order)
+    result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order,
+                             parallel=parallel)
     seconds = time.perf_counter() - t0
     return CompiledModel(name=low.program.name, program=result.program, ff_text=ff_text(low), inputs=low.inputs,
                          outputs=low.outputs, output_structure=low.output_structure, constants=low.constants,

@@ -192,3 +192,18 @@ def test_random_inputs_and_factors(kind, m, n, fmt, density, factor, seed, mode)
     ref = run(one, ins, mode=mode)
     prog = compile_text(text, name=kind, parallel={"i": factor}).program
     same_tensors(ref, run(prog, ins, mode=mode))
+
+
+def test_pytorch_model_with_lanes():
+    """``fuseflow.compile(..., parallel=...)``: a traced Linear + ReLU on 3 lanes gives the one-lane result."""
+    torch = pytest.importorskip("torch")
+    import fuseflow
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    x = torch.randn(6, 4)
+    one = fuseflow.compile(model, x, mode="fixed")
+    three = fuseflow.compile(model, x, mode="fixed", parallel={"i": 3})
+    assert "serialize" in ops(three.program) and "serialize" not in ops(one.program)
+    a, b = one.simulate(x).outputs.numpy(), three.simulate(x).outputs.numpy()
+    assert np.array_equal(a, b)
+    np.testing.assert_allclose(b, model(x).detach().numpy(), atol=1e-3)
