@@ -70,7 +70,8 @@ def resolve_parallel(plans, parallel: dict) -> dict:
                 raise ProgramError(f"parallel {index}", f"index {index} is not the outermost of kernel {p.name} "
                                                         f"(order {','.join(p.order)}): only a kernel's outermost "
                                                         f"index can be parallelized so far")
-            size = int(p.sizes[index])
+            size = p.sizes.get(index)
+            size = int(size) if size is not None else factor
             if factor > size:
                 raise ProgramError(f"parallel {index}", f"factor {factor} is larger than the dimension of {index} "
                                                         f"({size})")
