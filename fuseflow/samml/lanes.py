@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from ..errors import ProgramError
 from .graph import Kernel, PortRef, Program
+from .locate import unique_node_id
 
 __all__ = ["parallel_kernel", "stream_levels", "lanes_pass"]
 
@@ -166,7 +167,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
             return stream.src                  # above the index (the root's reference): every lane reads it
         pid = splitters.get(stream.id)
         if pid is None:
-            pid = _fresh(new, f"par_{stream.src.node}_{stream.src.port}")
+            pid = unique_node_id(new, f"par_{stream.src.node}_{stream.src.port}")
             new.add("parallelize", id=pid, lanes=lanes, dim=dim)
             new.connect(stream.src, pid, "in", kind=stream.kind)
             splitters[stream.id] = pid
@@ -185,7 +186,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
                 if key is None:
                     raise ProgramError(where, f"no outermost coordinate stream is aligned with {s.id} (the "
                                               f"serializer's keys)")
-                sid = _fresh(new, f"ser_{d.node}")
+                sid = unique_node_id(new, f"ser_{d.node}")
                 new.add("serialize", id=sid, lanes=lanes, depth=levels[s.id])
                 for lane in range(lanes):
                     new.connect(lane_source(key, lane), sid, f"key{lane}", kind="crd")
@@ -287,11 +288,3 @@ class _Anchors:
                 return 0
             return 1 if any(d.node not in self.head for d in t.dsts) else 2
         return min(found, key=rank, default=None)
-
-
-def _fresh(kernel, base):
-    nid, n = base, 1
-    while nid in kernel.nodes:
-        nid = f"{base}_{n}"
-        n += 1
-    return nid
