@@ -60,8 +60,11 @@ NODES = Limit("nodes per program", 100_000, "FUSEFLOW_MAX_NODES",
               "programs have hundreds")
 STREAMS = Limit("streams per program", 200_000, "FUSEFLOW_MAX_STREAMS",
                 "as for nodes: every stream is a channel with storage in the simulator and in hardware")
+LANES = Limit("parallel lanes per index", 64, "FUSEFLOW_MAX_LANES",
+              "every lane is a copy of the subgraph below the parallelized index (its ops, FIFOs and memory "
+              "read ports), and the serializer compares every lane's head each cycle")
 EXPR_DEPTH = Limit("levels of expression nesting", 100, "FUSEFLOW_MAX_EXPR_DEPTH",
                    "the compiler walks expressions recursively; Python's recursion limit (1000 frames) is "
                    "reached a few hundred levels down")
 
-ALL = (ARITY, FIFO_DEPTH, DIMENSION, DENSE_ENTRIES, NODES, STREAMS, EXPR_DEPTH)
+ALL = (ARITY, FIFO_DEPTH, DIMENSION, DENSE_ENTRIES, NODES, STREAMS, EXPR_DEPTH, LANES)

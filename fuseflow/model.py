@@ -285,7 +285,7 @@ def bind_inputs(bindings, constants: dict, inputs) -> dict:
 
 def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
             name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
-            memory: str = "hbm2") -> CompiledModel:
+            memory: str = "hbm2", parallel=None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`).
 
     ``fuse``: ``"none"`` (one kernel per op), ``"regions"`` (one region per child module: the paper's partial
@@ -294,7 +294,9 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
     (:mod:`fuseflow.compiler.autoschedule`) chooses, per child module's region, to fuse or split it (or to fuse
     everything) and the dataflow orders, ranking the schedules with the cost heuristic under ``memory`` and
     simulating the best few on ``example_inputs``, within ``max_nodes`` SAMML nodes and ``max_kernels`` kernels
-    (its choice is ``.schedule``). ``order``: a dataflow order for the compiler (not with ``"auto"``). ``formats``: {input or parameter name: format} overriding what the tensors say.
+    (its choice is ``.schedule``). ``order``: a dataflow order for the compiler (not with ``"auto"``).
+    ``formats``: {input or parameter name: format} overriding what the tensors say. ``parallel``: {index: lanes}
+    (or ``"i=4"``), the compiler's parallel lanes (docs/compiler.md, "Parallel lanes"; not with ``"auto"``).
     ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`."""
     from .compiler import compile_program
     from .frontends.pytorch import lower
@@ -308,6 +310,8 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
         raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
     if fuse != "auto" and (max_nodes is not None or max_kernels is not None):
         raise FuseFlowError("max_nodes", "a resource budget is for fuse='auto'")
+    if fuse == "auto" and parallel:
+        raise FuseFlowError("parallel", "fuse='auto' does not choose parallel lanes yet; leave parallel unset")
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
     schedule, candidates = None, ()
@@ -318,7 +322,8 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
         result, schedule, candidates = auto.result, auto.chosen, auto.candidates
         order = schedule.order
     else:
-        result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order)
+        result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order,
+                                 parallel=parallel)
     seconds = time.perf_counter() - t0
     return CompiledModel(name=low.program.name, program=result.program, ff_text=ff_text(low), inputs=low.inputs,
                          outputs=low.outputs, output_structure=low.output_structure, constants=low.constants,

@@ -20,6 +20,7 @@ from ..errors import ProgramError
 from .codegen import CompileResult, build_program
 from .frontend import EinsumProgram, parse_file
 from .fusion import SCHEDULES, KernelPlan, TransposePlan, plan_program
+from .lanes import parse_parallel, resolve_parallel
 from .lower_sugar import lower_sugar
 from .ir import ProgramIR
 
@@ -58,7 +59,8 @@ def parse_order(order):
     return tuple(order)
 
 
-def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, passes=None, locate=True):
+def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, passes=None, locate=True,
+                    parallel=None):
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
     ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
@@ -67,7 +69,9 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     Returns a :class:`CompileResult` (``.program`` is the graph, ``.plans`` the kernels with their orders,
     ``.tables`` the fusion tables, ``.reports`` the graph passes' reports). ``passes``: options of the graph
     passes (:mod:`.passes`), e.g. ``{"fifo_depth": 4}`` or ``{"budget_bits": 32768}``; ``locate=False`` skips
-    the locate pass (dense operands of intersections are then scanned, for comparison)."""
+    the locate pass (dense operands of intersections are then scanned, for comparison). ``parallel``:
+    {index: factor} or ``"i=4"`` (:mod:`.lanes`; added to the program's own ``parallel`` lines, and winning over
+    them): a kernel whose outermost index is parallelized runs the sub-tree below it on that many lanes."""
     ir = src if isinstance(src, ProgramIR) else src.to_ir()
     if iteration not in ("factored", "global"):
         raise ProgramError("iteration", f"expected 'factored' or 'global', got {iteration!r}")
@@ -79,6 +83,9 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
             raise ProgramError("--order", "mixes KERNEL=ORDER with a plain chain")
     ir = lower_sugar(ir)                     # the pass pipeline before fusion (docs/compiler.md)
     plans, full_ir = plan_program(ir, fuse, order, iteration)
+    lanes = resolve_parallel(plans, {**getattr(src, "parallel_factors", {}), **parse_parallel(parallel)})
+    if lanes:
+        passes = {**(passes or {}), "parallel": lanes}
     reports = {}
     if not locate:
         passes = {**(passes or {}), "locate": False}
@@ -87,6 +94,7 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
 
 
 def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None,
-                 locate=True):
+                 locate=True, parallel=None):
     """Compile ``.ff`` source text."""
-    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes, locate=locate)
+    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes, locate=locate,
+                           parallel=parallel)

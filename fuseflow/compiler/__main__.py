@@ -1,7 +1,7 @@
 """``python -m fuseflow.compiler``: compile ``.ff`` programs to SAMML ``graph.json``.
 
     python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
-                                         [--list-orders] [--max-orders N] [--dump-table]
+                                         [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
                                          [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
                                          [--fifo-budget BITS] [--profile] [--dump-after PASS]
 
@@ -46,6 +46,9 @@ def parser():
     c.add_argument("--order", action="append",
                    help="dataflow order, outer to inner: i,k,j (every kernel uses the indices it has), or "
                         "KERNEL=i,k,j for one kernel (repeat for several; --list-orders prints them so)")
+    c.add_argument("--parallel", action="append", metavar="INDEX=N",
+                   help="run the sub-tree below INDEX on N lanes (e.g. i=4; comma-separated or repeated for "
+                        "several indices); the index must be the outermost of the kernels that have it")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
                    help=f"cap for --list-orders (default {DEFAULT_MAX_ORDERS})")
@@ -110,13 +113,17 @@ def compile_cmd(args):
         check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
     src = parse_file(args.program)
     if args.fuse == "auto":
+        if args.parallel:
+            raise ProgramError("--parallel", "cannot be combined with --fuse auto yet (the autoscheduler does not "
+                                             "choose lanes)")
         result = _auto(src, args)
     else:
         options = {"budget_bits": args.fifo_budget, "profile": args.profile, "dump_after": args.dump_after,
                    "locate": not args.no_locate, "drop_empty": not args.no_drop_empty}
         if args.fifo_depth is not None:
             options["fifo_depth"] = args.fifo_depth
-        result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options)
+        result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
+                                 parallel=args.parallel)
     if args.dump_after and "dump" in result.reports:
         print(result.reports["dump"])
     if args.list_orders:

@@ -38,7 +38,7 @@ from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
-KEYWORDS = ("tensor", "output", "order", "fuse", "program")
+KEYWORDS = ("tensor", "output", "order", "parallel", "fuse", "program")
 #: the largest tensor order that graph.json (its schema), the simulator's tensor files and the hardware's
 #: level memories carry; the compiler refuses larger tensors instead of writing a graph nothing can load
 MAX_TENSOR_ORDER = 3
@@ -67,6 +67,7 @@ class EinsumProgram:
         self._region = None
         self._nregions = 0
         self._line = 0
+        self._parallel = {}       # index -> (factor, line, col)
 
     # ---- building ------------------------------------------------------------------------------
     def tensor(self, name, shape, format=None, mode_order=None, *, density=None, line=None, col=1):
@@ -151,6 +152,22 @@ class EinsumProgram:
         self._line = line
         return line
 
+    def parallel(self, index, factor, *, line=None, col=1):
+        """Run the sub-tree below ``index`` on ``factor`` lanes (``parallel i 4``; see docs/compiler.md,
+        "Parallel lanes"): the kernels whose outermost index is ``index`` are parallelized."""
+        from .lanes import check_factor
+        line = self._next_line(line)
+        where = f"line {line}, column {col}"
+        if index in self._parallel:
+            raise ProgramError(where, f"parallel {index} is given twice (first on line {self._parallel[index][1]})")
+        self._parallel[index] = (check_factor(index, factor, where), line, col)
+        return self
+
+    @property
+    def parallel_factors(self):
+        """{index: factor} of the program's ``parallel`` lines."""
+        return {i: f for i, (f, _, _) in self._parallel.items()}
+
     # ---- text format ---------------------------------------------------------------------------
     @classmethod
     def parse(cls, text, name=None):
@@ -198,6 +215,13 @@ class EinsumProgram:
                     if not re.fullmatch(_NAME, n):
                         raise ProgramError(f"line {lineno}, column {pos + 1}", f"expected a tensor name, got {n!r}")
                 p.output(*names, line=lineno, col=col)
+                continue
+            if word == "parallel" and "=" not in stripped:
+                rest = stripped[len("parallel"):].split()
+                if len(rest) != 2 or not re.fullmatch(_NAME, rest[0]):
+                    raise ProgramError(f"line {lineno}, column {col}", f"expected 'parallel INDEX FACTOR' (e.g. "
+                                                                       f"'parallel i 4'), got {stripped!r}")
+                p.parallel(rest[0], rest[1], line=lineno, col=col)
                 continue
             if word == "order" and "=" not in stripped:
                 p.order(_split_chain(stripped[len("order"):], lineno, col + len("order")), line=lineno, col=col)

@@ -65,8 +65,10 @@ def _any_kind(kernel, node, program=None):
     kind for all of them, and a joiner may mix references and values on its ``ref<i>`` ports (the compiler does
     that for a union over a value stream): then the wider kind is taken (references and values are passed
     through unchanged, and consumers take the low bits they need)."""
-    if node.op == "repeat":
+    if node.op in ("repeat", "parallelize"):
         ports = ["in"]
+    elif node.op == "serialize":
+        ports = [f"in{i}" for i in range(node.params["lanes"])]
     elif node.op in ("intersect", "union", "crd_mask", "crd_drop"):
         ports = [f"ref{i}" for i in range(node.params.get("arity") or (0 if node.op == "crd_drop" else 2))]
     else:

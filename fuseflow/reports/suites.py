@@ -7,6 +7,8 @@
             0.1, 0.3 and 0.6, plus every ``fuseflow/programs/*.ff`` compiled at each fusion granularity
             (``none``, ``regions``, ``full``) on random data (density 0.3; dense operands full); the ML model
             examples (``decoder``, ``autoencoder``, ``graphsage2``) on model-scale data (:mod:`fuseflow.models`).
+``parallel`` the example programs whose outermost index is ``i`` (:data:`PARALLEL_PROGRAMS`) compiled with
+            ``parallel i 2`` and ``parallel i 4`` (docs/compiler.md, "Parallel lanes"), on random data.
 ``models``  the ML model examples alone, each at the granularity with the smallest design (:data:`MODEL_PROGRAMS`),
             on model-scale data: the models' correlation without the rest of ``default``.
 
@@ -42,6 +44,9 @@ QUICK_KERNELS = ("vector_add", "spmspm_gustavson")
 QUICK_PROGRAMS = (("spmv.ff", "regions"),)
 #: the ML model examples, each at the granularity with the fewest nodes (graphsage2: none and regions tie at 104;
 #: autoencoder: full, 63; decoder: none, 403, where regions has 575 and full about 7000)
+#: the parallel suite: programs (fuse regions) and lane counts of their outermost index i
+PARALLEL_PROGRAMS = ("spmv.ff", "spmm.ff", "elementwise.ff", "gcn.ff")
+PARALLEL_FACTORS = (2, 4)
 MODEL_PROGRAMS = (("graphsage2.ff", "none"), ("autoencoder.ff", "full"), ("decoder.ff", "none"))
 
 
@@ -82,11 +87,12 @@ def classic(name, n=None, density=0.3, seed=0):
                  {"source": "classic", "kernel": name, "size": n, "density": density, "seed": seed})
 
 
-def compiled(path, fuse, density=COMPILED_DENSITY, seed=COMPILED_SEED):
-    """An ``.ff`` program compiled with ``fuse`` granularity, on random data."""
+def compiled(path, fuse, density=COMPILED_DENSITY, seed=COMPILED_SEED, parallel=None):
+    """An ``.ff`` program compiled with ``fuse`` granularity (and ``parallel`` lanes, e.g. ``{"i": 2}``), on
+    random data."""
     from ..compiler import compile_program, parse_file
     from ..models import example_inputs
-    result = compile_program(parse_file(path), fuse=fuse)
+    result = compile_program(parse_file(path), fuse=fuse, parallel=parallel)
     program = result.program
     base = os.path.splitext(os.path.basename(path))[0]
     # the ML model examples run on model-scale data (fuseflow.models), the others on uniform random data
@@ -94,10 +100,11 @@ def compiled(path, fuse, density=COMPILED_DENSITY, seed=COMPILED_SEED):
     data = "model" if inputs is not None else "random"
     if inputs is None:
         inputs = kernels.random_inputs(program, density=density, seed=seed)
-    return Entry(f"{base}.ff/fuse={fuse}", program, inputs,
+    lanes = "".join(f"/parallel={i}{n}" for i, n in (parallel or {}).items())
+    return Entry(f"{base}.ff/fuse={fuse}{lanes}", program, inputs,
                  {"source": "compiled", "kernel": base, "file": os.path.basename(path), "fuse": fuse,
                   "density": density if data == "random" else None, "data": data, "seed": seed,
-                  "kernels": len(program.kernels)})
+                  "kernels": len(program.kernels), **({"parallel": dict(parallel)} if parallel else {})})
 
 
 def _compiled_entries(files_fuses, notes):
@@ -165,11 +172,20 @@ def models():
     return Suite("models", entries, notes)
 
 
-SUITES = {"quick": quick, "default": default, "models": models}
+def parallel():
+    ex = examples_dir()
+    if ex is None:
+        return Suite("parallel", [], ["compiled programs left out: fuseflow/programs not found"])
+    entries = [compiled(os.path.join(ex, f), "regions", parallel={"i": n})
+               for f in PARALLEL_PROGRAMS for n in PARALLEL_FACTORS]
+    return Suite("parallel", entries, [])
+
+
+SUITES = {"quick": quick, "default": default, "models": models, "parallel": parallel}
 
 
 def get_suite(name):
-    """The suite called ``name`` (``quick``, ``default`` or ``models``)."""
+    """The suite called ``name`` (``quick``, ``default``, ``models`` or ``parallel``)."""
     if isinstance(name, Suite):
         return name
     if name not in SUITES:
@@ -177,4 +193,4 @@ def get_suite(name):
     return SUITES[name]()
 
 
-__all__ = ["Entry", "Suite", "SUITES", "get_suite", "quick", "default", "models", "classic", "compiled"]
+__all__ = ["Entry", "Suite", "SUITES", "get_suite", "quick", "default", "models", "parallel", "classic", "compiled"]

@@ -24,7 +24,7 @@ from .. import limits
 from ..errors import FuseFlowError, GraphError
 from ..tensors.formats import can_locate
 from .widths import check_fits
-from .registry import OPS, UNARY_ALU_OPS, check_mask_scan, check_spacc, get_op, port_kind
+from .registry import OPS, POLY_KINDS, UNARY_ALU_OPS, check_mask_scan, check_spacc, get_op, port_kind
 
 SAMML_VERSION = 1
 ROLES = ("input", "output", "intermediate")
@@ -196,13 +196,13 @@ class Kernel:
         if node is None:
             raise GraphError(f"stream from {src}", f"no node '{src.node}'")
         kind = port_kind(node.spec, src.port)
-        if kind == "any":
+        if kind in POLY_KINDS:
             kind = self._resolve_any(node, src.port)
         return kind
 
     def _resolve_any(self, node, out_port):
         """An 'any' output takes the kind of the matching 'any' input (repeat: in; joiners: ref{i})."""
-        in_port = "in" if node.op == "repeat" else out_port
+        in_port = {"repeat": "in", "parallelize": "in", "serialize": "in0"}.get(node.op, out_port)
         sid = self._driver.get(PortRef(node.id, in_port))
         return self.streams[sid].kind if sid else "ref"
 
@@ -501,9 +501,10 @@ def _validate_kernel(p, k, where):
 
 
 def _check_kind(port_kind_, s, where):
-    if port_kind_ == "any":
-        if s.kind not in ("ref", "val"):
-            raise GraphError(where, f"stream '{s.id}' of kind {s.kind} on a port that takes ref or val")
+    if port_kind_ in POLY_KINDS:
+        if s.kind not in POLY_KINDS[port_kind_]:
+            raise GraphError(where, f"stream '{s.id}' of kind {s.kind} on a port that takes "
+                                    f"{' or '.join(POLY_KINDS[port_kind_])}")
     elif port_kind_ != s.kind:
         raise GraphError(where, f"stream '{s.id}' is {s.kind} but the port takes {port_kind_}")
 

@@ -11,6 +11,8 @@ Stream kinds
 ``val``     values (float in float mode, raw fixed-point integers in fixed mode)
 ``repsig``  repeat signals (``R`` per coordinate, ``S`` per stop, ``D``)
 ``any``     a ``ref`` or ``val`` stream; an op's ``any`` output has the kind of its ``any`` input
+``token``   a ``crd``, ``ref`` or ``val`` stream (the lane ops); the op's ``token`` outputs have the kind of its
+            ``token`` inputs
 
 Variadic ports are written with ``{i}`` in their name and expanded by the parameter named in
 ``Port.count`` (``crd{i}`` with ``arity=2`` gives ``crd0, crd1``).
@@ -23,6 +25,8 @@ from .. import limits
 from ..errors import FuseFlowError, GraphError, UnknownOpError
 
 STREAM_KINDS = ("crd", "ref", "val", "repsig")
+#: port kinds that stand for several stream kinds: the stream's kind decides (outputs follow the inputs)
+POLY_KINDS = {"any": ("ref", "val"), "token": ("crd", "ref", "val")}
 REQUIRED = object()
 
 BINARY_ALU_OPS = ("add", "sub", "mul", "div", "max", "min")
@@ -396,6 +400,37 @@ _op(OpSpec(
     params=(_TENSOR,),
     memory="write",
     timing="1 cycle per token.",
+))
+
+_LANES = Param("lanes", "int", REQUIRED, doc="number of lanes (>= 2)", minimum=2, limit=limits.LANES)
+_op(OpSpec(
+    "parallelize", "Splits a stream across lanes, round-robin by fibre: the k-th data (or N) token of every fibre "
+                   "goes to lane k mod lanes (on the outermost level: the k-th coordinate and the whole sub-tree "
+                   "below it); every stop and D goes to every lane.",
+    inputs=(Port("in", "token", "the stream to split (crd, ref or val)"),),
+    outputs=(Port("out{i}", "token", "lane i's share of the stream", count="lanes"),),
+    params=(_LANES, Param("dim", "int", None, doc="size of the split dimension (data tokens per fibre): the depths "
+                                                  "pass gives every lane's channel ceil(dim / lanes) + 2, so a "
+                                                  "lane can run ahead of the others by all its rows",
+                          limit=limits.DIMENSION)),
+    timing="1 cycle per token: a data token or N writes its lane only; a stop or D writes every lane (so it "
+           "waits for room in all of them).",
+))
+_op(OpSpec(
+    "serialize", "Merges lanes back into one stream in the original order: the lanes' outermost coordinates "
+                 "(key i, one fibre of ascending coordinates per lane) are merged by smallest coordinate, and "
+                 "for each one the lane's unit of the payload (one token at depth 0; at depth d >= 1 the fibre "
+                 "below the key, closed by a stop of level >= d-1) is copied, closing stops renumbered.",
+    inputs=(Port("key{i}", "crd", "lane i's outermost coordinates (ascending; S0, D)", count="lanes"),
+            Port("in{i}", "token", "lane i's payload, aligned with key i at the given depth", count="lanes")),
+    outputs=(Port("out", "token", "the merged payload"),),
+    params=(_LANES, Param("depth", "int", 0, doc="levels of the payload below the keys' level (0: one token per "
+                                                  "key coordinate)", minimum=0)),
+    timing="Depth 0: 1 cycle per key coordinate (needs every key's head and the chosen lane's payload head), "
+           "1 for the closing S0 (every key at S0), 1 for D. Depth d >= 1: per key coordinate 1 cycle to select "
+           "the lane (pops its key, no output), then 1 per payload token of its unit; the closing stop also "
+           "needs every key's head (S_d when every key is at S0, else S_(d-1)); then 1 cycle when every key is at "
+           "S0 (emits S_d only if no unit was copied) and 1 for D.",
 ))
 
 

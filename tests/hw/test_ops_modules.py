@@ -35,6 +35,9 @@ EXAMPLES = {
     "spacc": ({"order": 2, "dim": 8, "dim_outer": 4},
               {"crd_outer0": [2, 0, "S0", 0, 1, "S1", "D"], "crd_inner": [3, 1, "S0", 5, "S1", "S0", 1, "S2", "D"],
                "val": [10, 20, "S0", 30, "S1", "S0", 7, "S2", "D"]}),
+    "parallelize": ({"lanes": 3}, {"in": [4, "N", 6, 8, "S0", "D"]}),
+    "serialize": ({"lanes": 2, "depth": 1}, {"key0": [0, 3, "S0", "D"], "key1": [2, "S0", "D"],
+                                             "in0": [1, 4, "S0", 6, "S1", "D"], "in1": [8, "S1", "D"]}),
 }
 
 

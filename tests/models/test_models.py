@@ -155,3 +155,10 @@ def test_fuse_auto_picks_the_fastest_schedule_it_simulated():
     assert len(one.program.kernels) == 1 and one.check(mode="float").ok
     with pytest.raises(ProgramError, match="impossible"):
         fuseflow.compile(model, inputs, fuse="auto", max_nodes=5)
+
+
+def test_fuse_auto_refuses_parallel_lanes():
+    from fuseflow.errors import FuseFlowError
+    model, inputs = example("gcn")
+    with pytest.raises(FuseFlowError, match="parallel"):
+        fuseflow.compile(model, inputs, fuse="auto", parallel={"i": 2})

@@ -162,6 +162,17 @@ def test_models_suite_is_one_model_scale_entry_per_example():
             np.testing.assert_array_equal(*dense)
 
 
+def test_parallel_suite_is_the_lane_programs():
+    if not (_compiler_usable() and suites.examples_dir()):
+        pytest.skip("compiler or example programs unavailable")
+    p = suites.get_suite("parallel")
+    assert [(e.meta["file"], e.meta["parallel"]["i"]) for e in p.entries] == \
+        [(f, n) for f in suites.PARALLEL_PROGRAMS for n in suites.PARALLEL_FACTORS]
+    for e in p.entries:
+        lanes = {n.params["lanes"] for k in e.program.kernels for n in k.nodes.values() if n.op == "serialize"}
+        assert lanes == {e.meta["parallel"]["i"]}, e.name
+
+
 def test_family_keys_share_builds_across_data_and_compressed_sizes():
     # all-compressed tensors: the size does not reach the hardware, so one family
     assert corr.family_key(kernels.build("vector_add", 8)) == corr.family_key(kernels.build("vector_add", 16))

@@ -8,10 +8,12 @@ the same pipeline through :func:`run_passes`, so every graph the project writes 
    scanned (option ``locate=False`` skips it, for comparison);
 2. ``drop_empty`` (:func:`fuseflow.samml.drop_empty.drop_empty_pass`): a CSR-style operand's empty rows are
    dropped right after its scanners when nothing below needs them (option ``drop_empty=False`` skips it);
-3. ``capacities`` (:func:`fuseflow.samml.capacities.declare_capacities`): worst-case or density-based
+3. ``lanes`` (:func:`fuseflow.samml.lanes.lanes_pass`): kernels the schedule parallelizes (option
+   ``parallel``: {kernel: lanes}) run the sub-tree below their outermost index on that many lanes;
+4. ``capacities`` (:func:`fuseflow.samml.capacities.declare_capacities`): worst-case or density-based
    capacities, so hardware builds without data;
-4. ``widths`` (:func:`fuseflow.samml.widths.assign_widths`): the coordinate width from shapes and capacities;
-5. ``depths`` (:func:`.depths.assign_depths`): channel depths from the graph's structure and a profile on
+5. ``widths`` (:func:`fuseflow.samml.widths.assign_widths`): the coordinate width from shapes and capacities;
+6. ``depths`` (:func:`.depths.assign_depths`): channel depths from the graph's structure and a profile on
    synthetic inputs, within a budget of FIFO bits (it reads the widths: a channel's cost is its token width).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from ...samml.capacities import declare_capacities
 from ...samml.drop_empty import drop_empty_pass
+from ...samml.lanes import lanes_pass
 from ...samml.locate import locate_kernel
 from ...samml.widths import assign_widths
 from .depths import assign_depths
@@ -35,6 +38,7 @@ def locate(program, options) -> dict:
 PIPELINE = (
     ("locate", locate),
     ("drop_empty", drop_empty_pass),
+    ("lanes", lanes_pass),
     ("capacities", declare_capacities),
     ("widths", assign_widths),
     ("depths", assign_depths),

@@ -95,9 +95,21 @@ def deadlock_floors(kernel) -> dict:
     whose next token depends on the accumulator's *next* outer coordinate (a scanner's stop look-ahead
     through a repeat driven by ``crd_outer0``) must be able to buffer one complete emitted fibre: every stream
     out of a ``spacc`` gets ``dim + 2`` (the inner dimension plus the closing stop and one token of the next
-    fibre); ``crd_outer0`` gets ``dim_outer + 2`` and ``crd_outer1`` (order 3) ``dim_outer1 + 2``."""
+    fibre); ``crd_outer0`` gets ``dim_outer + 2`` and ``crd_outer1`` (order 3) ``dim_outer1 + 2``. Every lane
+    channel out of a ``parallelize`` of ``dim`` gets ``ceil(dim / lanes) + 2`` (docs/compiler.md, "Parallel
+    lanes")."""
     floors = {}
     for node in kernel.nodes.values():
+        if node.op == "parallelize" and node.params.get("dim"):
+            # a lane closes a row only when it sees its next one (stop promotion, an empty-row drop looking past
+            # empty rows), which the parallelizer sends after every other lane's rows in between: each lane's
+            # channel holds all its rows, so no lane waits for the serializer to drain another
+            bound = -(-int(node.params["dim"]) // int(node.params["lanes"])) + 2
+            for port, _ in node.spec.output_ports(node.params):
+                s = kernel.output_stream(node.id, port)
+                if s is not None:
+                    floors[s.id] = max(floors.get(s.id, 0), bound)
+            continue
         if node.op != "spacc":
             continue
         bounds = (("crd_inner", "dim"), ("val", "dim"), ("crd_outer0", "dim_outer"), ("crd_outer1", "dim_outer1"))
@@ -278,8 +290,24 @@ def assign_depths(program, options=None) -> dict:
                     if d > (s.depth or default):
                         s.depth = d
                         why[(kname, sid)] = "profile"
-        fit_budget(program, floors, budget)
+        # the lanes' input channels (parallelize floors) are the price of parallel lanes, charged on top of the
+        # budget so that they do not squeeze every lane's own channels back to the default
+        fit_budget(program, floors, budget + lane_floor_bits(program, floors))
     return depth_table(program, budget, why, profile)
+
+
+def lane_floor_bits(program, floors) -> int:
+    """FIFO bits of the channels out of ``parallelize`` nodes at their floors (0 without parallel lanes)."""
+    bits = 0
+    for k in program.kernels:
+        for node in k.nodes.values():
+            if node.op != "parallelize":
+                continue
+            for port, _ in node.spec.output_ports(node.params):
+                s = k.output_stream(node.id, port)
+                if s is not None and (k.name, s.id) in floors:
+                    bits += channel_bits(program, s) * floors[(k.name, s.id)] // max(1, s.depth or _default(program))
+    return bits
 
 
 def depth_table(program, budget_bits, why=None, profile=None) -> dict:

@@ -65,7 +65,8 @@ class OpComponent(wiring.Component):
     lookahead=False)``. ``params`` are the
     node's registry parameters (resolved here; tensor arrays such as seg/crd/vals are ignored: the op
     reaches its arrays through its memory interfaces). ``fixed`` is the :class:`FixedFormat` of values;
-    ``any_kind`` ("ref" or "val") sets the width of the op's ``any`` ports (repeat, intersect, union).
+    ``any_kind`` ("ref" or "val"; "crd" too for ``token`` ports) sets the width of the op's ``any`` and ``token``
+    ports (repeat, intersect, union, parallelize, serialize).
     ``connected``: the input ports that are driven (default: the registry's required inputs for these
     params); an optional input (alu ``b``, reduce ``crd``) exists only when listed. ``lookahead``: the
     op's look-ahead rule is on (only ops with a ``lookahead_depth``, i.e. intersect): it then has, for
@@ -101,12 +102,12 @@ class OpComponent(wiring.Component):
         for name, port in self.spec.input_ports(self.params):
             if not self._has_input(name):
                 continue
-            kind = any_kind if port.kind == "any" else port.kind
+            kind = any_kind if port.kind in ("any", "token") else port.kind
             w, s = kind_width(kind, self.crd_width, self.fixed)
             self.port_info[f"i_{name}"] = (kind, w, s)
             members[f"i_{name}"] = In(token_signature(w))
         for name, port in self.spec.output_ports(self.params):
-            kind = any_kind if port.kind == "any" else port.kind
+            kind = any_kind if port.kind in ("any", "token") else port.kind
             w, s = kind_width(kind, self.crd_width, self.fixed)
             self.port_info[f"o_{name}"] = (kind, w, s)
             members[f"o_{name}"] = Out(token_signature(w))

@@ -1,0 +1,116 @@
+"""Parallel lanes: simulated speedup of SpMV 1024 x 1024 at 1% at factors 1, 2, 4, 8, 16 (``parallel i N``).
+
+The program is ``x(i) = B(i,j) * c(j)`` with B in CSR and c dense (located, so the work scales with B's
+nonzeros). Two matrices with the same number of nonzeros (1% of 1024 x 1024): **uniform** (every entry kept
+with probability 0.01: rows of about 10 nonzeros) and **power-law** (row lengths following Zipf's law, the
+longest rows a few hundred, rows shuffled so that long rows land in random lanes). For each factor the
+reference simulator (cycle-exact with the RTL) runs the compiled graph; outputs must equal factor 1's exactly.
+
+Reported per factor: cycles, speedup (cycles at 1 / cycles at n), efficiency (speedup / n), and the lanes'
+load balance: the nonzeros of the busiest lane over the mean (round-robin deals rows l, l+n, ... to lane l).
+Target (issue 14): speedup >= 0.8 n for n <= 8 on the uniform matrix. Writes JSON (default
+benchmarks/results/parallel.json).
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from fuseflow.cli import atomic_write  # noqa: E402
+from fuseflow.compiler import compile_text  # noqa: E402
+from fuseflow.sim import run  # noqa: E402
+
+N = 1024
+DENSITY = 0.01
+FACTORS = (1, 2, 4, 8, 16)
+TARGET = 0.8
+PROGRAM = f"""program spmv
+tensor B({N}, {N}) : csr
+tensor c({N}) : dense
+x(i) = B(i,j) * c(j)
+"""
+
+
+def uniform(rng):
+    return sp.random(N, N, density=DENSITY, format="csr", random_state=rng, data_rvs=lambda k: rng.integers(1, 64, k) / 8)
+
+
+def power_law(rng, alpha=1.0):
+    """Zipf row lengths (rank r gets ~ 1/r^alpha of the nonzeros), scaled to 1% in total, rows shuffled."""
+    total = int(round(N * N * DENSITY))
+    weights = 1.0 / np.arange(1, N + 1) ** alpha
+    lengths = np.minimum(N, np.floor(weights / weights.sum() * total)).astype(int)
+    short = np.flatnonzero(lengths < N)
+    lengths[short[: total - lengths.sum()]] += 1               # the remainder to the longest rows not full
+    rng.shuffle(lengths)
+    rows, cols = [], []
+    for r, n in enumerate(lengths):
+        rows += [r] * n
+        cols += sorted(rng.choice(N, size=n, replace=False).tolist())
+    vals = rng.integers(1, 64, len(rows)) / 8
+    return sp.csr_matrix((vals, (rows, cols)), shape=(N, N))
+
+
+def lane_balance(B, n):
+    """Nonzeros of the busiest lane over the mean, rows dealt round-robin (row r to lane r mod n)."""
+    per_row = np.diff(B.indptr)
+    lanes = [per_row[l::n].sum() for l in range(n)]
+    return float(max(lanes) / (sum(lanes) / n))
+
+
+def measure(name, B, c):
+    rows, base = [], None
+    for n in FACTORS:
+        prog = compile_text(PROGRAM, name="spmv", parallel={"i": n}).program
+        t0 = time.perf_counter()
+        r = run(prog, {"B": B, "c": c})
+        wall = time.perf_counter() - t0
+        if base is None:
+            base = r
+            np.testing.assert_allclose(r.outputs["x"], B @ c, rtol=1e-12)
+        elif not np.array_equal(r.outputs["x"], base.outputs["x"]):
+            raise AssertionError(f"{name}: factor {n} changed the output")
+        speedup = base.cycles / r.cycles
+        rows.append({"matrix": name, "factor": n, "cycles": r.cycles, "speedup": round(speedup, 3),
+                     "efficiency": round(speedup / n, 3), "lane_balance": round(lane_balance(B, n), 3),
+                     "nodes": sum(len(k.nodes) for k in prog.kernels), "sim_seconds": round(wall, 2)})
+        print(f"{name:9} x{n:<2} {r.cycles:7d} cycles  speedup {speedup:5.2f}  efficiency {speedup / n:4.2f}  "
+              f"balance {rows[-1]['lane_balance']:.2f}", flush=True)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "parallel.json"))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    c = rng.integers(1, 64, N) / 8
+    results = []
+    matrices = {"uniform": uniform(rng), "power-law": power_law(rng)}
+    for name, B in matrices.items():
+        results += measure(name, B, c)
+    uni = [r for r in results if r["matrix"] == "uniform" and r["factor"] <= 8]
+    doc = {"benchmark": "parallel lanes: simulated SpMV speedup", "n": N, "density": DENSITY,
+           "nnz": {k: int(B.nnz) for k, B in matrices.items()},
+           "max_row": {k: int(np.diff(B.indptr).max()) for k, B in matrices.items()},
+           "target": f"speedup >= {TARGET} n for n <= 8 on the uniform matrix",
+           "target_met": all(r["speedup"] >= TARGET * r["factor"] for r in uni),
+           "machine": platform.platform(), "python": platform.python_version(), "results": results}
+    with atomic_write(args.output) as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.output} (target met: {doc['target_met']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The ``parallel`` schedule: which kernels run on how many lanes (the graph pass is
+:mod:`fuseflow.samml.lanes`).
+
+``parallel i 4`` in a program, ``--parallel i=4`` on the command line and ``parallel={"i": 4}`` in the Python
+API all name an index and a factor. A kernel whose outermost index (first in its dataflow order) is a
+parallelized index runs the sub-tree below it on that many lanes; so far only the outermost index of a kernel can
+be parallelized.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ProgramError
+from .. import limits
+
+__all__ = ["parse_parallel", "check_factor", "resolve_parallel"]
+
+
+def check_factor(index: str, factor, where: str) -> int:
+    """The factor as an int >= 1; ProgramError (one line) for 0, a negative or a non-integer factor."""
+    if isinstance(factor, str):
+        if not re.fullmatch(r"[+-]?\d+", factor.strip()):
+            raise ProgramError(where, f"parallel {index}: the factor must be a positive integer, got {factor!r}")
+        factor = int(factor)
+    if isinstance(factor, bool) or not isinstance(factor, int):
+        if isinstance(factor, float) and factor.is_integer():
+            factor = int(factor)
+        else:
+            raise ProgramError(where, f"parallel {index}: the factor must be a positive integer, got {factor!r}")
+    if factor < 1:
+        raise ProgramError(where, f"parallel {index}: the factor must be at least 1, got {factor}")
+    limits.LANES.check(factor, where)
+    return factor
+
+
+def parse_parallel(spec) -> dict:
+    """``"i=4,j=2"`` (or a list of such strings, or a dict) -> {index: factor}."""
+    if spec is None:
+        return {}
+    if isinstance(spec, dict):
+        return {str(i): check_factor(i, f, "parallel") for i, f in spec.items()}
+    parts = [spec] if isinstance(spec, str) else list(spec)
+    out = {}
+    for part in parts:
+        for item in str(part).split(","):
+            item = item.strip()
+            m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\S+)", item)
+            if not m:
+                raise ProgramError("--parallel", f"expected INDEX=FACTOR (e.g. i=4), got {item!r}")
+            if m.group(1) in out:
+                raise ProgramError("--parallel", f"index {m.group(1)} is given twice")
+            out[m.group(1)] = check_factor(m.group(1), m.group(2), "--parallel")
+    return out
+
+
+def resolve_parallel(plans, parallel: dict) -> dict:
+    """{kernel name: {"lanes": factor, "dim": size of the index}} for the kernel plans; ProgramError for an index no kernel has, an index that is not
+    the outermost of a kernel that has it, or a factor larger than the index's dimension."""
+    from .fusion import KernelPlan
+    out = {}
+    kernels = [p for p in plans if isinstance(p, KernelPlan)]
+    for index, factor in parallel.items():
+        having = [p for p in kernels if index in p.order]
+        if not having:
+            known = sorted({i for p in kernels for i in p.order})
+            raise ProgramError(f"parallel {index}", f"no kernel has index {index} (indices: {', '.join(known)})")
+        for p in having:
+            if p.order[0] != index:
+                raise ProgramError(f"parallel {index}", f"index {index} is not the outermost of kernel {p.name} "
+                                                        f"(order {','.join(p.order)}): only a kernel's outermost "
+                                                        f"index can be parallelized so far")
+            size = p.sizes.get(index)
+            size = int(size) if size is not None else factor
+            if factor > size:
+                raise ProgramError(f"parallel {index}", f"factor {factor} is larger than the dimension of {index} "
+                                                        f"({size})")
+            if factor > 1:
+                out[p.name] = {"lanes": factor, "dim": size}
+    return out

@@ -1,0 +1,111 @@
+"""serialize: merges lanes back into one stream in the original order (fuseflow/sim/ops/serialize.py).
+
+States:
+
+- SELECT (inspects every key): with a data head somewhere, the lane ``l`` of the smallest one (control heads
+  sort after every coordinate). Depth 0: also inspects ``in<l>``, emits it, pops ``key<l>`` and ``in<l>``.
+  Depth d >= 1: pops ``key<l>`` without output, ``copied``, COPY(l). Every key at S0: also inspects every
+  payload; pops every key and every payload head that is a stop; emits S_d if depth is 0 or nothing was
+  copied; END.
+- COPY (inspects ``in<l>``; for a closing stop, a stop of level >= d-1, also every key): emits the token and
+  pops it; a closing stop becomes S_d when every key is at S0, else S_(d-1), and returns to SELECT.
+- END (inspects everything): D everywhere; emits D, pops all; FIN.
+"""
+
+from functools import reduce
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+
+from ..stream import all_of
+from ..token import is_stop, stop_level, token_layout
+from ._common import OpComponent, copy_tok, set_done, set_stop
+
+SELECT, COPY, END, FIN = 0, 1, 2, 3
+
+
+class Serialize(OpComponent):
+    op_name = "serialize"
+
+    def elaborate(self, platform):
+        m = Module()
+        n, depth = self.params["lanes"], self.params["depth"]
+        w = self.crd_width
+        f = self.fire_logic()
+        keys = [getattr(self, f"i_key{i}") for i in range(n)]
+        pays = [getattr(self, f"i_in{i}") for i in range(n)]
+        out = self.o_out
+        state = Signal(range(4))
+        cur = Signal(range(n))
+        copied = Signal()
+
+        keys_valid = all_of(k.valid for k in keys)
+        order = [Cat(k.payload.data[:w], k.payload.ctrl) for k in keys]
+        low = Signal(w + 1)
+        m.d.comb += low.eq(reduce(lambda a, b: Mux(a <= b, a, b), order))
+        any_data = ~low[w]
+        # the lane of the smallest coordinate (keys are disjoint; the first match otherwise)
+        sel = Signal(range(n))
+        for i in reversed(range(n)):
+            with m.If(order[i] == low):
+                m.d.comb += sel.eq(i)
+        width = self.port_info["i_in0"][1]
+
+        def pick(index, name):
+            # the payload head and valid of lane ``index``
+            tok, valid = Signal(token_layout(width), name=f"{name}_tok"), Signal(name=f"{name}_valid")
+            with m.Switch(index):
+                for i in range(n):
+                    with m.Case(i):
+                        m.d.comb += [tok.eq(pays[i].payload), valid.eq(pays[i].valid)]
+            return tok, valid
+
+        sel_tok, sel_valid = pick(sel, "sel")
+        cur_tok, cur_valid = pick(cur, "cur")
+
+        with m.Switch(state):
+            with m.Case(SELECT):
+                with m.If(any_data):
+                    for i in range(n):
+                        m.d.comb += f.pop[f"key{i}"].eq(sel == i)
+                    if depth == 0:
+                        m.d.comb += [f.go.eq(keys_valid & sel_valid), f.push["out"].eq(1)]
+                        copy_tok(m, out, sel_tok)
+                        for i in range(n):
+                            m.d.comb += f.pop[f"in{i}"].eq(sel == i)
+                    else:
+                        m.d.comb += f.go.eq(keys_valid)
+                        with m.If(f.fire):
+                            m.d.sync += [cur.eq(sel), copied.eq(1), state.eq(COPY)]
+                with m.Else():
+                    m.d.comb += f.go.eq(keys_valid & all_of(p.valid for p in pays))
+                    for i in range(n):
+                        m.d.comb += [f.pop[f"key{i}"].eq(1), f.pop[f"in{i}"].eq(is_stop(pays[i].payload))]
+                    m.d.comb += f.push["out"].eq(1 if depth == 0 else ~copied)
+                    set_stop(m, out, depth)
+                    with m.If(f.fire):
+                        m.d.sync += state.eq(END)
+            if depth >= 1:
+                with m.Case(COPY):
+                    x = cur_tok
+                    closing = Signal()
+                    m.d.comb += closing.eq(is_stop(x) & (stop_level(x) >= depth - 1))
+                    for i in range(n):
+                        m.d.comb += f.pop[f"in{i}"].eq(cur == i)
+                    m.d.comb += f.push["out"].eq(1)
+                    with m.If(closing):
+                        m.d.comb += f.go.eq(cur_valid & keys_valid)
+                        set_stop(m, out, Mux(any_data, depth - 1, depth))
+                        with m.If(f.fire):
+                            m.d.sync += state.eq(SELECT)
+                    with m.Else():
+                        m.d.comb += f.go.eq(cur_valid)
+                        copy_tok(m, out, x)
+            with m.Case(END):
+                m.d.comb += [f.go.eq(keys_valid & all_of(p.valid for p in pays)), f.push["out"].eq(1)]
+                for i in range(n):
+                    m.d.comb += [f.pop[f"key{i}"].eq(1), f.pop[f"in{i}"].eq(1)]
+                set_done(m, out)
+                with m.If(f.fire):
+                    m.d.sync += state.eq(FIN)
+        f.build(m)
+        return m
