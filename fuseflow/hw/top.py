@@ -227,7 +227,7 @@ class ProgramTop(wiring.Component):
             mem = make_memory(spec, self.init.get(spec.name))
             mems[spec.name] = mem
             m.submodules[f"mem_{_ident(spec.name)}"] = mem
-            host_rd[spec.name] = mem.read_port(domain="comb")
+            host_rd[spec.name] = mem.read_port()         # synchronous: host_rdata is one cycle late
             writers[spec.name] = []
 
         # kernel control ----------------------------------------------------------------------------
@@ -274,6 +274,8 @@ class ProgramTop(wiring.Component):
                             nxt.ctrl.eq(q.r_next.ctrl),
                             getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
                         ]
+                    if d.port in ops[d.node].after_ports():
+                        km.d.comb += getattr(ops[d.node], f"i_{d.port}_after").eq(q.r_after)
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)
@@ -324,7 +326,11 @@ class ProgramTop(wiring.Component):
                         raise HardwareError(f"node {nid}", f"no memory for array '{array}' of tensor "
                                                            f"'{node.params.get('tensor')}'")
                     for prefix in mp.reads:
-                        rp = mems[spec.name].read_port(domain="comb")
+                        sync = prefix in mp.sync_reads
+                        if spec.storage == "block" and not sync:
+                            raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
+                                                               f"combinationally")
+                        rp = mems[spec.name].read_port() if sync else mems[spec.name].read_port(domain="comb")
                         km.d.comb += [rp.addr.eq(getattr(op, f"{prefix}_addr")),
                                       getattr(op, f"{prefix}_data").eq(rp.data)]
                     for prefix in mp.writes:
@@ -404,17 +410,21 @@ class ProgramTop(wiring.Component):
         for ki, ci, r1, r2 in self.probe_regs:
             cnt, lvl = fifo_stats[ki][ci]
             regs[r1.name], regs[r2.name] = cnt, lvl
-        rdata = Signal(plan.data_width)
-        with m.Switch(self.host_sel):
+        # host read: the memories' synchronous read ports and the register picked in the previous cycle
+        reg_rdata = Signal(plan.data_width)
+        m.d.sync += reg_rdata.eq(0)
+        with m.Switch(self.host_addr):
+            for r in plan.registers:
+                with m.Case(r.index):
+                    m.d.sync += reg_rdata.eq(regs[r.name])
+        sel_q = Signal.like(self.host_sel)
+        m.d.sync += sel_q.eq(self.host_sel)
+        with m.Switch(sel_q):
             for spec in plan.memories:
                 with m.Case(spec.sel):
-                    m.d.comb += rdata.eq(host_rd[spec.name].data)
+                    m.d.comb += self.host_rdata.eq(host_rd[spec.name].data)
             with m.Case(plan.reg_sel):
-                with m.Switch(self.host_addr):
-                    for r in plan.registers:
-                        with m.Case(r.index):
-                            m.d.comb += rdata.eq(regs[r.name])
-        m.d.sync += self.host_rdata.eq(rdata)
+                m.d.comb += self.host_rdata.eq(reg_rdata)
         return m
 
 
