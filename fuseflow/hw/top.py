@@ -10,7 +10,8 @@ Ports (all in the ``sync`` domain)::
     host_addr   In(a)    entry of the selected memory / register index
     host_wdata  In(d)    data to write (raw bits; values in two's complement)
     host_we     In(1)    write enable (memories only; ignored while busy)
-    host_rdata  Out(d)   the entry selected by host_sel/host_addr in the previous cycle (registered)
+    host_rdata  Out(d)   the entry selected by host_sel/host_addr in the previous cycle (a synchronous read;
+                         memories read back while idle: a block RAM shares its op's read port with the host)
 
 Per kernel: one op module per node (``fuseflow.hw.ops.MODULES``), one channel FIFO per stream consumer (depth
 from the stream or the program's ``fifo_depth``), fan-out written together when every consumer has room, and
@@ -31,7 +32,7 @@ so a harness can name where a stuck run stopped.
 import copy
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, ResetInserter, Shape, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -227,9 +228,9 @@ class ProgramTop(wiring.Component):
             mem = make_memory(spec, self.init.get(spec.name))
             mems[spec.name] = mem
             m.submodules[f"mem_{_ident(spec.name)}"] = mem
-            host_rd[spec.name] = mem.read_port()         # synchronous: host_rdata is one cycle late
             writers[spec.name] = []
 
+        idle = Signal()                   # no run: the host may write, and reads memories through an op's port
         # kernel control ----------------------------------------------------------------------------
         en = [Signal(name=f"en_{_ident(k.name)}") for k in program.kernels]
         kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
@@ -331,8 +332,13 @@ class ProgramTop(wiring.Component):
                             raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
                                                                f"combinationally")
                         rp = mems[spec.name].read_port() if sync else mems[spec.name].read_port(domain="comb")
-                        km.d.comb += [rp.addr.eq(getattr(op, f"{prefix}_addr")),
-                                      getattr(op, f"{prefix}_data").eq(rp.data)]
+                        addr = getattr(op, f"{prefix}_addr")
+                        if sync and spec.name not in host_rd:
+                            # the host reads through the first synchronous op port while idle: a block RAM
+                            # then has one write and one read port (no copy for a third port)
+                            host_rd[spec.name] = rp
+                            addr = Mux(idle, self.host_addr, addr)
+                        km.d.comb += [rp.addr.eq(addr), getattr(op, f"{prefix}_data").eq(rp.data)]
                     for prefix in mp.writes:
                         # gated by the kernel's enable: an op held in reset may drive its write enable
                         writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),
@@ -361,7 +367,7 @@ class ProgramTop(wiring.Component):
         total = Signal(COUNTER_WIDTH)
         wall = Signal(COUNTER_WIDTH)
         overflow = Signal(len(plan.memories) or 1)
-        m.d.comb += [self.busy.eq(phase != 0), self.cycles.eq(total)]
+        m.d.comb += [self.busy.eq(phase != 0), self.cycles.eq(total), idle.eq(phase == 0)]
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
@@ -384,7 +390,7 @@ class ProgramTop(wiring.Component):
         for spec in plan.memories:
             mem = mems[spec.name]
             wp = mem.write_port()
-            host_w = self.host_we & (self.host_sel == spec.sel) & (phase == 0)
+            host_w = self.host_we & (self.host_sel == spec.sel) & idle
             m.d.comb += [wp.addr.eq(self.host_addr), wp.data.eq(self.host_wdata), wp.en.eq(host_w)]
             for waddr, wdata, wen in writers[spec.name]:
                 fits = waddr < spec.capacity
@@ -392,7 +398,9 @@ class ProgramTop(wiring.Component):
                     m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wdata), wp.en.eq(fits)]
                     with m.If(~fits):
                         m.d.sync += overflow[spec.sel].eq(1)
-            m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
+            if spec.name not in host_rd:          # no synchronous op port to share: one of its own
+                host_rd[spec.name] = mem.read_port()
+                m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
 
         # register file ---------------------------------------------------------------------------------
         op_over = Cat(*[self.ops[ki][nid].overflow for ki, nid in self.overflow_ops]) if self.overflow_ops else Const(0)
