@@ -4,7 +4,6 @@ ECP5 DP16KD; a kernel whose memories are in block RAM still matches the simulato
 
 import re
 
-import numpy as np
 import pytest
 from amaranth.back import rtlil
 
