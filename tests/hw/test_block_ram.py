@@ -13,7 +13,7 @@ from fuseflow.hw.top import compare_tensors
 from fuseflow.samml import kernels
 
 
-def _spmv(rows=40, cols=40, density=0.4, seed=3):
+def _spmv(rows=40, density=0.4, seed=3):
     program = kernels.build("spmv_csr", rows)
     inputs = kernels.random_inputs(program, density=density, seed=seed)
     return program, inputs
@@ -42,7 +42,7 @@ def test_plan_marks_large_synchronous_arrays_block_and_the_top_tags_them():
 
 
 def test_kernel_with_block_ram_memories_matches_simulator():
-    program, inputs = _spmv(rows=24, cols=24)
+    program, inputs = _spmv(rows=24)
     b = build(program, inputs, probes=False)
     assert any(m.storage == "block" for m in b.plan.memories)
     res = run_amaranth(b)
