@@ -158,13 +158,11 @@ def describe(row):
 
 
 def bram_note(rows):
-    """What the BRAM column holds: the rows that use block RAM (the function units' registered table ROMs) or
-    that no row does."""
+    """What the BRAM column holds: the rows that use block RAM or that no row does."""
     with_bram = [r["name"] for r in rows if "error" not in r and r["brams"]]
     if not with_bram:
         return "**BRAM is 0 everywhere**."
-    return ("Block RAM (DP16KD) holds only registered-read ROMs, the function units' tables: "
-            + ", ".join(with_bram) + ".")
+    return "Rows with block RAM (DP16KD): " + ", ".join(with_bram) + "."
 
 
 def markdown(doc):
@@ -177,9 +175,13 @@ def markdown(doc):
              "bit captured into one), so every path is register to register; the FF column includes those "
              "wrapper registers (in brackets), LUTs include the wrapper's output capture multiplexers (about one "
              "per output bit). Fmax is nextpnr's post-route estimate for the slowest clock path.", "",
-             "Tensor and accumulator memories are read combinationally by design (the timing contract in docs/samml.md: an op uses the "
-             "data in the cycle it presents the address), so Yosys maps them to LUT RAM (TRELLIS_DPR16X4, counted "
-             "in LUTs; the LUT-RAM column shows how many) and never to block RAM. " + bram_note(rows) +
+             "Tensor and accumulator memories keep the timing contract of docs/samml.md (an op uses the data "
+             "in the cycle its reference is the head) with synchronous reads addressed one cycle ahead, so "
+             "those of 1 Kbit and more (crd, vals, spacc's accumulator; the +mem rows' 64-entry crd and vals) map "
+             "to block RAM; level_scan's seg arrays (read combinationally) and smaller memories go to LUT RAM "
+             "(TRELLIS_DPR16X4, counted in LUTs; the LUT-RAM column shows how many) (docs/hardware.md, "
+             "\"Memories\"). "
+             + bram_note(rows) +
              " DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers.", ""]
     ops = [r for r in rows if r["kind"] == "op"]
     ks = [r for r in rows if r["kind"] == "kernel"]

@@ -124,6 +124,13 @@ def cmd_build(args):
         print(f"  expected run: {r['cycles']} cycles = {r['seconds'] * 1e6:.3f} us at {rep['clock_mhz']:g} MHz")
     if rep["critical_path"]:
         print(f"  critical path: {rep['critical_path']['summary']}")
+    blocks = [e for e in rep["memory_map"] if e["storage"] == "block"]
+    print(f"  memories: {len(rep['memory_map'])} ({len(blocks)} in block RAM, "
+          f"{sum(e['blocks'] for e in blocks)} blocks); memory map in report.json")
+    big = rep["largest_spmv"]
+    print("  largest SpMV the block RAM holds: " + (f"{big['rows']} x {big['cols']}, {big['nonzeros']} nonzeros "
+                                                     f"({big['brams']} blocks)" if big else "none (the SpMV logic "
+                                                                                           "does not fit)"))
     print(f"{os.path.join(out, 'report.json')}: report; {os.path.join(out, 'manifest.json')}: host map")
     if not rep["timing_met"]:
         print(f"error: timing: Fmax {fm} MHz is below the {rep['clock_mhz']:g} MHz {src} clock", file=sys.stderr)

@@ -11,9 +11,14 @@ Capacities come from ``TensorDecl.capacity`` (entries per level, then values, as
 the user gave (inputs packed, outputs and intermediates sized by the reference simulator's run on that data);
 with neither, building is an error.
 
-The ops read memories through combinational read ports (``read_port(domain="comb")``); writer ops drive one
-write port per memory, shared with the host (the writer wins; the host only writes while the top is idle). The
-host reads through one more read port, registered in the top (one cycle of latency).
+Storage (:func:`memory_storage`, one rule): a memory read only through synchronous read ports (crd and vals:
+level_scan's crd port and array's vals port address them one cycle ahead, from their next state and the
+next head of their input, so the timing is unchanged) goes to block RAM (``ram_style = "block"``: ECP5
+DP16KD, iCE40 SB_RAM40_4K) once it holds :data:`BLOCK_RAM_MIN_BITS` bits; below that, and for the seg arrays
+(level_scan reads seg combinationally: its IDLE step addresses crd with seg[r] within the cycle), Yosys
+picks LUT RAM or flip-flops. Writer ops drive one write port per memory, shared with the host (the writer
+wins; the host only writes while the top is idle). The host reads through one more synchronous read port
+(one cycle of latency).
 
 Host address map: ``host_sel`` picks a memory by its index in :attr:`MemoryPlan.memories` (``sel`` in the
 manifest), or the register file at ``sel = len(memories)``; ``host_addr`` is the entry. Registers are listed
@@ -26,6 +31,16 @@ from ..errors import HardwareError
 
 #: width of the registers of the register file (cycle counters, counts)
 REG_WIDTH = 32
+
+#: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
+#: (18 with parity) and one iCE40 SB_RAM40_4K 4 Kbit; a 1 Kbit memory costs about 16 ECP5 LUT-RAM cells
+#: (TRELLIS_DPR16X4, with their write decode) per read port and, on iCE40 (no LUT RAM), a thousand
+#: flip-flops. From 1 Kbit up a block is cheaper than the fabric on both, and the 85F's 208 blocks (the
+#: UP5K's 30) are not used up by the many small arrays of a kernel (a few entries each)
+BLOCK_RAM_MIN_BITS = 1024
+
+#: arrays read combinationally (level_scan's seg: the IDLE step reads crd at seg[r] in the same cycle)
+COMB_READ_ARRAYS = ("seg",)
 
 
 @dataclass
@@ -41,6 +56,7 @@ class MemSpec:
     role: str            # the tensor's role
     sel: int = 0         # host select index
     capacity: int = 0    # entries the data may use (== depth, except depth is at least 1)
+    storage: str = "lut"  # "block" (block RAM) or "lut" (Yosys picks LUT RAM or flip-flops)
 
     def to_json(self):
         return asdict(self)
@@ -181,8 +197,10 @@ def plan_memories(program, data_capacities=None):
             else:
                 width, signed = index_width, False
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
-            plan.memories.append(MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role,
-                                         len(plan.memories), depth))
+            spec = MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role, len(plan.memories),
+                           depth)
+            spec.storage = memory_storage(array, spec.depth * width)
+            plan.memories.append(spec)
     plan.__post_init__()
     plan.add_register("status", doc="bit 0 busy, bit 1 done, bit 2 a writer overflowed a memory, bit 3 an op "
                                               "exceeded its capacity (register op_overflow)")
@@ -192,6 +210,11 @@ def plan_memories(program, data_capacities=None):
         plan.add_register(f"kernel.{k.name}.cycles", doc=f"cycles of kernel {k.name}")
     plan.add_register("overflow", doc="bit i: memory sel=i was written past its capacity")
     return plan
+
+
+def memory_storage(array: str, bits: int) -> str:
+    """``"block"`` when an array of ``bits`` bits goes to block RAM, else ``"lut"`` (see the module doc)."""
+    return "block" if array not in COMB_READ_ARRAYS and bits >= BLOCK_RAM_MIN_BITS else "lut"
 
 
 def _with_capacity(decl, cap):
@@ -260,4 +283,5 @@ def make_memory(spec, init=None):
     if len(words) > spec.depth:
         raise HardwareError(f"memory {spec.name}", f"{len(words)} entries exceed the depth {spec.depth}")
     words += [0] * (spec.depth - len(words))
-    return Memory(shape=spec.width, depth=spec.depth, init=words)
+    attrs = {"ram_style": "block"} if spec.storage == "block" else None
+    return Memory(shape=spec.width, depth=spec.depth, init=words, attrs=attrs)

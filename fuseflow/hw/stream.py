@@ -6,7 +6,9 @@ by a read in cycle t is writable in cycle t+1 (``w.ready = level != depth`` does
 That is exactly the reference simulator's channel (``fuseflow/sim/channel.py``). It also shows its second
 entry (``r_next``, valid when ``level >= 2``: the simulator's ``ch.toks[1]``, visible from its push cycle
 + 1), which SyncFIFO does not expose; a look-ahead consumer (intersect) reads it. (``SyncFIFOBuffered``
-has one more cycle of latency, so it would not match the simulator.)
+has one more cycle of latency, so it would not match the simulator.) ``r_after`` is the head of the next
+cycle, decided by this cycle's read and write: an op with a synchronous memory read port addresses it from
+``r_after`` so that the data of its head is there in the cycle the head is (``docs/hardware.md``).
 
 :class:`FanOut` copies one stream to n consumers: a token leaves when every consumer takes it in the
 same cycle (the simulator's fan-out: the producer pushes to all channels at once and needs room in
@@ -37,6 +39,9 @@ class StreamFIFO(wiring.Component):
     Ports: ``w`` (In, the producer side), ``r`` (Out, the consumer side: the head), ``level`` (Out,
     tokens held), ``r_next`` (Out, the payload of the entry behind the head) and ``r_next_valid`` (Out,
     ``level >= 2``; always 0 at depth 1). ``r_next`` becomes the head in the cycle after the head is read.
+    ``r_after`` (Out): the payload of the next cycle's head (the entry behind the head or the token being
+    written when the head is read, else the head or the token being written into an empty FIFO); junk when
+    the next cycle has no head.
     """
 
     def __init__(self, width, depth=2):
@@ -50,6 +55,7 @@ class StreamFIFO(wiring.Component):
             "level": Out(range(depth + 1)),
             "r_next": Out(token_layout(width)),
             "r_next_valid": Out(1),
+            "r_after": Out(token_layout(width)),
         })
 
     def elaborate(self, platform):
@@ -79,6 +85,7 @@ class StreamFIFO(wiring.Component):
             m.d.sync += self.level.eq(self.level + 1)
         with m.If(do_read & ~do_write):
             m.d.sync += self.level.eq(self.level - 1)
+        behind = self.w.payload             # what follows the head when the FIFO holds at most one token
         if depth >= 2:
             np_ = mem.read_port(domain="comb")
             m.d.comb += [
@@ -86,6 +93,9 @@ class StreamFIFO(wiring.Component):
                 self.r_next.eq(np_.data),
                 self.r_next_valid.eq(self.level >= 2),
             ]
+            behind = Mux(self.level >= 2, np_.data, Value.cast(self.w.payload))
+        stay = Mux(self.level != 0, rp.data, Value.cast(self.w.payload))
+        m.d.comb += self.r_after.eq(Mux(do_read, behind, stay))
         return m
 
 

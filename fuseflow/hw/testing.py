@@ -9,7 +9,9 @@ with random valid stalls), drains every output port (optionally with random read
 
 An op with a look-ahead rule (intersect) gets it when its inputs can show two tokens as ``run_op``'s
 unbounded sources do: without FIFOs the sources also drive the ``i_<p>_next`` views, with ``fifo_depth``
-the FIFOs' ``r_next`` do when the depth is at least the op's ``lookahead_depth``.
+the FIFOs' ``r_next`` do when the depth is at least the op's ``lookahead_depth``. The next-head views of
+ops with synchronous memory reads (``i_<p>_after``) come from the FIFOs' ``r_after``, or without FIFOs
+from the token the source offers after the head (``follow``) when the head is taken this cycle, else the head.
 
 Cycle convention (the simulator's): the first active clock edge is cycle 0; ``cycles`` = 1 + the cycle
 of the op's last firing (the last edge at which any of its ports transferred). Without stalls and
@@ -19,7 +21,7 @@ after the previous one was taken), and outputs are always ready: that is ``run_o
 
 import random
 
-from amaranth.hdl import ClockDomain, Elaboratable, Module, Value, unsigned
+from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value, unsigned
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
@@ -27,7 +29,7 @@ from ..errors import HardwareError
 from ..samml.registry import get_op, op_latency
 from ..tensors.fixed import FixedFormat
 from .stream import StreamFIFO
-from .token import decode, encode
+from .token import decode, encode, token_layout
 
 __all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "make_op",
            "harness_lookahead", "peek_source", "HarnessTimeout"]
@@ -82,13 +84,15 @@ def harness_lookahead(op, fifo_depth=None):
 
 
 class OpHarness(Elaboratable):
-    """One op with its memories (comb read ports, sync write ports) and optional FIFOs on its streams.
+    """One op with its memories (the op's read ports, comb or sync; sync write ports) and optional FIFOs on
+    its streams.
 
     ``mem_init``: {array: [ints]}; ``mem_depth``: {array: depth} (at least len(init)).
     With ``fifo_depth`` every input and output goes through a :class:`StreamFIFO`; the testbench
     streams are then ``self.ins[p]`` / ``self.outs[p]`` (FIFO sides) instead of the op's ports. The op's
     look-ahead views (``dut.peek_ports()``) are then driven by the FIFOs' ``r_next``; without FIFOs,
-    ``self.peeks[p] = (payload, valid)`` are the op's view inputs, for the testbench to drive.
+    ``self.peeks[p] = (payload, valid)`` are the op's view inputs, for the testbench to drive, and
+    ``self.follows[p]`` (for ``dut.after_ports()``) the token offered after the current one on port p.
     """
 
     def __init__(self, dut, mem_init=None, mem_depth=None, fifo_depth=None):
@@ -104,11 +108,14 @@ class OpHarness(Elaboratable):
         self.fifos_in, self.fifos_out = {}, {}
         self.ins, self.outs = {}, {}
         self.peeks = {}
+        self.follows = {}
         if dut.peek_ports() and fifo_depth and fifo_depth < dut.lookahead_depth:
             raise HardwareError(f"op {dut.op_name}", f"look-ahead needs FIFOs of depth >= {dut.lookahead_depth}")
         if not fifo_depth:
             self.peeks = {p: (getattr(dut, f"i_{p}_next"), getattr(dut, f"i_{p}_next_valid"))
                           for p in dut.peek_ports()}
+            self.follows = {p: Signal(token_layout(dut.port_info[f"i_{p}"][1]), name=f"follow_{p}")
+                            for p in dut.after_ports()}
         for p in dut.inputs():
             port = getattr(dut, f"i_{p}")
             if fifo_depth:
@@ -133,7 +140,7 @@ class OpHarness(Elaboratable):
         for array, mp in dut.memories.items():
             mem = m.submodules[f"mem_{array}"] = self.mems[array]
             for prefix in mp.reads:
-                rp = mem.read_port(domain="comb")
+                rp = mem.read_port() if prefix in mp.sync_reads else mem.read_port(domain="comb")
                 m.d.comb += [rp.addr.eq(getattr(dut, f"{prefix}_addr")),
                              getattr(dut, f"{prefix}_data").eq(rp.data)]
             for prefix in mp.writes:
@@ -147,6 +154,12 @@ class OpHarness(Elaboratable):
             if p in dut.peek_ports():
                 m.d.comb += [getattr(dut, f"i_{p}_next").eq(f.r_next),
                              getattr(dut, f"i_{p}_next_valid").eq(f.r_next_valid)]
+            if p in dut.after_ports():
+                m.d.comb += getattr(dut, f"i_{p}_after").eq(f.r_after)
+        for p, follow in self.follows.items():
+            port = getattr(dut, f"i_{p}")
+            m.d.comb += getattr(dut, f"i_{p}_after").eq(
+                Mux(port.valid & port.ready, Value.cast(follow), Value.cast(port.payload)))
         for p, f in self.fifos_out.items():
             m.submodules[f"fifo_out_{p}"] = f
             wiring.connect(m, getattr(dut, f"o_{p}"), f.w)
@@ -197,6 +210,10 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     rng = random.Random(seed)
     results = {}
     state = {"last": -1, "cycle": 0, "error": None}
+    # an op with synchronous memory reads addresses them one cycle ahead: cycle 0 of the run (the
+    # simulator's, every input already there) is preceded by one warm-up edge with no transfer, in which the
+    # next-head views show the first tokens
+    warm = bool(dut.after_ports())
 
     sim = Simulator(h)
     sim.add_clock(1e-6)
@@ -211,14 +228,17 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
 
         def source(raws=raws, stream=h.ins[p], st=st):
             async def tb(ctx):
+                if warm:
+                    await ctx.tick()
                 for raw in raws:
                     n = st.next()
                     if n:
                         await ctx.tick().repeat(n)
                     await stream_put(ctx, stream, raw)
             return tb
-        if p in h.peeks:
-            sim.add_testbench(peek_source(raws, h.ins[p], *h.peeks[p], st))
+        if p in h.peeks or p in h.follows:
+            sim.add_testbench(peek_source(raws, h.ins[p], *h.peeks.get(p, (None, None)), st,
+                                          follow=h.follows.get(p), warm=warm))
         else:
             sim.add_testbench(source())
 
@@ -229,6 +249,8 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
 
         def sink(p=p, stream=h.outs[p], st=st, w=w, s=s, kind=kind):
             async def tb(ctx):
+                if warm:
+                    await ctx.tick()
                 while True:
                     n = st.next()
                     if n:
@@ -264,9 +286,12 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
         sampled.append(Value.cast(o.payload))
 
     async def monitor(ctx):
-        k = 0
+        k = -1 if warm else 0
         held = [None] * len(outs)
         async for _clk, _rst, *vals in ctx.tick().sample(*sampled):
+            if k < 0:               # the warm-up edge
+                k = 0
+                continue
             hs = vals[:2 * len(ports)]
             if any(hs[2 * i] and hs[2 * i + 1] for i in range(len(ports))):
                 state["last"] = k
@@ -297,31 +322,42 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     return results, {"cycles": state["last"] + 1}
 
 
-def peek_source(raws, stream, nxt, nxt_valid, stalls):
-    """Testbench feeding ``stream`` and its look-ahead view (``nxt``, ``nxt_valid``) from an unbounded
-    source: token k arrives ``stalls.next()`` cycles after token k-1 (all at cycle 0 without stalls, as in
-    ``run_op``); the head is valid once it has arrived, the view once the token behind it has. An invalid
-    view carries an all-ones word (a control token), so an op that used it would go wrong."""
-    junk = (1 << len(Value.cast(nxt))) - 1
+def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False):
+    """Testbench feeding ``stream`` and its look-ahead view (``nxt``, ``nxt_valid``; None: none) from an
+    unbounded source: token k arrives ``stalls.next()`` cycles after token k-1 (all at cycle 0 without
+    stalls, as in ``run_op``); the head is valid once it has arrived, the view once the token behind it has.
+    An invalid view carries an all-ones word (a control token), so an op that used it would go wrong.
+    ``follow`` (optional) gets the token behind the head whether or not it has arrived (the harness makes
+    the op's next-head view from it). ``warm``: one warm-up edge first, with nothing valid and the first token
+    on the payload (cycle 0 is the cycle after it)."""
+    junk = (1 << len(Value.cast(stream.payload))) - 1
 
     async def tb(ctx):
         arrive, a = [], 0
         for _ in raws:
             a += stalls.next()
             arrive.append(a)
+        if warm and raws:
+            ctx.set(stream.valid, 0)
+            ctx.set(Value.cast(stream.payload), raws[0])
+            await ctx.tick()
         h = c = 0
         while h < len(raws):
             valid = arrive[h] <= c
             seen = h + 1 < len(raws) and arrive[h + 1] <= c
             ctx.set(stream.valid, valid)
             ctx.set(Value.cast(stream.payload), raws[h])
-            ctx.set(nxt_valid, seen)
-            ctx.set(Value.cast(nxt), raws[h + 1] if seen else junk)
+            if nxt is not None:
+                ctx.set(nxt_valid, seen)
+                ctx.set(Value.cast(nxt), raws[h + 1] if seen else junk)
+            if follow is not None:
+                ctx.set(Value.cast(follow), raws[h + 1] if h + 1 < len(raws) else junk)
             _, _, ready = await ctx.tick().sample(stream.ready)
             h += bool(valid and ready)
             c += 1
         ctx.set(stream.valid, 0)
-        ctx.set(nxt_valid, 0)
+        if nxt is not None:
+            ctx.set(nxt_valid, 0)
     return tb
 
 

@@ -10,7 +10,8 @@ Ports (all in the ``sync`` domain)::
     host_addr   In(a)    entry of the selected memory / register index
     host_wdata  In(d)    data to write (raw bits; values in two's complement)
     host_we     In(1)    write enable (memories only; ignored while busy)
-    host_rdata  Out(d)   the entry selected by host_sel/host_addr in the previous cycle (registered)
+    host_rdata  Out(d)   the entry selected by host_sel/host_addr in the previous cycle (a synchronous read;
+                         memories read back while idle: a block RAM shares its op's read port with the host)
 
 Per kernel: one op module per node (``fuseflow.hw.ops.MODULES``), one channel FIFO per stream consumer (depth
 from the stream or the program's ``fifo_depth``), fan-out written together when every consumer has room, and
@@ -31,7 +32,7 @@ so a harness can name where a stuck run stopped.
 import copy
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, ResetInserter, Shape, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -229,9 +230,9 @@ class ProgramTop(wiring.Component):
             mem = make_memory(spec, self.init.get(spec.name))
             mems[spec.name] = mem
             m.submodules[f"mem_{_ident(spec.name)}"] = mem
-            host_rd[spec.name] = mem.read_port(domain="comb")
             writers[spec.name] = []
 
+        idle = Signal()                   # no run: the host may write, and reads memories through an op's port
         # kernel control ----------------------------------------------------------------------------
         en = [Signal(name=f"en_{_ident(k.name)}") for k in program.kernels]
         kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
@@ -276,6 +277,8 @@ class ProgramTop(wiring.Component):
                             nxt.ctrl.eq(q.r_next.ctrl),
                             getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
                         ]
+                    if d.port in ops[d.node].after_ports():
+                        km.d.comb += getattr(ops[d.node], f"i_{d.port}_after").eq(q.r_after)
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)
@@ -326,9 +329,18 @@ class ProgramTop(wiring.Component):
                         raise HardwareError(f"node {nid}", f"no memory for array '{array}' of tensor "
                                                            f"'{node.params.get('tensor')}'")
                     for prefix in mp.reads:
-                        rp = mems[spec.name].read_port(domain="comb")
-                        km.d.comb += [rp.addr.eq(getattr(op, f"{prefix}_addr")),
-                                      getattr(op, f"{prefix}_data").eq(rp.data)]
+                        sync = prefix in mp.sync_reads
+                        if spec.storage == "block" and not sync:
+                            raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
+                                                               f"combinationally")
+                        rp = mems[spec.name].read_port() if sync else mems[spec.name].read_port(domain="comb")
+                        addr = getattr(op, f"{prefix}_addr")
+                        if sync and spec.name not in host_rd:
+                            # the host reads through the first synchronous op port while idle: a block RAM
+                            # then has one write and one read port (no copy for a third port)
+                            host_rd[spec.name] = rp
+                            addr = Mux(idle, self.host_addr, addr)
+                        km.d.comb += [rp.addr.eq(addr), getattr(op, f"{prefix}_data").eq(rp.data)]
                     for prefix in mp.writes:
                         # gated by the kernel's enable: an op held in reset may drive its write enable
                         writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),
@@ -357,7 +369,7 @@ class ProgramTop(wiring.Component):
         total = Signal(COUNTER_WIDTH)
         wall = Signal(COUNTER_WIDTH)
         overflow = Signal(len(plan.memories) or 1)
-        m.d.comb += [self.busy.eq(phase != 0), self.cycles.eq(total)]
+        m.d.comb += [self.busy.eq(phase != 0), self.cycles.eq(total), idle.eq(phase == 0)]
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
@@ -380,7 +392,7 @@ class ProgramTop(wiring.Component):
         for spec in plan.memories:
             mem = mems[spec.name]
             wp = mem.write_port()
-            host_w = self.host_we & (self.host_sel == spec.sel) & (phase == 0)
+            host_w = self.host_we & (self.host_sel == spec.sel) & idle
             m.d.comb += [wp.addr.eq(self.host_addr), wp.data.eq(self.host_wdata), wp.en.eq(host_w)]
             for waddr, wdata, wen in writers[spec.name]:
                 fits = waddr < spec.capacity
@@ -388,7 +400,9 @@ class ProgramTop(wiring.Component):
                     m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wdata), wp.en.eq(fits)]
                     with m.If(~fits):
                         m.d.sync += overflow[spec.sel].eq(1)
-            m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
+            if spec.name not in host_rd:          # no synchronous op port to share: one of its own
+                host_rd[spec.name] = mem.read_port()
+                m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
 
         # register file ---------------------------------------------------------------------------------
         op_over = Cat(*[self.ops[ki][nid].overflow for ki, nid in self.overflow_ops]) if self.overflow_ops else Const(0)
@@ -406,17 +420,21 @@ class ProgramTop(wiring.Component):
         for ki, ci, r1, r2 in self.probe_regs:
             cnt, lvl = fifo_stats[ki][ci]
             regs[r1.name], regs[r2.name] = cnt, lvl
-        rdata = Signal(plan.data_width)
-        with m.Switch(self.host_sel):
+        # host read: the memories' synchronous read ports and the register picked in the previous cycle
+        reg_rdata = Signal(plan.data_width)
+        m.d.sync += reg_rdata.eq(0)
+        with m.Switch(self.host_addr):
+            for r in plan.registers:
+                with m.Case(r.index):
+                    m.d.sync += reg_rdata.eq(regs[r.name])
+        sel_q = Signal.like(self.host_sel)
+        m.d.sync += sel_q.eq(self.host_sel)
+        with m.Switch(sel_q):
             for spec in plan.memories:
                 with m.Case(spec.sel):
-                    m.d.comb += rdata.eq(host_rd[spec.name].data)
+                    m.d.comb += self.host_rdata.eq(host_rd[spec.name].data)
             with m.Case(plan.reg_sel):
-                with m.Switch(self.host_addr):
-                    for r in plan.registers:
-                        with m.Case(r.index):
-                            m.d.comb += rdata.eq(regs[r.name])
-        m.d.sync += self.host_rdata.eq(rdata)
+                m.d.comb += self.host_rdata.eq(reg_rdata)
         return m
 
 

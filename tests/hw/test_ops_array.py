@@ -31,3 +31,10 @@ def test_random(c, stalls, seed):
 @given(case(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
 def test_sweep_0(c, stalls, seed):
     check_op("array", *c, stalls=stalls, seed=seed)
+
+
+@hw_settings(15)
+@given(case(), st.integers(0, 1 << 16))
+def test_random_fifos(c, seed):
+    """Behind FIFOs the synchronous vals read is addressed from the FIFO's next head (r_after)."""
+    check_op("array", *c, stalls=0.3, seed=seed, fifo_depth=2)

@@ -194,6 +194,22 @@ def test_group_random(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)
 
 
+def test_repeated_coordinate_reads_the_write_of_the_cycle_before(stalls):
+    """crd 2 twice in a row: the second firing's synchronous read must see the first one's write."""
+    got, _, _ = check_op("spacc", {"order": 1, "dim": 4}, {"crd_inner": [2, 2, 2, 1, "S1", "D"],
+                                                           "val": [1, 2, 4, 8, "S1", "D"]}, stalls=stalls, seed=3)
+    assert got == {"crd_inner": [1, 2, "S0", "D"], "val": [8, 7, "S0", "D"]}
+
+
+@hw_settings(15)
+@given(st.sampled_from([1, 2, 3]).flatmap(lambda o: grouped(o, (1, 2), max_len=3 if o < 3 else 2)),
+       st.integers(0, 1 << 16))
+def test_random_fifos(c, seed):
+    """Behind FIFOs the accumulator's synchronous read is addressed from crd_inner's next head (r_after);
+    repeated coordinates read back the write of the cycle before (a transparent port)."""
+    check_op("spacc", *c, stalls=0.3, seed=seed, fifo_depth=2)
+
+
 @pytest.mark.slow
 @hw_settings(400)
 @given(order1(), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))

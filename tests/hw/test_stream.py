@@ -186,3 +186,33 @@ def test_fifo_depth1_never_shows_a_next():
         assert ctx.get(dut.level) == 1 and ctx.get(dut.w.ready) == 0 and ctx.get(dut.r_next_valid) == 0
     sim.add_testbench(tb)
     sim.run()
+
+
+@hw_settings(25)
+@given(st.integers(1, 4), st.integers(0, 12), st.lists(st.booleans(), min_size=40, max_size=40),
+       st.lists(st.booleans(), min_size=40, max_size=40))
+def test_fifo_r_after_is_the_next_head(depth, n, ready, offer):
+    """r_after in cycle t is the payload of the head in cycle t + 1 (whenever there is one), with random
+    writes and reads (the address of a synchronous memory read must be that head's)."""
+    dut = StreamFIFO(16, depth)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    checked = []
+
+    async def tb(ctx):
+        k, predicted = 0, None
+        for r, o in zip(ready, offer):
+            ctx.set(dut.w.valid, o and k < n)
+            ctx.set(Value.cast(dut.w.payload), 100 + k)
+            ctx.set(dut.r.ready, r)
+            if ctx.get(dut.r.valid):
+                head = ctx.get(Value.cast(dut.r.payload))
+                if predicted is not None:
+                    assert head == predicted
+                    checked.append(head)
+            predicted = ctx.get(Value.cast(dut.r_after))
+            if ctx.get(dut.w.valid) and ctx.get(dut.w.ready):
+                k += 1
+            await ctx.tick()
+    sim.add_testbench(tb)
+    sim.run()

@@ -24,7 +24,7 @@ from ...errors import HardwareError
 from ...samml.registry import get_op
 from ...tensors.fixed import FixedFormat
 from ..stream import all_of
-from ..token import DONE, EMPTY, STOP, token_signature
+from ..token import DONE, EMPTY, STOP, token_layout, token_signature
 
 __all__ = ["OpComponent", "Fire", "MemPorts", "kind_width", "set_tok", "set_data", "set_stop",
            "set_done", "set_empty", "copy_ctrl", "copy_tok"]
@@ -45,7 +45,10 @@ def kind_width(kind, crd_width=16, fixed=None):
 class MemPorts:
     """How an op reaches one tensor array.
 
-    ``reads``: prefixes of combinational read interfaces (``<prefix>_addr`` Out, ``<prefix>_data`` In).
+    ``reads``: prefixes of read interfaces (``<prefix>_addr`` Out, ``<prefix>_data`` In). A prefix in
+    ``sync_reads`` is a synchronous read (to be connected to ``Memory.read_port()``): ``<prefix>_addr`` in
+    cycle t is the address of the data in cycle t + 1, so the op drives it from its next state and its inputs'
+    next heads (``i_<p>_after``); the others are combinational (``read_port(domain="comb")``).
     ``writes``: prefixes of write interfaces (``<prefix>_waddr``, ``<prefix>_wdata``, ``<prefix>_wen``,
     all Out; the memory's write port is synchronous). ``count``: name of the Out signal holding the number
     of entries written. ``width``/``signed``: element width (values: the fixed-point width, signed).
@@ -53,6 +56,7 @@ class MemPorts:
     width: int
     signed: bool = False
     reads: list = field(default_factory=list)
+    sync_reads: set = field(default_factory=set)
     writes: list = field(default_factory=list)
     count: str | None = None
     addr_width: int = 16
@@ -124,9 +128,11 @@ class OpComponent(wiring.Component):
         """Add memory interface / status members (subclasses)."""
 
     # helpers ---------------------------------------------------------------------------------
-    def _add_read(self, members, array, prefix, width, signed=False):
+    def _add_read(self, members, array, prefix, width, signed=False, sync=False):
         mp = self.memories.setdefault(array, MemPorts(width, signed, addr_width=self.crd_width))
         mp.reads.append(prefix)
+        if sync:
+            mp.sync_reads.add(prefix)
         members[f"{prefix}_addr"] = Out(self.crd_width)
         members[f"{prefix}_data"] = In(width)
 
@@ -142,6 +148,15 @@ class OpComponent(wiring.Component):
     def peek_ports(self):
         """Input ports with a look-ahead view (``i_<p>_next``, ``i_<p>_next_valid``); none by default."""
         return []
+
+    def after_ports(self):
+        """Input ports with a next-head view ``i_<p>_after`` (the payload the head will have in the next
+        cycle, to address synchronous memory reads; driven by the channel's ``StreamFIFO.r_after``)."""
+        return []
+
+    def _add_after(self, members, port):
+        """Add the next-head view ``i_<port>_after`` of an input (call from ``_add_members``)."""
+        members[f"i_{port}_after"] = In(token_layout(self.port_info[f"i_{port}"][1]))
 
     def inputs(self):
         return [n[2:] for n in self.port_info if n.startswith("i_")]

@@ -1,7 +1,9 @@
-"""array: loads values. A reference r gives vals[r] (combinational read, same cycle), N gives 0, stops
-and D pass through; one firing per token.
+"""array: loads values. A reference r gives vals[r] (in the cycle r is the head), N gives 0, stops and D pass
+through; one firing per token.
 
-Memory interface: ``vals_addr`` (Out, crd_width bits) / ``vals_data`` (In, value width, raw bits).
+Memory interface: ``vals_addr`` (Out, crd_width bits) / ``vals_data`` (In, value width, raw bits), a
+synchronous read (block RAM): the address is the next head's (``i_ref_after``), so ``vals_data`` holds
+vals[head] in the cycle the head is there, as a combinational read of the head would.
 """
 
 from amaranth.hdl import Module
@@ -14,7 +16,11 @@ class Array(OpComponent):
     op_name = "array"
 
     def _add_members(self, members):
-        self._add_read(members, "vals", "vals", self.fixed.width, signed=True)
+        self._add_read(members, "vals", "vals", self.fixed.width, signed=True, sync=True)
+        self._add_after(members, "ref")
+
+    def after_ports(self):
+        return ["ref"]
 
     def elaborate(self, platform):
         m = Module()
@@ -22,7 +28,7 @@ class Array(OpComponent):
         inp = self.i_ref.payload
         out = self.o_val
         m.d.comb += [f.go.eq(self.i_ref.valid), f.push["val"].eq(1), f.pop["ref"].eq(1),
-                     self.vals_addr.eq(inp.data[:self.crd_width])]
+                     self.vals_addr.eq(self.i_ref_after.data[:self.crd_width])]
         with m.If(inp.ctrl):
             with m.If(is_empty(inp)):
                 set_data(m, out, 0)

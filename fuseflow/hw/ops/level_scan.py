@@ -10,11 +10,15 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
 - END (fibre end): looks at the next input head: ``S_m`` -> pops it and emits ``S_(m+1)``; anything
   else -> emits ``S0`` without popping. Back to IDLE.
 
-Memory interfaces (compressed; all combinational reads, addresses are crd_width bits):
-``seg_lo_addr/seg_lo_data`` (reads seg[r]), ``seg_hi_addr/seg_hi_data`` (reads seg[r+1]) -- two read
-ports of the seg array -- and ``crd_addr/crd_data``. In IDLE ``crd_addr`` is ``seg_lo_data`` (a chained
-combinational read), in SCAN the position register. Dense levels (``dim`` param) use no memory: refs are
-``r*dim + c``, coordinates ``c``.
+Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_addr/seg_lo_data`` (seg[r]) and
+``seg_hi_addr/seg_hi_data`` (seg[r+1]), two combinational read ports of the seg array, and
+``crd_addr/crd_data``, a synchronous read port of the crd array (block RAM). The seg ports read the next
+head's fibre bounds (``i_ref_after``) into registers, so an IDLE step compares registers; ``crd_addr`` is the
+next cycle's position: seg[next head] when the next state is IDLE, else the next position register. crd_data
+then holds crd[seg[r]] in the IDLE step that emits it and crd[q] in a SCAN step, as the combinational chain
+seg -> crd did, and the timing is unchanged. The seg read stays combinational because the crd address of an
+IDLE step depends on it within one cycle (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no
+memory: refs are ``r*dim + c``, coordinates ``c``.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -39,7 +43,11 @@ class LevelScan(OpComponent):
             w = self.crd_width
             self._add_read(members, "seg", "seg_lo", w)
             self._add_read(members, "seg", "seg_hi", w)
-            self._add_read(members, "crd", "crd", w)
+            self._add_read(members, "crd", "crd", w, sync=True)
+            self._add_after(members, "ref")
+
+    def after_ports(self):
+        return [] if self.dense else ["ref"]
 
     def elaborate(self, platform):
         m = Module()
@@ -48,7 +56,11 @@ class LevelScan(OpComponent):
         inp, inv = self.i_ref.payload, self.i_ref.valid
         oc, orf = self.o_crd, self.o_ref
         state = Signal(range(3))
+        nstate = Signal(range(3))    # the next state (state at the next clock edge)
         q = Signal(w + 1)            # position of the next coordinate (SCAN)
+        nq = Signal(w + 1)
+        m.d.comb += [nstate.eq(state), nq.eq(q)]
+        m.d.sync += [state.eq(nstate), q.eq(nq)]
         hi = Signal(w + 1)           # end of the current fibre
         c = Signal(w + 1)            # next coordinate of a dense fibre (SCAN)
         lo_now = Signal(w + 1)
@@ -59,12 +71,15 @@ class LevelScan(OpComponent):
             m.d.comb += [lo_now.eq(inp.data[:w] * self.dim), hi_now.eq(lo_now + self.dim),
                          first_crd.eq(0), next_crd.eq(c)]
         else:
+            nxt = self.i_ref_after.data[:w]
+            lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
+            m.d.sync += [lo_reg.eq(self.seg_lo_data), hi_reg.eq(self.seg_hi_data)]
             m.d.comb += [
-                self.seg_lo_addr.eq(inp.data[:w]),
-                self.seg_hi_addr.eq(inp.data[:w] + 1),
-                lo_now.eq(self.seg_lo_data),
-                hi_now.eq(self.seg_hi_data),
-                self.crd_addr.eq(Mux(state == IDLE, self.seg_lo_data, q)),
+                self.seg_lo_addr.eq(nxt),
+                self.seg_hi_addr.eq(nxt + 1),
+                lo_now.eq(lo_reg),
+                hi_now.eq(hi_reg),
+                self.crd_addr.eq(Mux(nstate == IDLE, self.seg_lo_data, nq)),
                 first_crd.eq(self.crd_data),
                 next_crd.eq(self.crd_data),
             ]
@@ -83,22 +98,23 @@ class LevelScan(OpComponent):
                 with m.Elif(is_empty(inp) | (lo_now >= hi_now)):
                     m.d.comb += f.pop["ref"].eq(1)
                     with m.If(f.fire):
-                        m.d.sync += state.eq(END)
+                        m.d.comb += nstate.eq(END)
                 with m.Else():
                     m.d.comb += [f.push["crd"].eq(1), f.push["ref"].eq(1), f.pop["ref"].eq(1)]
                     set_data(m, oc, first_crd)
                     set_data(m, orf, lo_now)
                     with m.If(f.fire):
-                        m.d.sync += [q.eq(lo_now + 1), hi.eq(hi_now), c.eq(1),
-                                     state.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
+                        m.d.sync += [hi.eq(hi_now), c.eq(1)]
+                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 set_data(m, oc, next_crd)
                 set_data(m, orf, q)
                 with m.If(f.fire):
-                    m.d.sync += [q.eq(q + 1), c.eq(c + 1)]
+                    m.d.sync += c.eq(c + 1)
+                    m.d.comb += nq.eq(q + 1)
                     with m.If(q + 1 >= hi):
-                        m.d.sync += state.eq(END)
+                        m.d.comb += nstate.eq(END)
             with m.Case(END):
                 m.d.comb += [f.go.eq(inv), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 with m.If(is_stop(inp)):
@@ -109,6 +125,6 @@ class LevelScan(OpComponent):
                     set_stop(m, oc, 0)
                     set_stop(m, orf, 0)
                 with m.If(f.fire):
-                    m.d.sync += state.eq(IDLE)
+                    m.d.comb += nstate.eq(IDLE)
         f.build(m)
         return m

@@ -6,11 +6,15 @@ Streams, outermost first (sub-tree depth d = stream d): ``crd_outer{order-2}`` .
 streams of order 3 (2; order 1: ``dim``).
 
 Storage (owned by the op, not a tensor memory), two banks: an accumulator array ``acc`` of ``2 * prod(dims)``
-values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two combinational read ports,
-one per side, and one synchronous write port, the accumulate side's) and an occupancy bitmap register of
+values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two synchronous read ports, one
+per side, addressed one cycle ahead from the next state (the accumulate side's from ``i_crd_inner_after``,
+the next head, and transparent to the write port; the emit side's from the next bitmap), so the data is there
+in the cycle a combinational read would give it and the timing is unchanged; block RAM from
+:data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`; one synchronous write port, the accumulate side's) and an
+occupancy bitmap register of
 ``prod(dims)`` bits per bank. Emission walks its bank's bitmap with find-first-set (order 2: lowest non-empty
 row, then its lowest bit; order 3: lowest non-empty plane, row, bit), so entries leave in sorted order one per
-cycle. Capacity: a coordinate of stream d must be ``< dims[d]``; an entry beyond is not accumulated and sets
+cycle; the find-first-set runs on the next bitmap and its result is registered. Capacity: a coordinate of stream d must be ``< dims[d]``; an entry beyond is not accumulated and sets
 the sticky ``overflow`` output. The bitmaps and priority encoders cost O(prod(dims)) logic: meant for small
 capacities (up to a few hundred entries; order 3 is for small tensors).
 
@@ -51,6 +55,7 @@ from ...samml.registry import REDUCE_MERGE, check_spacc
 from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level
 from ._common import Fire, OpComponent, set_data, set_done, set_stop
+from ...hw.memory import memory_storage
 from .alu import fixed_op
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
@@ -68,6 +73,40 @@ def _ffs(m, bits, n, name):
 def _one_bit(x):
     """At most one bit of ``x`` is set."""
     return (x & (x - 1)) == 0
+
+
+def _emit_index(m, bits, order, dims, prefix):
+    """Find-first-set over a bank's bitmap ``bits``, outermost level first: ``(crds, row_idx, row_one,
+    plane_last)``, the coordinates of the lowest entry per stream, its row, whether that row holds one entry
+    and (order 3) whether the row is its plane's last non-empty one."""
+    n, dim = prod(dims), dims[-1]
+    if order == 1:
+        return [_ffs(m, bits, n, f"{prefix}emit_j")], None, _one_bit(bits), None
+    nrows = n // dim
+    row_nz = Signal(nrows, name=f"{prefix}row_nz")
+    for r in range(nrows):
+        m.d.comb += row_nz[r].eq(bits[r * dim:(r + 1) * dim].any())
+    plane_last = None
+    if order == 2:
+        ea = _ffs(m, row_nz, nrows, f"{prefix}emit_a")
+        crds, row_idx = [ea], ea
+    else:
+        d0, d1 = dims[0], dims[1]
+        plane_nz = Signal(d0, name=f"{prefix}plane_nz")
+        for a in range(d0):
+            m.d.comb += plane_nz[a].eq(row_nz[a * d1:(a + 1) * d1].any())
+        ea = _ffs(m, plane_nz, d0, f"{prefix}emit_a")
+        plane_rows = Signal(d1, name=f"{prefix}plane_rows")
+        m.d.comb += plane_rows.eq(row_nz.word_select(ea, d1))
+        eb_ = _ffs(m, plane_rows, d1, f"{prefix}emit_b")
+        row_idx = Signal(range(max(nrows, 2)), name=f"{prefix}row_idx")
+        m.d.comb += row_idx.eq(ea * d1 + eb_)
+        crds = [ea, eb_]
+        plane_last = _one_bit(plane_rows)
+    row_bits = Signal(dim, name=f"{prefix}row_bits")
+    m.d.comb += row_bits.eq(bits.word_select(row_idx, dim))
+    crds.append(_ffs(m, row_bits, dim, f"{prefix}emit_j"))
+    return crds, row_idx, _one_bit(row_bits), plane_last
 
 
 class Spacc(OpComponent):
@@ -88,6 +127,10 @@ class Spacc(OpComponent):
         self.dims = [int(p[x]) for x in names]
         self.dim = self.dims[-1]
         members["overflow"] = Out(1)
+        self._add_after(members, "crd_inner")
+
+    def after_ports(self):
+        return ["crd_inner"]
 
     def elaborate(self, platform):
         m = Module()
@@ -99,16 +142,23 @@ class Spacc(OpComponent):
         n = prod(dims)
         fa = Fire(self, [], self.inputs())            # accumulate side
         fe = Fire(self, self.outputs(), [])           # emit side
-        acc = Memory(shape=unsigned(W), depth=2 * n, init=[])
+        block = memory_storage("acc", 2 * n * W) == "block"
+        acc = Memory(shape=unsigned(W), depth=2 * n, init=[], attrs={"ram_style": "block"} if block else None)
         m.submodules.acc = acc
-        rpa = acc.read_port(domain="comb")
-        rpe = acc.read_port(domain="comb")
         wp = acc.write_port()
+        rpa = acc.read_port(transparent_for=[wp])      # sees the write of the cycle before, as a comb read
+        rpe = acc.read_port()
         bm = [Signal(n, name=f"bitmap{k}") for k in range(2)]
+        nbm = [Signal(n, name=f"next_bitmap{k}") for k in range(2)]
+        m.d.comb += [nbm[k].eq(bm[k]) for k in range(2)]
+        m.d.sync += [bm[k].eq(nbm[k]) for k in range(2)]
         full = [Signal(name=f"full{k}") for k in range(2)]
         base = [Signal(8, name=f"base{k}") for k in range(2)]   # m - group of the stop that closed the bank
         ab = Signal()                                  # the accumulate side's bank
         eb = Signal()                                  # the emit side's bank
+        nab, neb = Signal(), Signal()                  # their next values
+        m.d.comb += [nab.eq(ab), neb.eq(eb)]
+        m.d.sync += [ab.eq(nab), eb.eq(neb)]
         done_in = Signal()                             # the accumulate side took D
         done_out = Signal()                            # the emit side emitted D
         overflow = Signal()
@@ -140,6 +190,9 @@ class Spacc(OpComponent):
         dep = Signal(range(max(order, 2)))
         closed = Signal()
         pre = [Signal(w, name=f"pre{d}") for d in range(order - 1)]
+        npre = [Signal(w, name=f"next_pre{d}") for d in range(order - 1)]
+        m.d.comb += [npre[d].eq(pre[d]) for d in range(order - 1)]
+        m.d.sync += [pre[d].eq(npre[d]) for d in range(order - 1)]
         set_bit = Signal()
         set_addr = Signal(range(max(n, 2)))
         close = Signal()                               # this firing hands the bank over
@@ -155,7 +208,7 @@ class Spacc(OpComponent):
                 ok = ok & (pre[d] < dims[d])
             m.d.comb += set_addr.eq(lin * dim + j if order > 1 else j)
             occupied = abits.bit_select(set_addr, 1)
-            m.d.comb += [rpa.addr.eq(ab * n + set_addr), wp.addr.eq(ab * n + set_addr),
+            m.d.comb += [wp.addr.eq(ab * n + set_addr),
                          wp.data.eq(Mux(occupied, merged, x)), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
             with m.If(fa.fire & ~ok):
                 m.d.sync += overflow.eq(1)
@@ -199,7 +252,8 @@ class Spacc(OpComponent):
                     with m.Elif(~hd.ctrl):
                         m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1)]
                         with m.If(fa.fire):
-                            m.d.sync += [pre[d].eq(hd.data[:w]), dep.eq(d + 1)]
+                            m.d.sync += dep.eq(d + 1)
+                            m.d.comb += npre[d].eq(hd.data[:w])
                     if d == 0:
                         with m.Elif(is_done(hd)):
                             take_done(hd)
@@ -209,41 +263,28 @@ class Spacc(OpComponent):
                         m.d.comb += [fa.pop[p].eq(1) for p in names[d:] + ["val"]]
                         end_fibre(d, stop_level(hd))
 
-        # ---- emit side: find-first-set over bank eb, outermost level first
-        if order == 1:
-            ecrd = [_ffs(m, ebits, n, "emit_j")]
-            row_bits = ebits
-            plane_last = None
-        else:
-            nrows = n // dim
-            row_nz = Signal(nrows)
-            for r in range(nrows):
-                m.d.comb += row_nz[r].eq(ebits[r * dim:(r + 1) * dim].any())
-            if order == 2:
-                ea = _ffs(m, row_nz, nrows, "emit_a")
-                ecrd = [ea]
-                row_idx = ea
-                plane_last = None
-            else:
-                d0, d1 = dims[0], dims[1]
-                plane_nz = Signal(d0)
-                for a in range(d0):
-                    m.d.comb += plane_nz[a].eq(row_nz[a * d1:(a + 1) * d1].any())
-                ea = _ffs(m, plane_nz, d0, "emit_a")
-                plane_rows = Signal(d1)
-                m.d.comb += plane_rows.eq(row_nz.word_select(ea, d1))
-                eb_ = _ffs(m, plane_rows, d1, "emit_b")
-                row_idx = Signal(range(max(nrows, 2)))
-                m.d.comb += row_idx.eq(ea * d1 + eb_)
-                ecrd = [ea, eb_]
-                plane_last = _one_bit(plane_rows)
-            row_bits = Signal(dim)
-            m.d.comb += row_bits.eq(ebits.word_select(row_idx, dim))
-            ej = _ffs(m, row_bits, dim, "emit_j")
-            ecrd.append(ej)
+        # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank
+        nj = self.i_crd_inner_after.data[:w]
+        nlin = 0
+        for d in range(order - 1):
+            nlin = nlin * dims[d] + npre[d] if d else npre[d]
+        m.d.comb += rpa.addr.eq(nab * n + (nlin * dim + nj if order > 1 else nj))
+
+        # ---- emit side: find-first-set over bank eb, outermost level first, on the next bitmap (registered:
+        # the emit address is the synchronous read's, one cycle ahead)
+        nebits = Signal(n)
+        m.d.comb += nebits.eq(Mux(neb, nbm[1], nbm[0]))
+        n_ecrd, n_row_idx, n_row_one, n_plane_last = _emit_index(m, nebits, order, dims, "next_")
+        ecrd = [Signal.like(x, name=f"emit_crd{d}") for d, x in enumerate(n_ecrd)]
+        row_one = Signal(init=1)                       # the emitted row holds one entry (reset: empty bitmap)
+        plane_last = Signal(init=1) if order == 3 else None
+        m.d.sync += [r.eq(x) for r, x in zip(ecrd, n_ecrd)] + [row_one.eq(n_row_one)]
+        if order == 3:
+            m.d.sync += plane_last.eq(n_plane_last)
+        n_eaddr = n_ecrd[-1] if order == 1 else n_row_idx * dim + n_ecrd[-1]
         eaddr = Signal(range(max(n, 2)))
-        m.d.comb += eaddr.eq(ecrd[-1] if order == 1 else row_idx * dim + ecrd[-1])
-        m.d.comb += rpe.addr.eq(eb * n + eaddr)
+        m.d.sync += eaddr.eq(n_eaddr)
+        m.d.comb += rpe.addr.eq(neb * n + n_eaddr)
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
@@ -257,7 +298,8 @@ class Spacc(OpComponent):
             set_stop(m, ov, ebase + order - 1)
             m.d.comb += release.eq(fe.fire)
             with m.If(fe.fire):
-                m.d.sync += [ephase.eq(0), eb.eq(~eb)] + [s.eq(1) for s in first]
+                m.d.sync += [ephase.eq(0)] + [s.eq(1) for s in first]
+                m.d.comb += neb.eq(~eb)
 
         with m.If(e_full):
             m.d.comb += fe.go.eq(1)
@@ -274,7 +316,7 @@ class Spacc(OpComponent):
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
                     if order > 1:
-                        with m.If(_one_bit(row_bits)):
+                        with m.If(row_one):
                             m.d.sync += ephase.eq(1)
                             if plane_last is not None:
                                 m.d.sync += plane_end.eq(plane_last)
@@ -304,15 +346,15 @@ class Spacc(OpComponent):
         # ---- bank registers (the two sides never work on the same bank)
         for k in range(2):
             with m.If(set_bit & (ab == k)):
-                m.d.sync += bm[k].bit_select(set_addr, 1).eq(1)
+                m.d.comb += nbm[k].bit_select(set_addr, 1).eq(1)
             with m.If(clr_bit & (eb == k)):
-                m.d.sync += bm[k].bit_select(eaddr, 1).eq(0)
+                m.d.comb += nbm[k].bit_select(eaddr, 1).eq(0)
             with m.If(close & (ab == k)):
                 m.d.sync += [full[k].eq(1), base[k].eq(close_base)]
             with m.If(release & (eb == k)):
                 m.d.sync += full[k].eq(0)
         with m.If(close):
-            m.d.sync += ab.eq(~ab)
+            m.d.comb += nab.eq(~ab)
         fa.build(m)
         fe.build(m)
         return m

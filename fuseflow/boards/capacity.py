@@ -1,0 +1,117 @@
+"""What a board's block RAM holds: the blocks of a kernel top's memory plan, its memory map, and the largest
+SpMV that fits.
+
+Block counts follow Yosys' mapping of a memory with one write and one read port (the kernel top shares a block
+RAM's op read port with the host, :mod:`fuseflow.hw.top`): the cheapest of the block's aspect ratios, ECP5
+DP16KD 16384 x 1 .. 1024 x 18, 512 x 36 (pseudo dual port), iCE40 SB_RAM40_4K 2048 x 2 .. 256 x 16. Memories
+below :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS` and the seg arrays stay in the fabric: LUT RAM on the ECP5
+(two LUT4s per 16 x 4 ``TRELLIS_DPR16X4``, one copy per read port), flip-flops on the iCE40.
+"""
+
+from math import ceil
+
+from ..errors import HardwareError
+from .synth import TARGETS
+
+#: (depth, width) aspect ratios of one block RAM per family
+BLOCK_SHAPES = {
+    "ecp5": [(16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)],
+    "ice40": [(2048, 2), (1024, 4), (512, 8), (256, 16)],
+}
+
+#: LUT4s (iCE40: logic cells) of the SpMV kernel top apart from its LUT RAM, with the board's UART bridge:
+#: ECP5 about 3400 in benchmarks/results/synth.md plus room; iCE40 the 7240 logic cells of the iCEBreaker
+#: SpMV build (docs/boards.md), more than the UP5K's 5280 whatever the memories
+SPMV_LOGIC_LUTS = {"ecp5": 6000, "ice40": 7240}
+
+
+def memory_blocks(depth: int, width: int, family: str) -> int:
+    """Block RAMs of one memory of ``depth`` x ``width`` bits (one write port, one read port)."""
+    return min(ceil(depth / d) * ceil(width / w) for d, w in BLOCK_SHAPES[family])
+
+
+def lutram_luts(depth: int, width: int, copies: int) -> int:
+    """ECP5 LUT4s of a LUT-RAM memory read through ``copies`` read ports (2 per TRELLIS_DPR16X4)."""
+    return 2 * copies * ceil(depth / 16) * ceil(width / 4)
+
+
+def memory_map(plan, target: str) -> list:
+    """The host memory map of a :class:`fuseflow.hw.memory.MemoryPlan` with each memory's storage and block
+    RAMs on ``target``: ``[{"sel", "name", "depth", "width", "bits", "storage", "blocks"}]``."""
+    family = TARGETS[target]["family"]
+    return [{"sel": m.sel, "name": m.name, "depth": m.depth, "width": m.width, "bits": m.depth * m.width,
+             "storage": m.storage,
+             "blocks": memory_blocks(m.depth, m.width, family) if m.storage == "block" else 0}
+            for m in plan.memories]
+
+
+def spmv_plan(rows: int, nnz: int, cols: int | None = None, crd_width: int = 16):
+    """The memory plan of the suite's CSR SpMV (``x(i) = B(i,j) c(j)``, c a sparse vector, x compressed) for a
+    ``rows`` x ``cols`` matrix with ``nnz`` nonzeros, c and x at full capacity. Raises HardwareError when the
+    positions do not fit ``crd_width`` bits."""
+    from ..hw.memory import plan_memories
+    from ..samml import kernels
+    cols = rows if cols is None else cols
+    program = kernels.spmv(2, 2, "csr")          # the graph; shapes and capacities are set below
+    program.config["crd_width"] = crd_width
+    shapes = {"B": [rows, cols], "c": [cols], "x": [rows]}
+    for t in program.tensors.values():
+        t.shape, t.capacity = shapes[t.name], None
+    caps = {"B": [rows, nnz, nnz], "c": [cols, cols], "x": [rows, rows]}
+    return plan_memories(program, caps)
+
+
+def spmv_fits(rows: int, nnz: int, target: str, cols: int | None = None, crd_width: int = 16) -> dict | None:
+    """Blocks and LUT-RAM LUTs of the SpMV memories on ``target`` if they fit the device, else None."""
+    try:
+        plan = spmv_plan(rows, nnz, cols, crd_width)
+    except HardwareError:
+        return None
+    t = TARGETS[target]
+    family, cap = t["family"], t["capacity"]
+    blocks = sum(e["blocks"] for e in memory_map(plan, target))
+    # level_scan reads B.1.seg through two combinational ports; the host through one more
+    lut = sum(lutram_luts(m.depth, m.width, 3 if m.array == "seg" else 2) for m in plan.memories
+              if m.storage == "lut") if family == "ecp5" else 0
+    if blocks > cap["brams"] or SPMV_LOGIC_LUTS[family] + lut > cap["luts"]:
+        return None
+    return {"rows": rows, "cols": cols or rows, "nonzeros": nnz, "brams": blocks, "lutram_luts": lut}
+
+
+def largest_spmv(target: str, rows: int, cols: int | None = None, crd_width: int = 16) -> dict | None:
+    """The SpMV with the most nonzeros (at most rows x cols) whose memories fit ``target`` (None: not even
+    one nonzero fits)."""
+    cols = rows if cols is None else cols
+    hi = min(rows * cols, 1 << crd_width)        # positions are crd_width bits
+    if spmv_fits(rows, 1, target, cols, crd_width) is None:
+        return None
+    lo = 1
+    while lo < hi:                                # the largest nnz that fits (fitting is monotone in nnz)
+        mid = (lo + hi + 1) // 2
+        if spmv_fits(rows, mid, target, cols, crd_width) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    return spmv_fits(rows, lo, target, cols, crd_width)
+
+
+def spmv_capacity_table(target: str, rows_list=(64, 256, 1024, 2048, 4096, 8192, 16384),
+                        crd_width: int = 16) -> list:
+    """:func:`largest_spmv` of square matrices for each of ``rows_list`` (rows that do not fit are left out)."""
+    return [r for r in (largest_spmv(target, n, crd_width=crd_width) for n in rows_list) if r is not None]
+
+
+def largest_spmv_overall(target: str, crd_width: int = 16) -> dict | None:
+    """The square SpMV with the most nonzeros that fits ``target``, and the most rows at that count."""
+    best = max((r for r in spmv_capacity_table(target, crd_width=crd_width)), key=lambda r: r["nonzeros"],
+               default=None)
+    if best is None:
+        return None
+    lo, hi = best["rows"], (1 << crd_width) - 1
+    while lo < hi:                                # more rows cost c and x blocks: monotone
+        mid = (lo + hi + 1) // 2
+        if spmv_fits(mid, best["nonzeros"], target, crd_width=crd_width) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    return spmv_fits(lo, best["nonzeros"], target, crd_width=crd_width)

@@ -1,0 +1,37 @@
+"""Block-RAM capacity: block counts per memory shape, the SpMV memory map and the largest SpMV per board."""
+
+from fuseflow.boards.capacity import (largest_spmv, largest_spmv_overall, memory_blocks, memory_map, spmv_fits,
+                                      spmv_plan)
+
+
+def test_memory_blocks_pick_the_cheapest_aspect_ratio():
+    # ECP5 DP16KD: 1024 x 18 or 512 x 36; iCE40 SB_RAM40_4K: 256 x 16 .. 2048 x 2
+    assert memory_blocks(1024, 16, "ecp5") == 1
+    assert memory_blocks(1024, 32, "ecp5") == 2
+    assert memory_blocks(32, 32, "ecp5") == 1
+    assert memory_blocks(16384, 1, "ecp5") == 1
+    assert memory_blocks(65535, 16, "ecp5") == 64
+    assert memory_blocks(256, 16, "ice40") == 1
+    assert memory_blocks(1024, 32, "ice40") == 8
+
+
+def test_spmv_memory_map_matches_yosys_count():
+    # 32 x 32 with 1024 nonzeros: B.1.crd 1 + B.vals 2 + c.vals 1 + x.vals 1 DP16KD (Yosys synth_ecp5 maps the
+    # kernel top to 5, see tests/hw/test_block_ram.py); seg and the 512-bit crd arrays stay in LUT RAM
+    mm = {e["name"]: e for e in memory_map(spmv_plan(32, 1024), "ecp5-85f")}
+    assert {n for n, e in mm.items() if e["storage"] == "block"} == {"B.1.crd", "B.vals", "c.vals", "x.vals"}
+    assert sum(e["blocks"] for e in mm.values()) == 5
+    assert [e["sel"] for e in mm.values()] == list(range(len(mm)))
+
+
+def test_largest_spmv_on_the_ulx3s():
+    best = largest_spmv_overall("ecp5-85f")
+    # 16-bit positions: at most 65535 nonzeros; 64 crd + 128 vals blocks leave 16 of 208 for c and x
+    assert best["nonzeros"] == 65535 and best["brams"] <= 208
+    assert spmv_fits(best["rows"] + 1, best["nonzeros"], "ecp5-85f") is None
+    r = largest_spmv("ecp5-85f", 8192)
+    assert r["brams"] <= 208 and spmv_fits(8192, r["nonzeros"] + 1, "ecp5-85f") is None
+
+
+def test_spmv_logic_does_not_fit_the_up5k():
+    assert largest_spmv_overall("ice40-up5k") is None
