@@ -31,9 +31,10 @@ def _operands(fx, n, seed):
     return pairs
 
 
-def _run_datapath(fx, ops, pairs):
+def _run_datapath(fx, ops, pairs, dsp=None):
     """Each op's datapath, pipelined as in the RTL, fed one operand pair per cycle: the result of pair j must
-    appear ``op_latency - 1`` cycles later (the stages are free running), bit-identical to fixed.py."""
+    appear ``op_latency - 1`` cycles later (the stages are free running), bit-identical to fixed.py.
+    ``dsp``: the Pipe's multiplier mode (``"ecp5-model"``: the MULT18X18D wiring around a model of it)."""
     m = Module()
     a = Signal(signed(fx.width))
     b = Signal(signed(fx.width))
@@ -42,7 +43,7 @@ def _run_datapath(fx, ops, pairs):
     res = {}
     for op in ops:
         r = Signal(signed(fx.width), name=f"r_{op}")
-        pipe = Pipe(m, op)
+        pipe = Pipe(m, op, dsp=dsp)
         m.d.comb += r.eq(fixed_op(m, op, a, b, fx, prefix=op, pipe=pipe))
         assert pipe.stages == op_latency("alu", {"op": op}, fx) - 1
         res[op] = (r, pipe.stages)
@@ -73,6 +74,33 @@ def _run_datapath(fx, ops, pairs):
 def test_datapath_bit_identical(fx):
     ops = list(OPS)
     _run_datapath(fx, ops, _operands(fx, 300, fx.width * 100 + fx.frac))
+
+
+MULTIPLYING = ("mul", "square", "exp", "log")
+
+
+@pytest.mark.parametrize("fx", FORMATS, ids=str)
+def test_datapath_dsp_wiring(fx):
+    """The ECP5 multiplies (MULT18X18D blocks whose input and output registers are pipeline stages 1-2) with
+    a behavioural model of the block in place of the primitive: same results, same stage count."""
+    _run_datapath(fx, MULTIPLYING, _operands(fx, 150, fx.width * 7 + fx.frac), dsp="ecp5-model")
+
+
+def test_ecp5_mul_instantiates_registered_dsps():
+    """Elaborated for ECP5 synthesis, a 32-bit multiply is four MULT18X18D blocks with input and output
+    registers (Yosys would map ``*`` to blocks without them); elsewhere there is no vendor primitive."""
+    from amaranth.back import rtlil
+    from fuseflow.boards.synth import SynthTarget
+    from fuseflow.hw.ops import MODULES
+    text = rtlil.convert(MODULES["alu"]({"op": "mul"}), platform=SynthTarget("ecp5"))
+    cells = text.split("cell \\MULT18X18D")[1:]
+    assert len(cells) == 4
+    for c in cells:
+        body = c.split("end")[0]
+        for reg in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK"):
+            assert f'parameter \\{reg} "CLK0"' in body
+    assert "MULT18X18D" not in rtlil.convert(MODULES["alu"]({"op": "mul"}))
+    assert "MULT18X18D" not in rtlil.convert(MODULES["alu"]({"op": "mul"}), platform=SynthTarget("ice40"))
 
 
 FUNCTIONS = ("sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs", "square")

@@ -32,9 +32,13 @@ class Pipe:
     enable, the stages never stall; docs/hardware.md) and counts the stage. ``Pipe(m, prefix, comb=True)``
     registers nothing (a combinational datapath for tests of the arithmetic alone)."""
 
-    def __init__(self, m, prefix="alu", comb=False):
+    def __init__(self, m, prefix="alu", comb=False, dsp=None):
         self.m, self.prefix, self.comb = m, prefix, comb
+        # "ecp5": multiplies in MULT18X18D blocks (:func:`dsp_family`); "ecp5-model": the same wiring around
+        # a behavioural model of the block (Amaranth-simulated in the tests)
+        self.dsp = None if comb else dsp
         self.stages = 0
+        self._dsps = 0
 
     def stage(self, *values):
         """One stage: the values registered (one value: itself, else a tuple)."""
@@ -54,6 +58,62 @@ class Pipe:
             out.append(r)
         return tuple(out)
 
+    def operands(self, a, b, dsp=None):
+        """Stage 1 of a multiply: the operands registered (a Const stays a constant). With ``dsp`` (this
+        pipe's ``dsp`` when the operands fit the blocks) the registers are the MULT18X18D's input registers
+        (:meth:`products`), so nothing is added here."""
+        self.stages += 1
+        if self.comb or dsp:
+            return a, b
+        self.stages -= 1
+        regs = iter(self.stage_tuple(*[v for v in (a, b) if not isinstance(v, Const)]))
+        return tuple(v if isinstance(v, Const) else next(regs) for v in (a, b))
+
+    def products(self, pairs, dsp=None):
+        """Stage 2 of a multiply: the products of the operand pairs registered. Each operand must fit 18
+        signed bits (or 17 unsigned). With ``dsp="ecp5"`` each product is one MULT18X18D whose input and
+        output registers are stages 1 and 2 (Yosys maps ``*`` to the block without them, leaving its 4.5 ns
+        between two fabric registers); otherwise ``*`` between fabric registers."""
+        if self.comb or not dsp:
+            return self.stage_tuple(*[x * y for x, y in pairs])
+        self.stages += 1
+        return tuple(self._mult18x18d(x, y, dsp) for x, y in pairs)
+
+    def _mult18x18d(self, x, y, dsp):
+        """``x * y`` through an ECP5 MULT18X18D with REG_INPUTA/B and REG_OUTPUT on this clock (two cycles
+        late). Operands are extended to signed 18 bits (SIGNEDA/B = 1): an unsigned operand of at most 17
+        bits reads the same."""
+        from amaranth.hdl import ClockSignal, Instance
+        x, y = Value.cast(x), Value.cast(y)
+        shape = (x * y).shape()
+        ops = []
+        for v in (x, y):
+            if len(v) > (18 if v.shape().signed else 17):
+                raise HardwareError("MULT18X18D", f"operand of {len(v)} bits does not fit 18 signed bits")
+            e = Signal(signed(18), name=f"{self.prefix}_dsp{self._dsps}_{'ab'[len(ops)]}")
+            self.m.d.comb += e.eq(v)
+            ops.append(e)
+        p = Signal(signed(36), name=f"{self.prefix}_dsp{self._dsps}_p")
+        if dsp == "ecp5-model":            # its documented behaviour, for the Amaranth simulator (tests)
+            ra, rb = Signal(signed(18)), Signal(signed(18))
+            self.m.d.sync += [ra.eq(ops[0]), rb.eq(ops[1]), p.eq(ra * rb)]
+        else:
+            ports = {f"i_A{i}": ops[0][i] for i in range(18)}
+            ports.update({f"i_B{i}": ops[1][i] for i in range(18)})
+            ports.update({f"i_C{i}": 0 for i in range(18)})
+            ports.update({f"o_P{i}": p[i] for i in range(36)})
+            ports.update({f"i_CLK{i}": ClockSignal("sync") if i == 0 else 0 for i in range(4)})
+            ports.update({f"i_CE{i}": 1 for i in range(4)})
+            ports.update({f"i_RST{i}": 0 for i in range(4)})
+            self.m.submodules[f"{self.prefix}_dsp{self._dsps}"] = Instance(
+                "MULT18X18D", p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
+                p_REG_INPUTC_CLK="NONE", p_REG_PIPELINE_CLK="NONE", p_GSR="DISABLED",
+                i_SIGNEDA=1, i_SIGNEDB=1, i_SOURCEA=0, i_SOURCEB=0, **ports)
+        self._dsps += 1
+        out = Signal(shape, name=f"{self.prefix}_dsp{self._dsps - 1}_y")
+        self.m.d.comb += out.eq(p)
+        return out
+
     def fit(self, value, width):
         """``value`` as unsigned(width): truncated or zero-extended."""
         r = Signal(unsigned(width))
@@ -64,28 +124,34 @@ class Pipe:
 def pipelined_mul(P, a, b, add=0):
     """``a * b + add`` (signed; ``add`` a constant, e.g. a rounding half) in four stages: the operands
     (registered, so a multiplier's inputs come from flip-flops), 18x18 partial products (one ECP5 MULT18X18D
-    each), the two cross products summed beside the outer pair (concatenated), the full sum."""
-    if isinstance(b, Const):
-        a = P.stage(a)
-    else:
-        a, b = P.stage(a, b)
+    each; :meth:`Pipe.products`), the two cross products summed beside the outer pair (concatenated), the
+    full sum."""
     wa, wb = len(a), len(b)
+    dsp = P.dsp if max(wa, wb) <= 35 else None     # every 17-bit part fits a MULT18X18D operand
+    a, b = P.operands(a, b, dsp)
     if wa <= 18 and wb <= 18:
-        p = P.stage(a * b)
+        p, = P.products([(a, b)], dsp)
         p = P.stage(p)
         return P.stage(p + add)
     h = 17
     if wa <= h or wb <= h:                  # one narrow operand: two partial products
         if wb <= h:
             a, b = b, a
-        p0, p1 = P.stage(a * b[:h], a * b[h:].as_signed())
+        p0, p1 = P.products([(a, b[:h]), (a, b[h:].as_signed())], dsp)
         p = P.stage(p0 + (p1 << h) + add)
         return P.stage(p)
     al, ah = a[:h], a[h:].as_signed()         # low parts unsigned, high parts signed
     bl, bh = b[:h], b[h:].as_signed()
-    pll, plh, phl, phh = P.stage(al * bl, al * bh, ah * bl, ah * bh)
+    pll, plh, phl, phh = P.products([(al, bl), (al, bh), (ah, bl), (ah, bh)], dsp)
     outer, mid = P.stage(Cat(pll[:2 * h], phh).as_signed(), plh + phl)
     return P.stage(outer + (mid << h) + add)
+
+
+def dsp_family(platform) -> str | None:
+    """``"ecp5"`` when elaborating for an ECP5 (an Amaranth Lattice platform, or
+    :class:`fuseflow.boards.synth.SynthTarget`): multiplies then instantiate MULT18X18D blocks with their
+    registers. ``None`` otherwise (simulation, Verilator, iCE40): portable ``*``."""
+    return "ecp5" if getattr(platform, "family", None) == "ecp5" else None
 
 
 def saturate(x, fixed):
@@ -116,10 +182,10 @@ def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
         return saturate(a + b, fixed)
     if name == "sub":
         return saturate(a - b, fixed)
-    if name == "max":
-        return Mux(a >= b, a, b)
+    if name == "max":                       # the sign of the exact difference: one carry chain
+        return Mux(~(a - b)[-1], a, b)
     if name == "min":
-        return Mux(a <= b, a, b)
+        return Mux(~(b - a)[-1], a, b)
     if name == "neg":
         return saturate(-a, fixed)
     if name == "relu":
@@ -354,6 +420,21 @@ def _log(m, P, x, fixed, prefix):
     return P.stage(res)                                        # stage 11: the result
 
 
+def operand_cases(m, op, a, b, y, fixed):
+    """A single-cycle op on token payloads ``a`` (and ``b``; else the constant or unused ``y``) where a control
+    operand counts as 0: ``fixed_op`` on the raw payloads, and on copies with the control operand's value 0
+    (constant-folded), selected after the datapath, so its carry chains start at the payload registers
+    instead of behind a zeroing multiplexer. The same values as ``fixed_op(op, Mux(a.ctrl, 0, a), ...)``."""
+    W = fixed.width
+    zero = Const(0, signed(W))
+    ra = a.data[:W].as_signed()
+    if b is None:
+        return Mux(a.ctrl, fixed_op(m, op, zero, y, fixed), fixed_op(m, op, ra, y, fixed))
+    rb = b.data[:W].as_signed()
+    return Mux(a.ctrl, Mux(b.ctrl, fixed_op(m, op, zero, zero, fixed), fixed_op(m, op, zero, rb, fixed)),
+               Mux(b.ctrl, fixed_op(m, op, ra, zero, fixed), fixed_op(m, op, ra, rb, fixed)))
+
+
 class Alu(OpComponent):
     op_name = "alu"
 
@@ -382,8 +463,11 @@ class Alu(OpComponent):
             if not unary:
                 m.d.comb += y.eq(fx.encode(float(self.params["const"])))
             m.d.comb += go.eq(self.i_a.valid)
-        pipe = Pipe(m, "alu")
-        res = fixed_op(m, op, x, y, fx, pipe=pipe)
+        pipe = Pipe(m, "alu", dsp=dsp_family(platform))
+        if latency == 1:
+            res = operand_cases(m, op, a, b if has_b else None, y, fx)
+        else:
+            res = fixed_op(m, op, x, y, fx, pipe=pipe)
         if pipe.stages != latency - 1:
             raise HardwareError(f"op alu {op}", f"datapath has {pipe.stages} stages, the registry says "
                                                 f"latency {latency}")
