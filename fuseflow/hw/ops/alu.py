@@ -21,8 +21,8 @@ from amaranth.lib.memory import Memory
 from ...errors import HardwareError
 from ...samml.registry import UNARY_ALU_OPS, op_latency
 from ...tensors.fixed import EXP_GUARD_BITS, EXP_TABLE_BITS, LOG2E_BITS, LOG2E_Q, exp2_table
-from ...tensors.fixedfn import (FN_GUARD_BITS, FN_RANGE_LOG2, LN2_BITS, LN2_Q, gelu_table, log2_table,
-                                tanh_table)
+from ...tensors.fixedfn import (FN_GUARD_BITS, FN_RANGE_LOG2, LN2_BITS, LN2_Q, gelu_table, interp_rows,
+                                log2_table, tanh_table)
 from ..token import is_empty
 from ._common import OpComponent, copy_ctrl, set_data
 
@@ -39,6 +39,7 @@ class Pipe:
         self.dsp = None if comb else dsp
         self.stages = 0
         self._dsps = 0
+        self._input_of = {}                    # register -> the value it registers (:meth:`early`)
 
     def stage(self, *values):
         """One stage: the values registered (one value: itself, else a tuple)."""
@@ -48,36 +49,49 @@ class Pipe:
     def stage_tuple(self, *values):
         """One stage: always a tuple of the registered values (for unpacking with ``*rest``)."""
         self.stages += 1
+        return self._registered(values)
+
+    def _registered(self, values):
         if self.comb:
-            return values
+            return tuple(values)
         out = []
         for i, v in enumerate(values):
             v = Value.cast(v)
             r = Signal(v.shape(), name=f"{self.prefix}_p{self.stages}_{i}")
             self.m.d.sync += r.eq(v)
+            self._input_of[id(r)] = v
             out.append(r)
         return tuple(out)
 
-    def operands(self, a, b, dsp=None):
-        """Stage 1 of a multiply: the operands registered (a Const stays a constant). With ``dsp`` (this
-        pipe's ``dsp`` when the operands fit the blocks) the registers are the MULT18X18D's input registers
-        (:meth:`products`), so nothing is added here."""
-        self.stages += 1
-        if self.comb or dsp:
-            return a, b
-        self.stages -= 1
-        regs = iter(self.stage_tuple(*[v for v in (a, b) if not isinstance(v, Const)]))
-        return tuple(v if isinstance(v, Const) else next(regs) for v in (a, b))
+    def early(self, reg):
+        """The value that register ``reg`` (from :meth:`stage`) registers: a block RAM's own address register
+        takes it, standing for ``reg`` (itself in a combinational pipe)."""
+        return self._input_of.get(id(reg), reg)
 
-    def products(self, pairs, dsp=None):
-        """Stage 2 of a multiply: the products of the operand pairs registered. Each operand must fit 18
-        signed bits (or 17 unsigned). With ``dsp="ecp5"`` each product is one MULT18X18D whose input and
-        output registers are stages 1 and 2 (Yosys maps ``*`` to the block without them, leaving its 4.5 ns
-        between two fabric registers); otherwise ``*`` between fabric registers."""
-        if self.comb or not dsp:
-            return self.stage_tuple(*[x * y for x, y in pairs])
+    def dsp_for(self, *operands):
+        """This pipe's ``dsp`` if every operand fits a MULT18X18D (18 signed or 17 unsigned bits), else None
+        (the multiply is then ``*`` between fabric registers)."""
+        fits = all(len(v) <= (18 if Value.cast(v).shape().signed else 17) for v in operands)
+        return self.dsp if fits else None
+
+    def operands(self, a, b, dsp=None, beside=()):
+        """Stage 1 of a multiply: the operands registered (a Const stays a constant) and ``beside``; returns
+        ``(a, b, *beside)``. With ``dsp`` (:meth:`dsp_for`) the operand registers are the MULT18X18D's input
+        registers (:meth:`products`), so only ``beside`` is registered here."""
         self.stages += 1
-        return tuple(self._mult18x18d(x, y, dsp) for x, y in pairs)
+        keep = [isinstance(v, Const) or bool(dsp) for v in (a, b)]
+        regs = iter(self._registered([v for v, k in zip((a, b), keep) if not k] + list(beside)))
+        return tuple(v if k else next(regs) for v, k in zip((a, b), keep)) + tuple(regs)
+
+    def products(self, pairs, dsp=None, beside=()):
+        """Stage 2 of a multiply: the products of the operand pairs registered, and ``beside``; returns
+        ``(*products, *beside)``. With ``dsp="ecp5"`` each product is one MULT18X18D whose input and output
+        registers are stages 1 and 2 (Yosys maps ``*`` to the block without them, leaving its 4.5 ns between
+        two fabric registers); otherwise ``*`` between fabric registers."""
+        if self.comb or not dsp:
+            return self.stage_tuple(*[x * y for x, y in pairs], *beside)
+        self.stages += 1
+        return tuple(self._mult18x18d(x, y, dsp) for x, y in pairs) + self._registered(beside)
 
     def _mult18x18d(self, x, y, dsp):
         """``x * y`` through an ECP5 MULT18X18D with REG_INPUTA/B and REG_OUTPUT on this clock (two cycles
@@ -213,27 +227,39 @@ def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
 def _restoring_div(P, num, den, qbits, rw, carry=()):
     """Quotient bits ``qbits-1 .. 0`` of ``num // den`` by restoring division, one bit per stage; ``num``'s
     bits above ``qbits`` (shifted down) must be below ``den``. ``rw``: remainder width (> den's width).
-    ``carry``: values that travel beside. Returns (quotient, remainder, carried values)."""
+    ``carry``: values that travel beside. Returns (quotient, remainder, carried values). Each stage is one
+    subtraction (its sign is the comparison) and a multiplexer; a constant ``num`` is not registered."""
     r = num >> qbits
     q = Const(0, 1)
+    fixed_num = isinstance(num, Const)
     for i in reversed(range(qbits)):
         t = P.fit(Cat(num[i], r), rw + 1)
-        ge = t >= den
-        r, q, num, den, *carry = P.stage_tuple(P.fit(Mux(ge, t - den, t), rw), P.fit(Cat(ge, q), qbits), num, den, *carry)
+        diff = t - den
+        ge = ~diff[-1]
+        r, q, den, *carry = P.stage_tuple(P.fit(Mux(ge, diff, t), rw), P.fit(Cat(ge, q), qbits), den,
+                                          *carry, *(() if fixed_num else (num,)))
+        if not fixed_num:
+            num = carry.pop()
     return q, r, carry
 
 
 def _div(m, P, a, b, fixed, prefix):
     """Truncating division as fixed.py's ``div``: |a| << F by |b| in W-1 restoring stages after an overflow
-    test (a quotient >= 2**(W-1) saturates whatever its low bits)."""
+    test (a quotient >= 2**(W-1) saturates whatever its low bits). The last stage also forms the negated
+    quotient (from the bits before it: -(2Q + 1) = ~2Q, -2Q = ~2Q + 1), so no adder follows it."""
     W, F = fixed.width, fixed.frac
     na, ba, neg, bzero, apos = P.stage(P.fit(Mux(a < 0, -a, a) << F, W + F), P.fit(Mux(b < 0, -b, b), W),
                                        (a < 0) != (b < 0), b == 0, a >= 0)
     ovf, na, ba, neg, bzero, apos = P.stage((na >> (W - 1)) >= ba, na, ba, neg, bzero, apos)
-    q, _, (ovf, neg, bzero, apos) = _restoring_div(P, na, ba, W - 1, W + 1, (ovf, neg, bzero, apos))
-    sq = Mux(neg, -q, q)
+    beside = (na[0], ba, ovf, neg, bzero, apos)
+    q, r, (n0, ba, ovf, neg, bzero, apos) = _restoring_div(P, na >> 1, ba, W - 2, W + 1, beside)
+    t = P.fit(Cat(n0, r), W + 2)
+    diff = t - ba
+    ge = ~diff[-1]
+    nt = P.fit(~P.fit(Cat(Const(0, 1), q), W), W)               # -(2Q + 1) mod 2**W
+    q, nq, ovf, neg, bzero, apos = P.stage(Cat(ge, q), Mux(ge, nt, P.fit(nt + 1, W)), ovf, neg, bzero, apos)
     big = Mux(neg, fixed.min_raw, fixed.max_raw)
-    return Mux(bzero, Mux(apos, fixed.max_raw, fixed.min_raw), Mux(ovf, big, sq))[:W].as_signed()
+    return Mux(bzero, Mux(apos, fixed.max_raw, fixed.min_raw), Mux(ovf, big, Mux(neg, nq, q)))[:W].as_signed()
 
 
 def _exp(m, P, x, fixed, prefix):
@@ -254,30 +280,16 @@ def _exp(m, P, x, fixed, prefix):
     f = Signal(unsigned(p), name=f"{prefix}_exp_f")
     m.d.comb += [n.eq(y >> p), f.eq(y[:p])]
     n, f = P.stage(n, f)                                       # stage 5: the integer and fraction parts
-    rom = Memory(shape=unsigned(twidth), depth=len(table), init=table)
-    m.submodules[f"{prefix}_exp2_table"] = rom
-    rp0 = rom.read_port(domain="comb")
-    rp1 = rom.read_port(domain="comb")
-    i = f[r:p]
-    m.d.comb += [rp0.addr.eq(i), rp1.addr.eq(i + 1)]
-    t = f[:r] if r else Const(0, 1)
-    t0, t1, t, n = P.stage(rp0.data, rp1.data, t, n)           # stage 6: the table (block RAM)
-    d, t0, t, n = P.stage((t1 - t0)[:twidth], t0, t, n)        # stage 7: the difference
-    if r:
-        d, t0, n = P.stage(d * t, t0, n)                       # stage 8: the interpolation product
-        v = t0 + ((d + (1 << (r - 1))) >> r)
-    else:
-        d, t0, n = P.stage(d, t0, n)
-        v = t0
-    s = Signal(signed(len(n) + 1), name=f"{prefix}_exp_s")
-    m.d.comb += s.eq(n - g)
-    # s >= 0: v << s, saturated (v > max_raw >> s  <=>  v << s > max_raw)
+    # the shift amounts from n, one adder per stage beside the table and the product: s = n - G (stage 6);
+    # s >= 0: v << s, saturated (v > max_raw >> s  <=>  v << s > max_raw), amount sc (stage 7); s < 0:
+    # (v + 2**(-s-1)) >> -s, 0 once -s >= 62 (any -s >= cap already gives 0), amount sn (stage 8)
     sw = max(W, 1).bit_length()
-    # s < 0: (v + 2**(-s-1)) >> -s, 0 once -s >= 62 (any -s >= cap already gives 0)
     cap = min(twidth + 2, 62)
     dw = cap.bit_length()
+    t0, d, t, (s,) = _interp_table(m, P, table, f, r, p, f"{prefix}_exp2", (n - g,))   # stage 6: the table
     sc = P.fit(Mux(s >= W, W, s[:sw]), sw)
-    sn = P.fit(Mux(-s >= cap, cap, (-s)[:dw]), dw)
+    v, (s, sc, sn) = _interp_product(P, t0, d, t, r, (s, sc, -s),   # stages 7-8: the interpolation product
+                                     lambda s, sc, ns: (s, sc, P.fit(Mux(ns >= cap, cap, ns[:dw]), dw)))
     v, s, sc, sn = P.stage(v, s, sc, sn)                       # stage 9: the value and both shift amounts
     v = v[:twidth + 1]
     up = Signal(unsigned(len(v) + W + 1), name=f"{prefix}_exp_up")
@@ -296,27 +308,92 @@ def _exp(m, P, x, fixed, prefix):
     return res
 
 
-def _interp(m, P, table, idx, r, prefix, carry=()):
-    """``interp(table, idx, r)`` of fuseflow/tensors/fixedfn.py: a ROM (two combinational read ports) and a
-    linear interpolation; ``idx`` is an unsigned Value whose bits above ``r`` address the table. Four stages
-    (table, difference, product, sum); ``carry`` travels beside. Returns (value, carried values)."""
-    tw = max(abs(t).bit_length() for t in table) + 1
-    rom = Memory(shape=signed(tw), depth=len(table), init=table)
-    m.submodules[f"{prefix}_table"] = rom
-    rp0 = rom.read_port(domain="comb")
-    rp1 = rom.read_port(domain="comb")
-    aw = len(rp0.addr)
-    i = Signal(unsigned(aw), name=f"{prefix}_i")
-    m.d.comb += [i.eq(idx[r:]), rp0.addr.eq(i), rp1.addr.eq(i + 1)]
+def _interp_table(m, P, table, idx, r, span, prefix, carry=()):
+    """One stage: the ROM of ``interp_rows(table)`` (value and slope in one word, fuseflow/tensors/fixedfn.py)
+    read at ``idx[r:span]`` (``idx`` a register of ``P``). Returns (T[i], D[i], the low ``r`` bits of
+    ``idx``, carried values), registered. Only the rows the index bits reach are stored (not the last,
+    whose slope is never used)."""
+    k = span - r
+    rows = interp_rows(table)[:1 << k]
+    tw = max(abs(t0).bit_length() for t0, _ in rows) + 1
+    dw = max(abs(d).bit_length() for _, d in rows) + 1
+    words = [(t0 & ((1 << tw) - 1)) | ((d & ((1 << dw) - 1)) << tw) for t0, d in rows]
     t = idx[:r] if r else Const(0, 1)
-    t0, t1, t, *carry = P.stage_tuple(rp0.data, rp1.data, t, *carry)     # block RAM with its output register
-    d, t0, t, *carry = P.stage_tuple((t1 - t0)[:tw + 1].as_signed(), t0, t, *carry)
-    if r:
-        prod, t0, *carry = P.stage_tuple(d * t, t0, *carry)
-        v = t0 + ((prod + (1 << (r - 1))) >> r)
+    if P.dsp and not P.comb:
+        word = _rom_outreg(m, P, words, tw + dw, Value.cast(P.early(idx))[r:span], prefix)
+        t, *carry = P.stage_tuple(t, *carry)
     else:
-        prod, t0, *carry = P.stage_tuple(d, t0, *carry)
-        v = t0
+        rom = Memory(shape=unsigned(tw + dw), depth=len(words), init=words)
+        m.submodules[f"{prefix}_table"] = rom
+        rp = rom.read_port(domain="comb")
+        m.d.comb += rp.addr.eq(idx[r:span])
+        word, t, *carry = P.stage_tuple(rp.data, t, *carry)
+    return word[:tw].as_signed(), word[tw:].as_signed(), t, carry
+
+
+def _rom_outreg(m, P, words, width, addr, prefix):
+    """A ROM read in two cycles on ECP5: DP16KD blocks (1024 x 18 each, side by side) whose address register
+    takes ``addr`` (the value the previous pipeline stage registers) and whose output register (REGMODE
+    OUTREG) is the current stage; Yosys maps a registered read to the block without its output register,
+    whose 5.8 ns clock-to-output then starts the next stage. ``P.dsp == "ecp5-model"``: the same two registers
+    around an Amaranth memory (tests). Returns the word (``width`` bits)."""
+    from amaranth.hdl import ClockSignal, Instance
+    if len(words) > 1024:
+        raise HardwareError("DP16KD", f"table of {len(words)} words is deeper than 1024")
+    word = Signal(width, name=f"{prefix}_word")
+    if P.dsp == "ecp5-model":
+        rom = Memory(shape=unsigned(width), depth=len(words), init=words)
+        m.submodules[f"{prefix}_table"] = rom
+        rp = rom.read_port(domain="sync")
+        m.d.comb += rp.addr.eq(addr)
+        m.d.sync += word.eq(rp.data)
+        return word
+    for blk in range((width + 17) // 18):
+        part = [(w >> (18 * blk)) & 0x3FFFF for w in words] + [0] * (1024 - len(words))
+        inits = {}
+        for j in range(64):                  # INITVAL_jj: words 16j .. 16j+15, each in a 20-bit slot
+            v = 0
+            for i in range(16):
+                v |= part[16 * j + i] << (20 * i)
+            inits[f"p_INITVAL_{j:02X}"] = Const(v, 320)
+        ports = {f"i_ADA{i}": (addr[i - 4] if 0 <= i - 4 < len(addr) else 0) for i in range(14)}
+        ports.update({f"i_ADB{i}": 0 for i in range(14)})
+        ports.update({f"i_DIA{i}": 0 for i in range(18)})
+        ports.update({f"i_DIB{i}": 0 for i in range(18)})
+        n = min(18, width - 18 * blk)
+        ports.update({f"o_DOA{i}": word[18 * blk + i] for i in range(n)})
+        m.submodules[f"{prefix}_table{blk}"] = Instance(
+            "DP16KD", p_DATA_WIDTH_A=18, p_DATA_WIDTH_B=18, p_REGMODE_A="OUTREG", p_REGMODE_B="NOREG",
+            p_RESETMODE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000", p_WRITEMODE_A="NORMAL",
+            p_WRITEMODE_B="NORMAL", p_GSR="DISABLED", **inits,
+            i_CLKA=ClockSignal("sync"), i_CEA=1, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
+            i_CLKB=0, i_CEB=0, i_OCEB=0, i_WEB=0, i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0, **ports)
+    return word
+
+
+def _interp_product(P, t0, d, t, r, carry=(), between=None):
+    """Two stages (the multiply's operands and product: a MULT18X18D's registers when ``d`` and ``t`` fit one)
+    of ``T[i] + ((D[i] * t + 2**(r-1)) >> r)``. Returns that sum (combinational) and the carried values;
+    ``between(*carry)``: the carried values of the second stage computed from the first's."""
+    between = between or (lambda *c: c)
+    if not r:
+        t0, *carry = P.stage_tuple(t0, *carry)
+        t0, *carry = P.stage_tuple(t0, *between(*carry))
+        return t0, carry
+    dsp = P.dsp_for(d, t)
+    d, t, t0, *carry = P.operands(d, t, dsp, (t0, *carry))
+    prod, t0, *carry = P.products([(d, t)], dsp, (t0, *between(*carry)))
+    # t0 + ((prod + 2**(r-1)) >> r) as one adder: t0 * 2**r + 2**(r-1) is t0 above the constant r bits
+    return (prod + Cat(Const(1 << (r - 1), r), t0).as_signed()) >> r, carry
+
+
+def _interp(m, P, table, idx, r, span, prefix, carry=()):
+    """``interp(table, idx, r)`` of fuseflow/tensors/fixedfn.py: a ROM and a linear interpolation; ``idx`` is
+    a register whose bits ``r .. span`` address the table. Four stages (table, operands, product, sum);
+    ``carry`` travels beside. Returns (value, carried values)."""
+    t0, d, t, carry = _interp_table(m, P, table, idx, r, span, prefix, carry)
+    v, carry = _interp_product(P, t0, d, t, r, carry)
+    tw = max(abs(x).bit_length() for x in table) + 1
     v, *carry = P.stage_tuple(v[:tw + 1].as_signed(), *carry)
     return v, carry
 
@@ -329,29 +406,32 @@ def _table_fn(m, P, name, x, fixed, prefix):
     k, table = gelu_table(fixed) if name == "gelu" else tanh_table(fixed)
     span = F + FN_RANGE_LOG2 + (1 if name == "sigmoid" else 0)   # index bits of |x| the table covers
     r = span - k
-    u, x = P.stage(P.fit(Mux(x < 0, -x, x), max(W, span) + 1), x)    # stage 1: |x|
+    # stage 1: |x|, the sign (and relu(x) for gelu)
+    u, neg, xr = P.stage(P.fit(Mux(x < 0, -x, x), max(W, span) + 1), x < 0, Mux(x > 0, x, 0))
     inside = u < (1 << span)
-    v, (inside, x) = _interp(m, P, table, u[:span], r, f"{prefix}_{name}", (inside, x))   # stages 2-4
+    v, (inside, neg, xr) = _interp(m, P, table, u, r, span, f"{prefix}_{name}", (inside, neg, xr))  # 2-5
+    # the result: one adder from the registered v per case, the case chosen after it (-y is (~v + h) >> g:
+    # -floor((v + h) / 2**g) = floor((-v - 1 + 2h) / 2**g) with 2h = 2**g); outside the table v is 2**p
     res = Signal(signed(W), name=f"{prefix}_{name}_res")
     if name == "tanh":
-        y = Signal(signed(p + 2), name=f"{prefix}_tanh_y")
-        m.d.comb += y.eq((Mux(inside, v, 1 << p) + (1 << (g - 1))) >> g)
-        m.d.comb += res.eq(saturate(Mux(x < 0, -y, y), fixed))
+        h = 1 << (g - 1)
+        out = ((1 << p) + h) >> g
+        y = Mux(inside, Mux(neg, (~v + h) >> g, (v + h) >> g), Mux(neg, -out, out))
     elif name == "sigmoid":
-        vv = Mux(inside, v, 1 << p)
-        s = Signal(signed(p + 3), name=f"{prefix}_sigmoid_s")
-        m.d.comb += s.eq(Mux(x < 0, (1 << p) - vv, (1 << p) + vv))
-        m.d.comb += res.eq(saturate((s + (1 << g)) >> (g + 1), fixed))
-    else:
-        h = Signal(signed(len(v)), name=f"{prefix}_gelu_h")
-        m.d.comb += h.eq(Mux(inside, (v + (1 << (g - 1))) >> g, 0))
-        m.d.comb += res.eq(saturate(Mux(x > 0, x, 0) + h, fixed))
-    return P.stage(res)                                        # stage 5: the result
+        c = (1 << p) + (1 << g)                 # s = 2**p -+ v, rounded: (c -+ v) >> (g + 1)
+        y = Mux(inside, Mux(neg, (~v + (c + 1)) >> (g + 1), (v + c) >> (g + 1)),
+                Mux(neg, (c - (1 << p)) >> (g + 1), (c + (1 << p)) >> (g + 1)))
+    else:                                       # relu(x) + ((v + h) >> g) = (v + relu(x) * 2**g + h) >> g
+        y = Mux(inside, (v + Cat(Const(1 << (g - 1), g), xr).as_signed()) >> g, xr)
+    m.d.comb += res.eq(saturate(y, fixed))
+    return P.stage(res)                                        # stage 6: the result
 
 
 def _isqrt_round(m, P, n, prefix, carry=()):
     """``isqrt_round(n)`` of fixedfn for an unsigned Value ``n``: the restoring digit recurrence (two bits
-    of ``n`` per step, one stage each), then ``+1`` when the remainder exceeds the root (one more stage)."""
+    of ``n`` per step, one stage each; one subtraction whose sign is the comparison), then one stage that
+    registers the root and whether the remainder exceeds it. Returns ``root + that`` (combinational: the
+    caller's result stage adds it) and the carried values."""
     steps = (len(n) + 1) // 2
     nn = Signal(unsigned(2 * steps), name=f"{prefix}_n")
     m.d.comb += nn.eq(n)
@@ -359,18 +439,18 @@ def _isqrt_round(m, P, n, prefix, carry=()):
     root = Const(0, steps)
     for s in reversed(range(steps)):
         sh = P.fit((rem << 2) | nn[2 * s:2 * s + 2], steps + 3)
-        trial = (root << 2) | 1
-        ge = sh >= trial
-        rem, root, nn, *carry = P.stage_tuple(P.fit(Mux(ge, sh - trial, sh), steps + 2), P.fit((root << 1) | ge, steps), nn,
-                                        *carry)
-    out, *carry = P.stage_tuple(P.fit(root + (rem > root), steps + 1), *carry)
-    return out, carry
+        diff = sh - ((root << 2) | 1)
+        ge = ~diff[-1]
+        rem, root, nn, *carry = P.stage_tuple(P.fit(Mux(ge, diff, sh), steps + 2), P.fit((root << 1) | ge, steps),
+                                              nn, *carry)
+    root, up, *carry = P.stage_tuple(root, (root - rem)[-1], *carry)
+    return P.fit(root + up, steps + 1), carry
 
 
 def _sqrt(m, P, x, fixed, prefix):
     W, F = fixed.width, fixed.frac
     n = Signal(unsigned(W - 1 + F), name=f"{prefix}_sqrt_in")
-    m.d.comb += n.eq(Mux(x > 0, x[:W - 1], 0) << F)
+    m.d.comb += n.eq(Mux(x[-1], 0, x[:W - 1]) << F)            # x <= 0 gives 0 (x = 0 either way)
     root, _ = _isqrt_round(m, P, n, f"{prefix}_sqrt")
     res = Signal(signed(W), name=f"{prefix}_sqrt_res")
     m.d.comb += res.eq(saturate(root, fixed))
@@ -380,7 +460,7 @@ def _sqrt(m, P, x, fixed, prefix):
 def _rsqrt(m, P, x, fixed, prefix):
     W, F = fixed.width, fixed.frac
     xu = Signal(unsigned(W - 1), name=f"{prefix}_rsqrt_x")
-    m.d.comb += xu.eq(Mux(x > 0, x[:W - 1], 1))
+    m.d.comb += xu.eq(x[:W - 1])            # for x <= 0 the quotient is unused (the result is max_raw)
     q, _, (pos,) = _restoring_div(P, Const(1 << (3 * F), 3 * F + 1), xu, 3 * F + 1, W, (x > 0,))
     root, (pos,) = _isqrt_round(m, P, q, f"{prefix}_rsqrt", (pos,))
     res = Signal(signed(W), name=f"{prefix}_rsqrt_res")
@@ -401,10 +481,10 @@ def _log(m, P, x, fixed, prefix):
         with m.If(xu[i]):
             m.d.comb += e.eq(i)
     e, xu, pos = P.stage(e, xu, x > 0)                          # stage 1: the leading one
-    norm, e, pos = P.stage(P.fit(xu << P.fit(M - e, max(M, 1).bit_length()), M + 1), e, pos)     # stage 2: normalised
-    v, (e, pos) = _interp(m, P, table, norm[:M] if M else Const(0, 1), M - k, f"{prefix}_log", (e, pos))
     es = Signal(signed(len(e) + 2), name=f"{prefix}_log_es")
     m.d.comb += es.eq(e - F)
+    norm, es, pos = P.stage(P.fit(xu << P.fit(M - e, max(M, 1).bit_length()), M + 1), es, pos)  # 2: normalised
+    v, (es, pos) = _interp(m, P, table, norm, M - k, M, f"{prefix}_log", (es, pos))
     y = Signal(signed(p + W.bit_length() + 3), name=f"{prefix}_log_y")
     m.d.comb += y.eq((es << p) + v)
     y, pos = P.stage(y, pos)                                    # stage 6: log2(x)
@@ -464,8 +544,12 @@ class Alu(OpComponent):
                 m.d.comb += y.eq(fx.encode(float(self.params["const"])))
             m.d.comb += go.eq(self.i_a.valid)
         pipe = Pipe(m, "alu", dsp=dsp_family(platform))
+        zero_result = None
         if latency == 1:
             res = operand_cases(m, op, a, b if has_b else None, y, fx)
+        elif unary:       # the raw payload enters the datapath; an N's result (op of 0) is chosen at the end
+            zero_result = fx.unary(op)(0)
+            res = fixed_op(m, op, a.data[:W].as_signed(), y, fx, pipe=pipe)
         else:
             res = fixed_op(m, op, x, y, fx, pipe=pipe)
         if pipe.stages != latency - 1:
@@ -483,14 +567,16 @@ class Alu(OpComponent):
                 set_data(m, self.o_out, res)
             f.build(m)
             return m
-        self._pipeline(m, go, is_ctrl, a.data[0:10], res, latency, has_b)
+        self._pipeline(m, go, is_ctrl, a.data[0:10], res, latency, has_b,
+                       None if zero_result is None else (is_empty(a), zero_result))
         return m
 
-    def _pipeline(self, m, go, is_ctrl, ctrl_data, res, latency, has_b):
+    def _pipeline(self, m, go, is_ctrl, ctrl_data, res, latency, has_b, empty=None):
         """The output side of a pipelined op (docs/hardware.md, "Pipelines"): the op fires (pops its inputs)
         while fewer than ``latency`` tokens are in flight; a valid bit and the control token travel beside the
         datapath's free-running stages; the last stage's token leaves at once when the output is ready and
-        nothing waits before it, else it waits in a first-word-fall-through FIFO of depth ``latency``."""
+        nothing waits before it, else it waits in a first-word-fall-through FIFO of depth ``latency``.
+        ``empty``: ``(is N, result for N)``: that bit travels beside too and picks the constant result."""
         out = self.o_out
         DW = len(out.payload.data)
         fifo = m.submodules.skid = SyncFIFO(width=DW + 1, depth=latency)
@@ -506,6 +592,11 @@ class Alu(OpComponent):
             m.d.comb += self.i_b.ready.eq(fire)
         for i in range(1, latency):
             m.d.sync += [valid[i].eq(valid[i - 1]), ctrl[i].eq(ctrl[i - 1]), cdata[i].eq(cdata[i - 1])]
+        if empty is not None:
+            is_n = [Signal(name=f"stage{i}_empty") for i in range(latency)]
+            m.d.comb += is_n[0].eq(empty[0])
+            m.d.sync += [is_n[i].eq(is_n[i - 1]) for i in range(1, latency)]
+            res = Mux(is_n[-1], Const(empty[1], signed(len(res))), res)
         last = Signal(DW + 1)                       # {ctrl, data} of the last stage's token
         m.d.comb += [last[:DW].eq(Mux(ctrl[-1], cdata[-1], res)), last[DW].eq(ctrl[-1])]
         head = Mux(fifo.r_rdy, fifo.r_data, last)
