@@ -180,7 +180,10 @@ def markdown(doc):
              "Tensor and accumulator memories are read combinationally by design (the timing contract in docs/samml.md: an op uses the "
              "data in the cycle it presents the address), so Yosys maps them to LUT RAM (TRELLIS_DPR16X4, counted "
              "in LUTs; the LUT-RAM column shows how many) and never to block RAM. " + bram_note(rows) +
-             " DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers.", ""]
+             " DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers. On ECP5 the alu "
+             "instantiates both primitives itself (docs/hardware.md, alu datapath): MULT18X18D with its input "
+             "and output registers, and the function tables as DP16KD with the output register (REGMODE "
+             "OUTREG); Yosys would map them without those registers.", ""]
     ops = [r for r in rows if r["kind"] == "op"]
     ks = [r for r in rows if r["kind"] == "kernel"]
 
