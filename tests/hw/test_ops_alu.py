@@ -223,3 +223,50 @@ def test_pipelined_fifo_ports(op):
     if op in BINARY_ALU_OPS:
         inp["b"] = [2 * one, 5, 7, "S0", 2 ** 31 - 1, "N", -one, "S1", "D"]
     check_op("alu", {"op": op}, inp, stalls=0.5, seed=5, fifo_depth=2)
+
+
+@pytest.mark.slow
+def test_ecp5_table_rom_matches_yosys_mapping(tmp_path):
+    """The DP16KD table's init packing and address pins are Yosys' own: a 1024 x 18 ROM read through a
+    register, which Yosys maps to one DP16KD, gets the same INITVAL_00..3F and the same address bits as the
+    instance ``_rom_outreg`` builds for those words (the blocks have no simulation model to run)."""
+    import json
+    import subprocess
+
+    from amaranth.back import rtlil
+    from amaranth.lib.memory import Memory
+
+    from fuseflow.boards.synth import tool_path
+    from fuseflow.hw.ops.alu import _rom_outreg
+    rng = random.Random(5)
+    words = [rng.getrandbits(18) for _ in range(1024)]
+
+    def cells(m, addr, out, name):
+        (tmp_path / f"{name}.il").write_text(rtlil.convert(m, ports={"addr": (addr, None), "out": (out, None)},
+                                                            name="top"))
+        (tmp_path / f"{name}.ys").write_text(f"read_rtlil {name}.il\nsynth_ecp5 -top top\n"
+                                             f"write_json {name}.json\n")
+        subprocess.run([tool_path("yosys"), "-q", f"{name}.ys"], cwd=tmp_path, check=True, capture_output=True)
+        mod = json.loads((tmp_path / f"{name}.json").read_text())["modules"]["top"]
+        addr_bits = mod["ports"]["addr"]["bits"]
+        found = [c for c in mod["cells"].values() if c["type"] == "DP16KD"]
+        assert len(found) == 1
+        c = found[0]
+        pins = {f"ADA{i}": (addr_bits.index(c["connections"][f"ADA{i}"][0])
+                            if c["connections"][f"ADA{i}"][0] in addr_bits else None) for i in range(14)}
+        inits = {k: int(v, 2) for k, v in c["parameters"].items() if k.startswith("INITVAL_")}
+        return pins, inits
+
+    m = Module()
+    addr, out = Signal(10), Signal(18)
+    m.d.comb += out.eq(_rom_outreg(m, Pipe(m, "t", dsp="ecp5"), words, 18, addr, "t"))
+    mine = cells(m, addr, out, "mine")
+    m = Module()
+    addr, out = Signal(10), Signal(18)
+    m.submodules.rom = rom = Memory(shape=18, depth=1024, init=words)
+    rp = rom.read_port(domain="sync")
+    m.d.comb += [rp.addr.eq(addr), out.eq(rp.data)]
+    theirs = cells(m, addr, out, "yosys")
+    assert sorted(v for v in mine[0].values() if v is not None) == list(range(10))
+    assert len(mine[1]) == 64 and any(mine[1].values())
+    assert mine == theirs
