@@ -249,8 +249,9 @@ def _div(m, P, a, b, fixed, prefix):
     test (a quotient >= 2**(W-1) saturates whatever its low bits). The last stage also forms the negated
     quotient (from the bits before it: -(2Q + 1) = ~2Q, -2Q = ~2Q + 1), so no adder follows it."""
     W, F = fixed.width, fixed.frac
-    na, ba, neg, bzero, apos = P.stage(P.fit(Mux(a < 0, -a, a) << F, W + F), P.fit(Mux(b < 0, -b, b), W),
-                                       (a < 0) != (b < 0), b == 0, a >= 0)
+    def mag(v):                         # |v| = (v ^ sign) + sign: the exclusive or folds into the adder's LUTs
+        return P.fit(P.fit(v ^ v[-1].replicate(W), W) + v[-1], W)
+    na, ba, neg, bzero, apos = P.stage(P.fit(mag(a) << F, W + F), mag(b), a[-1] ^ b[-1], b == 0, ~a[-1])
     ovf, na, ba, neg, bzero, apos = P.stage((na >> (W - 1)) >= ba, na, ba, neg, bzero, apos)
     beside = (na[0], ba, ovf, neg, bzero, apos)
     q, r, (n0, ba, ovf, neg, bzero, apos) = _restoring_div(P, na >> 1, ba, W - 2, W + 1, beside)
