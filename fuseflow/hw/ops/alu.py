@@ -290,22 +290,26 @@ def _exp(m, P, x, fixed, prefix):
     dw = cap.bit_length()
     t0, d, t, (s,) = _interp_table(m, P, table, f, r, p, f"{prefix}_exp2", (n - g,))   # stage 6: the table
     sc = P.fit(Mux(s >= W, W, s[:sw]), sw)
-    v, (s, sc, sn) = _interp_product(P, t0, d, t, r, (s, sc, -s),   # stages 7-8: the interpolation product
-                                     lambda s, sc, ns: (s, sc, P.fit(Mux(ns >= cap, cap, ns[:dw]), dw)))
+    v, (big, s_pos, sc, sn) = _interp_product(                   # stages 7-8: the interpolation product
+        P, t0, d, t, r, (s >= W, ~s[-1], sc, -s),
+        lambda big, s_pos, sc, ns: (big, s_pos, sc, P.fit(Mux(ns >= cap, cap, ns[:dw]), dw)))
     half = (Const(1, cap + 1) << (sn - 1)[:dw])[:cap + 1]       # 2**(-s-1), the rounding half
-    v, s, sc, sn, half = P.stage(v, s, sc, sn, half)           # stage 9: the value, the shift amounts
+    v, big, s_pos, sc, sn, half = P.stage(v, big, s_pos, sc, sn, half)   # stage 9: the value, the amounts
     v = v[:twidth + 1]
     up = Signal(unsigned(len(v) + W + 1), name=f"{prefix}_exp_up")
     m.d.comb += up.eq(v << sc)
     rsum = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_rsum")
     m.d.comb += rsum.eq(v + half)
-    up, rsum, sn, s = P.stage(up, rsum, sn, s)                 # stage 10: shifted up, rounded down
+    up, rsum, sn, big, s_pos = P.stage(up, rsum, sn, big, s_pos)   # stage 10: shifted up, rounded down
     down = Signal(unsigned(len(v) + 1), name=f"{prefix}_exp_down")
     m.d.comb += down.eq(rsum >> sn)
     # saturated like every result (fixed.py's exp does the same; it matters for formats with
-    # width <= frac + 8, where 2**(width-1-frac) <= e**x < 2**8 overflows)
-    up_res, down_res, s_pos = P.stage(Mux((s >= W) | (up > fixed.max_raw), fixed.max_raw, up[:W]),
-                                      Mux(down > fixed.max_raw, fixed.max_raw, down[:W]), s >= 0)  # stage 11
+    # width <= frac + 8, where 2**(width-1-frac) <= e**x < 2**8 overflows); unsigned > max_raw is a bit set at
+    # or above W - 1 (a reduction, none when the value is narrower)
+    def over(u):
+        return u[W - 1:].any() if len(u) > W - 1 else Const(0, 1)
+    up_res, down_res, s_pos = P.stage(Mux(big | over(up), fixed.max_raw, up[:W]),
+                                      Mux(over(down), fixed.max_raw, down[:W]), s_pos)      # stage 11
     res = Signal(signed(W), name=f"{prefix}_exp_res")
     m.d.comb += res.eq(Mux(s_pos, up_res, down_res))
     return res
