@@ -229,7 +229,7 @@ def test_pipelined_fifo_ports(op):
 def test_ecp5_table_rom_matches_yosys_mapping(tmp_path):
     """The DP16KD table's init packing and address pins are Yosys' own: a 1024 x 18 ROM read through a
     register, which Yosys maps to one DP16KD, gets the same INITVAL_00..3F and the same address bits as the
-    instance ``_rom_outreg`` builds for those words (the blocks have no simulation model to run)."""
+    instance ``rom_outreg`` builds for those words (the blocks have no simulation model to run)."""
     import json
     import subprocess
 
@@ -237,7 +237,7 @@ def test_ecp5_table_rom_matches_yosys_mapping(tmp_path):
     from amaranth.lib.memory import Memory
 
     from fuseflow.boards.synth import tool_path
-    from fuseflow.hw.ops.alu import _rom_outreg
+    from fuseflow.hw.ops._pipe import rom_outreg
     rng = random.Random(5)
     words = [rng.getrandbits(18) for _ in range(1024)]
 
@@ -259,7 +259,7 @@ def test_ecp5_table_rom_matches_yosys_mapping(tmp_path):
 
     m = Module()
     addr, out = Signal(10), Signal(18)
-    m.d.comb += out.eq(_rom_outreg(m, Pipe(m, "t", dsp="ecp5"), words, 18, addr, "t"))
+    m.d.comb += out.eq(rom_outreg(m, Pipe(m, "t", dsp="ecp5"), words, 18, addr, "t"))
     mine = cells(m, addr, out, "mine")
     m = Module()
     addr, out = Signal(10), Signal(18)
