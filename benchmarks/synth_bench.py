@@ -32,8 +32,9 @@ sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath
 OP_TARGET_MHZ = 150.0
 KERNEL_TARGET_MHZ = 100.0
 MEM_DEPTH = 64
-#: seconds per tool run (the combinational 32-bit divider is the slow one)
-TOOL_TIMEOUT = 1200
+#: seconds per tool run (rsqrt, some 75 stages of dividers and square roots, is the slow one: 20 minutes of
+#: routing on a loaded 2-core machine)
+TOOL_TIMEOUT = 3000
 
 #: op -> [(label, params, constructor keywords)]; ops not listed are synthesised with default parameters
 VARIANTS = {

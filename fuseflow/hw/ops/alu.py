@@ -331,14 +331,14 @@ def _log(m, P, x, fixed, prefix):
     k, table = log2_table(fixed)
     xu = Signal(unsigned(W - 1), name=f"{prefix}_log_x")
     m.d.comb += xu.eq(x[:W - 1])
-    e = Signal(range(max(W - 1, 2)), name=f"{prefix}_log_e")
-    for i in range(W - 1):             # priority encoder: the leading one (later bits win)
+    # stage 1: the leading one e as the normalising shift M - e and the exponent e - F, both constants per
+    # position of a priority encoder (later bits win; no subtraction after it)
+    nsh = Signal(range(max(M, 1) + 1), name=f"{prefix}_log_shift", init=M)
+    es = Signal(signed(max(W - 1, 2).bit_length() + 2), name=f"{prefix}_log_es", init=-F)
+    for i in range(W - 1):
         with m.If(xu[i]):
-            m.d.comb += e.eq(i)
-    es = Signal(signed(len(e) + 2), name=f"{prefix}_log_es")
-    m.d.comb += es.eq(e - F)
-    # stage 1: the leading one, as the normalising shift M - e and the exponent e - F
-    nsh, es, xu, pos = P.stage(P.fit(M - e, max(M, 1).bit_length()), es, xu, x > 0)
+            m.d.comb += [nsh.eq(M - i), es.eq(i - F)]
+    nsh, es, xu, pos = P.stage(nsh, es, xu, x > 0)
     norm, es, pos = P.stage(P.fit(xu << nsh, M + 1), es, pos)   # stage 2: normalised
     r = M - k
     t0, d, t, (es, pos) = _interp_table(m, P, table, norm, r, M, f"{prefix}_log", (es, pos))   # stage 3
