@@ -32,8 +32,9 @@ sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath
 OP_TARGET_MHZ = 150.0
 KERNEL_TARGET_MHZ = 100.0
 MEM_DEPTH = 64
-#: seconds per tool run (the combinational 32-bit divider is the slow one)
-TOOL_TIMEOUT = 1200
+#: seconds per tool run (rsqrt, some 75 stages of dividers and square roots, is the slow one: 20 minutes of
+#: routing on a loaded 2-core machine)
+TOOL_TIMEOUT = 3000
 
 #: op -> [(label, params, constructor keywords)]; ops not listed are synthesised with default parameters
 VARIANTS = {
@@ -182,7 +183,10 @@ def markdown(doc):
              "(TRELLIS_DPR16X4, counted in LUTs; the LUT-RAM column shows how many) (docs/hardware.md, "
              "\"Memories\"). "
              + bram_note(rows) +
-             " DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers.", ""]
+             " DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers. On ECP5 the alu "
+             "instantiates both primitives itself (docs/hardware.md, alu datapath): MULT18X18D with its input "
+             "and output registers, and the function tables as DP16KD with the output register (REGMODE "
+             "OUTREG); Yosys would map them without those registers.", ""]
     ops = [r for r in rows if r["kind"] == "op"]
     ks = [r for r in rows if r["kind"] == "kernel"]
 

@@ -354,12 +354,21 @@ def synth_rtlil(rtlil_text, name, target="ecp5-85f", freq_mhz=None, timeout=DEFA
     return res
 
 
+class SynthTarget:
+    """The ``platform`` a design is elaborated with for :func:`synth_component`: only ``family`` (as on
+    Amaranth's Lattice platforms), which lets the RTL pick vendor primitives (the alu's multiplies become
+    MULT18X18D blocks with their registers on ECP5; :func:`fuseflow.hw.ops.alu.dsp_family`)."""
+
+    def __init__(self, family):
+        self.family = family
+
+
 def synth_component(component, name, target="ecp5-85f", freq_mhz=None, mem_depth=None, **kw):
     """Synthesise ``component`` (a :class:`~amaranth.lib.wiring.Component`, e.g. an op module or a kernel top)
     inside :func:`RegisteredIO`. Returns a :class:`SynthResult` (``io_bits`` = the wrapper's registers)."""
     from amaranth.back import rtlil
     w = RegisteredIO(component, mem_depth)
-    text = rtlil.convert(w, name="top", emit_src=True)
+    text = rtlil.convert(w, name="top", emit_src=True, platform=SynthTarget(TARGETS.get(target, {}).get("family")))
     res = synth_rtlil(text, name, target, freq_mhz, **kw)
     res.io_bits = {"in": w.n_in, "out": w.n_out}
     return res

@@ -330,9 +330,10 @@ def _alu_stages(fixed):
     w, f = fixed.width, fixed.frac
     return {
         "mul": 5, "square": 5,                      # operands, 18x18 partial products (DSPs), cross sum, sum, saturation
-        "exp": 11,                                  # x*log2(e) (4), split, table, difference, product, value,
-                                                    # shift, saturate
-        "tanh": 6, "sigmoid": 6, "gelu": 6,         # |x|, table, difference, interpolation product, value, result
+        "exp": 11,                                  # x*log2(e) (4), split, table, product operands, product,
+                                                    # value, shift, saturate
+        "tanh": 6, "sigmoid": 6, "gelu": 6,         # |x|, table (value and slope), product operands, product,
+                                                    # value, result
         "log": 12,                                  # leading one, normalise, table (4), log2, *ln 2 (4), result
         "div": w + 1,                               # operands, overflow test, W-1 quotient bits
         "sqrt": (w + f) // 2 + 2,                   # one root bit (two radicand bits) per stage, rounding, result

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ..errors import TensorError
-from .fixedfn import FIXED_FUNCTIONS, FLOAT_FUNCTION_ARRAYS, FUNCTIONS
+from .fixedfn import FIXED_FUNCTIONS, FLOAT_FUNCTION_ARRAYS, FUNCTIONS, interp_row
 
 #: fractional bits of the log2(e) constant used by :meth:`FixedFormat.exp`
 LOG2E_BITS = 30
@@ -254,10 +254,10 @@ class FixedFormat:
         k = min(bits, p)
         r = p - k
         i = f >> r
-        t0 = table[i]
+        t0, d = interp_row(table, i)
         if r:
             t = f & ((1 << r) - 1)
-            v = t0 + (((table[i + 1] - t0) * t + (1 << (r - 1))) >> r)
+            v = t0 + ((d * t + (1 << (r - 1))) >> r)
         else:
             v = t0
         s = n - g

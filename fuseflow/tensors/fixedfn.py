@@ -91,12 +91,24 @@ def log2_table(fmt):
 
 
 def interp(table, u: int, r: int) -> int:
-    """Linear interpolation in ``table`` at the unsigned index ``u`` with ``r`` fraction bits."""
+    """Linear interpolation in ``table`` at the unsigned index ``u`` with ``r`` fraction bits:
+    ``T[i] + ((D[i] * t + 2**(r-1)) >> r)`` with ``(T[i], D[i])`` = :func:`interp_rows` ``(table)[i]``."""
     i = u >> r
-    t0 = table[i]
+    t0, d = interp_row(table, i)
     if not r:
         return t0
-    return t0 + (((table[i + 1] - t0) * (u & ((1 << r) - 1)) + (1 << (r - 1))) >> r)
+    return t0 + ((d * (u & ((1 << r) - 1)) + (1 << (r - 1))) >> r)
+
+
+def interp_row(table, i: int) -> tuple[int, int]:
+    """``(T[i], T[i+1] - T[i])`` (difference 0 at the last entry, which is never interpolated from)."""
+    return table[i], (table[i + 1] - table[i]) if i + 1 < len(table) else 0
+
+
+def interp_rows(table) -> list[tuple[int, int]]:
+    """Every :func:`interp_row` of ``table``: the words of the RTL's interpolation ROM (one read gives the
+    value and the slope, so no subtraction follows the block RAM)."""
+    return [interp_row(table, i) for i in range(len(table))]
 
 
 def _round_guard(v, shift):

@@ -31,9 +31,10 @@ def _operands(fx, n, seed):
     return pairs
 
 
-def _run_datapath(fx, ops, pairs):
+def _run_datapath(fx, ops, pairs, dsp=None):
     """Each op's datapath, pipelined as in the RTL, fed one operand pair per cycle: the result of pair j must
-    appear ``op_latency - 1`` cycles later (the stages are free running), bit-identical to fixed.py."""
+    appear ``op_latency - 1`` cycles later (the stages are free running), bit-identical to fixed.py.
+    ``dsp``: the Pipe's multiplier mode (``"ecp5-model"``: the MULT18X18D wiring around a model of it)."""
     m = Module()
     a = Signal(signed(fx.width))
     b = Signal(signed(fx.width))
@@ -42,7 +43,7 @@ def _run_datapath(fx, ops, pairs):
     res = {}
     for op in ops:
         r = Signal(signed(fx.width), name=f"r_{op}")
-        pipe = Pipe(m, op)
+        pipe = Pipe(m, op, dsp=dsp)
         m.d.comb += r.eq(fixed_op(m, op, a, b, fx, prefix=op, pipe=pipe))
         assert pipe.stages == op_latency("alu", {"op": op}, fx) - 1
         res[op] = (r, pipe.stages)
@@ -73,6 +74,33 @@ def _run_datapath(fx, ops, pairs):
 def test_datapath_bit_identical(fx):
     ops = list(OPS)
     _run_datapath(fx, ops, _operands(fx, 300, fx.width * 100 + fx.frac))
+
+
+MULTIPLYING = ("mul", "square", "exp", "log", "tanh", "sigmoid", "gelu")   # DSPs and tables
+
+
+@pytest.mark.parametrize("fx", FORMATS, ids=str)
+def test_datapath_dsp_wiring(fx):
+    """The ECP5 multiplies (MULT18X18D blocks whose input and output registers are pipeline stages 1-2) with
+    a behavioural model of the block in place of the primitive: same results, same stage count."""
+    _run_datapath(fx, MULTIPLYING, _operands(fx, 150, fx.width * 7 + fx.frac), dsp="ecp5-model")
+
+
+def test_ecp5_mul_instantiates_registered_dsps():
+    """Elaborated for ECP5 synthesis, a 32-bit multiply is four MULT18X18D blocks with input and output
+    registers (Yosys would map ``*`` to blocks without them); elsewhere there is no vendor primitive."""
+    from amaranth.back import rtlil
+    from fuseflow.boards.synth import SynthTarget
+    from fuseflow.hw.ops import MODULES
+    text = rtlil.convert(MODULES["alu"]({"op": "mul"}), platform=SynthTarget("ecp5"))
+    cells = text.split("cell \\MULT18X18D")[1:]
+    assert len(cells) == 4
+    for c in cells:
+        body = c.split("end")[0]
+        for reg in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK"):
+            assert f'parameter \\{reg} "CLK0"' in body
+    assert "MULT18X18D" not in rtlil.convert(MODULES["alu"]({"op": "mul"}))
+    assert "MULT18X18D" not in rtlil.convert(MODULES["alu"]({"op": "mul"}), platform=SynthTarget("ice40"))
 
 
 FUNCTIONS = ("sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs", "square")
@@ -195,3 +223,50 @@ def test_pipelined_fifo_ports(op):
     if op in BINARY_ALU_OPS:
         inp["b"] = [2 * one, 5, 7, "S0", 2 ** 31 - 1, "N", -one, "S1", "D"]
     check_op("alu", {"op": op}, inp, stalls=0.5, seed=5, fifo_depth=2)
+
+
+@pytest.mark.slow
+def test_ecp5_table_rom_matches_yosys_mapping(tmp_path):
+    """The DP16KD table's init packing and address pins are Yosys' own: a 1024 x 18 ROM read through a
+    register, which Yosys maps to one DP16KD, gets the same INITVAL_00..3F and the same address bits as the
+    instance ``rom_outreg`` builds for those words (the blocks have no simulation model to run)."""
+    import json
+    import subprocess
+
+    from amaranth.back import rtlil
+    from amaranth.lib.memory import Memory
+
+    from fuseflow.boards.synth import tool_path
+    from fuseflow.hw.ops._pipe import rom_outreg
+    rng = random.Random(5)
+    words = [rng.getrandbits(18) for _ in range(1024)]
+
+    def cells(m, addr, out, name):
+        (tmp_path / f"{name}.il").write_text(rtlil.convert(m, ports={"addr": (addr, None), "out": (out, None)},
+                                                            name="top"))
+        (tmp_path / f"{name}.ys").write_text(f"read_rtlil {name}.il\nsynth_ecp5 -top top\n"
+                                             f"write_json {name}.json\n")
+        subprocess.run([tool_path("yosys"), "-q", f"{name}.ys"], cwd=tmp_path, check=True, capture_output=True)
+        mod = json.loads((tmp_path / f"{name}.json").read_text())["modules"]["top"]
+        addr_bits = mod["ports"]["addr"]["bits"]
+        found = [c for c in mod["cells"].values() if c["type"] == "DP16KD"]
+        assert len(found) == 1
+        c = found[0]
+        pins = {f"ADA{i}": (addr_bits.index(c["connections"][f"ADA{i}"][0])
+                            if c["connections"][f"ADA{i}"][0] in addr_bits else None) for i in range(14)}
+        inits = {k: int(v, 2) for k, v in c["parameters"].items() if k.startswith("INITVAL_")}
+        return pins, inits
+
+    m = Module()
+    addr, out = Signal(10), Signal(18)
+    m.d.comb += out.eq(rom_outreg(m, Pipe(m, "t", dsp="ecp5"), words, 18, addr, "t"))
+    mine = cells(m, addr, out, "mine")
+    m = Module()
+    addr, out = Signal(10), Signal(18)
+    m.submodules.rom = rom = Memory(shape=18, depth=1024, init=words)
+    rp = rom.read_port(domain="sync")
+    m.d.comb += [rp.addr.eq(addr), out.eq(rp.data)]
+    theirs = cells(m, addr, out, "yosys")
+    assert sorted(v for v in mine[0].values() if v is not None) == list(range(10))
+    assert len(mine[1]) == 64 and any(mine[1].values())
+    assert mine == theirs

@@ -13,7 +13,7 @@ stop on crd is then emitted alone, popping crd only); an outer stop ``S_m`` (wit
 passes and pops both; D passes.
 """
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Signal, signed
 
 from ...samml.registry import REDUCE_MERGE
 from ..token import is_data_or_empty, is_done, is_empty, is_stop, stop_level
@@ -33,16 +33,19 @@ class Reduce(OpComponent):
         out = self.o_val
         acc = Signal(signed(W))
         has = Signal()
-        x = Signal(signed(W))
-        m.d.comb += x.eq(Mux(is_empty(v), 0, v.data[:W].as_signed()))
-        merged = fixed_op(m, REDUCE_MERGE[self.params["op"]], acc, x, fx, prefix="red")
-        new_acc = Mux(has, merged, x)
+        # N counts as 0: the merge on the raw payload and on 0 (constant-folded), selected after the datapath
+        # (its carry chain then starts at the payload register, not behind a zeroing multiplexer)
+        raw, empty, zero = v.data[:W].as_signed(), is_empty(v), Const(0, signed(W))
+        merge = REDUCE_MERGE[self.params["op"]]
+        merged = Mux(empty, fixed_op(m, merge, acc, zero, fx, prefix="red"),
+                     fixed_op(m, merge, acc, raw, fx, prefix="red"))
+        new_acc = Mux(has, merged, Mux(empty, zero, raw))
 
         if "crd" not in self.inputs():
             m.d.comb += f.go.eq(vv)
             with m.If(is_data_or_empty(v)):
                 m.d.comb += f.pop["val"].eq(1)
-                with m.If(f.fire):
+                with m.If(f.go):                        # nothing pushed: fires when go (shorter enable)
                     m.d.sync += [acc.eq(new_acc), has.eq(1)]
             with m.Elif(is_done(v)):
                 m.d.comb += [f.push["val"].eq(1), f.pop["val"].eq(1)]
@@ -72,7 +75,7 @@ class Reduce(OpComponent):
             with m.If(~c.ctrl):
                 with m.If(is_data_or_empty(v)):
                     m.d.comb += f.pop["val"].eq(1)
-                    with m.If(f.fire):
+                    with m.If(f.go):                    # nothing pushed: fires when go
                         m.d.sync += [acc.eq(new_acc), has.eq(1)]
                 with m.Else():
                     m.d.comb += [f.push["val"].eq(1), f.pop["val"].eq(1), f.pop["crd"].eq(1)]

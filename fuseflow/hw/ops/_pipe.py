@@ -1,0 +1,163 @@
+"""Pipeline stages of the arithmetic datapaths (:class:`Pipe`) and the ECP5 primitives they use when elaborated
+for ECP5: MULT18X18D with its input and output registers (the multiplies of ``alu``) and DP16KD with its output
+register (the function tables), which Yosys would map without those registers (docs/hardware.md, "alu
+datapath")."""
+
+from amaranth.hdl import ClockSignal, Const, Instance, Signal, Value, signed, unsigned
+from amaranth.lib.memory import Memory
+
+from ...errors import HardwareError
+
+
+class Pipe:
+    """Pipeline registers of a datapath: :meth:`stage` registers the values it is given (free running: no
+    enable, the stages never stall; docs/hardware.md) and counts the stage. ``Pipe(m, prefix, comb=True)``
+    registers nothing (a combinational datapath for tests of the arithmetic alone)."""
+
+    def __init__(self, m, prefix="alu", comb=False, dsp=None):
+        self.m, self.prefix, self.comb = m, prefix, comb
+        # "ecp5": multiplies in MULT18X18D blocks (:func:`dsp_family`); "ecp5-model": the same wiring around
+        # a behavioural model of the block (Amaranth-simulated in the tests)
+        self.dsp = None if comb else dsp
+        self.stages = 0
+        self._dsps = 0
+        self._input_of = {}                    # register -> the value it registers (:meth:`early`)
+
+    def stage(self, *values):
+        """One stage: the values registered (one value: itself, else a tuple)."""
+        out = self.stage_tuple(*values)
+        return out[0] if len(out) == 1 else out
+
+    def stage_tuple(self, *values):
+        """One stage: always a tuple of the registered values (for unpacking with ``*rest``)."""
+        self.stages += 1
+        return self._registered(values)
+
+    def _registered(self, values):
+        if self.comb:
+            return tuple(values)
+        out = []
+        for i, v in enumerate(values):
+            v = Value.cast(v)
+            r = Signal(v.shape(), name=f"{self.prefix}_p{self.stages}_{i}")
+            self.m.d.sync += r.eq(v)
+            self._input_of[id(r)] = v
+            out.append(r)
+        return tuple(out)
+
+    def early(self, reg):
+        """The value that register ``reg`` (from :meth:`stage`) registers: a block RAM's own address register
+        takes it, standing for ``reg`` (itself in a combinational pipe)."""
+        return self._input_of.get(id(reg), reg)
+
+    def dsp_for(self, *operands):
+        """This pipe's ``dsp`` if every operand fits a MULT18X18D (18 signed or 17 unsigned bits), else None
+        (the multiply is then ``*`` between fabric registers)."""
+        fits = all(len(v) <= (18 if Value.cast(v).shape().signed else 17) for v in operands)
+        return self.dsp if fits else None
+
+    def operands(self, a, b, dsp=None, beside=()):
+        """Stage 1 of a multiply: the operands registered (a Const stays a constant) and ``beside``; returns
+        ``(a, b, *beside)``. With ``dsp`` (:meth:`dsp_for`) the operand registers are the MULT18X18D's input
+        registers (:meth:`products`), so only ``beside`` is registered here."""
+        self.stages += 1
+        keep = [isinstance(v, Const) or bool(dsp) for v in (a, b)]
+        regs = iter(self._registered([v for v, k in zip((a, b), keep) if not k] + list(beside)))
+        return tuple(v if k else next(regs) for v, k in zip((a, b), keep)) + tuple(regs)
+
+    def products(self, pairs, dsp=None, beside=()):
+        """Stage 2 of a multiply: the products of the operand pairs registered, and ``beside``; returns
+        ``(*products, *beside)``. With ``dsp="ecp5"`` each product is one MULT18X18D whose input and output
+        registers are stages 1 and 2 (Yosys maps ``*`` to the block without them, leaving its 4.5 ns between
+        two fabric registers); otherwise ``*`` between fabric registers."""
+        if self.comb or not dsp:
+            return self.stage_tuple(*[x * y for x, y in pairs], *beside)
+        self.stages += 1
+        return tuple(self._mult18x18d(x, y, dsp) for x, y in pairs) + self._registered(beside)
+
+    def _mult18x18d(self, x, y, dsp):
+        """``x * y`` through an ECP5 MULT18X18D with REG_INPUTA/B and REG_OUTPUT on this clock (two cycles
+        late). Operands are extended to signed 18 bits (SIGNEDA/B = 1): an unsigned operand of at most 17
+        bits reads the same."""
+        x, y = Value.cast(x), Value.cast(y)
+        shape = (x * y).shape()
+        ops = []
+        for v in (x, y):
+            if len(v) > (18 if v.shape().signed else 17):
+                raise HardwareError("MULT18X18D", f"operand of {len(v)} bits does not fit 18 signed bits")
+            e = Signal(signed(18), name=f"{self.prefix}_dsp{self._dsps}_{'ab'[len(ops)]}")
+            self.m.d.comb += e.eq(v)
+            ops.append(e)
+        p = Signal(signed(36), name=f"{self.prefix}_dsp{self._dsps}_p")
+        if dsp == "ecp5-model":            # its documented behaviour, for the Amaranth simulator (tests)
+            ra, rb = Signal(signed(18)), Signal(signed(18))
+            self.m.d.sync += [ra.eq(ops[0]), rb.eq(ops[1]), p.eq(ra * rb)]
+        else:
+            ports = {f"i_A{i}": ops[0][i] for i in range(18)}
+            ports.update({f"i_B{i}": ops[1][i] for i in range(18)})
+            ports.update({f"i_C{i}": 0 for i in range(18)})
+            ports.update({f"o_P{i}": p[i] for i in range(36)})
+            ports.update({f"i_CLK{i}": ClockSignal("sync") if i == 0 else 0 for i in range(4)})
+            ports.update({f"i_CE{i}": 1 for i in range(4)})
+            ports.update({f"i_RST{i}": 0 for i in range(4)})
+            self.m.submodules[f"{self.prefix}_dsp{self._dsps}"] = Instance(
+                "MULT18X18D", p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
+                p_REG_INPUTC_CLK="NONE", p_REG_PIPELINE_CLK="NONE", p_GSR="DISABLED",
+                i_SIGNEDA=1, i_SIGNEDB=1, i_SOURCEA=0, i_SOURCEB=0, **ports)
+        self._dsps += 1
+        out = Signal(shape, name=f"{self.prefix}_dsp{self._dsps - 1}_y")
+        self.m.d.comb += out.eq(p)
+        return out
+
+    def fit(self, value, width):
+        """``value`` as unsigned(width): truncated or zero-extended."""
+        r = Signal(unsigned(width))
+        self.m.d.comb += r.eq(value)
+        return r
+
+
+def dsp_family(platform) -> str | None:
+    """``"ecp5"`` when elaborating for an ECP5 (an Amaranth Lattice platform, or
+    :class:`fuseflow.boards.synth.SynthTarget`): multiplies then instantiate MULT18X18D blocks with their
+    registers. ``None`` otherwise (simulation, Verilator, iCE40): portable ``*``."""
+    return "ecp5" if getattr(platform, "family", None) == "ecp5" else None
+
+
+def rom_outreg(m, P, words, width, addr, prefix):
+    """A ROM read in two cycles on ECP5: DP16KD blocks (1024 x 18 each, side by side) whose address register
+    takes ``addr`` (the value the previous pipeline stage registers) and whose output register (REGMODE
+    OUTREG) is the current stage; Yosys maps a registered read to the block without its output register,
+    whose 5.8 ns clock-to-output then starts the next stage. ``P.dsp == "ecp5-model"``: the same two registers
+    around an Amaranth memory (tests). Returns the word (``width`` bits)."""
+    from amaranth.hdl import ClockSignal, Instance
+    if len(words) > 1024:
+        raise HardwareError("DP16KD", f"table of {len(words)} words is deeper than 1024")
+    word = Signal(width, name=f"{prefix}_word")
+    if P.dsp == "ecp5-model":
+        rom = Memory(shape=unsigned(width), depth=len(words), init=words)
+        m.submodules[f"{prefix}_table"] = rom
+        rp = rom.read_port(domain="sync")
+        m.d.comb += rp.addr.eq(addr)
+        m.d.sync += word.eq(rp.data)
+        return word
+    for blk in range((width + 17) // 18):
+        part = [(w >> (18 * blk)) & 0x3FFFF for w in words] + [0] * (1024 - len(words))
+        inits = {}
+        for j in range(64):                  # INITVAL_jj: words 16j .. 16j+15, each in a 20-bit slot
+            v = 0
+            for i in range(16):
+                v |= part[16 * j + i] << (20 * i)
+            inits[f"p_INITVAL_{j:02X}"] = Const(v, 320)
+        ports = {f"i_ADA{i}": (addr[i - 4] if 0 <= i - 4 < len(addr) else 0) for i in range(14)}
+        ports.update({f"i_ADB{i}": 0 for i in range(14)})
+        ports.update({f"i_DIA{i}": 0 for i in range(18)})
+        ports.update({f"i_DIB{i}": 0 for i in range(18)})
+        n = min(18, width - 18 * blk)
+        ports.update({f"o_DOA{i}": word[18 * blk + i] for i in range(n)})
+        m.submodules[f"{prefix}_table{blk}"] = Instance(
+            "DP16KD", p_DATA_WIDTH_A=18, p_DATA_WIDTH_B=18, p_REGMODE_A="OUTREG", p_REGMODE_B="NOREG",
+            p_RESETMODE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000", p_WRITEMODE_A="NORMAL",
+            p_WRITEMODE_B="NORMAL", p_GSR="DISABLED", **inits,
+            i_CLKA=ClockSignal("sync"), i_CEA=1, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
+            i_CLKB=0, i_CEB=0, i_OCEB=0, i_WEB=0, i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0, **ports)
+    return word
