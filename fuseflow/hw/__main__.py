@@ -1,12 +1,14 @@
 """``python -m fuseflow.hw``: build a graph.json into Verilog, or run it as RTL against the reference simulator.
 
-    python -m fuseflow.hw build graph.json -o build/ [--inputs data.npz] [--no-probes]
+    python -m fuseflow.hw build graph.json -o build/ [--inputs data.npz] [--no-probes] [--no-bake] [--testbench]
     python -m fuseflow.hw sim graph.json --inputs data.npz [--simulator verilator|amaranth] [--vcd out.vcd]
                           [--max-cycles N] [--bake] [--json out.json]
 
 ``build`` writes ``<out>/<name>.v`` and ``<out>/<name>.json`` (the manifest: ports, memories, capacities, widths,
 host address map, channels). Memories are sized from the graph's declared capacities, else from ``--inputs``
-(whose data is then also baked into the memories' initial contents).
+(whose data is then also baked into the memories' initial contents, unless ``--no-bake``). ``--testbench`` also
+writes a standalone cocotb testbench beside them (``vectors.json``, ``test_<name>.py``, ``run_tb.py``: see
+:mod:`fuseflow.hw.testbench`); ``python run_tb.py [--sim verilator|icarus] [--waves]`` there runs it.
 
 ``sim`` runs the fixed-mode reference simulator, elaborates the program (capacities from the graph or the data),
 loads the inputs through the host port (or bakes them with ``--bake``), pulses start, waits for done (a watchdog
@@ -32,6 +34,11 @@ def _parser():
     b.add_argument("-o", "--out", default="build", type=output_dir, help="output directory (default: build)")
     b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes memories and bakes the data in")
     b.add_argument("--no-probes", action="store_true", help="leave out the per-channel probe registers")
+    b.add_argument("--no-bake", action="store_true", help="size memories from --inputs but leave them empty "
+                                                          "(the host port loads data at run time)")
+    b.add_argument("--testbench", action="store_true",
+                   help="also write a standalone cocotb testbench (run_tb.py, test vectors from the reference "
+                        "simulator on --inputs, or on random data when the graph declares its capacities)")
     s = sub.add_parser("sim", help="run the RTL and compare with the fixed-mode reference simulator")
     s.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     s.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
@@ -53,9 +60,17 @@ def _load_inputs(path):
 
 
 def cmd_build(args):
-    from .elaborate import build
+    from .elaborate import build, load_program
     inputs = _load_inputs(args.inputs) if args.inputs else None
-    b = build(args.graph, inputs, bake=inputs is not None, probes=not args.no_probes)
+    bake = inputs is not None and not args.no_bake
+    program = load_program(args.graph)
+    bench = {}
+    if args.testbench:
+        from .testbench import testbench_files, testbench_inputs
+        inputs = testbench_inputs(program, inputs)
+    b = build(program, inputs, bake=bake, probes=not args.no_probes)
+    if args.testbench:
+        bench = testbench_files(b)          # before anything is written: a refusal leaves nothing behind
     text = b.verilog()
     man = b.manifest()
     vpath = os.path.join(args.out, f"{b.name}.v")
@@ -69,6 +84,12 @@ def cmd_build(args):
           f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"
           + (", inputs baked in" if b.baked else ""))
     print(f"{jpath}: manifest")
+    for fname, body in bench.items():
+        with atomic_write(os.path.join(args.out, fname), perms=0o755 if fname.endswith(".py") else None) as f:
+            f.write(body)
+    if bench:
+        print(f"{os.path.join(args.out, 'run_tb.py')}: cocotb testbench ({', '.join(bench)}); "
+              f"run: cd {args.out} && python run_tb.py [--sim verilator|icarus] [--waves]")
     return 0
 
 
