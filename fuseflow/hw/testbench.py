@@ -8,6 +8,9 @@ Writes into the build directory, next to ``<module>.v`` and the manifest:
 - ``test_<module>.py``: the cocotb test (a verbatim copy of :mod:`fuseflow.hw.standalone.kernel_test`);
 - ``run_tb.py``: cocotb's Python runner for Verilator or Icarus (:mod:`fuseflow.hw.standalone.run_tb`).
 
+With ``--interface axi`` the top is the AXI4-Lite wrapper (:mod:`fuseflow.hw.axi`) and the test is
+:mod:`fuseflow.hw.standalone.axi_test` (cocotb and cocotbext-axi).
+
 Neither Python file imports ``fuseflow``: ``python run_tb.py`` in that directory needs cocotb and a simulator only.
 The vectors come from the data given with ``--inputs``; without it, a graph that declares every tensor's capacity
 gets seeded random inputs (:func:`testbench_inputs`), and one that does not is an error.
@@ -90,11 +93,20 @@ def vectors_json(vec: dict) -> str:
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(m.group(1).replace(",", " ").split()) + "]", text) + "\n"
 
 
-def testbench_files(b) -> dict:
-    """``{file name: text}`` of the testbench of build ``b`` (the Verilog and manifest are written by the caller)."""
+def testbench_files(b, axi_manifest: dict | None = None) -> dict:
+    """``{file name: text}`` of the testbench of build ``b`` (the Verilog and manifest are written by the caller).
+
+    ``axi_manifest``: the manifest of the AXI4-Lite wrapper (:func:`fuseflow.hw.axi.axi_build`): the bench then
+    drives that top with cocotbext-axi's master (:mod:`fuseflow.hw.standalone.axi_test`)."""
+    vec = testbench_vectors(b)
+    bench = "kernel_test.py"
+    if axi_manifest is not None:
+        vec["module"] = axi_manifest["module"]
+        vec["axi"] = axi_manifest["axi"]
+        bench = "axi_test.py"
     return {
-        "vectors.json": vectors_json(testbench_vectors(b)),
-        f"test_{b.name}.py": (STANDALONE / "kernel_test.py").read_text(),
+        "vectors.json": vectors_json(vec),
+        f"test_{vec['module']}.py": (STANDALONE / bench).read_text(),
         "run_tb.py": (STANDALONE / "run_tb.py").read_text(),
     }
 

@@ -87,6 +87,7 @@ def check_passes(python, d, program, inputs, sim="verilator"):
     assert f"{module} on {sim}: PASS" in out
     assert f"{ref.cycles} kernel cycles (reference {ref.cycles})" in out
     assert "every output word bit-identical to the reference simulator" in out
+    return ref, out
 
 
 def test_cli_testbench_runs_standalone_on_verilator(tmp_path, clean_python):
@@ -168,6 +169,41 @@ def test_testbench_refuses_outputs_beyond_capacity(tmp_path, capsys):
     assert not d.exists() or not os.listdir(d)
 
 
+def test_unknown_interface_is_refused(tmp_path, capsys):
+    d = tmp_path / "build"
+    assert hw_main(["build", SPMV, "-o", str(d), "--interface", "apb"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "apb" in err, err
+    assert not d.exists() or not os.listdir(d)
+
+
+def _check_axi(python, d, program, inputs, sim="verilator"):
+    """The AXI bench (cocotbext-axi's AXI4-Lite master) passes: outputs bit-identical, kernel cycles equal to the
+    simulator's, done exactly wall_cycles = cycles + 1 launch cycle + 1 hand-over cycle per kernel after the start
+    write's handshake."""
+    ref, out = check_passes(python, d, program, inputs, sim)
+    overhead = 1 + len(program.kernels)
+    assert (f"done {ref.cycles + overhead} cycles after the start write's handshake (wall_cycles "
+            f"{ref.cycles + overhead} = cycles + {overhead} launch and hand-over)") in out
+
+
+def test_axi_spmv_with_cocotbext_axi(tmp_path, clean_python):
+    program = samml_io.load(SPMV)
+    inputs = kernels.random_inputs(program, density=0.6, seed=11)
+    data = tmp_path / "data.npz"
+    save_npz(str(data), inputs)
+    d = tmp_path / "build"
+    assert hw_main(["build", SPMV, "--inputs", str(data), "-o", str(d), "--interface", "axi", "--testbench"]) == 0
+    man = json.loads((d / "spmv_csr_axi.json").read_text())
+    assert man["interface"] == "axi" and man["module"] == "spmv_csr_axi"
+    ports = {p["name"] for p in man["ports"]}
+    assert {"s_axil_awaddr", "s_axil_wdata", "s_axil_rdata", "s_axil_bvalid", "irq", "clk", "rst"} <= ports
+    assert "host_sel" not in ports
+    bases = [m["base"] for m in man["axi"]["memories"]]
+    assert len(set(bases)) == len(bases) and min(bases) >= man["axi"]["region_bytes"]
+    _check_axi(clean_python, d, program, inputs)
+
+
 # --- slow: every suite kernel and example program, Icarus ------------------------------------------------------
 
 def _entries():
@@ -219,6 +255,18 @@ def test_standalone_on_icarus(name, fuse, tmp_path, clean_python, icarus):
     code, out = run_bench(clean_python, tmp_path, "--sim", "icarus", "--waves")
     assert code == 0, out[-4000:]
     assert (tmp_path / "sim_build" / "icarus" / f"{json.load(open(tmp_path / 'vectors.json'))['module']}.fst").exists()
+
+
+@pytest.mark.slow
+def test_axi_fused_gcn(tmp_path, clean_python):
+    from fuseflow.hw.axi import axi_build
+    program, inputs = _program_and_inputs("gcn.ff", "full")
+    b = build(program, inputs, bake=False)
+    text, man = axi_build(b)
+    (tmp_path / f"{man['module']}.v").write_text(text)
+    for name, body in tb.testbench_files(b, man).items():
+        (tmp_path / name).write_text(body)
+    _check_axi(clean_python, tmp_path, program, inputs)
 
 
 if __name__ == "__main__":  # pragma: no cover
