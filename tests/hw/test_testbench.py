@@ -90,13 +90,19 @@ def check_passes(python, d, program, inputs, sim="verilator"):
     return ref, out
 
 
-def test_cli_testbench_runs_standalone_on_verilator(tmp_path, clean_python):
+def build_spmv(tmp_path, density, seed, *options):
+    """``hw build`` of the SpMV example on random data with ``options``; returns (program, inputs, build dir)."""
     program = samml_io.load(SPMV)
-    inputs = kernels.random_inputs(program, density=0.5, seed=3)
+    inputs = kernels.random_inputs(program, density=density, seed=seed)
     data = tmp_path / "data.npz"
     save_npz(str(data), inputs)
     d = tmp_path / "build"
-    assert hw_main(["build", SPMV, "--inputs", str(data), "-o", str(d), "--testbench"]) == 0
+    assert hw_main(["build", SPMV, "--inputs", str(data), "-o", str(d), *options]) == 0
+    return program, inputs, d
+
+
+def test_cli_testbench_runs_standalone_on_verilator(tmp_path, clean_python):
+    program, inputs, d = build_spmv(tmp_path, 0.5, 3, "--testbench")
     assert sorted(os.listdir(d)) == ["run_tb.py", "spmv_csr.json", "spmv_csr.v", "test_spmv_csr.py", "vectors.json"]
     for name in ("run_tb.py", "test_spmv_csr.py"):
         assert "fuseflow" not in "\n".join(line for line in open(d / name) if "import" in line)
@@ -188,12 +194,7 @@ def _check_axi(python, d, program, inputs, sim="verilator"):
 
 
 def test_axi_spmv_with_cocotbext_axi(tmp_path, clean_python):
-    program = samml_io.load(SPMV)
-    inputs = kernels.random_inputs(program, density=0.6, seed=11)
-    data = tmp_path / "data.npz"
-    save_npz(str(data), inputs)
-    d = tmp_path / "build"
-    assert hw_main(["build", SPMV, "--inputs", str(data), "-o", str(d), "--interface", "axi", "--testbench"]) == 0
+    program, inputs, d = build_spmv(tmp_path, 0.6, 11, "--interface", "axi", "--testbench")
     man = json.loads((d / "spmv_csr_axi.json").read_text())
     assert man["interface"] == "axi" and man["module"] == "spmv_csr_axi"
     ports = {p["name"] for p in man["ports"]}
