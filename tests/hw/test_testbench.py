@@ -248,8 +248,10 @@ def icarus():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,fuse", [("spmv_csr", None), ("spmspm_gustavson", None), ("gcn.ff", "regions")])
+@pytest.mark.parametrize("name,fuse", [("spmv_csr", None), ("spmspm_gustavson", None), ("gcn.ff", "regions"),
+                                       ("permute3.ff", "regions")])
 def test_standalone_on_icarus(name, fuse, tmp_path, clean_python, icarus):
+    """permute3 hangs under Icarus' -g2012 semantics (run_tb.py's ICARUS_ARGS): its regression."""
     program, inputs = _program_and_inputs(name, fuse)
     emit(program, inputs, tmp_path)
     check_passes(clean_python, tmp_path, program, inputs, sim="icarus")

@@ -23,6 +23,10 @@ TIMESCALE = ("1ns", "1ps")
 #: Verilator flags: Amaranth's Verilog has width casts Verilator warns about; memories start at zero like
 #: Amaranth's initial values (the same flags fuseflow's own Verilator runs use)
 VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "0"]
+#: Icarus in Verilog-2005 mode (after cocotb's -g2012): Yosys' Verilog wakes every combinational block at time 0
+#: by initialising a trigger register (``reg \$auto...$1 = 0``); under -g2012 Icarus takes that initialiser as
+#: happening before time 0, without an event, so a block whose inputs never change stays X (a kernel hangs)
+ICARUS_ARGS = ["-g2005"]
 
 
 def fail(message):
@@ -69,15 +73,24 @@ def main(argv=None):
     build_dir = HERE / "sim_build" / args.sim
     source = HERE / f"{module}.v"
     runner = get_runner(args.sim)
+    sources, build_args = [source], list(VERILATOR_ARGS if args.sim == "verilator" else ICARUS_ARGS)
+    if args.sim == "icarus" and args.waves:
+        # cocotb's own dump module is SystemVerilog (a string variable), which -g2005 refuses: a Verilog one
+        build_dir.mkdir(parents=True, exist_ok=True)
+        dump = build_dir / "fuseflow_waves.v"
+        dump.write_text(f'module fuseflow_waves;\ninitial begin\n  $dumpfile("{build_dir / (module + ".fst")}");\n'
+                        f"  $dumpvars(0, {module});\nend\nendmodule\n")
+        sources.append(dump)
+        build_args += ["-s", "fuseflow_waves"]
     # compile once per Verilog text and waveform setting (a Verilator compile takes a minute or more)
     stamp = build_dir / "run_tb.stamp"
-    key = hashlib.sha256(source.read_bytes() + repr((VERILATOR_ARGS, args.waves)).encode()).hexdigest()
+    key = hashlib.sha256(source.read_bytes() + repr((build_args, args.waves)).encode()).hexdigest()
     if not (stamp.exists() and stamp.read_text() == key):
         stamp.unlink(missing_ok=True)
         try:
-            runner.build(sources=[source], hdl_toplevel=module, build_dir=build_dir, always=True,
-                         build_args=VERILATOR_ARGS if args.sim == "verilator" else [], timescale=TIMESCALE,
-                         waves=args.waves, log_file=build_dir / "build.log")
+            runner.build(sources=sources, hdl_toplevel=module, build_dir=build_dir, always=True,
+                         build_args=build_args, timescale=TIMESCALE, waves=args.waves and args.sim == "verilator",
+                         log_file=build_dir / "build.log")
         except (SystemExit, Exception) as exc:  # noqa: BLE001 - the runner exits or raises on a failed compile
             fail(f"{args.sim}: build of {module} failed ({exc}); log {build_dir / 'build.log'}")
         stamp.write_text(key)
