@@ -1,12 +1,15 @@
 """``python -m fuseflow.hw``: build a graph.json into Verilog, or run it as RTL against the reference simulator.
 
-    python -m fuseflow.hw build graph.json -o build/ [--inputs data.npz] [--no-probes]
+    python -m fuseflow.hw build graph.json -o build/ [--inputs data.npz] [--no-probes] [--no-bake]
+                          [--interface host|axi] [--testbench]
     python -m fuseflow.hw sim graph.json --inputs data.npz [--simulator verilator|amaranth] [--vcd out.vcd]
                           [--max-cycles N] [--bake] [--json out.json]
 
 ``build`` writes ``<out>/<name>.v`` and ``<out>/<name>.json`` (the manifest: ports, memories, capacities, widths,
 host address map, channels). Memories are sized from the graph's declared capacities, else from ``--inputs``
-(whose data is then also baked into the memories' initial contents).
+(whose data is then also baked into the memories' initial contents, unless ``--no-bake``). ``--testbench`` also
+writes a standalone cocotb testbench beside them (``vectors.json``, ``test_<name>.py``, ``run_tb.py``: see
+:mod:`fuseflow.hw.testbench`); ``python run_tb.py [--sim verilator|icarus] [--waves]`` there runs it.
 
 ``sim`` runs the fixed-mode reference simulator, elaborates the program (capacities from the graph or the data),
 loads the inputs through the host port (or bakes them with ``--bake``), pulses start, waits for done (a watchdog
@@ -23,6 +26,9 @@ import sys
 from ..cli import atomic_write, main_guard, output_dir, output_file, positive_int
 from ..errors import HardwareError
 
+#: top-level interfaces of ``build --interface``
+INTERFACES = ("host", "axi")
+
 
 def _parser():
     ap = argparse.ArgumentParser(prog="python -m fuseflow.hw", description=__doc__.split("\n\n")[0])
@@ -32,6 +38,14 @@ def _parser():
     b.add_argument("-o", "--out", default="build", type=output_dir, help="output directory (default: build)")
     b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes memories and bakes the data in")
     b.add_argument("--no-probes", action="store_true", help="leave out the per-channel probe registers")
+    b.add_argument("--no-bake", action="store_true", help="size memories from --inputs but leave them empty "
+                                                          "(the host port loads data at run time)")
+    b.add_argument("--interface", choices=INTERFACES, default="host",
+                   help="top-level interface: host (the kernel top's host port, default) or axi (an AXI4-Lite "
+                        "slave for control, status and data: docs/hardware.md)")
+    b.add_argument("--testbench", action="store_true",
+                   help="also write a standalone cocotb testbench (run_tb.py, test vectors from the reference "
+                        "simulator on --inputs, or on random data when the graph declares its capacities)")
     s = sub.add_parser("sim", help="run the RTL and compare with the fixed-mode reference simulator")
     s.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     s.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
@@ -53,22 +67,40 @@ def _load_inputs(path):
 
 
 def cmd_build(args):
-    from .elaborate import build
+    from .elaborate import build, load_program
     inputs = _load_inputs(args.inputs) if args.inputs else None
-    b = build(args.graph, inputs, bake=inputs is not None, probes=not args.no_probes)
-    text = b.verilog()
-    man = b.manifest()
-    vpath = os.path.join(args.out, f"{b.name}.v")
-    jpath = os.path.join(args.out, f"{b.name}.json")
+    bake = inputs is not None and not args.no_bake
+    program = load_program(args.graph)
+    bench = {}
+    if args.testbench:
+        from .testbench import testbench_files, testbench_inputs
+        inputs = testbench_inputs(program, inputs)
+    b = build(program, inputs, bake=bake, probes=not args.no_probes)
+    if args.interface == "axi":
+        from .axi import axi_build
+        text, man = axi_build(b)
+    else:
+        text, man = b.verilog(), b.manifest()
+    if args.testbench:                      # before anything is written: a refusal leaves nothing behind
+        bench = testbench_files(b, man if args.interface == "axi" else None)
+    vpath = os.path.join(args.out, f"{man['module']}.v")
+    jpath = os.path.join(args.out, f"{man['module']}.json")
     with atomic_write(vpath) as f:
         f.write(text)
     with atomic_write(jpath) as f:
         f.write(json.dumps(man, indent=1) + "\n")
     mems = man["host"]["memories"]
-    print(f"{vpath}: module {b.name}, {len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
+    print(f"{vpath}: module {man['module']}{' (AXI4-Lite slave s_axil_)' if args.interface == 'axi' else ''}, "
+          f"{len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
           f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"
           + (", inputs baked in" if b.baked else ""))
     print(f"{jpath}: manifest")
+    for fname, body in bench.items():
+        with atomic_write(os.path.join(args.out, fname), perms=0o755 if fname.endswith(".py") else None) as f:
+            f.write(body)
+    if bench:
+        print(f"{os.path.join(args.out, 'run_tb.py')}: cocotb testbench ({', '.join(bench)}); "
+              f"run: cd {args.out} && python run_tb.py [--sim verilator|icarus] [--waves]")
     return 0
 
 

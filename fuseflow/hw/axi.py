@@ -1,0 +1,162 @@
+"""An AXI4-Lite slave around the kernel top (``python -m fuseflow.hw build ... --interface axi``).
+
+One AXI4-Lite port (32-bit data, prefix ``s_axil_``) carries control, status and data: the kernel top's host port
+becomes a memory-mapped window, so an SoC interconnect (or any AXI master) loads input tensors, starts the
+program, polls ``done`` and reads the outputs without knowing the project's host port. Address map (byte
+addresses; ``I`` = the host port's address width, each region holds ``2**I`` 32-bit words)::
+
+    region 0            control:  0x0 CONTROL/STATUS (write bit 0 = 1: start; read: bit 0 busy, bit 1 done)
+                                  0x4 CYCLES (kernel cycles of the last run, the simulator's count)
+    region s + 1        memory ``sel = s`` of the manifest: entry e at base + 4 e (reads and writes)
+    region reg_sel + 1  the register file (read-only): register i at base + 4 i
+
+Region r starts at ``r << (I + 2)``; :func:`axi_map` lists every base (the manifest's ``axi`` section).
+
+Protocol: one transaction at a time. A write needs AW and W together (both accepted in the same cycle; ``wstrb``
+is ignored: whole words only), performs the host-port write (or the start pulse) in that cycle, and answers OKAY
+on B in the next. A memory write while the kernel runs is ignored, like the host port's. A read is accepted on AR,
+addresses the host port in the next cycle, takes the registered ``host_rdata`` one cycle later and answers on R
+(OKAY) in the cycle after: the read latency is 3 cycles from the AR handshake to ``rvalid``. ``irq`` is the
+``done`` flag (level: high from the end of a run until the next start).
+
+Timing: the start write's handshake is the host port's start pulse, so the kernel's ``cycles`` are exactly the
+simulator's and ``wall_cycles`` (start to done) those of the host-port top; what AXI adds is the transfer cost
+outside the run: 2 cycles per word written (handshake, response) and 4 per word read, plus the master's own
+latency (measured in tests/hw/test_testbench.py).
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..errors import HardwareError
+
+AXI_DATA_WIDTH = 32
+#: the control region's words (index -> name)
+CONTROL_REGISTERS = ("control", "cycles")
+
+
+def _bits(n):
+    return max(1, (n - 1).bit_length())
+
+
+class AxiLiteTop(wiring.Component):
+    """The kernel top ``top`` (:class:`fuseflow.hw.top.ProgramTop`) behind one AXI4-Lite slave port."""
+
+    def __init__(self, top):
+        plan = top.plan
+        if plan.data_width != AXI_DATA_WIDTH:
+            raise HardwareError("--interface axi", f"needs 32-bit memory words, this program's host port is "
+                                                   f"{plan.data_width} bits wide")
+        self.top = top
+        self.index_bits = plan.addr_width
+        self.region_bits = _bits(plan.reg_sel + 2)
+        self.addr_width = self.region_bits + self.index_bits + 2
+        aw, dw = self.addr_width, AXI_DATA_WIDTH
+        super().__init__({
+            "s_axil_awaddr": In(aw), "s_axil_awprot": In(3), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
+            "s_axil_wdata": In(dw), "s_axil_wstrb": In(dw // 8), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
+            "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
+            "s_axil_araddr": In(aw), "s_axil_arprot": In(3), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
+            "s_axil_rdata": Out(dw), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
+            "irq": Out(1),
+        })
+
+    def _decode(self, addr):
+        """(region, index) of a byte address."""
+        ib = self.index_bits
+        return addr[ib + 2:], addr[2:ib + 2]
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.kernel = top = self.top
+        # bvalid and rvalid are registers: AXI-friendly, and defined from time 0 in every simulator (Icarus does
+        # not evaluate a combinational block that depends on nothing but an unchanged state register)
+        ib = self.index_bits
+        aw_region, aw_index = self._decode(self.s_axil_awaddr)
+        rd_region = Signal(self.region_bits)
+        rd_index = Signal(ib)
+        rdata = Signal(AXI_DATA_WIDTH)
+        m.d.comb += [self.s_axil_bresp.eq(0), self.s_axil_rresp.eq(0), self.s_axil_rdata.eq(rdata),
+                     self.irq.eq(top.done)]
+        # the host port follows the read address, except in a write's accept cycle
+        m.d.comb += [top.host_sel.eq(rd_region - 1), top.host_addr.eq(rd_index), top.host_wdata.eq(self.s_axil_wdata)]
+        control = [top.busy | (top.done << 1), top.cycles]
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.s_axil_awvalid & self.s_axil_wvalid):
+                    m.d.comb += [self.s_axil_awready.eq(1), self.s_axil_wready.eq(1),
+                                 top.host_sel.eq(aw_region - 1), top.host_addr.eq(aw_index)]
+                    with m.If(aw_region == 0):
+                        m.d.comb += top.start.eq((aw_index == 0) & self.s_axil_wdata[0])
+                    with m.Else():
+                        m.d.comb += top.host_we.eq(1)
+                    m.d.sync += self.s_axil_bvalid.eq(1)
+                    m.next = "WRITE_RESPONSE"
+                with m.Elif(self.s_axil_arvalid):
+                    m.d.comb += self.s_axil_arready.eq(1)
+                    region, index = self._decode(self.s_axil_araddr)
+                    m.d.sync += [rd_region.eq(region), rd_index.eq(index)]
+                    m.next = "READ_ADDRESS"
+            with m.State("WRITE_RESPONSE"):
+                with m.If(self.s_axil_bready):
+                    m.d.sync += self.s_axil_bvalid.eq(0)
+                    m.next = "IDLE"
+            with m.State("READ_ADDRESS"):             # host_sel/host_addr show the address; rdata registers it
+                m.next = "READ_DATA"
+            with m.State("READ_DATA"):
+                with m.If(rd_region == 0):
+                    with m.Switch(rd_index):
+                        for i, value in enumerate(control):
+                            with m.Case(i):
+                                m.d.sync += rdata.eq(value)
+                        with m.Default():
+                            m.d.sync += rdata.eq(0)
+                with m.Else():
+                    m.d.sync += rdata.eq(top.host_rdata)
+                m.d.sync += self.s_axil_rvalid.eq(1)
+                m.next = "READ_RESPONSE"
+            with m.State("READ_RESPONSE"):
+                with m.If(self.s_axil_rready):
+                    m.d.sync += self.s_axil_rvalid.eq(0)
+                    m.next = "IDLE"
+        return m
+
+
+def axi_map(wrapper: AxiLiteTop) -> dict:
+    """The AXI address map of ``wrapper`` (JSON-able, byte addresses): the manifest's ``axi`` section."""
+    plan = wrapper.top.plan
+    span = 1 << (wrapper.index_bits + 2)
+    return {
+        "protocol": "AXI4-Lite", "prefix": "s_axil_", "addr_width": wrapper.addr_width,
+        "data_width": AXI_DATA_WIDTH, "region_bytes": span,
+        "control": {name: 4 * i for i, name in enumerate(CONTROL_REGISTERS)},
+        "control_bits": {"start": 0, "busy": 0, "done": 1},
+        "memories": [{"name": mm.name, "sel": mm.sel, "base": (mm.sel + 1) * span, "depth": mm.depth,
+                      "width": mm.width, "signed": mm.signed, "role": mm.role} for mm in plan.memories],
+        "register_file": {"base": (plan.reg_sel + 1) * span,
+                          "registers": {r.name: (plan.reg_sel + 1) * span + 4 * r.index for r in plan.registers}},
+        "read_latency": 3,
+    }
+
+
+def axi_build(b):
+    """``(verilog text, manifest)`` of build ``b`` behind the AXI4-Lite wrapper (top module ``<name>_axi``)."""
+    from amaranth.back import verilog
+
+    from .elaborate import manifest
+    wrapper = AxiLiteTop(b.top)
+    module = f"{b.name}_axi"
+    text = verilog.convert(wrapper, name=module, emit_src=False)
+    man = manifest(b)
+    man["module"] = module
+    man["interface"] = "axi"
+    man["ports"] = [{"name": "clk", "dir": "in", "width": 1}, {"name": "rst", "dir": "in", "width": 1}] + [
+        {"name": name, "dir": "in" if member.flow == In else "out", "width": member.shape.width
+         if hasattr(member.shape, "width") else int(member.shape)}
+        for name, member in wrapper.signature.members.items()]
+    man["axi"] = axi_map(wrapper)
+    return text, man
+
+
+__all__ = ["AxiLiteTop", "axi_map", "axi_build", "AXI_DATA_WIDTH"]
