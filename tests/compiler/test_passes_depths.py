@@ -42,6 +42,36 @@ def test_structural_depths_follow_the_longest_reconvergent_path():
     assert got["vals_B.val"] == 4                    # mul waits one op (repeat_A_j) longer for its other input
 
 
+def test_a_branch_beside_a_divider_holds_its_pipeline_beyond_the_op_cap():
+    # GraphSAGE's mean: the row's neighbour sum goes through a divider (latency W + 2 = 34) while the other
+    # branch waits beside it; the op-count part of the slack is capped, the tokens the divider holds are not
+    from fuseflow.compiler.passes.depths import MAX_DEPTH, STRUCTURAL_MAX
+    from fuseflow.sim import engine
+    text = """
+    tensor A(12, 12) : csr
+    tensor X(12, 6) : dense
+    tensor d(12) : dense
+    tensor W(6, 4) : dense
+    fuse {
+      M(i,j) = A(i,k) * X(k,j)
+      D(i,j) = M(i,j) / d(i)
+      Y(i,h) = D(i,j) * W(j,h)
+    }
+    """
+    res = compile_text(text, fuse="full")
+    depths = [s.depth or 2 for s in res.program.kernels[0].streams.values()]
+    assert max(depths) > STRUCTURAL_MAX and max(depths) <= MAX_DEPTH
+    rng = np.random.default_rng(0)
+    A = (rng.random((12, 12)) < 0.4) * rng.uniform(-1, 1, (12, 12))
+    data = {"A": A, "X": rng.uniform(-1, 1, (12, 6)), "d": rng.uniform(1, 4, 12), "W": rng.uniform(-1, 1, (6, 4))}
+    got = engine.run(res.program, data, mode="fixed")
+    deep = compile_text(text, fuse="full", passes={"fifo_depth": MAX_DEPTH * 2})
+    bound = engine.run(deep.program, data, mode="fixed").cycles
+    assert got.cycles <= 1.1 * bound, (got.cycles, bound)   # at the cap alone: well over 2x
+    want = (A @ data["X"] / data["d"][:, None]) @ data["W"]
+    assert np.allclose(engine.run(res.program, data, mode="float").outputs["Y"], want, atol=1e-9)
+
+
 def test_an_intersection_merged_by_a_union_runs_ahead():
     # A * B + A: the intersection's outputs meet A again at a union; at depth 2 the union waits on the
     # intersection's gaps (reductions.ff at 6x: 1502 cycles, 1335 with these depths)

@@ -12,8 +12,9 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
 2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops, a pipelined
    op of latency L counting ``1 + (L - 1) / 2``: ``fuseflow.samml.registry.op_latency``) from a source; a
    stream whose consumer arrives ``slack`` ops after its producer could deliver gets
-   ``default + 2 x slack`` (two tokens per op of the longer branch: a token in flight and a stop), capped at
-   :data:`STRUCTURAL_MAX`; an intersection's outputs that a union merges with another branch get
+   ``default + 2 x slack`` (two tokens per op of the longer branch: a token in flight and a stop), the op
+   count capped at :data:`STRUCTURAL_MAX` and the tokens pipelines hold added in full (up to
+   :data:`MAX_DEPTH`); an intersection's outputs that a union merges with another branch get
    :data:`BURST_DEPTH` (the intersection emits in bursts, one output per match).
 3. **Profile** (:func:`profile_depths`, on request: ``profile=True``, ``--profile``): the reference
    simulator (cycle-exact with the RTL) runs the graph on synthetic inputs drawn from the declared shapes (capped at :data:`PROFILE_DIM` per dimension, so the pass
@@ -127,16 +128,27 @@ def structural_depths(kernel, default=2, fixed=None) -> dict:
     (``registry.op_latency`` L > 1, for values of format ``fixed``) counts as ``1 + (L - 1) / 2`` ops: the
     branch beside it holds the L - 1 extra tokens its pipeline holds."""
     g = kernel.graph()
+    order = list(nx.topological_sort(g))
     weight = {n: 1 + (op_latency(node.op, node.params, fixed) - 1) / 2 for n, node in kernel.nodes.items()}
-    arrival = {}
-    for n in nx.topological_sort(g):
-        arrival[n] = max((arrival[u] + weight[u] for u in g.predecessors(n)), default=0)
+
+    def slacks(w):
+        arrival = {}
+        for n in order:
+            arrival[n] = max((arrival[u] + w[u] for u in g.predecessors(n)), default=0)
+        return {s.id: max((arrival[d.node] - arrival[s.src.node] - w[s.src.node] for d in s.dsts), default=0)
+                for s in kernel.streams.values()}                  # unread: none
+
+    timed, counted = slacks(weight), slacks(dict.fromkeys(weight, 1))
     out = {}
     for s in kernel.streams.values():
-        src = s.src.node
-        slack = max((arrival[d.node] - arrival[src] - weight[src] for d in s.dsts), default=0)   # unread: none
+        slack = timed[s.id]
         if slack > 0:
-            out[s.id] = min(STRUCTURAL_MAX, default + math.ceil(2 * slack))
+            # op-count slack is capped (long fused chains would take the budget); the tokens a pipeline holds
+            # are not: a branch beside a divider (latency 34) or rsqrt (77) that holds fewer stalls the
+            # producer of both once per fibre (GraphSAGE's mean: 2.6x the cycles at the cap alone)
+            ops = max(0, min(slack, counted[s.id]))
+            held = math.ceil(2 * (slack - ops))
+            out[s.id] = min(MAX_DEPTH, min(STRUCTURAL_MAX, default + math.ceil(2 * ops)) + held)
         # an intersection emits in bursts (one output per match, its steps run over both operands): a union
         # that merges its outputs with another branch waits on its gaps unless they can run ahead
         if kernel.nodes[s.src.node].op == "intersect" and any(kernel.nodes[d.node].op == "union" for d in s.dsts):
