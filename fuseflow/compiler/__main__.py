@@ -163,6 +163,10 @@ def compile_cmd(args):
               f"{sum(len(k.nodes) for k in result.program.kernels)} nodes, crd_width " \
               f"{result.program.config['crd_width']}, FIFOs {dep['total_bits']} of {dep['budget_bits']} bits " \
               f"(+ {fifos})"
+        if dep.get("wanted_bits", 0) > dep["total_bits"]:
+            # trimmed channels stall the branch beside a long pipeline (the decoder's regions: 14x the cycles)
+            msg += f"; the budget trimmed channels that asked for {dep['wanted_bits']} bits: --fifo-budget " \
+                   f"{dep['wanted_bits']} keeps every channel at the depth its structure asks for"
         try:
             from ..samml.dot import has_graphviz, to_svg
             if has_graphviz():

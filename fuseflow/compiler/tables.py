@@ -298,6 +298,9 @@ class Planner:
 
         self.leaf_op = {}
         self.scope_of = {}
+        self.parent_of = {id(c): n for n in self.expr.walk() for c in n.children()}
+        self.hoisted = {}
+        self._complete = set()      # ids of scanner cells that emit every coordinate of their dimension
         self.root = make(None, self.expr, None, self.out_idx)
         self.root.O = [x for x in self.order if x in self.out_idx]
         if set(self.root.O) != set(self.expr.free):
@@ -465,6 +468,8 @@ class Planner:
             else:
                 cell = Cell("level_scan", {"ref": op.handle}, f"scan_{op.name}_{x}".replace("'", "p"),
                             tensor=view.source, level=lvl, format=view.levels[lvl])
+                if all(f == "dense" for f in view.levels[:lvl + 1]):
+                    self._complete.add(id(cell))
                 self.table.put(x, op.name, f"LS(<{op.name}_{op.last_row}>)")
             op.last_row = x
             op.depth += 1
@@ -625,6 +630,7 @@ class Planner:
             if isinstance(crd, _Dense):
                 d = Cell("level_scan", {"ref": crd.ref}, f"dense_{crd.x}", format="dense",
                          dim=int(self.sizes[crd.x]))
+                self._complete.add(id(d))
                 self.table.put(crd.x, f"Dense({crd.x})", f"LS_dense({self.sizes[crd.x]})")
                 j.pairs[n] = (None, d["crd"], d["ref"])
         if j.kind in ("scan", "solo") or len(j.pairs) == 1:
@@ -650,7 +656,39 @@ class Planner:
         return j
 
     # -- values and reductions --
+    def hoist_top(self, red):
+        """The largest expression above reduction ``red`` that depends on nothing but ``red`` and constants
+        (``rsqrt(sum[m](...) / 16 + 1e-05)`` in a layer norm), or None. It has one value per point of the
+        reduction's context, so it is computed there, once, before the result is repeated over the consumer's
+        inner levels (loop-invariant code motion): the per-element pipeline keeps only the ops that need
+        per-element operands, and the long latencies (rsqrt, div) run at the outer rate."""
+        top, node = None, red
+        while True:
+            up = self.parent_of.get(id(node))
+            if isinstance(up, Fn) and not up.fn.endswith(ON_STORED):
+                top = node = up
+            elif (isinstance(up, Bin) and not up.op.endswith(ON_STORED) and len(up.op) == 1
+                  and isinstance(up.b if up.a is node else up.a, Lit)):
+                top = node = up
+            else:
+                return top
+
+    def covers(self, crd):
+        """Does coordinate stream ``crd`` hold every coordinate of its dimension in every fibre (a scan of a
+        dense level under dense levels, a dense iterator, or a merge of such)?"""
+        cell = crd.cell
+        if id(cell) in self._complete:
+            return True
+        ins = [cp for port, cp in cell.inputs.items() if port.startswith("crd")]
+        if cell.op == "union":
+            return any(self.covers(c) for c in ins)
+        if cell.op == "intersect":
+            return all(self.covers(c) for c in ins)
+        return False
+
     def value(self, node):
+        if id(node) in self.hoisted:
+            return self.hoisted[id(node)].operand.handle
         if isinstance(node, Bin) and node.op == "*":
             # a coordinate mask selects coordinates in the co-iteration and contributes no value
             if _is_mask_leaf(node.a):
@@ -770,6 +808,18 @@ class Planner:
         if s.operand is not None:
             s.operand.handle = val if not levels else None
             s.operand.last_row = levels[-1][0] if levels else "val"
+            # a result with levels is hoisted only where no coordinate can be absent: the consumer loads an
+            # absent one as 0, where the expression above it may not be 0 (rsqrt(0 / 16 + 1e-05))
+            complete = not levels or all(self.covers(s.row_crd[x]) for x in s.own)
+            top = self.hoist_top(s.red) if complete else None
+            if top is not None:
+                s.operand.handle = val                  # what value(red) reads while the chain is built
+                hoisted = self.value(top)
+                if levels:                              # the values ride the consumer's co-iteration
+                    s.val, s.operand.handle = hoisted, None
+                else:
+                    s.operand.handle = hoisted
+                self.hoisted[id(top)] = s
 
 
 def _is_mask_leaf(node):

@@ -123,6 +123,15 @@ def test_budget_trims_extra_depth_but_keeps_floors():
     assert fifo_bits(r) <= floors_bits - 1 or r.reports["depths"]["over_budget"]
 
 
+def test_report_gives_the_bits_the_structure_asks_for():
+    # what the channels cost before the budget trimmed them; that budget keeps every depth
+    p = kernels.spmspm_outer(5, 4, 7, passes={"profile": False})
+    q = kernels.spmspm_outer(5, 4, 7, passes={"profile": False, "budget_bits": 0})
+    assert q.reports["depths"]["wanted_bits"] == fifo_bits(p) == p.reports["depths"]["wanted_bits"]
+    r = kernels.spmspm_outer(5, 4, 7, passes={"profile": False, "budget_bits": fifo_bits(p)})
+    assert [s.depth for s in r.kernels[0].streams.values()] == [s.depth for s in p.kernels[0].streams.values()]
+
+
 def test_fifo_depth_overrides_every_channel():
     p = kernels.spmspm_gustavson(6, 6, 6, passes={"fifo_depth": 5})
     assert p.config["fifo_depth"] == 5

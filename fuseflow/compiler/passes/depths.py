@@ -304,7 +304,9 @@ def assign_depths(program, options=None) -> dict:
                         why[(kname, sid)] = "profile"
         # the lanes' input channels (parallelize floors) are the price of parallel lanes, charged on top of the
         # budget so that they do not squeeze every lane's own channels back to the default
+        wanted = fifo_bits(program)
         fit_budget(program, floors, budget + lane_floor_bits(program, floors))
+        return depth_table(program, budget, why, profile, wanted)
     return depth_table(program, budget, why, profile)
 
 
@@ -322,8 +324,9 @@ def lane_floor_bits(program, floors) -> int:
     return bits
 
 
-def depth_table(program, budget_bits, why=None, profile=None) -> dict:
-    """The report of a program's channel depths and their cost."""
+def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None) -> dict:
+    """The report of a program's channel depths and their cost. ``wanted_bits``: what the channels cost before
+    the budget trimmed them (the budget to give for every channel at the depth its structure asks for)."""
     why = why or {}
     default = _default(program)
     rows = []
@@ -334,5 +337,6 @@ def depth_table(program, budget_bits, why=None, profile=None) -> dict:
                          "why": why.get((k.name, s.id), "default" if s.depth in (None, default) else "graph")})
     total = sum(r["bits"] for r in rows)
     return {"default_depth": default, "budget_bits": budget_bits, "total_bits": total,
-            "over_budget": total > budget_bits, "crd_width": int(program.config.get("crd_width", 16)),
+            "over_budget": total > budget_bits, "wanted_bits": total if wanted_bits is None else wanted_bits,
+            "crd_width": int(program.config.get("crd_width", 16)),
             "profile": profile, "channels": rows}
