@@ -17,9 +17,12 @@ is every node whose inputs and outputs are all at level <= 0 and whose producers
 outermost scans, their co-iteration, the repeats of other operands' roots. Writers stay single. Everything
 else is the lane region.
 
-Refused (one-line :class:`~fuseflow.errors.ProgramError`): a reduction over the parallelized index (a lane
-stream at level < 0, or a spacc whose reduced levels include level 0: lanes would need a merge tree), and an
-output whose outermost level has no writer (the serializer needs its coordinates as keys).
+A reduction over the parallelized index (a reduce whose output is above level 0, a spacc whose reduced levels
+include level 0) stays single, with everything it feeds (the *tail*, like the writers): the lanes' terms reach it
+through serializers in the single lane's order, so it adds them in the same order and the sums are identical,
+bit for bit, in float and in (saturating) fixed point. Refused (one-line :class:`~fuseflow.errors.ProgramError`):
+a tail stream that feeds the lanes again, and a lane stream into the tail with no aligned outermost coordinates
+(the serializer's keys).
 
 Memories: every lane's copy of a level_scan or array reads the tensor through its own read port; the hardware
 builds one combinational read port per op (``fuseflow.hw.top``), which synthesis implements as one copy of the
@@ -109,25 +112,35 @@ def _spacc_top(kernel, node, levels):
     return levels[top.id] - node.params.get("group", 1)
 
 
+def _reduces_over_index(kernel, node, levels) -> bool:
+    """True when ``node`` sums over the parallelized (outermost) index: an output above level 0, or a spacc whose
+    reduced levels include level 0."""
+    if node.op == "spacc":
+        return _spacc_top(kernel, node, levels) < 1
+    return any(levels[s.id] < 0 for s in kernel.streams.values() if s.src.node == node.id)
+
+
 def _split(kernel, levels):
-    """(head, region, writers): node ids of the serial head, the lane region and the writers."""
+    """(head, region, tail): node ids of the serial head, the lane region and the serial tail (the writers, every
+    node that reduces over the parallelized index, and everything fed by them)."""
     import networkx as nx
-    head, region, writers = set(), set(), set()
+    head, region, tail = set(), set(), set()
     for nid in nx.topological_sort(kernel.graph()):
         node = kernel.nodes[nid]
-        if node.op in WRITERS:
-            writers.add(nid)
-            continue
         ins = [kernel.driver(nid, port) for port, _ in node.spec.input_ports(node.params)]
         ins = [s for s in ins if s is not None]
         outs = [kernel.output_stream(nid, port) for port, _ in node.spec.output_ports(node.params)]
         outs = [s for s in outs if s is not None]
-        if (all(s.src.node in head and levels[s.id] <= 0 for s in ins)
+        if node.op in WRITERS or any(s.src.node in tail for s in ins):
+            tail.add(nid)
+        elif (all(s.src.node in head and levels[s.id] <= 0 for s in ins)
                 and all(levels[s.id] <= 0 for s in outs)):
             head.add(nid)
+        elif _reduces_over_index(kernel, node, levels):
+            tail.add(nid)
         else:
             region.add(nid)
-    return head, region, writers
+    return head, region, tail
 
 
 def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | None = None) -> int:
@@ -135,17 +148,15 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
     of lanes made (1 when there is no work below the outermost index: the kernel is left alone). ``dim``: the
     size of the outermost index, given to the parallelizers (their lane channels' depth floor)."""
     levels = stream_levels(kernel)
-    head, region, writers = _split(kernel, levels)
+    head, region, tail = _split(kernel, levels)
     if not region:
         return 1
     where = f"parallel: kernel {kernel.name}"
-    for nid in sorted(region):
-        node = kernel.nodes[nid]
-        low = [levels[s.id] for s in kernel.streams.values() if s.src.node == nid and levels[s.id] < 0]
-        if low or (node.op == "spacc" and _spacc_top(kernel, node, levels) < 1):
-            raise ProgramError(where, f"{node.op} node {nid} reduces over the parallelized (outermost) index: "
-                                      f"lanes would need a merge tree, which is not implemented yet")
-    anchors = _Anchors(kernel, levels, head)
+    for s in kernel.streams.values():
+        if s.src.node in tail and any(d.node in region for d in s.dsts):
+            raise ProgramError(where, f"stream {s.id} feeds the lanes from below a reduction over the "
+                                      f"parallelized index")
+    anchors = _Anchors(kernel, levels, head, region)
     new = Kernel(kernel.name)
     copies = {nid: [f"{nid}_l{l}" for l in range(lanes)] for nid in region}
     taken = set(kernel.nodes)
@@ -181,7 +192,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
             elif s.src.node not in region:
                 new.connect(s.src, d.node, d.port, kind=s.kind)
             else:
-                # a lane stream into a writer: merge the lanes on the outermost coordinates its units hang under
+                # a lane stream into the tail (a writer, or a reduction over the index): merge the lanes on the outermost coordinates its units hang under
                 key = anchors.key(s)
                 if key is None:
                     raise ProgramError(where, f"no outermost coordinate stream is aligned with {s.id} (the "
@@ -224,8 +235,8 @@ class _Anchors:
     whose fibres of ``shape`` are not empty (what a level-0 crd_drop keeps, and what a reduce without crd emits
     values for). Ops that keep their input's structure keep its anchor."""
 
-    def __init__(self, kernel, levels, head):
-        self.k, self.levels, self.head = kernel, levels, head
+    def __init__(self, kernel, levels, head, region):
+        self.k, self.levels, self.head, self.region = kernel, levels, head, region
         self._shape, self._anchor = {}, {}
 
     def _in(self, nid, port):
@@ -281,7 +292,8 @@ class _Anchors:
         level-0 crd_drop's outer coordinates in the lanes), or None."""
         want = self.anchor(s)
         found = [t for t in self.k.streams.values()
-                 if t.kind == "crd" and self.levels.get(t.id) == 0 and self.anchor(t) == want]
+                 if t.kind == "crd" and self.levels.get(t.id) == 0 and t.src.node in self.head | self.region
+                 and self.anchor(t) == want]
 
         def rank(t):                    # lane streams first, then head streams the lanes already read
             if t.src.node not in self.head:

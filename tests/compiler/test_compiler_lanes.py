@@ -130,15 +130,45 @@ def test_bad_schedules(text, why):
     assert why in str(exc.value)
 
 
-def test_reduction_over_the_parallelized_index_is_refused():
+def colsum_program(fmt="csr", rows=12, cols=7):
     p = EinsumProgram("colsum")
-    p.tensor("A", (6, 5), "csr")
-    p.tensor("x", (6,), "dense")
+    p.tensor("A", (rows, cols), fmt)
+    p.tensor("x", (rows,), "dense")
     p.statement("y(j) = A(i,j) * x(i)", order="i,j")
+    return p
+
+
+@pytest.mark.parametrize("fmt", ["csr", "dcsr"])
+def test_reduction_over_the_parallelized_index(fmt):
+    """y(j) = sum_i A(i,j) x(i) with i on lanes: the lanes' products are merged back in row order before the one
+    spacc, so the sums are the single lane's, bit for bit (float and fixed) and equal to NumPy's."""
     from fuseflow.compiler import compile_program
-    with pytest.raises(ProgramError) as exc:
-        compile_program(p, parallel={"i": 2})
-    assert "reduces over the parallelized (outermost) index" in str(exc.value)
+    one = compile_program(colsum_program(fmt)).program
+    ins = random_inputs(one, seed=11, density=0.5)
+    for mode in ("float", "fixed"):
+        ref = run(one, ins, mode=mode)
+        for factor in (2, 3, 4):
+            prog = compile_program(colsum_program(fmt), parallel={"i": factor}).program
+            k = prog.kernels[0]
+            spaccs = [n for n in k.nodes.values() if n.op == "spacc"]
+            assert len(spaccs) == 1                           # the reduction stays single: one order of additions
+            for port in ("crd_inner", "val"):
+                assert k.nodes[k.driver(spaccs[0].id, port).src.node].op == "serialize"
+            got = run(prog, ins, mode=mode)
+            same_tensors(ref, got)
+    np.testing.assert_allclose(run(one, ins).outputs["y"], ins["A"].T @ ins["x"], rtol=1e-12, atol=1e-12)
+
+
+def test_reductions_program_on_lanes():
+    """reductions.ff: a max over j (inside the lanes) and a sum over i (over the lanes) in one fused kernel."""
+    text = source("reductions")
+    one = compile_text(text, name="reductions").program
+    ins = random_inputs(one, seed=2)
+    for mode in ("float", "fixed"):
+        ref = run(one, ins, mode=mode)
+        for factor in (2, 4):
+            same_tensors(ref, run(compile_text(text, name="reductions", parallel={"i": factor}).program, ins,
+                                  mode=mode))
 
 
 def cli(*args):
