@@ -32,6 +32,8 @@ port conflicts and the correlation stays exact.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import ProgramError
 from .graph import Kernel, PortRef, Program
 from .locate import unique_node_id
@@ -45,16 +47,21 @@ LANE_SLACK = 16
 
 
 def lanes_pass(program: Program, options: dict | None = None) -> dict:
-    """The pass: ``options["parallel"]`` maps kernel names to lane counts, or to ``{"lanes": n, "dim": size of
-    the outermost index}`` (the compiler resolves ``parallel i N`` to the kernels whose outermost index is i).
-    Returns {kernel: lanes made} (an empty dict: nothing)."""
+    """The pass: ``options["parallel"]`` maps kernel names to a lane count, to ``{"lanes": n, "dim": size of the
+    index, "level": the index's place in the kernel's order (0: outermost)}``, or to a list of those (nested
+    lanes: applied outermost first, the inner index's lanes inside every outer lane). The compiler resolves
+    ``parallel i N`` to the kernels that have i. Returns {kernel: lanes made (their product when nested)}."""
     wanted = (options or {}).get("parallel") or {}
     done = {}
     for kernel in program.kernels:
         want = wanted.get(kernel.name, 1)
-        n, dim = (want["lanes"], want.get("dim")) if isinstance(want, dict) else (want, None)
-        if n > 1:
-            done[kernel.name] = parallel_kernel(program, kernel, n, dim)
+        specs = want if isinstance(want, list) else [want if isinstance(want, dict) else {"lanes": want}]
+        made = 1
+        for spec in sorted(specs, key=lambda w: w.get("level", 0)):
+            if spec["lanes"] > 1:
+                made *= parallel_kernel(program, kernel, spec["lanes"], spec.get("dim"), spec.get("level", 0))
+        if made > 1:
+            done[kernel.name] = made
     if done:
         program.validate()
     return done
@@ -112,15 +119,15 @@ def _spacc_top(kernel, node, levels):
     return levels[top.id] - node.params.get("group", 1)
 
 
-def _reduces_over_index(kernel, node, levels) -> bool:
-    """True when ``node`` sums over the parallelized (outermost) index: an output above level 0, or a spacc whose
-    reduced levels include level 0."""
+def _reduces_over_index(kernel, node, levels, level) -> bool:
+    """True when ``node`` sums over the parallelized index (at ``level``): an output above it, or a spacc whose
+    reduced levels include it."""
     if node.op == "spacc":
-        return _spacc_top(kernel, node, levels) < 1
-    return any(levels[s.id] < 0 for s in kernel.streams.values() if s.src.node == node.id)
+        return _spacc_top(kernel, node, levels) <= level
+    return any(levels[s.id] < level for s in kernel.streams.values() if s.src.node == node.id)
 
 
-def _split(kernel, levels):
+def _split(kernel, levels, level=0):
     """(head, region, tail): node ids of the serial head, the lane region and the serial tail (the writers, every
     node that reduces over the parallelized index, and everything fed by them)."""
     import networkx as nx
@@ -133,22 +140,23 @@ def _split(kernel, levels):
         outs = [s for s in outs if s is not None]
         if node.op in WRITERS or any(s.src.node in tail for s in ins):
             tail.add(nid)
-        elif (all(s.src.node in head and levels[s.id] <= 0 for s in ins)
-                and all(levels[s.id] <= 0 for s in outs)):
+        elif (all(s.src.node in head and levels[s.id] <= level for s in ins)
+                and all(levels[s.id] <= level for s in outs)):
             head.add(nid)
-        elif _reduces_over_index(kernel, node, levels):
+        elif node.op == "serialize" or _reduces_over_index(kernel, node, levels, level):
+            # (a serializer of an outer index's lanes: its lanes end above this index)
             tail.add(nid)
         else:
             region.add(nid)
     return head, region, tail
 
 
-def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | None = None) -> int:
+def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | None = None, level: int = 0) -> int:
     """Rewrite ``kernel`` to run the sub-tree below its outermost index on ``lanes`` lanes; returns the number
     of lanes made (1 when there is no work below the outermost index: the kernel is left alone). ``dim``: the
     size of the outermost index, given to the parallelizers (their lane channels' depth floor)."""
     levels = stream_levels(kernel)
-    head, region, tail = _split(kernel, levels)
+    head, region, tail = _split(kernel, levels, level)
     if not region:
         return 1
     where = f"parallel: kernel {kernel.name}"
@@ -156,7 +164,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
         if s.src.node in tail and any(d.node in region for d in s.dsts):
             raise ProgramError(where, f"stream {s.id} feeds the lanes from below a reduction over the "
                                       f"parallelized index")
-    anchors = _Anchors(kernel, levels, head, region)
+    anchors = _Anchors(kernel, levels, head, region, level)
     new = Kernel(kernel.name)
     copies = {nid: [f"{nid}_l{l}" for l in range(lanes)] for nid in region}
     taken = set(kernel.nodes)
@@ -174,7 +182,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
         """The PortRef lane ``lane`` reads ``stream`` from."""
         if stream.src.node in region:
             return PortRef(copies[stream.src.node][lane], stream.src.port)
-        if levels[stream.id] < 0:
+        if levels[stream.id] < level:
             return stream.src                  # above the index (the root's reference): every lane reads it
         pid = splitters.get(stream.id)
         if pid is None:
@@ -192,15 +200,18 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
             elif s.src.node not in region:
                 new.connect(s.src, d.node, d.port, kind=s.kind)
             else:
-                # a lane stream into the tail (a writer, or a reduction over the index): merge the lanes on the outermost coordinates its units hang under
+                # a lane stream into the tail (a writer, or a reduction over the index): merge the lanes on the
+                # coordinates of the parallelized level its units hang under
                 key = anchors.key(s)
-                if key is None:
-                    raise ProgramError(where, f"no outermost coordinate stream is aligned with {s.id} (the "
-                                              f"serializer's keys)")
+                lane_keys = [lane_source(key, lane) for lane in range(lanes)] if key is not None else \
+                    _kept_keys(new, anchors, s, lanes, lane_source)
+                if lane_keys is None:
+                    raise ProgramError(where, f"no coordinate stream of the parallelized level is aligned with "
+                                              f"{s.id} (the serializer's keys)")
                 sid = unique_node_id(new, f"ser_{d.node}")
-                new.add("serialize", id=sid, lanes=lanes, depth=levels[s.id])
+                new.add("serialize", id=sid, lanes=lanes, depth=levels[s.id] - level)
                 for lane in range(lanes):
-                    new.connect(lane_source(key, lane), sid, f"key{lane}", kind="crd")
+                    new.connect(lane_keys[lane], sid, f"key{lane}", kind="crd")
                     new.connect(lane_source(s, lane), sid, f"in{lane}", kind=s.kind)
                 new.connect(PortRef(sid, "out"), d.node, d.port, kind=s.kind)
     for s in kernel.streams.values():         # depths the graph already asks for (intersect look-ahead)
@@ -225,6 +236,31 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
     return lanes
 
 
+def _kept_keys(new, anchors, s, lanes, lane_source):
+    """Keys for a lane stream whose units are the non-empty fibres below the parallelized level (a reduce
+    without crd) when no stream carries their coordinates: a crd_drop per lane on the lane's dealt coordinates
+    and a coordinate stream of the reduced fibres. None if there is none."""
+    want = anchors.anchor(s)
+    if want[0] != "nonempty":
+        return None
+    inner = [t for t in anchors.k.streams.values()
+             if t.kind == "crd" and anchors.levels.get(t.id) == anchors.level + 1 and t.src.node in anchors.region
+             and anchors.shape(t) == want[1]]
+    if not inner and len(want[1]) == 3 and want[1][1] in anchors.region:
+        inner = [s for s in [anchors.unconnected_crd(want[1][1], anchors.level + 1)] if s is not None]
+    outer = anchors.key(inner[0]) if inner else None
+    if outer is None:
+        return None
+    keys = []
+    for lane in range(lanes):
+        did = unique_node_id(new, f"keep_{s.src.node}_l{lane}")
+        new.add("crd_drop", id=did)
+        new.connect(lane_source(outer, lane), did, "outer", kind="crd")
+        new.connect(lane_source(inner[0], lane), did, "inner", kind="crd")
+        keys.append(PortRef(did, "outer"))
+    return keys
+
+
 class _Anchors:
     """Which outermost-level coordinates a stream's units hang under, so a serializer gets aligned keys.
 
@@ -235,8 +271,8 @@ class _Anchors:
     whose fibres of ``shape`` are not empty (what a level-0 crd_drop keeps, and what a reduce without crd emits
     values for). Ops that keep their input's structure keep its anchor."""
 
-    def __init__(self, kernel, levels, head, region):
-        self.k, self.levels, self.head, self.region = kernel, levels, head, region
+    def __init__(self, kernel, levels, head, region, level=0):
+        self.k, self.levels, self.head, self.region, self.level = kernel, levels, head, region, level
         self._shape, self._anchor = {}, {}
 
     def _in(self, nid, port):
@@ -249,11 +285,24 @@ class _Anchors:
                 "crd_hold": "inner", "crd_mask": "crd", "parallelize": "in"}.get(op)
         return self._in(node.id, port) if port else None
 
+    def above(self, s):
+        """Which fibres above the index a head stream has: the id of the nearest crd_drop on the way back to the
+        root (it removed the empty ones; an inner index's lanes may read streams from before and after it), or
+        "" for all of them."""
+        node = self.k.nodes[s.src.node]
+        if node.op == "crd_drop":
+            return node.id
+        src = self._follow(node)
+        if src is None:
+            ports = node.spec.input_ports(node.params)
+            src = self._in(node.id, ports[0][0]) if ports else None
+        return self.above(src) if src is not None else ""
+
     def shape(self, s):
         if s.id not in self._shape:
             node = self.k.nodes[s.src.node]
-            if s.src.node in self.head and self.levels[s.id] == 0:
-                value = ("lanes",)
+            if s.src.node in self.head and self.levels[s.id] == self.level:
+                value = ("lanes", self.above(s))
             elif node.op == "reduce" and self._in(node.id, "crd") is not None:
                 value = self.shape(self._in(node.id, "crd"))
             else:
@@ -267,17 +316,19 @@ class _Anchors:
         if s.id not in self._anchor:
             node, lv = self.k.nodes[s.src.node], self.levels
             if s.src.node in self.head:
-                value = ("lanes",)
-            elif node.op == "crd_drop" and lv[self._in(node.id, "outer").id] == 0:
+                value = ("lanes", self.above(s), self.made_by(s) if lv[s.id] == self.level else "")
+            elif node.op == "crd_drop" and lv[self._in(node.id, "outer").id] == self.level:
                 value = ("nonempty", self.shape(self._in(node.id, "inner")))
             elif node.op == "crd_drop":
                 value = self.anchor(self._in(node.id, "outer"))
-            elif node.op == "reduce" and self._in(node.id, "crd") is None and lv[s.id] == 0:
+            elif node.op == "reduce" and self._in(node.id, "crd") is None and lv[s.id] == self.level:
                 value = ("nonempty", self.shape(self._in(node.id, "val")))
             elif node.op == "reduce":
                 value = self.anchor(self._in(node.id, "crd") or self._in(node.id, "val"))
             elif node.op == "spacc":
                 value = self.anchor(self._in(node.id, "crd_inner"))     # one sub-tree per group, empty or not
+            elif node.op in ("union", "intersect") and lv[s.id] == self.level:
+                value = ("made", node.id)         # a co-iteration in the lanes makes the level's coordinates anew
             else:
                 src = self._follow(node)
                 if src is None:                   # level_scan, intersect, union, mask_scan: their first input
@@ -288,15 +339,51 @@ class _Anchors:
         return self._anchor[s.id]
 
     def key(self, s):
-        """An outermost-level crd stream with the anchor of ``s`` (a head stream the parallelizers split, or a
-        level-0 crd_drop's outer coordinates in the lanes), or None."""
+        """A crd stream of the parallelized level with the anchor of ``s`` (a head stream the parallelizers split,
+        or a crd_drop's outer coordinates in the lanes), or None. When the co-iteration that made the level's
+        coordinates has its ``crd`` output unconnected (a reduced index), a stand-in for that port."""
         want = self.anchor(s)
         found = [t for t in self.k.streams.values()
-                 if t.kind == "crd" and self.levels.get(t.id) == 0 and t.src.node in self.head | self.region
+                 if t.kind == "crd" and self.levels.get(t.id) == self.level and t.src.node in self.head | self.region
                  and self.anchor(t) == want]
 
         def rank(t):                    # lane streams first, then head streams the lanes already read
             if t.src.node not in self.head:
                 return 0
             return 1 if any(d.node not in self.head for d in t.dsts) else 2
-        return min(found, key=rank, default=None)
+        best = min(found, key=rank, default=None)
+        made = want[2] if want[0] == "lanes" and len(want) > 2 else want[1] if want[0] == "made" else None
+        if best is None and made:
+            best = self.unconnected_crd(made, self.level)
+        return best
+
+    def unconnected_crd(self, nid, level):
+        """A stand-in for the stream node ``nid``'s unconnected ``crd`` output would carry (at ``level``), or
+        None."""
+        node = self.k.nodes[nid]
+        if self.k.output_stream(nid, "crd") is not None or \
+                "crd" not in [port for port, _ in node.spec.output_ports(node.params)]:
+            return None
+        stand_in = _Unconnected(f"{nid}.crd", PortRef(nid, "crd"), "crd", [])
+        self.levels[stand_in.id] = level
+        return stand_in
+
+    def made_by(self, s):
+        """The node that made the coordinates of a head stream at the parallelized level (its scan, co-iteration
+        or drop), following the ops that keep their input's structure."""
+        node = self.k.nodes[s.src.node]
+        if node.op in ("level_scan", "mask_scan", "intersect", "union", "crd_drop"):
+            return node.id
+        src = self._follow(node)
+        if src is None or self.levels.get(src.id) != self.levels.get(s.id):
+            return node.id
+        return self.made_by(src)
+
+
+@dataclasses.dataclass
+class _Unconnected:
+    """A stand-in for the stream an unconnected ``crd`` port would carry (a serializer's keys)."""
+    id: str
+    src: PortRef
+    kind: str
+    dsts: list
