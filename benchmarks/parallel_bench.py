@@ -8,8 +8,14 @@ reference simulator (cycle-exact with the RTL) runs the compiled graph; outputs 
 
 Reported per factor: cycles, speedup (cycles at 1 / cycles at n), efficiency (speedup / n), and the lanes'
 load balance: the nonzeros of the busiest lane over the mean (round-robin deals rows l, l+n, ... to lane l).
-Target (issue 14): speedup >= 0.8 n for n <= 8 on the uniform matrix. Writes JSON (default
-benchmarks/results/parallel.json).
+Target (issue 14): speedup >= 0.8 n for n <= 8 on the uniform matrix.
+
+Further sections (``"kernels"`` in the JSON): Gustavson SpMSpM ``C(i,j) = A(i,k) B(k,j)`` (order i,k,j, both
+CSR, 256 x 256 at 2%) at i-factors 1..16, k on lanes (the spacc over k gets the lanes' terms in order) and i x k
+nested 4 x 4; BigBird attention scores (``S(i,j) = mask[bigbird](i,j) * sum[d] Q(i,d) K(j,d)``, 128 x 128, d 16:
+dense Q and K, the mask generates the kept coordinates) at i-factors 1..16 and i x j nested 4 x 4; SpMV 4 x 4
+(j has no work below it: the inner schedule leaves the kernel as at i = 4). Every run's outputs must equal factor
+1's exactly. Writes JSON (default benchmarks/results/parallel.json).
 """
 
 import argparse
@@ -88,6 +94,61 @@ def measure(name, B, c):
     return rows
 
 
+GUSTAVSON_N, GUSTAVSON_DENSITY = 256, 0.02
+GUSTAVSON = f"""program spmspm
+tensor A({GUSTAVSON_N}, {GUSTAVSON_N}) : csr
+tensor B({GUSTAVSON_N}, {GUSTAVSON_N}) : csr
+C(i,j) = A(i,k) * B(k,j)
+order i,k,j
+"""
+BIGBIRD_N, BIGBIRD_D = 128, 16
+BIGBIRD = f"""program bigbird
+tensor Q({BIGBIRD_N}, {BIGBIRD_D}) : dense
+tensor K({BIGBIRD_N}, {BIGBIRD_D}) : dense
+S(i,j) = mask[bigbird:block=8,window=3,global=1,random=1,seed=0](i,j) * sum[d](Q(i,d) * K(j,d))
+"""
+#: (kernel, schedule) pairs of the further sections; {} is factor 1
+SCHEDULES = ([("spmspm", {"i": n}) for n in FACTORS] + [("spmspm", {"k": 4}), ("spmspm", {"i": 4, "k": 4})]
+             + [("bigbird", {"i": n}) for n in FACTORS] + [("bigbird", {"i": 4, "j": 4})]
+             + [("spmv", {"i": 4, "j": 4})])
+
+
+def kernel_rows(rng, spmv_inputs):
+    """The further sections: cycles and speedup over factor 1 per (kernel, schedule); outputs checked."""
+    texts = {"spmspm": GUSTAVSON, "bigbird": BIGBIRD, "spmv": PROGRAM}
+    m = GUSTAVSON_N
+    inputs = {"spmspm": {"A": sp.random(m, m, density=GUSTAVSON_DENSITY, format="csr", random_state=rng,
+                                        data_rvs=lambda k: rng.integers(1, 64, k) / 8),
+                         "B": sp.random(m, m, density=GUSTAVSON_DENSITY, format="csr", random_state=rng,
+                                        data_rvs=lambda k: rng.integers(1, 64, k) / 8)},
+              "bigbird": {"Q": rng.integers(-64, 64, (BIGBIRD_N, BIGBIRD_D)) / 64,
+                          "K": rng.integers(-64, 64, (BIGBIRD_N, BIGBIRD_D)) / 64},
+              "spmv": spmv_inputs}
+    base, rows = {}, []
+    for name, schedule in [(k, {"i": 1}) for k in ("spmspm", "bigbird", "spmv")] + SCHEDULES:
+        if schedule == {"i": 1} and name in base:
+            continue
+        prog = compile_text(texts[name], name=name, parallel=schedule).program
+        t0 = time.perf_counter()
+        r = run(prog, inputs[name])
+        wall = time.perf_counter() - t0
+        if name not in base:
+            base[name] = r
+        else:
+            ref = base[name]
+            for t in ref.tensors:
+                if not np.array_equal(ref.tensors[t].vals, r.tensors[t].vals):
+                    raise AssertionError(f"{name} {schedule}: the output changed")
+        lanes = int(np.prod(list(schedule.values())))
+        speedup = base[name].cycles / r.cycles
+        rows.append({"kernel": name, "schedule": ",".join(f"{i}={n}" for i, n in schedule.items()),
+                     "lanes": lanes, "cycles": r.cycles, "speedup": round(speedup, 3),
+                     "efficiency": round(speedup / lanes, 3), "nodes": sum(len(k.nodes) for k in prog.kernels),
+                     "sim_seconds": round(wall, 2)})
+        print(f"{name:8} {rows[-1]['schedule']:9} {r.cycles:8d} cycles  speedup {speedup:5.2f}", flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "parallel.json"))
@@ -99,13 +160,17 @@ def main(argv=None):
     matrices = {"uniform": uniform(rng), "power-law": power_law(rng)}
     for name, B in matrices.items():
         results += measure(name, B, c)
+    more = kernel_rows(rng, {"B": matrices["uniform"], "c": c})
     uni = [r for r in results if r["matrix"] == "uniform" and r["factor"] <= 8]
     doc = {"benchmark": "parallel lanes: simulated SpMV speedup", "n": N, "density": DENSITY,
            "nnz": {k: int(B.nnz) for k, B in matrices.items()},
            "max_row": {k: int(np.diff(B.indptr).max()) for k, B in matrices.items()},
            "target": f"speedup >= {TARGET} n for n <= 8 on the uniform matrix",
            "target_met": all(r["speedup"] >= TARGET * r["factor"] for r in uni),
-           "machine": platform.platform(), "python": platform.python_version(), "results": results}
+           "machine": platform.platform(), "python": platform.python_version(), "results": results,
+           "kernels": {"spmspm": {"n": GUSTAVSON_N, "density": GUSTAVSON_DENSITY},
+                       "bigbird": {"n": BIGBIRD_N, "d": BIGBIRD_D}},
+           "kernel_results": more}
     with atomic_write(args.output) as f:
         f.write(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.output} (target met: {doc['target_met']})")

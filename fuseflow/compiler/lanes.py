@@ -54,7 +54,8 @@ def parse_parallel(spec) -> dict:
 
 
 def resolve_parallel(plans, parallel: dict) -> dict:
-    """{kernel name: [{"lanes": factor, "dim": size of the index, "level": its place in the kernel's order}]} for
+    """{kernel name: [{"lanes": factor, "dim": size of the index, "level": its place in the kernel's order, "unit":
+    the largest dimension below it}]} for
     the kernel plans (several entries: nested lanes); ProgramError for an index no kernel has or a factor larger
     than the index's dimension."""
     from .fusion import KernelPlan
@@ -72,5 +73,8 @@ def resolve_parallel(plans, parallel: dict) -> dict:
                 raise ProgramError(f"parallel {index}", f"factor {factor} is larger than the dimension of {index} "
                                                         f"({size})")
             if factor > 1:
-                out.setdefault(p.name, []).append({"lanes": factor, "dim": size, "level": p.order.index(index)})
+                level = p.order.index(index)
+                below = [int(p.sizes[i]) for i in p.order[level + 1:] if p.sizes.get(i) is not None]
+                out.setdefault(p.name, []).append({"lanes": factor, "dim": size, "level": level,
+                                                   "unit": max(below, default=None)})
     return out
