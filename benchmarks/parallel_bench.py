@@ -16,6 +16,13 @@ nested 4 x 4; BigBird attention scores (``S(i,j) = mask[bigbird](i,j) * sum[d] Q
 dense Q and K, the mask generates the kept coordinates) at i-factors 1..16 and i x j nested 4 x 4; SpMV 4 x 4
 (j has no work below it: the inner schedule leaves the kernel as at i = 4). Every run's outputs must equal factor
 1's exactly. Writes JSON (default benchmarks/results/parallel.json).
+
+``--section rtl``: SpMV 64 x 64 at 10% and Gustavson SpMSpM 24 x 24 at 15% at factors 1, 2, 4 on Verilator
+(fixed point): outputs bit-identical to the reference simulator's and cycles equal (else the run fails), cycles
+and the speedup over factor 1 (default output benchmarks/results/parallel_rtl.json).
+``--section synth``: SpMV 16 x 16 CSR at factors 1, 2, 4 on ECP5-85F (Yosys + nextpnr via
+``fuseflow.boards.synth``, the kernel top in the registered-I/O wrapper, one synthesis at a time): LUTs, FFs,
+block RAMs, DSPs, Fmax (default output benchmarks/results/parallel_synth.json).
 """
 
 import argparse
@@ -149,11 +156,92 @@ def kernel_rows(rng, spmv_inputs):
     return rows
 
 
+RTL_CASES = (("spmv", 64, 0.1), ("spmspm", 24, 0.15))
+SYNTH_N = 16
+
+
+def small_program(name, n):
+    if name == "spmv":
+        return f"program spmv\ntensor B({n}, {n}) : csr\ntensor c({n}) : dense\nx(i) = B(i,j) * c(j)\n"
+    return (f"program spmspm\ntensor A({n}, {n}) : csr\ntensor B({n}, {n}) : csr\nC(i,j) = A(i,k) * B(k,j)\n"
+            f"order i,k,j\n")
+
+
+def rtl_rows():
+    """Factors 1, 2, 4 on Verilator: bit-identical to the fixed-mode simulator, cycles equal."""
+    from fuseflow.hw import verilator
+    from fuseflow.hw.elaborate import build, check_inputs_fit, reference_run
+    from fuseflow.hw.top import compare_tensors
+    from fuseflow.samml import kernels
+    rows = []
+    for name, n, density in RTL_CASES:
+        base = None
+        for factor in (1, 2, 4):
+            prog = compile_text(small_program(name, n), name=name, parallel={"i": factor}).program
+            inputs = kernels.random_inputs(prog, density=density, seed=1)
+            t0 = time.perf_counter()
+            b = build(prog)
+            bdir = verilator.build_verilator(b.verilog(), b.name)
+            ref = reference_run(prog, inputs)
+            res = verilator.run_verilator(bdir, b.name, b.manifest(), check_inputs_fit(b, inputs),
+                                          20 * ref.cycles + 1000)
+            if not res["done"] or compare_tensors(ref.tensors, res["tensors"]) != []:
+                raise AssertionError(f"{name} x{factor}: the RTL disagrees with the simulator")
+            cycles = [res["kernel_cycles"][k.name] for k in prog.kernels]
+            if cycles != list(ref.kernel_cycles):
+                raise AssertionError(f"{name} x{factor}: cycles {cycles} != simulator {ref.kernel_cycles}")
+            base = base or sum(cycles)
+            rows.append({"kernel": name, "n": n, "density": density, "factor": factor, "cycles": sum(cycles),
+                         "speedup": round(base / sum(cycles), 3), "bit_identical": True, "cycles_equal": True,
+                         "nodes": sum(len(k.nodes) for k in prog.kernels),
+                         "seconds": round(time.perf_counter() - t0, 1)})
+            print(f"rtl {name} x{factor}: {sum(cycles)} cycles (= simulator), speedup {rows[-1]['speedup']}",
+                  flush=True)
+    return rows
+
+
+def synth_rows():
+    """SpMV at factors 1, 2, 4 on ECP5-85F, one synthesis at a time."""
+    from fuseflow.boards.synth import synth_component
+    from fuseflow.errors import FuseFlowError
+    from fuseflow.hw.elaborate import build
+    from fuseflow.samml import kernels
+    rows = []
+    for factor in (1, 2, 4):
+        prog = compile_text(small_program("spmv", SYNTH_N), name="spmv", parallel={"i": factor}).program
+        inputs = kernels.random_inputs(prog, density=0.3, seed=1)
+        t0 = time.perf_counter()
+        row = {"kernel": "spmv", "n": SYNTH_N, "factor": factor, "nodes": sum(len(k.nodes) for k in prog.kernels)}
+        try:
+            b = build(prog, inputs, probes=False)
+            row["memory_bits"] = sum(m.depth * m.width for m in b.plan.memories)
+            d = synth_component(b.top, f"spmv_x{factor}", "ecp5-85f", 100.0, timeout=3000).to_json()
+            row.update({k: d[k] for k in ("luts", "ffs", "brams", "dsps", "lutram_luts", "fmax_mhz")})
+        except FuseFlowError as exc:
+            row["error"] = f"{exc.what}: {exc.why}"
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(f"synth spmv x{factor}: {row}", flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "parallel.json"))
+    ap.add_argument("-o", "--output", default=None, help="JSON output (default: benchmarks/results/parallel.json, "
+                                                          "parallel_rtl.json or parallel_synth.json)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--section", choices=("sim", "rtl", "synth"), default="sim")
     args = ap.parse_args(argv)
+    if args.section != "sim":
+        rows = rtl_rows() if args.section == "rtl" else synth_rows()
+        out = args.output or os.path.join(HERE, "results", f"parallel_{args.section}.json")
+        doc = {"benchmark": f"parallel lanes: {args.section}", "machine": platform.platform(),
+               "python": platform.python_version(), "results": rows}
+        with atomic_write(out) as f:
+            f.write(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {out}")
+        return 0
+    args.output = args.output or os.path.join(HERE, "results", "parallel.json")
     rng = np.random.default_rng(args.seed)
     c = rng.integers(1, 64, N) / 8
     results = []
