@@ -171,6 +171,20 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
             raise ProgramError(where, f"stream {s.id} feeds the lanes from below a reduction over the "
                                       f"parallelized index")
     anchors = _Anchors(kernel, levels, head, region, level)
+    while True:
+        # a lane stream into the tail without keys (a reduce of reduces without crd: no stream has the
+        # coordinates of its non-empty fibres): its producer and what the producer feeds join the tail
+        unkeyed = [s for s in kernel.streams.values() if s.src.node in region
+                   and any(d.node in tail for d in s.dsts) and not _keyable(anchors, s)]
+        if not unkeyed:
+            break
+        import networkx as nx
+        moved = ({unkeyed[0].src.node} | nx.descendants(kernel.graph(), unkeyed[0].src.node)) & region
+        region -= moved
+        tail |= moved
+        if not region:
+            return 1
+        anchors = _Anchors(kernel, levels, head, region, level)
     new = Kernel(kernel.name)
     copies = {nid: [f"{nid}_l{l}" for l in range(lanes)] for nid in region}
     taken = set(kernel.nodes)
@@ -245,10 +259,10 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
     return lanes
 
 
-def _kept_keys(new, anchors, s, lanes, lane_source):
-    """Keys for a lane stream whose units are the non-empty fibres below the parallelized level (a reduce
-    without crd) when no stream carries their coordinates: a crd_drop per lane on the lane's dealt coordinates
-    and a coordinate stream of the reduced fibres. None if there is none."""
+def _kept_sources(anchors, s):
+    """(outer, inner): the streams a crd_drop per lane needs to make the keys of ``s``, a lane stream whose
+    units are the non-empty fibres below the parallelized level (a reduce without crd) when no stream carries
+    their coordinates; None if there are none."""
     want = anchors.anchor(s)
     if want[0] != "nonempty":
         return None
@@ -258,14 +272,28 @@ def _kept_keys(new, anchors, s, lanes, lane_source):
     if not inner and len(want[1]) == 3 and want[1][1] in anchors.region:
         inner = [s for s in [anchors.unconnected_crd(want[1][1], anchors.level + 1)] if s is not None]
     outer = anchors.key(inner[0]) if inner else None
-    if outer is None:
+    return None if outer is None else (outer, inner[0])
+
+
+def _keyable(anchors, s) -> bool:
+    """Whether the serializer of lane stream ``s`` can get keys."""
+    return anchors.key(s) is not None or _kept_sources(anchors, s) is not None
+
+
+def _kept_keys(new, anchors, s, lanes, lane_source):
+    """Keys for a lane stream whose units are the non-empty fibres below the parallelized level (a reduce
+    without crd) when no stream carries their coordinates: a crd_drop per lane on the lane's dealt coordinates
+    and a coordinate stream of the reduced fibres. None if there is none."""
+    found = _kept_sources(anchors, s)
+    if found is None:
         return None
+    outer, inner = found
     keys = []
     for lane in range(lanes):
         did = unique_node_id(new, f"keep_{s.src.node}_l{lane}")
         new.add("crd_drop", id=did)
         new.connect(lane_source(outer, lane), did, "outer", kind="crd")
-        new.connect(lane_source(inner[0], lane), did, "inner", kind="crd")
+        new.connect(lane_source(inner, lane), did, "inner", kind="crd")
         keys.append(PortRef(did, "outer"))
     return keys
 
