@@ -1,4 +1,11 @@
-"""The parallel-lanes pass: run the sub-tree below a kernel's outermost index on n lanes.
+"""The parallel-lanes pass: run the sub-tree below one of a kernel's indices on n lanes (nested: once per index,
+outermost first).
+
+Described here for the outermost index (level 0); for an index at level L read "level L" for "level 0" and
+"fibres of level L" for "rows". A second index runs the pass again on the rewritten kernel: the first one's
+parallelizers and lane copies at levels <= L are its head, the first one's serializers its tail, and the lane
+copies below L are copied again (``<node>_l<i>_l<j>``); its serializers' keys have one fibre per outer
+coordinate.
 
 ``parallel_kernel(program, kernel, lanes)`` rewrites one kernel (in place): the nodes that work *below* the
 outermost index (the lane region) are copied ``lanes`` times; every stream of the outermost level that enters
@@ -21,8 +28,8 @@ A reduction over the parallelized index (a reduce whose output is above level 0,
 include level 0) stays single, with everything it feeds (the *tail*, like the writers): the lanes' terms reach it
 through serializers in the single lane's order, so it adds them in the same order and the sums are identical,
 bit for bit, in float and in (saturating) fixed point. Refused (one-line :class:`~fuseflow.errors.ProgramError`):
-a tail stream that feeds the lanes again, and a lane stream into the tail with no aligned outermost coordinates
-(the serializer's keys).
+a tail stream that feeds the lanes again. A lane stream into the tail whose keys no stream carries (a reduce of
+reduces without crd) moves its producer into the tail.
 
 Memories: every lane's copy of a level_scan or array reads the tensor through its own read port; the hardware
 builds one combinational read port per op (``fuseflow.hw.top``), which synthesis implements as one copy of the
