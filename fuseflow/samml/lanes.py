@@ -192,6 +192,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
         if not region:
             return 1
         anchors = _Anchors(kernel, levels, head, region, level)
+    _check_one_dealing(kernel, levels, region, anchors, where)
     new = Kernel(kernel.name)
     copies = {nid: [f"{nid}_l{l}" for l in range(lanes)] for nid in region}
     taken = set(kernel.nodes)
@@ -264,6 +265,35 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
     kernel.nodes, kernel.streams = new.nodes, new.streams
     kernel._reindex()
     return lanes
+
+
+def _check_one_dealing(kernel, levels, region, anchors, where):
+    """ProgramError when a lane op merges streams of the parallelized level made by different co-iterations (a
+    union of a compressed and a dense scan): the parallelizers deal by position, so the two would give one
+    coordinate to different lanes. Dense scans deal alike (position = coordinate)."""
+    import networkx as nx
+
+    def dense(nid):
+        node = kernel.nodes[nid]
+        return node.op == "level_scan" and node.params.get("format") == "dense"
+    makers = {}
+    for nid in nx.topological_sort(kernel.graph()):
+        if nid not in region:
+            continue
+        mine = set()
+        for port, _ in kernel.nodes[nid].spec.input_ports(kernel.nodes[nid].params):
+            src = kernel.driver(nid, port)
+            if src is None:
+                continue
+            if src.src.node in region:
+                mine |= makers[src.src.node]
+            elif levels[src.id] == anchors.level:
+                mine.add(anchors.made_by(src))
+        makers[nid] = mine
+        if len(mine) > 1 and not all(dense(m) for m in mine):
+            raise ProgramError(where, f"{kernel.nodes[nid].op} node {nid} merges coordinates of the parallelized "
+                                      f"index from {' and '.join(sorted(mine))}, which the lanes would deal "
+                                      f"differently (by position); not supported yet")
 
 
 def _kept_sources(anchors, s):
