@@ -8,8 +8,21 @@ reference simulator (cycle-exact with the RTL) runs the compiled graph; outputs 
 
 Reported per factor: cycles, speedup (cycles at 1 / cycles at n), efficiency (speedup / n), and the lanes'
 load balance: the nonzeros of the busiest lane over the mean (round-robin deals rows l, l+n, ... to lane l).
-Target (issue 14): speedup >= 0.8 n for n <= 8 on the uniform matrix. Writes JSON (default
-benchmarks/results/parallel.json).
+Target (issue 14): speedup >= 0.8 n for n <= 8 on the uniform matrix.
+
+Further sections (``"kernels"`` in the JSON): Gustavson SpMSpM ``C(i,j) = A(i,k) B(k,j)`` (order i,k,j, both
+CSR, 256 x 256 at 2%) at i-factors 1..16, k on lanes (the spacc over k gets the lanes' terms in order) and i x k
+nested 4 x 4; BigBird attention scores (``S(i,j) = mask[bigbird](i,j) * sum[d] Q(i,d) K(j,d)``, 128 x 128, d 16:
+dense Q and K, the mask generates the kept coordinates) at i-factors 1..16 and i x j nested 4 x 4; SpMV 4 x 4
+(j has no work below it: the inner schedule leaves the kernel as at i = 4). Every run's outputs must equal factor
+1's exactly. Writes JSON (default benchmarks/results/parallel.json).
+
+``--section rtl``: SpMV 64 x 64 at 10% and Gustavson SpMSpM 24 x 24 at 15% at factors 1, 2, 4 on Verilator
+(fixed point): outputs bit-identical to the reference simulator's and cycles equal (else the run fails), cycles
+and the speedup over factor 1 (default output benchmarks/results/parallel_rtl.json).
+``--section synth``: SpMV 16 x 16 CSR at factors 1, 2, 4 on ECP5-85F (Yosys + nextpnr via
+``fuseflow.boards.synth``, the kernel top in the registered-I/O wrapper, one synthesis at a time): LUTs, FFs,
+block RAMs, DSPs, Fmax (default output benchmarks/results/parallel_synth.json).
 """
 
 import argparse
@@ -88,24 +101,164 @@ def measure(name, B, c):
     return rows
 
 
+GUSTAVSON_N, GUSTAVSON_DENSITY = 256, 0.02
+GUSTAVSON = f"""program spmspm
+tensor A({GUSTAVSON_N}, {GUSTAVSON_N}) : csr
+tensor B({GUSTAVSON_N}, {GUSTAVSON_N}) : csr
+C(i,j) = A(i,k) * B(k,j)
+order i,k,j
+"""
+BIGBIRD_N, BIGBIRD_D = 128, 16
+BIGBIRD = f"""program bigbird
+tensor Q({BIGBIRD_N}, {BIGBIRD_D}) : dense
+tensor K({BIGBIRD_N}, {BIGBIRD_D}) : dense
+S(i,j) = mask[bigbird:block=8,window=3,global=1,random=1,seed=0](i,j) * sum[d](Q(i,d) * K(j,d))
+"""
+#: (kernel, schedule) pairs of the further sections; {} is factor 1
+SCHEDULES = ([("spmspm", {"i": n}) for n in FACTORS] + [("spmspm", {"k": 4}), ("spmspm", {"i": 4, "k": 4})]
+             + [("bigbird", {"i": n}) for n in FACTORS] + [("bigbird", {"i": 4, "j": 4})]
+             + [("spmv", {"i": 4, "j": 4})])
+
+
+def kernel_rows(rng, spmv_inputs):
+    """The further sections: cycles and speedup over factor 1 per (kernel, schedule); outputs checked."""
+    texts = {"spmspm": GUSTAVSON, "bigbird": BIGBIRD, "spmv": PROGRAM}
+    m = GUSTAVSON_N
+    inputs = {"spmspm": {"A": sp.random(m, m, density=GUSTAVSON_DENSITY, format="csr", random_state=rng,
+                                        data_rvs=lambda k: rng.integers(1, 64, k) / 8),
+                         "B": sp.random(m, m, density=GUSTAVSON_DENSITY, format="csr", random_state=rng,
+                                        data_rvs=lambda k: rng.integers(1, 64, k) / 8)},
+              "bigbird": {"Q": rng.integers(-64, 64, (BIGBIRD_N, BIGBIRD_D)) / 64,
+                          "K": rng.integers(-64, 64, (BIGBIRD_N, BIGBIRD_D)) / 64},
+              "spmv": spmv_inputs}
+    base, rows = {}, []
+    for name, schedule in [(k, {"i": 1}) for k in ("spmspm", "bigbird", "spmv")] + SCHEDULES:
+        if schedule == {"i": 1} and name in base:
+            continue
+        prog = compile_text(texts[name], name=name, parallel=schedule).program
+        t0 = time.perf_counter()
+        r = run(prog, inputs[name])
+        wall = time.perf_counter() - t0
+        if name not in base:
+            base[name] = r
+        else:
+            ref = base[name]
+            for t in ref.tensors:
+                if not np.array_equal(ref.tensors[t].vals, r.tensors[t].vals):
+                    raise AssertionError(f"{name} {schedule}: the output changed")
+        lanes = int(np.prod(list(schedule.values())))
+        speedup = base[name].cycles / r.cycles
+        rows.append({"kernel": name, "schedule": ",".join(f"{i}={n}" for i, n in schedule.items()),
+                     "lanes": lanes, "cycles": r.cycles, "speedup": round(speedup, 3),
+                     "efficiency": round(speedup / lanes, 3), "nodes": sum(len(k.nodes) for k in prog.kernels),
+                     "sim_seconds": round(wall, 2)})
+        print(f"{name:8} {rows[-1]['schedule']:9} {r.cycles:8d} cycles  speedup {speedup:5.2f}", flush=True)
+    return rows
+
+
+RTL_CASES = (("spmv", 64, 0.1), ("spmspm", 24, 0.15))
+SYNTH_N = 16
+
+
+def small_program(name, n):
+    if name == "spmv":
+        return f"program spmv\ntensor B({n}, {n}) : csr\ntensor c({n}) : dense\nx(i) = B(i,j) * c(j)\n"
+    return (f"program spmspm\ntensor A({n}, {n}) : csr\ntensor B({n}, {n}) : csr\nC(i,j) = A(i,k) * B(k,j)\n"
+            f"order i,k,j\n")
+
+
+def rtl_rows():
+    """Factors 1, 2, 4 on Verilator: bit-identical to the fixed-mode simulator, cycles equal."""
+    from fuseflow.hw import verilator
+    from fuseflow.hw.elaborate import build, check_inputs_fit, reference_run
+    from fuseflow.hw.top import compare_tensors
+    from fuseflow.samml import kernels
+    rows = []
+    for name, n, density in RTL_CASES:
+        base = None
+        for factor in (1, 2, 4):
+            prog = compile_text(small_program(name, n), name=name, parallel={"i": factor}).program
+            inputs = kernels.random_inputs(prog, density=density, seed=1)
+            t0 = time.perf_counter()
+            b = build(prog)
+            bdir = verilator.build_verilator(b.verilog(), b.name)
+            ref = reference_run(prog, inputs)
+            res = verilator.run_verilator(bdir, b.name, b.manifest(), check_inputs_fit(b, inputs),
+                                          20 * ref.cycles + 1000)
+            if not res["done"] or compare_tensors(ref.tensors, res["tensors"]) != []:
+                raise AssertionError(f"{name} x{factor}: the RTL disagrees with the simulator")
+            cycles = [res["kernel_cycles"][k.name] for k in prog.kernels]
+            if cycles != list(ref.kernel_cycles):
+                raise AssertionError(f"{name} x{factor}: cycles {cycles} != simulator {ref.kernel_cycles}")
+            base = base or sum(cycles)
+            rows.append({"kernel": name, "n": n, "density": density, "factor": factor, "cycles": sum(cycles),
+                         "speedup": round(base / sum(cycles), 3), "bit_identical": True, "cycles_equal": True,
+                         "nodes": sum(len(k.nodes) for k in prog.kernels),
+                         "seconds": round(time.perf_counter() - t0, 1)})
+            print(f"rtl {name} x{factor}: {sum(cycles)} cycles (= simulator), speedup {rows[-1]['speedup']}",
+                  flush=True)
+    return rows
+
+
+def synth_rows():
+    """SpMV at factors 1, 2, 4 on ECP5-85F, one synthesis at a time."""
+    from fuseflow.boards.synth import synth_component
+    from fuseflow.errors import FuseFlowError
+    from fuseflow.hw.elaborate import build
+    from fuseflow.samml import kernels
+    rows = []
+    for factor in (1, 2, 4):
+        prog = compile_text(small_program("spmv", SYNTH_N), name="spmv", parallel={"i": factor}).program
+        inputs = kernels.random_inputs(prog, density=0.3, seed=1)
+        t0 = time.perf_counter()
+        row = {"kernel": "spmv", "n": SYNTH_N, "factor": factor, "nodes": sum(len(k.nodes) for k in prog.kernels)}
+        try:
+            b = build(prog, inputs, probes=False)
+            row["memory_bits"] = sum(m.depth * m.width for m in b.plan.memories)
+            d = synth_component(b.top, f"spmv_x{factor}", "ecp5-85f", 100.0, timeout=3000).to_json()
+            row.update({k: d[k] for k in ("luts", "ffs", "brams", "dsps", "lutram_luts", "fmax_mhz")})
+        except FuseFlowError as exc:
+            row["error"] = f"{exc.what}: {exc.why}"
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(f"synth spmv x{factor}: {row}", flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "parallel.json"))
+    ap.add_argument("-o", "--output", default=None, help="JSON output (default: benchmarks/results/parallel.json, "
+                                                          "parallel_rtl.json or parallel_synth.json)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--section", choices=("sim", "rtl", "synth"), default="sim")
     args = ap.parse_args(argv)
+    if args.section != "sim":
+        rows = rtl_rows() if args.section == "rtl" else synth_rows()
+        out = args.output or os.path.join(HERE, "results", f"parallel_{args.section}.json")
+        doc = {"benchmark": f"parallel lanes: {args.section}", "machine": platform.platform(),
+               "python": platform.python_version(), "results": rows}
+        with atomic_write(out) as f:
+            f.write(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {out}")
+        return 0
+    args.output = args.output or os.path.join(HERE, "results", "parallel.json")
     rng = np.random.default_rng(args.seed)
     c = rng.integers(1, 64, N) / 8
     results = []
     matrices = {"uniform": uniform(rng), "power-law": power_law(rng)}
     for name, B in matrices.items():
         results += measure(name, B, c)
+    more = kernel_rows(rng, {"B": matrices["uniform"], "c": c})
     uni = [r for r in results if r["matrix"] == "uniform" and r["factor"] <= 8]
     doc = {"benchmark": "parallel lanes: simulated SpMV speedup", "n": N, "density": DENSITY,
            "nnz": {k: int(B.nnz) for k, B in matrices.items()},
            "max_row": {k: int(np.diff(B.indptr).max()) for k, B in matrices.items()},
            "target": f"speedup >= {TARGET} n for n <= 8 on the uniform matrix",
            "target_met": all(r["speedup"] >= TARGET * r["factor"] for r in uni),
-           "machine": platform.platform(), "python": platform.python_version(), "results": results}
+           "machine": platform.platform(), "python": platform.python_version(), "results": results,
+           "kernels": {"spmspm": {"n": GUSTAVSON_N, "density": GUSTAVSON_DENSITY},
+                       "bigbird": {"n": BIGBIRD_N, "d": BIGBIRD_D}},
+           "kernel_results": more}
     with atomic_write(args.output) as f:
         f.write(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.output} (target met: {doc['target_met']})")

@@ -71,7 +71,8 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     passes (:mod:`.passes`), e.g. ``{"fifo_depth": 4}`` or ``{"budget_bits": 32768}``; ``locate=False`` skips
     the locate pass (dense operands of intersections are then scanned, for comparison). ``parallel``:
     {index: factor} or ``"i=4"`` (:mod:`.lanes`; added to the program's own ``parallel`` lines, and winning over
-    them): a kernel whose outermost index is parallelized runs the sub-tree below it on that many lanes."""
+    them): every kernel with a parallelized index runs the sub-tree below it on that many lanes (several
+    indices: nested lanes)."""
     ir = src if isinstance(src, ProgramIR) else src.to_ir()
     if iteration not in ("factored", "global"):
         raise ProgramError("iteration", f"expected 'factored' or 'global', got {iteration!r}")

@@ -48,7 +48,7 @@ def parser():
                         "KERNEL=i,k,j for one kernel (repeat for several; --list-orders prints them so)")
     c.add_argument("--parallel", action="append", metavar="INDEX=N",
                    help="run the sub-tree below INDEX on N lanes (e.g. i=4; comma-separated or repeated for "
-                        "several indices); the index must be the outermost of the kernels that have it")
+                        "several indices: nested lanes, e.g. i=4,j=2)")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
                    help=f"cap for --list-orders (default {DEFAULT_MAX_ORDERS})")

@@ -154,7 +154,7 @@ class EinsumProgram:
 
     def parallel(self, index, factor, *, line=None, col=1):
         """Run the sub-tree below ``index`` on ``factor`` lanes (``parallel i 4``; see docs/compiler.md,
-        "Parallel lanes"): the kernels whose outermost index is ``index`` are parallelized."""
+        "Parallel lanes"): every kernel that has ``index`` is parallelized at its place in the kernel's order."""
         from .lanes import check_factor
         line = self._next_line(line)
         where = f"line {line}, column {col}"

@@ -2,9 +2,8 @@
 :mod:`fuseflow.samml.lanes`).
 
 ``parallel i 4`` in a program, ``--parallel i=4`` on the command line and ``parallel={"i": 4}`` in the Python
-API all name an index and a factor. A kernel whose outermost index (first in its dataflow order) is a
-parallelized index runs the sub-tree below it on that many lanes; so far only the outermost index of a kernel can
-be parallelized.
+API all name an index and a factor. A kernel that has a parallelized index runs the sub-tree below it on that many
+lanes; several indices of one kernel nest (the inner index's lanes inside every lane of the outer one).
 """
 
 from __future__ import annotations
@@ -55,8 +54,10 @@ def parse_parallel(spec) -> dict:
 
 
 def resolve_parallel(plans, parallel: dict) -> dict:
-    """{kernel name: {"lanes": factor, "dim": size of the index}} for the kernel plans; ProgramError for an index no kernel has, an index that is not
-    the outermost of a kernel that has it, or a factor larger than the index's dimension."""
+    """{kernel name: [{"lanes": factor, "dim": size of the index, "level": its place in the kernel's order, "unit":
+    the largest dimension below it}]} for
+    the kernel plans (several entries: nested lanes); ProgramError for an index no kernel has or a factor larger
+    than the index's dimension."""
     from .fusion import KernelPlan
     out = {}
     kernels = [p for p in plans if isinstance(p, KernelPlan)]
@@ -66,15 +67,14 @@ def resolve_parallel(plans, parallel: dict) -> dict:
             known = sorted({i for p in kernels for i in p.order})
             raise ProgramError(f"parallel {index}", f"no kernel has index {index} (indices: {', '.join(known)})")
         for p in having:
-            if p.order[0] != index:
-                raise ProgramError(f"parallel {index}", f"index {index} is not the outermost of kernel {p.name} "
-                                                        f"(order {','.join(p.order)}): only a kernel's outermost "
-                                                        f"index can be parallelized so far")
             size = p.sizes.get(index)
             size = int(size) if size is not None else factor
             if factor > size:
                 raise ProgramError(f"parallel {index}", f"factor {factor} is larger than the dimension of {index} "
                                                         f"({size})")
             if factor > 1:
-                out[p.name] = {"lanes": factor, "dim": size}
+                level = p.order.index(index)
+                below = [int(p.sizes[i]) for i in p.order[level + 1:] if p.sizes.get(i) is not None]
+                out.setdefault(p.name, []).append({"lanes": factor, "dim": size, "level": level,
+                                                   "unit": max(below, default=None)})
     return out

@@ -30,23 +30,25 @@ def make_inputs(program, data: dict) -> dict:
 
 
 def run_point(text: str, fuse: str = "regions", order=None, data: dict | None = None, simulate: bool = True,
-              mode: str = "float") -> dict:
-    """Compile ``text`` with ``fuse``/``order``, simulate on ``data`` and estimate; returns a JSON-able dict."""
+              mode: str = "float", parallel: dict | None = None) -> dict:
+    """Compile ``text`` with ``fuse``/``order`` (and ``parallel`` lanes), simulate on ``data`` and estimate;
+    returns a JSON-able dict."""
     data = data or {}
     t0 = time.perf_counter()
-    result = compile_program(EinsumProgram.parse(text), fuse=fuse, order=order)
+    result = compile_program(EinsumProgram.parse(text), fuse=fuse, order=order, parallel=parallel)
     program = result.program
     compile_s = time.perf_counter() - t0
     inputs = make_inputs(program, data)
     t1 = time.perf_counter()
-    est = estimate(program, inputs=inputs, mode=mode)
-    est_hbm2 = estimate(program, inputs=inputs, mode=mode, memory="hbm2")
-    estimate_s = time.perf_counter() - t1
     orders = [list(p.order) for p in result.plans if hasattr(p, "order")]
-    out = {"fuse": fuse, "order": order, "kernels": len(program.kernels), "orders": orders,
-           "compile_s": compile_s, "estimate_s": estimate_s,
-           "estimate": {"alu_ops": est.alu_ops, "bytes": est.bytes, "cycles": est.cycles,
-                        "cycles_hbm2": est_hbm2.cycles}}
+    out = {"fuse": fuse, "order": order, "parallel": parallel, "kernels": len(program.kernels), "orders": orders,
+           "compile_s": compile_s, "estimate": None}
+    if not parallel:                        # the cost heuristic has no rules for lanes (parallelize, serialize)
+        est = estimate(program, inputs=inputs, mode=mode)
+        est_hbm2 = estimate(program, inputs=inputs, mode=mode, memory="hbm2")
+        out["estimate"] = {"alu_ops": est.alu_ops, "bytes": est.bytes, "cycles": est.cycles,
+                           "cycles_hbm2": est_hbm2.cycles}
+    out["estimate_s"] = time.perf_counter() - t1
     if simulate:
         t2 = time.perf_counter()
         res = engine.run(program, inputs, mode=mode)

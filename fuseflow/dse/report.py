@@ -68,6 +68,11 @@ def _ours(name: str, summary: dict) -> str:
         return (f"{summary['configs']} (layout, order) configurations; slowest / fastest = "
                 f"{summary['max_over_min_hbm2']:.1f}x with HBM2 ({summary['max_over_min_onchip']:.1f}x on chip); "
                 f"best {summary['best']}, worst {summary['worst']}.")
+    if name == "parallel":
+        single = ", ".join(f"{r['speedup']:.2f}x at {r['lanes']}" for r in rows if not r["nested"])
+        nested = ", ".join(f"{r['schedule']} {r['speedup']:.2f}x" for r in rows if r["nested"])
+        return (f"BigBird scores {summary['n']} x {summary['n']}, d = {summary['d']}, {summary['cycles_1']} cycles "
+                f"on one lane; i only: {single} lanes; nested: {nested}.")
     return ""
 
 

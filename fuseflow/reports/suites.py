@@ -8,7 +8,9 @@
             (``none``, ``regions``, ``full``) on random data (density 0.3; dense operands full); the ML model
             examples (``decoder``, ``autoencoder``, ``graphsage2``) on model-scale data (:mod:`fuseflow.models`).
 ``parallel`` the example programs whose outermost index is ``i`` (:data:`PARALLEL_PROGRAMS`) compiled with
-            ``parallel i 2`` and ``parallel i 4`` (docs/compiler.md, "Parallel lanes"), on random data.
+            ``parallel i 2`` and ``parallel i 4`` (docs/compiler.md, "Parallel lanes"), and the schedules of
+            :data:`PARALLEL_SCHEDULES` (reductions over the parallelized index, an inner index, nested lanes), on
+            random data.
 ``models``  the ML model examples alone, each at the granularity with the smallest design (:data:`MODEL_PROGRAMS`),
             on model-scale data: the models' correlation without the rest of ``default``.
 
@@ -47,6 +49,10 @@ QUICK_PROGRAMS = (("spmv.ff", "regions"),)
 #: the parallel suite: programs (fuse regions) and lane counts of their outermost index i
 PARALLEL_PROGRAMS = ("spmv.ff", "spmm.ff", "elementwise.ff", "gcn.ff")
 PARALLEL_FACTORS = (2, 4)
+#: more schedules of the parallel suite: a sum over i on i's lanes (reductions.ff), SpMSpM's spacc over its inner
+#: index k on k's lanes (keys in one fibre per row), and nested lanes (SDDMM i x j, SpMSpM i x k)
+PARALLEL_SCHEDULES = (("reductions.ff", {"i": 2}), ("spmm.ff", {"k": 2}), ("sddmm.ff", {"i": 2, "j": 2}),
+                      ("spmm.ff", {"i": 2, "k": 2}))
 MODEL_PROGRAMS = (("graphsage2.ff", "none"), ("autoencoder.ff", "full"), ("decoder.ff", "none"))
 
 
@@ -100,7 +106,7 @@ def compiled(path, fuse, density=COMPILED_DENSITY, seed=COMPILED_SEED, parallel=
     data = "model" if inputs is not None else "random"
     if inputs is None:
         inputs = kernels.random_inputs(program, density=density, seed=seed)
-    lanes = "".join(f"/parallel={i}{n}" for i, n in (parallel or {}).items())
+    lanes = "/parallel=" + ",".join(f"{i}{n}" for i, n in parallel.items()) if parallel else ""
     return Entry(f"{base}.ff/fuse={fuse}{lanes}", program, inputs,
                  {"source": "compiled", "kernel": base, "file": os.path.basename(path), "fuse": fuse,
                   "density": density if data == "random" else None, "data": data, "seed": seed,
@@ -178,6 +184,7 @@ def parallel():
         return Suite("parallel", [], ["compiled programs left out: fuseflow/programs not found"])
     entries = [compiled(os.path.join(ex, f), "regions", parallel={"i": n})
                for f in PARALLEL_PROGRAMS for n in PARALLEL_FACTORS]
+    entries += [compiled(os.path.join(ex, f), "regions", parallel=schedule) for f, schedule in PARALLEL_SCHEDULES]
     return Suite("parallel", entries, [])
 
 

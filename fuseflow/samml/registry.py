@@ -418,11 +418,13 @@ _op(OpSpec(
            "waits for room in all of them).",
 ))
 _op(OpSpec(
-    "serialize", "Merges lanes back into one stream in the original order: the lanes' outermost coordinates "
-                 "(key i, one fibre of ascending coordinates per lane) are merged by smallest coordinate, and "
-                 "for each one the lane's unit of the payload (one token at depth 0; at depth d >= 1 the fibre "
-                 "below the key, closed by a stop of level >= d-1) is copied, closing stops renumbered.",
-    inputs=(Port("key{i}", "crd", "lane i's outermost coordinates (ascending; S0, D)", count="lanes"),
+    "serialize", "Merges lanes back into one stream in the original order: the lanes' coordinates of the "
+                 "parallelized level (key i: fibres of ascending coordinates, the same stops on every lane) are "
+                 "merged fibre by fibre by smallest coordinate, and for each one the lane's unit of the payload "
+                 "(one token at depth 0; at depth d >= 1 the fibre below the key, closed by a stop of level >= "
+                 "d-1) is copied, closing stops renumbered (S_(d+m) for a key fibre's last unit, m its key stop).",
+    inputs=(Port("key{i}", "crd", "lane i's coordinates of the parallelized level (ascending per fibre; stops, "
+                              "D)", count="lanes"),
             Port("in{i}", "token", "lane i's payload, aligned with key i at the given depth", count="lanes")),
     outputs=(Port("out", "token", "the merged payload"),),
     params=(_LANES, Param("depth", "int", 0, doc="levels of the payload below the keys' level (0: one token per "
@@ -430,8 +432,9 @@ _op(OpSpec(
     timing="Depth 0: 1 cycle per key coordinate (needs every key's head and the chosen lane's payload head), "
            "1 for the closing S0 (every key at S0), 1 for D. Depth d >= 1: per key coordinate 1 cycle to select "
            "the lane (pops its key, no output), then 1 per payload token of its unit; the closing stop also "
-           "needs every key's head (S_d when every key is at S0, else S_(d-1)); then 1 cycle when every key is at "
-           "S0 (emits S_d only if no unit was copied) and 1 for D.",
+           "needs every key's head (S_(d+m) when every key is at a stop S_m, else S_(d-1)); then 1 cycle per key "
+           "fibre when every key is at its stop S_m (emits S_(d+m) only if no unit of the fibre was copied) and "
+           "1 for D.",
 ))
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fuseflow.compiler import EinsumProgram, compile_text
+from fuseflow.compiler.fusion import KernelPlan
 from fuseflow.errors import ProgramError
 from fuseflow.samml.lanes import stream_levels
 from fuseflow.sim import run
@@ -121,7 +122,7 @@ def test_language_line():
     ("parallel i", "expected 'parallel INDEX FACTOR'"),
     ("parallel q 2", "no kernel has index q"),
     ("parallel i 9", "factor 9 is larger than the dimension of i (8)"),
-    ("parallel j 2", "index j is not the outermost of kernel x"),
+    ("parallel j 11", "factor 11 is larger than the dimension of j (10)"),
     ("parallel i 2\nparallel i 3", "given twice"),
 ])
 def test_bad_schedules(text, why):
@@ -130,15 +131,45 @@ def test_bad_schedules(text, why):
     assert why in str(exc.value)
 
 
-def test_reduction_over_the_parallelized_index_is_refused():
+def colsum_program(fmt="csr", rows=12, cols=7):
     p = EinsumProgram("colsum")
-    p.tensor("A", (6, 5), "csr")
-    p.tensor("x", (6,), "dense")
+    p.tensor("A", (rows, cols), fmt)
+    p.tensor("x", (rows,), "dense")
     p.statement("y(j) = A(i,j) * x(i)", order="i,j")
+    return p
+
+
+@pytest.mark.parametrize("fmt", ["csr", "dcsr"])
+def test_reduction_over_the_parallelized_index(fmt):
+    """y(j) = sum_i A(i,j) x(i) with i on lanes: the lanes' products are merged back in row order before the one
+    spacc, so the sums are the single lane's, bit for bit (float and fixed) and equal to NumPy's."""
     from fuseflow.compiler import compile_program
-    with pytest.raises(ProgramError) as exc:
-        compile_program(p, parallel={"i": 2})
-    assert "reduces over the parallelized (outermost) index" in str(exc.value)
+    one = compile_program(colsum_program(fmt)).program
+    ins = random_inputs(one, seed=11, density=0.5)
+    for mode in ("float", "fixed"):
+        ref = run(one, ins, mode=mode)
+        for factor in (2, 3, 4):
+            prog = compile_program(colsum_program(fmt), parallel={"i": factor}).program
+            k = prog.kernels[0]
+            spaccs = [n for n in k.nodes.values() if n.op == "spacc"]
+            assert len(spaccs) == 1                           # the reduction stays single: one order of additions
+            for port in ("crd_inner", "val"):
+                assert k.nodes[k.driver(spaccs[0].id, port).src.node].op == "serialize"
+            got = run(prog, ins, mode=mode)
+            same_tensors(ref, got)
+    np.testing.assert_allclose(run(one, ins).outputs["y"], ins["A"].T @ ins["x"], rtol=1e-12, atol=1e-12)
+
+
+def test_reductions_program_on_lanes():
+    """reductions.ff: a max over j (inside the lanes) and a sum over i (over the lanes) in one fused kernel."""
+    text = source("reductions")
+    one = compile_text(text, name="reductions").program
+    ins = random_inputs(one, seed=2)
+    for mode in ("float", "fixed"):
+        ref = run(one, ins, mode=mode)
+        for factor in (2, 4):
+            same_tensors(ref, run(compile_text(text, name="reductions", parallel={"i": factor}).program, ins,
+                                  mode=mode))
 
 
 def cli(*args):
@@ -207,3 +238,147 @@ def test_pytorch_model_with_lanes():
     a, b = one.simulate(x).outputs.numpy(), three.simulate(x).outputs.numpy()
     assert np.array_equal(a, b)
     np.testing.assert_allclose(b, model(x).detach().numpy(), atol=1e-3)
+
+
+# ---- inner indices and nested lanes ------------------------------------------------------------------------
+
+def indices_of(text, name):
+    """The indices of a program's kernels, in first-seen order."""
+    seen = []
+    for plan in compile_text(text, name=name).plans:
+        if isinstance(plan, KernelPlan):
+            seen += [i for i in plan.order if i not in seen]
+    return seen
+
+
+def check_schedules(name, schedules, modes=("float", "fixed"), seed=7):
+    """Every schedule of ``name`` gives the single lane's written tensors, bit for bit."""
+    text = source(name)
+    one = compile_text(text, name=name).program
+    ins = random_inputs(one, seed)
+    refs = {mode: run(one, ins, mode=mode) for mode in modes}
+    for schedule in schedules:
+        prog = compile_text(text, name=name, parallel=schedule).program
+        for mode in modes:
+            same_tensors(refs[mode], run(prog, ins, mode=mode))
+
+
+def test_nested_4x4_sddmm():
+    """SDDMM (order i,j,k) with i on 4 lanes and j on 4 lanes inside each: 16 copies of the k loop, outputs
+    identical to one lane, fewer cycles than either factor alone."""
+    text = source("sddmm")
+    one = compile_text(text, name="sddmm").program
+    ins = random_inputs(one, seed=9, density=0.6)
+    nested = compile_text(text, name="sddmm", parallel="i=4,j=4").program
+    ids = set(nested.kernels[0].nodes)
+    inner = [nid for nid in ids if nid.startswith("reduce_k_")]
+    assert len(inner) == 16 and {"reduce_k_l0_l0", "reduce_k_l3_l3"} <= set(inner)
+    cycles = {}
+    for mode in ("float", "fixed"):
+        ref = run(one, ins, mode=mode)
+        got = run(nested, ins, mode=mode)
+        same_tensors(ref, got)
+        cycles[mode] = got.cycles
+    outer = run(compile_text(text, name="sddmm", parallel="i=4").program, ins, mode="fixed").cycles
+    assert cycles["fixed"] < outer < run(one, ins, mode="fixed").cycles
+
+
+def test_nested_language_lines_and_cli(tmp_path):
+    """``parallel i 2`` + ``parallel j 2`` in a program and ``--parallel i=2,j=2`` give the same graph."""
+    text = source("sddmm")
+    a = compile_text(text + "\nparallel i 2\nparallel j 2\n", name="sddmm").program.to_json()
+    b = compile_text(text, name="sddmm", parallel="i=2,j=2").program.to_json()
+    assert a == b
+    r = cli("compile", os.path.join(EX, "sddmm.ff"), "-o", str(tmp_path), "--parallel", "i=2,j=2")
+    assert r.returncode == 0, r.stderr
+    from fuseflow.samml import load
+    assert load(str(tmp_path / "graph.json")).to_json() == b
+
+
+def test_inner_index_with_a_reduction_over_it():
+    """SpMM T(i,j) = A(i,k) X(k,j), order i,k,j, with k on lanes: the spacc over k stays single and gets the
+    lanes' terms through serializers keyed on the k coordinates (several fibres: one per row)."""
+    check_schedules("spmm", ["k=2", "k=3", "i=2,k=2"])
+    prog = compile_text(source("spmm"), name="spmm", parallel="k=2").program
+    k = prog.kernels[0]
+    assert [n.op for n in k.nodes.values()].count("spacc") == 1
+    sers = [n for n in k.nodes.values() if n.op == "serialize"]
+    assert sers and all(k.driver(n.id, "key0").src.node.startswith("par_") for n in sers)
+
+
+def test_chain_reduced_index_keys():
+    """chain3 (A B) C fused, k on lanes: k's coordinates come from an intersection whose crd output is unused
+    (k is reduced); the serializers' keys are that output, not the j coordinates after the reduction."""
+    check_schedules("chain3", ["k=2", "i=2,k=2"])
+
+
+ALL_PROGRAMS = sorted(f[:-3] for f in os.listdir(EX) if f.endswith(".ff") and f != "decoder.ff")
+FAST = {"spmv", "spmm", "sddmm", "elementwise", "gcn", "reductions", "chain3"}
+
+
+def coverage_cases():
+    cases = []
+    for name in ALL_PROGRAMS:
+        marks = () if name in FAST else (pytest.mark.slow,)
+        cases.append(pytest.param(name, id=name, marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize("name", coverage_cases())
+def test_every_index_at_2_and_4(name):
+    """Every example program, every index of its kernels at factors 2 and 4 (capped at the index's dimension)
+    and the first two indices nested at 2 x 2: the single lane's outputs, float and fixed."""
+    text = source(name)
+    idx = indices_of(text, name)
+    res = compile_text(text, name=name)
+    sizes = {}
+    for plan in res.plans:
+        if isinstance(plan, KernelPlan):
+            for i in plan.order:
+                sizes[i] = min(sizes.get(i, 1 << 30), int(plan.sizes.get(i) or 1))
+    schedules = [{i: min(f, sizes[i])} for i in idx for f in (2, 4) if sizes[i] >= 2]
+    if len(idx) >= 2:
+        schedules.append({idx[0]: 2, idx[1]: 2})
+    assert schedules
+    check_schedules(name, schedules)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.data())
+def test_random_programs_on_lanes(data):
+    """Random fused programs (tests/compiler/compiler_randprog.py), a random index (or two nested) at a random
+    factor, random inputs: the written tensors of one lane, bit for bit, in fixed and float mode."""
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from compiler_randprog import random_programs
+    rp = data.draw(random_programs(max_stmts=3, allow_exp=False, allow_div=False, concordant=True))
+    try:
+        res = compile_text(rp.text, name="rand")
+    except ProgramError:
+        return                                        # a program the compiler refuses is not this test's subject
+    plans = [p for p in res.plans if isinstance(p, KernelPlan)]
+    idx = sorted({i for p in plans for i in p.order})
+    chosen = data.draw(st.lists(st.sampled_from(idx), min_size=1, max_size=2, unique=True))
+    schedule = {i: data.draw(st.integers(2, rp.size)) for i in chosen}
+    mode = data.draw(st.sampled_from(["float", "fixed"]))
+    ins = random_inputs(res.program, data.draw(st.integers(0, 1 << 16)), density=0.5)
+    ref = run(res.program, ins, mode=mode)
+    try:
+        prog = compile_text(rp.text, name="rand", parallel=schedule).program
+    except ProgramError as exc:
+        # the one schedule the pass refuses (test_lanes_refuse_two_dealings): anything else is a failure
+        assert "which the lanes would deal differently" in str(exc), exc
+        return
+    same_tensors(ref, run(prog, ins, mode=mode))
+
+
+def test_lanes_refuse_two_dealings():
+    """A lane op merging the parallelized level of two different co-iterations (here a union of B's compressed
+    rows with A's dense ones) is refused with one line: the parallelizers deal by position, so one row would go
+    to two lanes (found by test_random_programs_on_lanes)."""
+    text = ("tensor A(2) : d\ntensor B(2, 2, 2) : dcc\ntensor C(2, 2, 2) : dcc\nfuse {\n  T0(i,j) = C(i,j,k)\n"
+            "  T1(i) = T0(k,j) * A(k) * B(i,j,k) + A(i)\n}\n")
+    with pytest.raises(ProgramError) as exc:
+        compile_text(text, name="two", parallel="i=2")
+    assert "union node union merges coordinates of the parallelized index from scan_Ap_i and scan_B_p021_i" \
+        in str(exc.value)

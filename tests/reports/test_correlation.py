@@ -166,11 +166,13 @@ def test_parallel_suite_is_the_lane_programs():
     if not (_compiler_usable() and suites.examples_dir()):
         pytest.skip("compiler or example programs unavailable")
     p = suites.get_suite("parallel")
-    assert [(e.meta["file"], e.meta["parallel"]["i"]) for e in p.entries] == \
-        [(f, n) for f in suites.PARALLEL_PROGRAMS for n in suites.PARALLEL_FACTORS]
+    assert [(e.meta["file"], e.meta["parallel"]) for e in p.entries] == \
+        [(f, {"i": n}) for f in suites.PARALLEL_PROGRAMS for n in suites.PARALLEL_FACTORS] + \
+        [(f, schedule) for f, schedule in suites.PARALLEL_SCHEDULES]
     for e in p.entries:
         lanes = {n.params["lanes"] for k in e.program.kernels for n in k.nodes.values() if n.op == "serialize"}
-        assert lanes == {e.meta["parallel"]["i"]}, e.name
+        assert lanes == set(e.meta["parallel"].values()), e.name
+    assert len({e.name for e in p.entries}) == len(p.entries)
 
 
 def test_family_keys_share_builds_across_data_and_compressed_sizes():

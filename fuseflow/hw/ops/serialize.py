@@ -4,12 +4,12 @@ States:
 
 - SELECT (inspects every key): with a data head somewhere, the lane ``l`` of the smallest one (control heads
   sort after every coordinate). Depth 0: also inspects ``in<l>``, emits it, pops ``key<l>`` and ``in<l>``.
-  Depth d >= 1: pops ``key<l>`` without output, ``copied``, COPY(l). Every key at S0: also inspects every
-  payload; pops every key and every payload head that is a stop; emits S_d if depth is 0 or nothing was
-  copied; END.
+  Depth d >= 1: pops ``key<l>`` without output, sets ``copied`` and ``had[l]``, COPY(l). Every key at a stop
+  S_m (the end of a key fibre): also inspects every payload; pops every key and the bare stop of every lane
+  without a unit in the fibre (``had`` clear; every lane at depth 0); emits S_(d+m) if depth is 0 or nothing
+  was copied; clears ``copied`` and ``had``. Every key at D: END's firing (D everywhere, emits D), FIN.
 - COPY (inspects ``in<l>``; for a closing stop, a stop of level >= d-1, also every key): emits the token and
-  pops it; a closing stop becomes S_d when every key is at S0, else S_(d-1), and returns to SELECT.
-- END (inspects everything): D everywhere; emits D, pops all; FIN.
+  pops it; a closing stop becomes S_(d+m) when every key is at a stop S_m, else S_(d-1), and returns to SELECT.
 """
 
 from functools import reduce
@@ -17,10 +17,10 @@ from functools import reduce
 from amaranth.hdl import Cat, Module, Mux, Signal
 
 from ..stream import all_of
-from ..token import is_stop, stop_level, token_layout
+from ..token import is_done, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_tok, set_done, set_stop
 
-SELECT, COPY, END, FIN = 0, 1, 2, 3
+SELECT, COPY, FIN = 0, 1, 2
 
 
 class Serialize(OpComponent):
@@ -37,6 +37,7 @@ class Serialize(OpComponent):
         state = Signal(range(4))
         cur = Signal(range(n))
         copied = Signal()
+        had = Signal(n)
 
         keys_valid = all_of(k.valid for k in keys)
         order = [Cat(k.payload.data[:w], k.payload.ctrl) for k in keys]
@@ -76,14 +77,24 @@ class Serialize(OpComponent):
                         m.d.comb += f.go.eq(keys_valid)
                         with m.If(f.fire):
                             m.d.sync += [cur.eq(sel), copied.eq(1), state.eq(COPY)]
+                            for i in range(n):
+                                with m.If(sel == i):
+                                    m.d.sync += had[i].eq(1)
+                with m.Elif(is_done(keys[0].payload)):
+                    m.d.comb += [f.go.eq(keys_valid & all_of(p.valid for p in pays)), f.push["out"].eq(1)]
+                    for i in range(n):
+                        m.d.comb += [f.pop[f"key{i}"].eq(1), f.pop[f"in{i}"].eq(1)]
+                    set_done(m, out)
+                    with m.If(f.fire):
+                        m.d.sync += state.eq(FIN)
                 with m.Else():
                     m.d.comb += f.go.eq(keys_valid & all_of(p.valid for p in pays))
                     for i in range(n):
-                        m.d.comb += [f.pop[f"key{i}"].eq(1), f.pop[f"in{i}"].eq(is_stop(pays[i].payload))]
+                        m.d.comb += [f.pop[f"key{i}"].eq(1), f.pop[f"in{i}"].eq(~had[i])]
                     m.d.comb += f.push["out"].eq(1 if depth == 0 else ~copied)
-                    set_stop(m, out, depth)
+                    set_stop(m, out, depth + stop_level(keys[0].payload))
                     with m.If(f.fire):
-                        m.d.sync += state.eq(END)
+                        m.d.sync += [copied.eq(0), had.eq(0)]
             if depth >= 1:
                 with m.Case(COPY):
                     x = cur_tok
@@ -94,18 +105,11 @@ class Serialize(OpComponent):
                     m.d.comb += f.push["out"].eq(1)
                     with m.If(closing):
                         m.d.comb += f.go.eq(cur_valid & keys_valid)
-                        set_stop(m, out, Mux(any_data, depth - 1, depth))
+                        set_stop(m, out, Mux(any_data, depth - 1, depth + stop_level(keys[0].payload)))
                         with m.If(f.fire):
                             m.d.sync += state.eq(SELECT)
                     with m.Else():
                         m.d.comb += f.go.eq(cur_valid)
                         copy_tok(m, out, x)
-            with m.Case(END):
-                m.d.comb += [f.go.eq(keys_valid & all_of(p.valid for p in pays)), f.push["out"].eq(1)]
-                for i in range(n):
-                    m.d.comb += [f.pop[f"key{i}"].eq(1), f.pop[f"in{i}"].eq(1)]
-                set_done(m, out)
-                with m.If(f.fire):
-                    m.d.sync += state.eq(FIN)
         f.build(m)
         return m
