@@ -340,8 +340,11 @@ def _log(m, P, x, fixed, prefix):
             m.d.comb += [nsh.eq(M - i), es.eq(i - F)]
     nsh, es, xu, pos = P.stage(nsh, es, xu, x > 0)
     norm, es, pos = P.stage(P.fit(xu << nsh, M + 1), es, pos)   # stage 2: normalised
+    # stage 3: the normalised value again, so the table's address register (which takes the value this stage
+    # registers) is fed by a register: the shifter and the route into the block RAM took one cycle together
+    norm, es, pos = P.stage(norm, es, pos)
     r = M - k
-    t0, d, t, (es, pos) = _interp_table(m, P, table, norm, r, M, f"{prefix}_log", (es, pos))   # stage 3
+    t0, d, t, (es, pos) = _interp_table(m, P, table, norm, r, M, f"{prefix}_log", (es, pos))   # stage 4
     # log2(x) = (e - F) * 2**p + interp = (D[i] * t + (e - F, T[i], 2**(r-1)) concatenated) >> r: one adder,
     # as every T[i] of the rows read is in [0, 2**p)
     rows = interp_rows(table)[:1 << k]
@@ -349,17 +352,17 @@ def _log(m, P, x, fixed, prefix):
         raise HardwareError(f"alu log {fixed}", "log2 table value outside [0, 2**p)")
     h = 17                              # t split at 17 bits (one MULT18X18D operand each part)
     dsp = P.dsp_for(d, t[:h], t[h:]) if r else None
-    d, t, t0, es, pos = P.operands(d, t, dsp, (t0, es, pos))   # stage 4: the product's operands
+    d, t, t0, es, pos = P.operands(d, t, dsp, (t0, es, pos))   # stage 5: the product's operands
     pairs = ([(d, t[:h]), (d, t[h:])] if r > h else [(d, t)]) if r else []
-    *prods, t0, es, pos = P.products(pairs, dsp, (t0, es, pos))  # stage 5: the partial products
+    *prods, t0, es, pos = P.products(pairs, dsp, (t0, es, pos))  # stage 6: the partial products
     prod = (prods[0] + (prods[1] << h) if len(prods) > 1 else prods[0]) if prods else Const(0, 1)
-    prod, t0, es, pos = P.stage(prod, t0, es, pos)             # stage 6: the product
+    prod, t0, es, pos = P.stage(prod, t0, es, pos)             # stage 7: the product
     base = Cat(Const(1 << (r - 1), r) if r else Const(0, 0), t0[:p], es).as_signed()
     y = Signal(signed(p + W.bit_length() + 3), name=f"{prefix}_log_y")
     m.d.comb += y.eq((prod + base) >> r)
-    y, pos = P.stage(y, pos)                                    # stage 7: log2(x)
+    y, pos = P.stage(y, pos)                                    # stage 8: log2(x)
     sh = LN2_BITS + g
-    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 8-11: * ln 2, rounded
+    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 9-12: * ln 2, rounded
     beside = Pipe(m, f"{prefix}_log_pos", comb=P.comb)          # x > 0 beside the multiplier's stages
     for _ in range(4):
         pos = beside.stage(pos)
@@ -367,7 +370,7 @@ def _log(m, P, x, fixed, prefix):
     m.d.comb += z.eq(prod >> sh)
     res = Signal(signed(W), name=f"{prefix}_log_res")
     m.d.comb += res.eq(Mux(pos, saturate(z, fixed), fixed.min_raw))
-    return P.stage(res)                                        # stage 12: the result
+    return P.stage(res)                                        # stage 13: the result
 
 
 def operand_cases(m, op, a, b, y, fixed):
