@@ -279,7 +279,8 @@ class ProgramTop(wiring.Component):
                             getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
                         ]
                     if d.port in ops[d.node].after_ports():
-                        km.d.comb += getattr(ops[d.node], f"i_{d.port}_after").eq(q.r_after)
+                        km.d.comb += [getattr(ops[d.node], f"i_{d.port}_behind").eq(q.r_behind),
+                                      getattr(ops[d.node], f"i_{d.port}_stay").eq(q.r_stay)]
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)

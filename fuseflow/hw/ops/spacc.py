@@ -7,7 +7,7 @@ streams of order 3 (2; order 1: ``dim``).
 
 Storage (owned by the op, not a tensor memory), two banks: an accumulator array ``acc`` of ``2 * prod(dims)``
 values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two synchronous read ports, one
-per side, addressed one cycle ahead from the next state (the accumulate side's from ``i_crd_inner_after``,
+per side, addressed one cycle ahead from the next state (the accumulate side's from ``after("crd_inner")``,
 the next head, and transparent to the write port; the emit side's from the next bitmap), so the data is there
 in the cycle a combinational read would give it and the timing is unchanged; block RAM from
 :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`; one synchronous write port, the accumulate side's) and an
@@ -264,7 +264,7 @@ class Spacc(OpComponent):
                         end_fibre(d, stop_level(hd))
 
         # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank
-        nj = self.i_crd_inner_after.data[:w]
+        nj = self.after("crd_inner").data[:w]
         nlin = 0
         for d in range(order - 1):
             nlin = nlin * dims[d] + npre[d] if d else npre[d]
