@@ -109,6 +109,26 @@ def _emit_index(m, bits, order, dims, prefix):
     return crds, row_idx, _one_bit(row_bits), plane_last
 
 
+def _next_ffs(m, bm, eb, neb, eaddr, ab, set_bit, set_addr, clr_bit, n):
+    """Order 1: find-first-set of the next emit bank's next bitmap, from candidates computed on the registered
+    bitmaps only, chosen by this cycle's firings (which arrive late): bank eb loses at most its lowest bit (an
+    emitted entry: then the next lowest, ffs with ``eaddr`` cleared), the next emit bank gains at most one bit
+    (an accumulated entry: then the smaller of its ffs and ``set_addr``). Never both on one bank: while bank eb
+    is full the accumulate side writes the other one. The same value as ffs(next bitmap), 0 when empty."""
+    ebits, obits = Signal(n, name="emit_bits"), Signal(n, name="other_bits")
+    m.d.comb += [ebits.eq(Mux(eb, bm[1], bm[0])), obits.eq(Mux(eb, bm[0], bm[1]))]
+    rest = Signal(n, name="emit_rest")               # bank eb without its lowest entry
+    m.d.comb += rest.eq(ebits & ~(1 << eaddr)[:n])
+    f_rest, f_other = _ffs(m, rest, n, "emit_f_rest"), _ffs(m, obits, n, "emit_f_other")
+    same = neb == eb
+    base = Mux(same, Mux(clr_bit, f_rest, eaddr), f_other)
+    base_nz = Mux(same, Mux(clr_bit, rest.any(), ebits.any()), obits.any())
+    gains = set_bit & (ab == neb)
+    nxt = Signal(range(max(n, 2)), name="next_emit_j")
+    m.d.comb += nxt.eq(Mux(gains & (~base_nz | (set_addr < base)), set_addr, base))
+    return nxt
+
+
 class Spacc(OpComponent):
     op_name = "spacc"
 
@@ -278,17 +298,22 @@ class Spacc(OpComponent):
         ecrd = [Signal.like(x, name=f"emit_crd{d}") for d, x in enumerate(n_ecrd)]
         row_one = Signal(init=1)                       # the emitted row holds one entry (reset: empty bitmap)
         plane_last = Signal(init=1) if order == 3 else None
-        m.d.sync += [r.eq(x) for r, x in zip(ecrd, n_ecrd)] + [row_one.eq(n_row_one)]
+        m.d.sync += row_one.eq(n_row_one)
         if order == 3:
             m.d.sync += plane_last.eq(n_plane_last)
-        n_eaddr = n_ecrd[-1] if order == 1 else n_row_idx * dim + n_ecrd[-1]
-        eaddr = Signal(range(max(n, 2)))
+        eaddr = Signal(range(max(n, 2)))             # the emitted entry: ffs of bank eb's bitmap
+        clr_bit = Signal()                             # this firing emits entry eaddr (clears its bit)
+        if order == 1:
+            n_eaddr = _next_ffs(m, bm, eb, neb, eaddr, ab, set_bit, set_addr, clr_bit, n)
+            m.d.sync += ecrd[0].eq(n_eaddr)
+        else:
+            n_eaddr = n_row_idx * dim + n_ecrd[-1]
+            m.d.sync += [r.eq(x) for r, x in zip(ecrd, n_ecrd)]
         m.d.sync += eaddr.eq(n_eaddr)
         m.d.comb += rpe.addr.eq(neb * n + n_eaddr)
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
-        clr_bit = Signal()
         release = Signal()                             # this firing emits the closing stops: frees bank eb
 
         def final_stops():
