@@ -46,7 +46,7 @@ every output, once.
 
 from math import prod
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
@@ -62,11 +62,20 @@ _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer
 
 
 def _ffs(m, bits, n, name):
-    """Index of the lowest set bit of ``bits`` (n bits); 0 when none."""
+    """Index of the lowest set bit of ``bits`` (n bits); 0 when none. A tree (log2 n levels of multiplexers
+    beside OR reductions), not a priority chain of n multiplexers."""
+    def lowest(lo, width):              # (any bit set, index within bits[lo:lo + width])
+        if width == 1:
+            return bits[lo], Const(0, 0)
+        h = 1 << ((width - 1).bit_length() - 1)       # the largest power of two below width
+        a_any, a_idx = lowest(lo, h)
+        b_any, b_idx = lowest(lo + h, width - h)
+        k = (h - 1).bit_length()                      # index bits within a half
+        return a_any | b_any, Cat(Mux(a_any, a_idx, b_idx)[:k] if k else Const(0, 0), ~a_any)
     idx = Signal(range(max(n, 2)), name=name)
-    for i in reversed(range(n)):
-        with m.If(bits[i]):
-            m.d.comb += idx.eq(i)
+    if n > 1:
+        found, at = lowest(0, n)
+        m.d.comb += idx.eq(Mux(found, at, 0))
     return idx
 
 
