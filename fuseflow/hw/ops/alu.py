@@ -71,6 +71,20 @@ def saturate(x, fixed):
     return Mux(over, hi, Mux(under, lo, x[:W]))[:W].as_signed()
 
 
+def saturating_add_sub(a, b, fixed, sub=False):
+    """``a + b`` (``a - b`` with ``sub``) saturated, for signed(width) ``a`` and ``b``: the wrapped width-bit
+    sum, replaced by max_raw/min_raw (the sign of ``a``) on overflow, which the operands' signs and the sum's
+    top bit tell (one LUT per result bit after a width-bit carry chain; no wider chain for the overflow)."""
+    W = fixed.width
+    a, b = Value.cast(a), Value.cast(b)
+    if len(a) != W or len(b) != W or not (a.shape().signed and b.shape().signed) or W < 2:
+        return saturate(a - b if sub else a + b, fixed)
+    x = (a - b if sub else a + b)[:W]
+    sa, sb = a[-1], b[-1]
+    ovf = (sa ^ sb if sub else ~(sa ^ sb)) & (x[-1] ^ sa)
+    return Mux(ovf, Cat((~sa).replicate(W - 1), sa), x).as_signed()
+
+
 def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
     """A signed(width) Value computing fixed-point op ``name`` on signed(width) values ``a`` (and ``b``).
 
@@ -79,10 +93,8 @@ def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
     entered that many cycles earlier); default a combinational one."""
     P = pipe if pipe is not None else Pipe(m, prefix, comb=True)
     W, F = fixed.width, fixed.frac
-    if name == "add":
-        return saturate(a + b, fixed)
-    if name == "sub":
-        return saturate(a - b, fixed)
+    if name in ("add", "sub"):
+        return saturating_add_sub(a, b, fixed, sub=name == "sub")
     if name == "max":                       # the sign of the exact difference: one carry chain
         return Mux(~(a - b)[-1], a, b)
     if name == "min":
