@@ -120,21 +120,25 @@ def _emit_index(m, bits, order, dims, prefix):
 
 def _next_ffs(m, bm, eb, neb, eaddr, ab, set_bit, set_addr, clr_bit, n):
     """Order 1: find-first-set of the next emit bank's next bitmap, from candidates computed on the registered
-    bitmaps only, chosen by this cycle's firings (which arrive late): bank eb loses at most its lowest bit (an
-    emitted entry: then the next lowest, ffs with ``eaddr`` cleared), the next emit bank gains at most one bit
-    (an accumulated entry: then the smaller of its ffs and ``set_addr``). Never both on one bank: while bank eb
-    is full the accumulate side writes the other one. The same value as ffs(next bitmap), 0 when empty."""
-    ebits, obits = Signal(n, name="emit_bits"), Signal(n, name="other_bits")
-    m.d.comb += [ebits.eq(Mux(eb, bm[1], bm[0])), obits.eq(Mux(eb, bm[0], bm[1]))]
-    rest = Signal(n, name="emit_rest")               # bank eb without its lowest entry
-    m.d.comb += rest.eq(ebits & ~(1 << eaddr)[:n])
-    f_rest, f_other = _ffs(m, rest, n, "emit_f_rest"), _ffs(m, obits, n, "emit_f_other")
+    bitmaps only (per bank, so no bank multiplexer precedes them), chosen by this cycle's firings (which arrive
+    late): bank eb loses at most its lowest bit (an emitted entry: then the next lowest, ffs with ``eaddr``
+    cleared), the next emit bank gains at most one bit (an accumulated entry: then the smaller of its ffs and
+    ``set_addr``, compared beside the candidates). Never both on one bank: while bank eb is full the accumulate
+    side writes the other one. The same value as ffs(next bitmap), 0 when empty."""
+    first = [_ffs(m, bm[k], n, f"emit_first{k}") for k in range(2)]
+    rest = [Signal(n, name=f"emit_rest{k}") for k in range(2)]          # bank k without entry eaddr
+    m.d.comb += [rest[k].eq(bm[k] & ~(1 << eaddr)[:n]) for k in range(2)]
+    second = [_ffs(m, rest[k], n, f"emit_second{k}") for k in range(2)]
+    nz = [bm[k].any() for k in range(2)]
+    before = [set_addr < first[k] for k in range(2)]                   # the added entry comes first
     same = neb == eb
-    base = Mux(same, Mux(clr_bit, f_rest, eaddr), f_other)
-    base_nz = Mux(same, Mux(clr_bit, rest.any(), ebits.any()), obits.any())
     gains = set_bit & (ab == neb)
+    own = Mux(clr_bit, Mux(eb, second[1], second[0]),
+              Mux(gains & (~Mux(eb, nz[1], nz[0]) | (set_addr < eaddr)), set_addr, eaddr))
+    other = Mux(gains & ~Mux(eb, nz[0], nz[1]) | gains & Mux(eb, before[0], before[1]), set_addr,
+                Mux(eb, first[0], first[1]))
     nxt = Signal(range(max(n, 2)), name="next_emit_j")
-    m.d.comb += nxt.eq(Mux(gains & (~base_nz | (set_addr < base)), set_addr, base))
+    m.d.comb += nxt.eq(Mux(same, own, other))
     return nxt
 
 
