@@ -80,9 +80,9 @@ class LevelScan(OpComponent):
         c = Signal(w + 1)            # next coordinate of a dense fibre (SCAN)
         lo_now = Signal(w + 1)
         hi_now = Signal(w + 1)
-        # the head's fibre is empty / holds one coordinate: compared when the bounds are read and registered
-        # beside them, so no comparison sits in the firing decision
-        no_crd, one_crd = Signal(), Signal()
+        # the head's fibre is empty: compared when the bounds are read and registered beside them, so no
+        # comparison sits in the firing decision
+        no_crd = Signal()
         first_crd = Signal(w)
         next_crd = Signal(w)
         if self.dense:
@@ -94,15 +94,14 @@ class LevelScan(OpComponent):
             m.d.comb += [lo_b.eq(self.i_ref_behind.data[:w] * self.dim), lo_s.eq(self.i_ref_stay.data[:w] * self.dim)]
             lo_n, hi_n = Signal(w + 1), Signal(w + 1)
             m.d.comb += [lo_n.eq(Mux(taken, lo_b, lo_s)), hi_n.eq(Mux(taken, lo_b + self.dim, lo_s + self.dim))]
-            m.d.sync += [lo_reg.eq(lo_n), hi_reg.eq(hi_n), no_crd.eq(lo_n >= hi_n), one_crd.eq(lo_n + 1 >= hi_n)]
+            m.d.sync += [lo_reg.eq(lo_n), hi_reg.eq(hi_n), no_crd.eq(lo_n >= hi_n)]
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
             stay, behind = self.i_ref_stay.data[:w], self.i_ref_behind.data[:w]
             taken = self.head_taken("ref")
             seg_lo, seg_hi = Signal(w), Signal(w)     # seg[next head], seg[next head + 1]
             lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
-            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), no_crd.eq(seg_lo >= seg_hi),
-                         one_crd.eq(seg_lo + 1 >= seg_hi)]
+            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), no_crd.eq(seg_lo >= seg_hi)]
             m.d.comb += [
                 self.seg_lo_addr.eq(stay),
                 self.seg_hi_addr.eq(stay + 1),
@@ -138,7 +137,7 @@ class LevelScan(OpComponent):
                     set_data(m, orf, lo_now)
                     with m.If(f.fire):
                         m.d.sync += [hi.eq(hi_now), c.eq(1)]
-                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(one_crd, END, SCAN))]
+                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 set_data(m, oc, next_crd)
