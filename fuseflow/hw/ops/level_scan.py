@@ -92,23 +92,28 @@ class LevelScan(OpComponent):
             lo_b, lo_s = Signal(w + 1), Signal(w + 1)
             lo_reg, hi_reg = Signal(w + 1), Signal(w + 1)
             m.d.comb += [lo_b.eq(self.i_ref_behind.data[:w] * self.dim), lo_s.eq(self.i_ref_stay.data[:w] * self.dim)]
-            lo_n, hi_n = Signal(w + 1), Signal(w + 1)
-            m.d.comb += [lo_n.eq(Mux(taken, lo_b, lo_s)), hi_n.eq(Mux(taken, lo_b + self.dim, lo_s + self.dim))]
-            m.d.sync += [lo_reg.eq(lo_n), hi_reg.eq(hi_n), no_crd.eq(lo_n >= hi_n)]
+            hi_b, hi_s = Signal(w + 1), Signal(w + 1)
+            m.d.comb += [hi_b.eq(lo_b + self.dim), hi_s.eq(lo_s + self.dim)]
+            m.d.sync += [lo_reg.eq(Mux(taken, lo_b, lo_s)), hi_reg.eq(Mux(taken, hi_b, hi_s)),
+                         no_crd.eq(Mux(taken, lo_b >= hi_b, lo_s >= hi_s))]
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
             stay, behind = self.i_ref_stay.data[:w], self.i_ref_behind.data[:w]
             taken = self.head_taken("ref")
             seg_lo, seg_hi = Signal(w), Signal(w)     # seg[next head], seg[next head + 1]
+            seg_lo_s, seg_hi_s = kept(m, self.seg_lo_data), kept(m, self.seg_hi_data)      # head stays
+            seg_lo_b, seg_hi_b = kept(m, self.seg_lo_b_data), kept(m, self.seg_hi_b_data)  # head read
             lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
-            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), no_crd.eq(seg_lo >= seg_hi)]
+            # compared per candidate, before the firing chooses
+            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi),
+                         no_crd.eq(Mux(taken, seg_lo_b >= seg_hi_b, seg_lo_s >= seg_hi_s))]
             m.d.comb += [
                 self.seg_lo_addr.eq(stay),
                 self.seg_hi_addr.eq(stay + 1),
                 self.seg_lo_b_addr.eq(behind),
                 self.seg_hi_b_addr.eq(behind + 1),
-                seg_lo.eq(Mux(taken, kept(m, self.seg_lo_b_data), kept(m, self.seg_lo_data))),
-                seg_hi.eq(Mux(taken, kept(m, self.seg_hi_b_data), kept(m, self.seg_hi_data))),
+                seg_lo.eq(Mux(taken, seg_lo_b, seg_lo_s)),
+                seg_hi.eq(Mux(taken, seg_hi_b, seg_hi_s)),
                 lo_now.eq(lo_reg),
                 hi_now.eq(hi_reg),
                 self.crd_addr.eq(Mux(nstate == IDLE, seg_lo, nq)),
