@@ -41,7 +41,9 @@ class StreamFIFO(wiring.Component):
     ``level >= 2``; always 0 at depth 1). ``r_next`` becomes the head in the cycle after the head is read.
     ``r_after`` (Out): the payload of the next cycle's head (the entry behind the head or the token being
     written when the head is read, else the head or the token being written into an empty FIFO); junk when
-    the next cycle has no head.
+    the next cycle has no head. ``r_behind`` and ``r_stay`` (Out) are its two candidates, which do not depend on
+    the read: ``r_after = r_behind if the head is read else r_stay``. A consumer that addresses a memory from
+    the next head can read at both and choose after the read (its own firing) is decided.
     """
 
     def __init__(self, width, depth=2):
@@ -56,6 +58,8 @@ class StreamFIFO(wiring.Component):
             "r_next": Out(token_layout(width)),
             "r_next_valid": Out(1),
             "r_after": Out(token_layout(width)),
+            "r_behind": Out(token_layout(width)),
+            "r_stay": Out(token_layout(width)),
         })
 
     def elaborate(self, platform):
@@ -95,7 +99,7 @@ class StreamFIFO(wiring.Component):
             ]
             behind = Mux(self.level >= 2, np_.data, Value.cast(self.w.payload))
         stay = Mux(self.level != 0, rp.data, Value.cast(self.w.payload))
-        m.d.comb += self.r_after.eq(Mux(do_read, behind, stay))
+        m.d.comb += [self.r_after.eq(Mux(do_read, behind, stay)), self.r_behind.eq(behind), self.r_stay.eq(stay)]
         return m
 
 

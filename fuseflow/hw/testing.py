@@ -10,8 +10,8 @@ with random valid stalls), drains every output port (optionally with random read
 An op with a look-ahead rule (intersect) gets it when its inputs can show two tokens as ``run_op``'s
 unbounded sources do: without FIFOs the sources also drive the ``i_<p>_next`` views, with ``fifo_depth``
 the FIFOs' ``r_next`` do when the depth is at least the op's ``lookahead_depth``. The next-head views of
-ops with synchronous memory reads (``i_<p>_after``) come from the FIFOs' ``r_after``, or without FIFOs
-from the token the source offers after the head (``follow``) when the head is taken this cycle, else the head.
+ops with synchronous memory reads (``i_<p>_behind``/``i_<p>_stay``) come from the FIFOs' ``r_behind``/``r_stay``,
+or without FIFOs from the token the source offers after the head (``follow``) and the head.
 
 Cycle convention (the simulator's): the first active clock edge is cycle 0; ``cycles`` = 1 + the cycle
 of the op's last firing (the last edge at which any of its ports transferred). Without stalls and
@@ -155,11 +155,11 @@ class OpHarness(Elaboratable):
                 m.d.comb += [getattr(dut, f"i_{p}_next").eq(f.r_next),
                              getattr(dut, f"i_{p}_next_valid").eq(f.r_next_valid)]
             if p in dut.after_ports():
-                m.d.comb += getattr(dut, f"i_{p}_after").eq(f.r_after)
+                m.d.comb += [getattr(dut, f"i_{p}_behind").eq(f.r_behind), getattr(dut, f"i_{p}_stay").eq(f.r_stay)]
         for p, follow in self.follows.items():
             port = getattr(dut, f"i_{p}")
-            m.d.comb += getattr(dut, f"i_{p}_after").eq(
-                Mux(port.valid & port.ready, Value.cast(follow), Value.cast(port.payload)))
+            m.d.comb += [getattr(dut, f"i_{p}_behind").eq(Value.cast(follow)),
+                         getattr(dut, f"i_{p}_stay").eq(Value.cast(port.payload))]
         for p, f in self.fifos_out.items():
             m.submodules[f"fifo_out_{p}"] = f
             wiring.connect(m, getattr(dut, f"o_{p}"), f.w)

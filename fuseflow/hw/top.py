@@ -237,6 +237,7 @@ class ProgramTop(wiring.Component):
         en = [Signal(name=f"en_{_ident(k.name)}") for k in program.kernels]
         kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
         kcycles = [Signal(COUNTER_WIDTH, name=f"kcycles_{_ident(k.name)}") for k in program.kernels]
+        kcycles_now = [Signal(COUNTER_WIDTH, name=f"kcycles_now_{_ident(k.name)}") for k in program.kernels]
         regs = {}                          # register name -> value
 
         fifo_stats = []                    # per kernel: [(count, level)]
@@ -278,7 +279,8 @@ class ProgramTop(wiring.Component):
                             getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
                         ]
                     if d.port in ops[d.node].after_ports():
-                        km.d.comb += getattr(ops[d.node], f"i_{d.port}_after").eq(q.r_after)
+                        km.d.comb += [getattr(ops[d.node], f"i_{d.port}_behind").eq(q.r_behind),
+                                      getattr(ops[d.node], f"i_{d.port}_stay").eq(q.r_stay)]
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)
@@ -345,21 +347,29 @@ class ProgramTop(wiring.Component):
                         # gated by the kernel's enable: an op held in reset may drive its write enable
                         writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),
                                                    getattr(op, f"{prefix}_wen") & en[ki]))
-            # cycle counting and finish
+            # cycle counting and finish. The transfers are registered first (one flip-flop per event) and
+            # counted a cycle later: an OR over every transfer of the kernel would otherwise end each op's
+            # firing path (the critical path of the kernel tops). cyc_next keeps the value kcycles took from
+            # the firing cycle; the sequencer reads kcycles_now (the value after this edge), so the
+            # registers, the totals and the hand-over cycle are those of the unregistered count.
             cyc = Signal(COUNTER_WIDTH, name=f"cyc_{_ident(k.name)}")
+            cyc_next = Signal(COUNTER_WIDTH, name=f"cyc_next_{_ident(k.name)}")
+            fired = Signal(len(fires), name=f"fired_{_ident(k.name)}")
+            km.d.sync += [fired.eq(Cat(*fires)), cyc_next.eq(cyc + 1)]
             fire = Signal(name=f"fire_{_ident(k.name)}")
-            km.d.comb += fire.eq(_any(fires))
+            km.d.comb += fire.eq(fired.any())
             assert len(fires) == len(self.events[ki])
             last = Signal(range(len(fires) + 1), name=f"last_event_{_ident(k.name)}")
-            for i, f_ in enumerate(fires):           # the highest-numbered event of the last firing cycle
-                with km.If(f_):
+            for i in range(len(fires)):              # the highest-numbered event of the last firing cycle
+                with km.If(fired[i]):
                     km.d.sync += last.eq(i + 1)
             last_events.append(last)
             km.d.comb += kdone[ki].eq(_all(dones))
             with km.If(~kdone[ki]):
                 km.d.sync += cyc.eq(cyc + 1)
             with km.If(fire):
-                km.d.sync += kcycles[ki].eq(cyc + 1)
+                km.d.sync += kcycles[ki].eq(cyc_next)
+            km.d.comb += kcycles_now[ki].eq(Mux(fire, cyc_next, kcycles[ki]))
             m.submodules[f"kernel_{_ident(k.name)}"] = ResetInserter(~en[ki])(km)
             fifo_stats.append(stats)
 
@@ -382,7 +392,7 @@ class ProgramTop(wiring.Component):
                 m.d.sync += wall.eq(wall + 1)
                 for ki in range(nk):
                     with m.If((cur == ki) & kdone[ki]):
-                        m.d.sync += total.eq(total + kcycles[ki])
+                        m.d.sync += total.eq(total + kcycles_now[ki])
                         if ki + 1 < nk:
                             m.d.sync += [en[ki + 1].eq(1), cur.eq(ki + 1)]
                         else:
@@ -412,7 +422,7 @@ class ProgramTop(wiring.Component):
         regs["cycles"] = total
         regs["wall_cycles"] = wall
         for ki, k in enumerate(program.kernels):
-            regs[f"kernel.{k.name}.cycles"] = kcycles[ki]
+            regs[f"kernel.{k.name}.cycles"] = kcycles_now[ki]
             regs[f"kernel.{k.name}.last_event"] = last_events[ki]
         regs["overflow"] = overflow
         for r, ki, nid, member in self.count_regs:

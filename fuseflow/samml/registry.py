@@ -334,7 +334,8 @@ def _alu_stages(fixed):
                                                     # value, shift, saturate
         "tanh": 6, "sigmoid": 6, "gelu": 6,         # |x|, table (value and slope), product operands, product,
                                                     # value, result
-        "log": 12,                                  # leading one, normalise, table (4), log2, *ln 2 (4), result
+        "log": 13,                                  # leading one, normalise, table address, table (4), log2,
+                                                    # *ln 2 (4), result
         "div": w + 1,                               # operands, overflow test, W-1 quotient bits
         "sqrt": (w + f) // 2 + 2,                   # one root bit (two radicand bits) per stage, rounding, result
         "rsqrt": 3 * f + 1 + (3 * f + 2) // 2 + 2,  # 2**(3F) // x (a bit per stage), then sqrt as above

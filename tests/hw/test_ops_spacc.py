@@ -230,3 +230,29 @@ def test_sweep_1(c, stalls, seed):
     lambda g: grouped(o, g, max_len=3 if o < 3 else 2))), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
 def test_sweep_2(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 17, 64, 100])
+def test_ffs_tree_is_the_lowest_set_bit(n):
+    """spacc's find-first-set tree: the index of the lowest set bit (0 for none), against Python's bit trick."""
+    import random
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+    from fuseflow.hw.ops.spacc import _ffs
+    m = Module()
+    bits = Signal(n)
+    idx = _ffs(m, bits, n, "idx")
+    rng = random.Random(n)
+    values = [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
+    bad = []
+
+    async def tb(ctx):
+        for v in values:
+            ctx.set(bits, v)
+            want = (v & -v).bit_length() - 1 if v else 0
+            if ctx.get(idx) != want:
+                bad.append((v, ctx.get(idx), want))
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()
+    assert not bad, bad[:5]

@@ -193,7 +193,8 @@ def test_fifo_depth1_never_shows_a_next():
        st.lists(st.booleans(), min_size=40, max_size=40))
 def test_fifo_r_after_is_the_next_head(depth, n, ready, offer):
     """r_after in cycle t is the payload of the head in cycle t + 1 (whenever there is one), with random
-    writes and reads (the address of a synchronous memory read must be that head's)."""
+    writes and reads (the address of a synchronous memory read must be that head's); it is r_behind when the
+    head is read, else r_stay."""
     dut = StreamFIFO(16, depth)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -211,6 +212,9 @@ def test_fifo_r_after_is_the_next_head(depth, n, ready, offer):
                     assert head == predicted
                     checked.append(head)
             predicted = ctx.get(Value.cast(dut.r_after))
+            # its two candidates, which an op chooses by its own read (op.after)
+            read = ctx.get(dut.r.valid) and r
+            assert predicted == ctx.get(Value.cast(dut.r_behind if read else dut.r_stay))
             if ctx.get(dut.w.valid) and ctx.get(dut.w.ready):
                 k += 1
             await ctx.tick()

@@ -16,7 +16,7 @@ the same firing.
 
 from dataclasses import dataclass, field
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -150,13 +150,29 @@ class OpComponent(wiring.Component):
         return []
 
     def after_ports(self):
-        """Input ports with a next-head view ``i_<p>_after`` (the payload the head will have in the next
-        cycle, to address synchronous memory reads; driven by the channel's ``StreamFIFO.r_after``)."""
+        """Input ports with a next-head view (the payload the head will have in the next cycle, to address
+        synchronous memory reads): ``i_<p>_behind`` and ``i_<p>_stay``, driven by the channel's
+        ``StreamFIFO.r_behind``/``r_stay``; :meth:`after` chooses between them."""
         return []
 
     def _add_after(self, members, port):
-        """Add the next-head view ``i_<port>_after`` of an input (call from ``_add_members``)."""
-        members[f"i_{port}_after"] = In(token_layout(self.port_info[f"i_{port}"][1]))
+        """Add the next-head view of an input (call from ``_add_members``): its two candidates, the payload
+        behind the head (the next head when the head is read this cycle) and the one that stays."""
+        layout = token_layout(self.port_info[f"i_{port}"][1])
+        members[f"i_{port}_behind"] = In(layout)
+        members[f"i_{port}_stay"] = In(layout)
+
+    def head_taken(self, port):
+        """The head of input ``port`` is read this cycle."""
+        i = getattr(self, f"i_{port}")
+        return i.valid & i.ready
+
+    def after(self, port):
+        """The next cycle's head of input ``port`` (junk when it has none): the payload behind the head when
+        the head is read this cycle, else the one that stays (the channel's ``r_after``)."""
+        layout = token_layout(self.port_info[f"i_{port}"][1])
+        return layout(Mux(self.head_taken(port), Value.cast(getattr(self, f"i_{port}_behind")),
+                          Value.cast(getattr(self, f"i_{port}_stay"))))
 
     def inputs(self):
         return [n[2:] for n in self.port_info if n.startswith("i_")]

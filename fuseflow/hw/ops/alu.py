@@ -71,6 +71,20 @@ def saturate(x, fixed):
     return Mux(over, hi, Mux(under, lo, x[:W]))[:W].as_signed()
 
 
+def saturating_add_sub(a, b, fixed, sub=False):
+    """``a + b`` (``a - b`` with ``sub``) saturated, for signed(width) ``a`` and ``b``: the wrapped width-bit
+    sum, replaced by max_raw/min_raw (the sign of ``a``) on overflow, which the operands' signs and the sum's
+    top bit tell (one LUT per result bit after a width-bit carry chain; no wider chain for the overflow)."""
+    W = fixed.width
+    a, b = Value.cast(a), Value.cast(b)
+    if len(a) != W or len(b) != W or not (a.shape().signed and b.shape().signed) or W < 2:
+        return saturate(a - b if sub else a + b, fixed)
+    x = (a - b if sub else a + b)[:W]
+    sa, sb = a[-1], b[-1]
+    ovf = (sa ^ sb if sub else ~(sa ^ sb)) & (x[-1] ^ sa)
+    return Mux(ovf, Cat((~sa).replicate(W - 1), sa), x).as_signed()
+
+
 def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
     """A signed(width) Value computing fixed-point op ``name`` on signed(width) values ``a`` (and ``b``).
 
@@ -79,10 +93,8 @@ def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):
     entered that many cycles earlier); default a combinational one."""
     P = pipe if pipe is not None else Pipe(m, prefix, comb=True)
     W, F = fixed.width, fixed.frac
-    if name == "add":
-        return saturate(a + b, fixed)
-    if name == "sub":
-        return saturate(a - b, fixed)
+    if name in ("add", "sub"):
+        return saturating_add_sub(a, b, fixed, sub=name == "sub")
     if name == "max":                       # the sign of the exact difference: one carry chain
         return Mux(~(a - b)[-1], a, b)
     if name == "min":
@@ -340,8 +352,11 @@ def _log(m, P, x, fixed, prefix):
             m.d.comb += [nsh.eq(M - i), es.eq(i - F)]
     nsh, es, xu, pos = P.stage(nsh, es, xu, x > 0)
     norm, es, pos = P.stage(P.fit(xu << nsh, M + 1), es, pos)   # stage 2: normalised
+    # stage 3: the normalised value again, so the table's address register (which takes the value this stage
+    # registers) is fed by a register: the shifter and the route into the block RAM took one cycle together
+    norm, es, pos = P.stage(norm, es, pos)
     r = M - k
-    t0, d, t, (es, pos) = _interp_table(m, P, table, norm, r, M, f"{prefix}_log", (es, pos))   # stage 3
+    t0, d, t, (es, pos) = _interp_table(m, P, table, norm, r, M, f"{prefix}_log", (es, pos))   # stage 4
     # log2(x) = (e - F) * 2**p + interp = (D[i] * t + (e - F, T[i], 2**(r-1)) concatenated) >> r: one adder,
     # as every T[i] of the rows read is in [0, 2**p)
     rows = interp_rows(table)[:1 << k]
@@ -349,17 +364,17 @@ def _log(m, P, x, fixed, prefix):
         raise HardwareError(f"alu log {fixed}", "log2 table value outside [0, 2**p)")
     h = 17                              # t split at 17 bits (one MULT18X18D operand each part)
     dsp = P.dsp_for(d, t[:h], t[h:]) if r else None
-    d, t, t0, es, pos = P.operands(d, t, dsp, (t0, es, pos))   # stage 4: the product's operands
+    d, t, t0, es, pos = P.operands(d, t, dsp, (t0, es, pos))   # stage 5: the product's operands
     pairs = ([(d, t[:h]), (d, t[h:])] if r > h else [(d, t)]) if r else []
-    *prods, t0, es, pos = P.products(pairs, dsp, (t0, es, pos))  # stage 5: the partial products
+    *prods, t0, es, pos = P.products(pairs, dsp, (t0, es, pos))  # stage 6: the partial products
     prod = (prods[0] + (prods[1] << h) if len(prods) > 1 else prods[0]) if prods else Const(0, 1)
-    prod, t0, es, pos = P.stage(prod, t0, es, pos)             # stage 6: the product
+    prod, t0, es, pos = P.stage(prod, t0, es, pos)             # stage 7: the product
     base = Cat(Const(1 << (r - 1), r) if r else Const(0, 0), t0[:p], es).as_signed()
     y = Signal(signed(p + W.bit_length() + 3), name=f"{prefix}_log_y")
     m.d.comb += y.eq((prod + base) >> r)
-    y, pos = P.stage(y, pos)                                    # stage 7: log2(x)
+    y, pos = P.stage(y, pos)                                    # stage 8: log2(x)
     sh = LN2_BITS + g
-    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 8-11: * ln 2, rounded
+    prod = pipelined_mul(P, y, Const(LN2_Q, signed(32)), 1 << (sh - 1))   # stages 9-12: * ln 2, rounded
     beside = Pipe(m, f"{prefix}_log_pos", comb=P.comb)          # x > 0 beside the multiplier's stages
     for _ in range(4):
         pos = beside.stage(pos)
@@ -367,7 +382,7 @@ def _log(m, P, x, fixed, prefix):
     m.d.comb += z.eq(prod >> sh)
     res = Signal(signed(W), name=f"{prefix}_log_res")
     m.d.comb += res.eq(Mux(pos, saturate(z, fixed), fixed.min_raw))
-    return P.stage(res)                                        # stage 12: the result
+    return P.stage(res)                                        # stage 13: the result
 
 
 def operand_cases(m, op, a, b, y, fixed):

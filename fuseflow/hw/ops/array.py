@@ -2,7 +2,7 @@
 through; one firing per token.
 
 Memory interface: ``vals_addr`` (Out, crd_width bits) / ``vals_data`` (In, value width, raw bits), a
-synchronous read (block RAM): the address is the next head's (``i_ref_after``), so ``vals_data`` holds
+synchronous read (block RAM): the address is the next head's (``after("ref")``), so ``vals_data`` holds
 vals[head] in the cycle the head is there, as a combinational read of the head would.
 """
 
@@ -28,7 +28,7 @@ class Array(OpComponent):
         inp = self.i_ref.payload
         out = self.o_val
         m.d.comb += [f.go.eq(self.i_ref.valid), f.push["val"].eq(1), f.pop["ref"].eq(1),
-                     self.vals_addr.eq(self.i_ref_after.data[:self.crd_width])]
+                     self.vals_addr.eq(self.after("ref").data[:self.crd_width])]
         with m.If(inp.ctrl):
             with m.If(is_empty(inp)):
                 set_data(m, out, 0)

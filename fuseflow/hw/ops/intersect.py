@@ -14,7 +14,7 @@ simulator decides it from the same depths.
 
 from functools import reduce
 
-from amaranth.hdl import Mux, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib.wiring import In
 
 from ...samml.registry import get_op
@@ -45,20 +45,22 @@ class Intersect(OpComponent):
         refs = [getattr(self, f"i_ref{i}") for i in range(n)]
         heads_valid = all_of(s.valid for s in crds + refs)
         cv = [c.payload.data[:w] for c in crds]
-        top = Signal(w)
-        m.d.comb += top.eq(reduce(lambda a, b: Mux(a >= b, a, b), cv))
         all_data = all_of(~c.payload.ctrl for c in crds)
         all_ctrl = all_of(c.payload.ctrl for c in crds)
         all_eq = all_of(c == cv[0] for c in cv[1:])
+        # below the largest head <=> below some head; above the largest <=> above every head: pairwise
+        # comparisons side by side, instead of a comparison behind the maximum's own comparator and multiplexer
         low = [Signal(name=f"low{i}") for i in range(n)]
-        m.d.comb += [low[i].eq(cv[i] < top) for i in range(n)]
+        m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [cv[i] < cv[j] for j in range(n) if j != i]))
+                     for i in range(n)]
         skip = Signal()                  # some LOW input's second coordinate passes the largest head
         if self.lookahead:
             nxt = [getattr(self, f"i_crd{i}_next") for i in range(n)]
             nxt_valid = [getattr(self, f"i_crd{i}_next_valid") for i in range(n)]
             seconds = all_of(~low[i] | nxt_valid[i] for i in range(n))
+            passes = [all_of(nxt[i].data[:w] > cv[j] for j in range(n)) for i in range(n)]
             m.d.comb += skip.eq(reduce(lambda a, b: a | b,
-                                       [low[i] & (nxt[i].ctrl | (nxt[i].data[:w] > top)) for i in range(n)]))
+                                       [low[i] & (nxt[i].ctrl | passes[i]) for i in range(n)]))
             m.d.comb += f.go.eq(heads_valid & (~all_data | all_eq | seconds))
         else:
             m.d.comb += f.go.eq(heads_valid)

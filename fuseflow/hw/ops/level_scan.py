@@ -11,14 +11,17 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
   else -> emits ``S0`` without popping. Back to IDLE.
 
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_addr/seg_lo_data`` (seg[r]) and
-``seg_hi_addr/seg_hi_data`` (seg[r+1]), two combinational read ports of the seg array, and
-``crd_addr/crd_data``, a synchronous read port of the crd array (block RAM). The seg ports read the next
-head's fibre bounds (``i_ref_after``) into registers, so an IDLE step compares registers; ``crd_addr`` is the
+``seg_hi_addr/seg_hi_data`` (seg[r+1]) at the head that stays, ``seg_lo_b_*``/``seg_hi_b_*`` the same at the
+token behind it, four combinational read ports of the seg array, and ``crd_addr/crd_data``, a synchronous
+read port of the crd array (block RAM). The seg ports read both candidates of the next head's fibre bounds
+(``i_ref_stay``, ``i_ref_behind``; this cycle's firing chooses between them after the reads) into registers, so an IDLE step compares registers; ``crd_addr`` is the
 next cycle's position: seg[next head] when the next state is IDLE, else the next position register. crd_data
 then holds crd[seg[r]] in the IDLE step that emits it and crd[q] in a SCAN step, as the combinational chain
 seg -> crd did, and the timing is unchanged. The seg read stays combinational because the crd address of an
 IDLE step depends on it within one cycle (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no
-memory: refs are ``r*dim + c``, coordinates ``c``.
+memory: refs are ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered
+like the seg reads, from both candidates (so the ref a dense level emits comes from a register, not from a
+multiply of its channel's head).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -30,6 +33,14 @@ from ._common import OpComponent, copy_ctrl, set_data, set_stop
 IDLE, SCAN, END = 0, 1, 2
 
 
+def kept(m, value):
+    """``value`` through a wire Yosys keeps: otherwise it merges two reads of one memory whose data a
+    multiplexer chooses into one read at the multiplexed address, putting the choice before the read."""
+    w = Signal.like(value, attrs={"keep": 1})
+    m.d.comb += w.eq(value)
+    return w
+
+
 class LevelScan(OpComponent):
     op_name = "level_scan"
 
@@ -39,15 +50,19 @@ class LevelScan(OpComponent):
             if self.params.get("dim") is None:
                 raise HardwareError("op level_scan", "a dense level_scan needs 'dim' (the level's size)")
             self.dim = int(self.params["dim"])
+            self._add_after(members, "ref")
         else:
             w = self.crd_width
-            self._add_read(members, "seg", "seg_lo", w)
-            self._add_read(members, "seg", "seg_hi", w)
+            # seg[next head] and seg[next head + 1] for both candidates of the next head (behind the head, or
+            # the head staying): the reads do not wait for this cycle's firing, which only chooses after them
+            for which in ("", "_b"):
+                self._add_read(members, "seg", f"seg_lo{which}", w)
+                self._add_read(members, "seg", f"seg_hi{which}", w)
             self._add_read(members, "crd", "crd", w, sync=True)
             self._add_after(members, "ref")
 
     def after_ports(self):
-        return [] if self.dense else ["ref"]
+        return ["ref"]
 
     def elaborate(self, platform):
         m = Module()
@@ -65,21 +80,43 @@ class LevelScan(OpComponent):
         c = Signal(w + 1)            # next coordinate of a dense fibre (SCAN)
         lo_now = Signal(w + 1)
         hi_now = Signal(w + 1)
+        # the head's fibre is empty: compared when the bounds are read and registered beside them, so no
+        # comparison sits in the firing decision
+        no_crd = Signal()
         first_crd = Signal(w)
         next_crd = Signal(w)
         if self.dense:
-            m.d.comb += [lo_now.eq(inp.data[:w] * self.dim), hi_now.eq(lo_now + self.dim),
-                         first_crd.eq(0), next_crd.eq(c)]
+            # r * dim of the next head, for both candidates, registered (the multiply does not follow the
+            # channel's read and this op's firing, and the ref this op emits comes from a register)
+            taken = self.head_taken("ref")
+            lo_b, lo_s = Signal(w + 1), Signal(w + 1)
+            lo_reg, hi_reg = Signal(w + 1), Signal(w + 1)
+            m.d.comb += [lo_b.eq(self.i_ref_behind.data[:w] * self.dim), lo_s.eq(self.i_ref_stay.data[:w] * self.dim)]
+            hi_b, hi_s = Signal(w + 1), Signal(w + 1)
+            m.d.comb += [hi_b.eq(lo_b + self.dim), hi_s.eq(lo_s + self.dim)]
+            m.d.sync += [lo_reg.eq(Mux(taken, lo_b, lo_s)), hi_reg.eq(Mux(taken, hi_b, hi_s)),
+                         no_crd.eq(Mux(taken, lo_b >= hi_b, lo_s >= hi_s))]
+            m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
-            nxt = self.i_ref_after.data[:w]
+            stay, behind = self.i_ref_stay.data[:w], self.i_ref_behind.data[:w]
+            taken = self.head_taken("ref")
+            seg_lo, seg_hi = Signal(w), Signal(w)     # seg[next head], seg[next head + 1]
+            seg_lo_s, seg_hi_s = kept(m, self.seg_lo_data), kept(m, self.seg_hi_data)      # head stays
+            seg_lo_b, seg_hi_b = kept(m, self.seg_lo_b_data), kept(m, self.seg_hi_b_data)  # head read
             lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
-            m.d.sync += [lo_reg.eq(self.seg_lo_data), hi_reg.eq(self.seg_hi_data)]
+            # compared per candidate, before the firing chooses
+            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi),
+                         no_crd.eq(Mux(taken, seg_lo_b >= seg_hi_b, seg_lo_s >= seg_hi_s))]
             m.d.comb += [
-                self.seg_lo_addr.eq(nxt),
-                self.seg_hi_addr.eq(nxt + 1),
+                self.seg_lo_addr.eq(stay),
+                self.seg_hi_addr.eq(stay + 1),
+                self.seg_lo_b_addr.eq(behind),
+                self.seg_hi_b_addr.eq(behind + 1),
+                seg_lo.eq(Mux(taken, seg_lo_b, seg_lo_s)),
+                seg_hi.eq(Mux(taken, seg_hi_b, seg_hi_s)),
                 lo_now.eq(lo_reg),
                 hi_now.eq(hi_reg),
-                self.crd_addr.eq(Mux(nstate == IDLE, self.seg_lo_data, nq)),
+                self.crd_addr.eq(Mux(nstate == IDLE, seg_lo, nq)),
                 first_crd.eq(self.crd_data),
                 next_crd.eq(self.crd_data),
             ]
@@ -95,7 +132,7 @@ class LevelScan(OpComponent):
                     with m.Else():
                         copy_ctrl(m, oc, inp)
                         copy_ctrl(m, orf, inp)
-                with m.Elif(is_empty(inp) | (lo_now >= hi_now)):
+                with m.Elif(is_empty(inp) | no_crd):
                     m.d.comb += f.pop["ref"].eq(1)
                     with m.If(f.fire):
                         m.d.comb += nstate.eq(END)

@@ -7,7 +7,7 @@ streams of order 3 (2; order 1: ``dim``).
 
 Storage (owned by the op, not a tensor memory), two banks: an accumulator array ``acc`` of ``2 * prod(dims)``
 values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two synchronous read ports, one
-per side, addressed one cycle ahead from the next state (the accumulate side's from ``i_crd_inner_after``,
+per side, addressed one cycle ahead from the next state (the accumulate side's from ``after("crd_inner")``,
 the next head, and transparent to the write port; the emit side's from the next bitmap), so the data is there
 in the cycle a combinational read would give it and the timing is unchanged; block RAM from
 :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`; one synchronous write port, the accumulate side's) and an
@@ -46,7 +46,7 @@ every output, once.
 
 from math import prod
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
@@ -62,11 +62,20 @@ _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer
 
 
 def _ffs(m, bits, n, name):
-    """Index of the lowest set bit of ``bits`` (n bits); 0 when none."""
+    """Index of the lowest set bit of ``bits`` (n bits); 0 when none. A tree (log2 n levels of multiplexers
+    beside OR reductions), not a priority chain of n multiplexers."""
+    def lowest(lo, width):              # (any bit set, index within bits[lo:lo + width])
+        if width == 1:
+            return bits[lo], Const(0, 0)
+        h = 1 << ((width - 1).bit_length() - 1)       # the largest power of two below width
+        a_any, a_idx = lowest(lo, h)
+        b_any, b_idx = lowest(lo + h, width - h)
+        k = (h - 1).bit_length()                      # index bits within a half
+        return a_any | b_any, Cat(Mux(a_any, a_idx, b_idx)[:k] if k else Const(0, 0), ~a_any)
     idx = Signal(range(max(n, 2)), name=name)
-    for i in reversed(range(n)):
-        with m.If(bits[i]):
-            m.d.comb += idx.eq(i)
+    if n > 1:
+        found, at = lowest(0, n)
+        m.d.comb += idx.eq(Mux(found, at, 0))
     return idx
 
 
@@ -107,6 +116,30 @@ def _emit_index(m, bits, order, dims, prefix):
     m.d.comb += row_bits.eq(bits.word_select(row_idx, dim))
     crds.append(_ffs(m, row_bits, dim, f"{prefix}emit_j"))
     return crds, row_idx, _one_bit(row_bits), plane_last
+
+
+def _next_ffs(m, bm, eb, neb, eaddr, ab, set_bit, set_addr, clr_bit, n):
+    """Order 1: find-first-set of the next emit bank's next bitmap, from candidates computed on the registered
+    bitmaps only (per bank, so no bank multiplexer precedes them), chosen by this cycle's firings (which arrive
+    late): bank eb loses at most its lowest bit (an emitted entry: then the next lowest, ffs with ``eaddr``
+    cleared), the next emit bank gains at most one bit (an accumulated entry: then the smaller of its ffs and
+    ``set_addr``, compared beside the candidates). Never both on one bank: while bank eb is full the accumulate
+    side writes the other one. The same value as ffs(next bitmap), 0 when empty."""
+    first = [_ffs(m, bm[k], n, f"emit_first{k}") for k in range(2)]
+    rest = [Signal(n, name=f"emit_rest{k}") for k in range(2)]          # bank k without entry eaddr
+    m.d.comb += [rest[k].eq(bm[k] & ~(1 << eaddr)[:n]) for k in range(2)]
+    second = [_ffs(m, rest[k], n, f"emit_second{k}") for k in range(2)]
+    nz = [bm[k].any() for k in range(2)]
+    before = [set_addr < first[k] for k in range(2)]                   # the added entry comes first
+    same = neb == eb
+    gains = set_bit & (ab == neb)
+    own = Mux(clr_bit, Mux(eb, second[1], second[0]),
+              Mux(gains & (~Mux(eb, nz[1], nz[0]) | (set_addr < eaddr)), set_addr, eaddr))
+    other = Mux(gains & ~Mux(eb, nz[0], nz[1]) | gains & Mux(eb, before[0], before[1]), set_addr,
+                Mux(eb, first[0], first[1]))
+    nxt = Signal(range(max(n, 2)), name="next_emit_j")
+    m.d.comb += nxt.eq(Mux(same, own, other))
+    return nxt
 
 
 class Spacc(OpComponent):
@@ -264,7 +297,7 @@ class Spacc(OpComponent):
                         end_fibre(d, stop_level(hd))
 
         # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank
-        nj = self.i_crd_inner_after.data[:w]
+        nj = self.after("crd_inner").data[:w]
         nlin = 0
         for d in range(order - 1):
             nlin = nlin * dims[d] + npre[d] if d else npre[d]
@@ -278,17 +311,22 @@ class Spacc(OpComponent):
         ecrd = [Signal.like(x, name=f"emit_crd{d}") for d, x in enumerate(n_ecrd)]
         row_one = Signal(init=1)                       # the emitted row holds one entry (reset: empty bitmap)
         plane_last = Signal(init=1) if order == 3 else None
-        m.d.sync += [r.eq(x) for r, x in zip(ecrd, n_ecrd)] + [row_one.eq(n_row_one)]
+        m.d.sync += row_one.eq(n_row_one)
         if order == 3:
             m.d.sync += plane_last.eq(n_plane_last)
-        n_eaddr = n_ecrd[-1] if order == 1 else n_row_idx * dim + n_ecrd[-1]
-        eaddr = Signal(range(max(n, 2)))
+        eaddr = Signal(range(max(n, 2)))             # the emitted entry: ffs of bank eb's bitmap
+        clr_bit = Signal()                             # this firing emits entry eaddr (clears its bit)
+        if order == 1:
+            n_eaddr = _next_ffs(m, bm, eb, neb, eaddr, ab, set_bit, set_addr, clr_bit, n)
+            m.d.sync += ecrd[0].eq(n_eaddr)
+        else:
+            n_eaddr = n_row_idx * dim + n_ecrd[-1]
+            m.d.sync += [r.eq(x) for r, x in zip(ecrd, n_ecrd)]
         m.d.sync += eaddr.eq(n_eaddr)
         m.d.comb += rpe.addr.eq(neb * n + n_eaddr)
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
-        clr_bit = Signal()
         release = Signal()                             # this firing emits the closing stops: frees bank eb
 
         def final_stops():
