@@ -2,7 +2,7 @@
 
     python -m fuseflow.boards build graph.json --board ulx3s-85f|icebreaker [-o build/] [--inputs data.npz]
                               [--random-inputs DENSITY] [--bake] [--probes] [--baud 115200] [--clock MHZ]
-                              [--keep-work DIR]
+                              [--keep-work DIR] [--interface host]
     python -m fuseflow.boards synth graph.json [--target ecp5-85f|ice40-up5k] [--freq MHz] [--inputs data.npz]
                               [--random-inputs DENSITY] [--json out.json]
     python -m fuseflow.boards simulate graph.json --inputs data.npz|--random-inputs DENSITY [--divisor 4]
@@ -29,6 +29,7 @@ import sys
 from ..cli import (atomic_write, main_guard, nonnegative_int, output_dir, output_file, positive_float,
                    positive_int)
 from ..errors import HardwareError
+from ..hw.__main__ import INTERFACES
 
 
 def _parser():
@@ -51,6 +52,9 @@ def _parser():
                         "PLL makes is used)")
     b.add_argument("--seed", type=nonnegative_int, default=1, help="nextpnr placement seed")
     b.add_argument("--keep-work", type=output_dir, help="copy the tool work directory here")
+    b.add_argument("--interface", choices=INTERFACES, default="host",
+                   help="the kernel top's interface: host (the only one a board build takes: the UART bridge "
+                        "drives the host port; 'python -m fuseflow.hw build --interface axi' makes the AXI IP)")
     s = sub.add_parser("synth", help="synthesise the kernel top alone and print utilisation and Fmax")
     s.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     s.add_argument("--target", default="ecp5-85f", help="ecp5-85f (default) or ice40-up5k")
@@ -106,6 +110,10 @@ def _fmt_util(u):
 
 def cmd_build(args):
     from .platforms import build_board, get_board
+    if args.interface != "host":
+        raise HardwareError(f"--interface {args.interface}", "a board build keeps the host port: its UART bridge "
+                                                             "is the host that drives it; for an AXI4-Lite IP block "
+                                                             "use 'python -m fuseflow.hw build --interface axi'")
     board = get_board(args.board)
     inputs = _data(args)
     rep = build_board(args.graph, board, args.out, inputs=inputs, bake=args.bake, probes=args.probes,

@@ -46,6 +46,8 @@ def test_simulate_command(spmv_files, capsys):
     (["--board", "ulx3s-85f", "--inputs", "{missing}"], "missing.npz: no such file"),
     (["--board", "icebreaker", "--inputs", "{d}", "--random-inputs", "0.5"], "either --inputs or --random-inputs"),
     (["--board", "icebreaker", "--random-inputs", "2"], "error: --random-inputs: density must be in (0, 1]"),
+    (["--board", "ulx3s-85f", "--interface", "axi"], "error: --interface axi: a board build keeps the host port"),
+    (["--board", "ulx3s-85f", "--interface", "apb"], "apb"),
 ])
 def test_build_bad_input(spmv_files, tmp_path, capsys, args, message):
     g, d = spmv_files
