@@ -6,6 +6,7 @@
     python -m fuseflow.boards synth graph.json [--target ecp5-85f|ice40-up5k] [--freq MHz] [--inputs data.npz]
                               [--random-inputs DENSITY] [--json out.json]
     python -m fuseflow.boards simulate graph.json --inputs data.npz|--random-inputs DENSITY [--divisor 4]
+                              [--simulator amaranth|verilator]
     python -m fuseflow.boards run graph.json --inputs data.npz --manifest build/manifest.json --port /dev/ttyUSB0
 
 ``build`` elaborates the program's kernel top behind the UART bridge on the board, runs Yosys and nextpnr
@@ -17,7 +18,7 @@ Fmax is below the board clock (the files are still written), 2 for bad input or 
 
 ``synth`` synthesises the kernel top alone (registered I/O, no board) and prints utilisation and Fmax.
 ``simulate`` runs the board top in Amaranth's simulator with a bit-level UART on the host side and the host
-client, and compares the results and cycle counts with the reference simulator. ``run`` does the same with a
+client (``--simulator verilator``: its Verilog on Verilator, cocotbext-uart on the host side), and compares the results and cycle counts with the reference simulator. ``run`` does the same with a
 real board on a serial port (needs pyserial).
 """
 
@@ -71,6 +72,9 @@ def _parser():
     m.add_argument("--data-seed", type=nonnegative_int, default=1,
                    help="seed of --random-inputs (default 1)")
     m.add_argument("--divisor", type=positive_int, default=4, help="clocks per UART bit in simulation (default 4)")
+    m.add_argument("--simulator", choices=("amaranth", "verilator"), default="amaranth",
+                   help="amaranth (the Amaranth design, a bit-level host UART; default) or verilator (the board "
+                        "top's Verilog under cocotb, cocotbext-uart as the host's UART)")
     r = sub.add_parser("run", help="run on a board over its serial port (needs pyserial)")
     r.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     r.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
@@ -180,7 +184,10 @@ def _report_run(s):
 
 
 def cmd_simulate(args):
-    from .simboard import simulate
+    if args.simulator == "verilator":
+        from .verilog_board import simulate_verilog as simulate
+    else:
+        from .simboard import simulate
     return _report_run(simulate(args.graph, _data(args, required=True), divisor=args.divisor))
 
 

@@ -31,6 +31,17 @@ def test_simulate_command(spmv_files, capsys):
     assert "bit-identical" in out
 
 
+@pytest.mark.slow
+def test_simulate_command_on_verilator(spmv_files, capsys):
+    """The same round trip on the board top's Verilog, cocotbext-uart as the host's UART."""
+    g, d = spmv_files
+    assert main(["simulate", str(g), "--inputs", str(d), "--simulator", "verilator"]) == 0
+    out = capsys.readouterr().out
+    cycles = 18 + op_latency("alu", {"op": "mul"})
+    assert f"RTL {cycles} cycles, reference simulator {cycles} cycles (equal)" in out
+    assert "bit-identical" in out
+
+
 @pytest.mark.parametrize("args, message", [
     (["--board", "nope"], "error: --board: unknown board 'nope'"),
     (["--board", "icebreaker", "--no-capacities"], "error: tensor B: no capacity"),
