@@ -18,7 +18,8 @@ Fmax is below the board clock (the files are still written), 2 for bad input or 
 
 ``synth`` synthesises the kernel top alone (registered I/O, no board) and prints utilisation and Fmax.
 ``simulate`` runs the board top in Amaranth's simulator with a bit-level UART on the host side and the host
-client (``--simulator verilator``: its Verilog on Verilator, cocotbext-uart on the host side), and compares the results and cycle counts with the reference simulator. ``run`` does the same with a
+client (``--simulator verilator``: its Verilog on Verilator, cocotbext-uart on the host side), and compares the
+results and cycle counts with the reference simulator. ``run`` does the same with a
 real board on a serial port (needs pyserial).
 """
 

@@ -200,4 +200,5 @@ def run_op_bank(cases: list, seed: int, *, stall: float = 0.4, max_stall: int = 
     return {name: got for name, got in res["cases"].items()}, {c["name"]: c["inputs"] for c in job_cases}
 
 
-__all__ = ["OpCase", "OpBank", "op_bank_verilog", "build_op_bank", "run_op_bank", "expected", "vary_values", "fifo_depth"]
+__all__ = ["OpCase", "OpBank", "op_bank_verilog", "build_op_bank", "run_op_bank", "expected", "vary_values",
+           "fifo_depth"]

@@ -191,6 +191,7 @@ def _check_axi(python, d, program, inputs, sim="verilator"):
     overhead = 1 + len(program.kernels)
     assert (f"done {ref.cycles + overhead} cycles after the start write's handshake (wall_cycles "
             f"{ref.cycles + overhead} = cycles + {overhead} launch and hand-over)") in out
+    return out
 
 
 def test_axi_spmv_with_cocotbext_axi(tmp_path, clean_python):
@@ -281,15 +282,17 @@ def test_standalone_on_icarus(name, fuse, tmp_path, clean_python, icarus):
 
 
 @pytest.mark.slow
-def test_axi_fused_gcn(tmp_path, clean_python):
+@pytest.mark.parametrize("streams", [False, True], ids=["axi", "axis"])
+def test_axi_fused_gcn(tmp_path, clean_python, streams):
     from fuseflow.hw.axi import axi_build
     program, inputs = _program_and_inputs("gcn.ff", "full")
     b = build(program, inputs, bake=False)
-    text, man = axi_build(b)
+    text, man = axi_build(b, streams=streams)
     (tmp_path / f"{man['module']}.v").write_text(text)
     for name, body in tb.testbench_files(b, man).items():
         (tmp_path / name).write_text(body)
-    _check_axi(clean_python, tmp_path, program, inputs)
+    out = _check_axi(clean_python, tmp_path, program, inputs)
+    assert ("over AXI4-Stream" in out and "(read as AXI4-Stream frames)" in out) == streams
 
 
 if __name__ == "__main__":  # pragma: no cover
