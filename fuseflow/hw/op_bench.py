@@ -34,11 +34,13 @@ TOP = "ff_op_bank"
 
 @dataclass
 class OpCase:
-    """One op instance of the bank: ``op``, its ``params`` (memories included), its input token lists."""
+    """One op instance of the bank: ``op``, its ``params`` (memories included), its input token lists, and the
+    kind its polymorphic ports carry (``any_kind``: ``ref`` or ``val``, which sets their width)."""
     name: str
     op: str
     params: dict
     inputs: dict
+    any_kind: str = "ref"
     fixed: FixedFormat = field(default_factory=FixedFormat)
 
 
@@ -53,8 +55,8 @@ class OpBank(Elaboratable):
         self.layout = []        # per case: {"inputs": {p: [w, s, kind]}, "outputs": ..., "writes": {...}}
         self._io = []           # per case: [(top signal, harness signal, is_input)]
         for k, c in enumerate(cases):
-            dut = make_op(c.op, c.params, crd_width=crd_width, fixed=c.fixed, connected=set(c.inputs),
-                          lookahead=harness_lookahead(c.op, fifo_depth(c.op)))
+            dut = make_op(c.op, c.params, crd_width=crd_width, fixed=c.fixed, any_kind=c.any_kind,
+                          connected=set(c.inputs), lookahead=harness_lookahead(c.op, fifo_depth(c.op)))
             init, depth = _mem_params(c.op, dut.params | c.params, c.fixed)
             ntok = sum(len(t) for t in c.inputs.values())
             for array, mp in dut.memories.items():
@@ -128,7 +130,8 @@ def vary_values(case: OpCase, seed: int) -> dict:
     fx = case.fixed
     out = {}
     for p, toks in case.inputs.items():
-        if port_kind(spec, p) != "val":
+        kind = port_kind(spec, p)
+        if (case.any_kind if kind in ("any", "token") else kind) != "val":
             out[p] = list(toks)
             continue
         out[p] = [_draw(rng, fx) if isinstance(t, int) else t for t in toks]

@@ -66,6 +66,19 @@ def _cases():
                {"key0": [0, 3, "S0", "D"], "key1": [2, "S0", "D"], "in0": [1, 4, "S0", 6, "S1", "D"],
                 "in1": [8, "S1", "D"]}),
     ]
+    # polymorphic ports carrying values (32-bit payloads instead of 16-bit references)
+    big = {f"ref{i}": [v * ONE + 3 if isinstance(v, int) else v for v in JOINER[f"ref{i}"]] for i in (0, 1)}
+    for op in ("intersect", "union"):
+        c.append(OpCase(f"{op}-2-val", op, {}, dict(JOINER, **big), any_kind="val"))
+    c += [
+        OpCase("repeat-val", "repeat", {}, {"in": [-7 * ONE, "S0", 2 ** 31 - 1, "S1", "D"],
+                                            "repsig": ["R", "S", "R", "R", "S", "D"]}, any_kind="val"),
+        OpCase("crd_drop-val", "crd_drop", {"arity": 1},
+               {"outer": [0, 1, 2, "S0", "D"], "inner": [5, "S0", "S0", 6, 7, "S1", "D"],
+                "ref0": [-ONE, "S0", "S0", 60 * ONE, 7, "S1", "D"]}, any_kind="val"),
+        OpCase("parallelize-2-val", "parallelize", {"lanes": 2}, {"in": [4 * ONE, "N", -6, 8, "S0", "D"]},
+               any_kind="val"),
+    ]
     for op in REDUCE_OPS:
         c.append(OpCase(f"reduce-{op}", "reduce", {"op": op}, {"val": [ONE, "N", 5 * ONE, "S0", "S0", -4, "S2", "D"]}))
     for op in BINARY_ALU_OPS + UNARY_ALU_OPS:
@@ -100,6 +113,7 @@ def test_every_op_is_covered():
     assert {c.params["op"] for c in CASES if c.op == "reduce"} == set(REDUCE_OPS)
     assert {c.params.get("format", "compressed") for c in CASES if c.op == "level_scan"} == {"dense", "compressed"}
     assert {c.params.get("order", 1) for c in CASES if c.op == "spacc"} == {1, 2, 3}
+    assert {c.op for c in CASES if c.any_kind == "val"} == {"intersect", "union", "repeat", "crd_drop", "parallelize"}
 
 
 def _check(name, seed):
