@@ -295,6 +295,13 @@ def test_standalone_on_icarus(name, fuse, tmp_path, clean_python, icarus):
 
 
 @pytest.mark.slow
+def test_axis_spmv_on_icarus(tmp_path, clean_python, icarus):
+    program, inputs, d = build_spmv(tmp_path, 0.5, 13, "--interface", "axis", "--testbench")
+    _, out = check_passes(clean_python, d, program, inputs, sim="icarus")
+    assert "(read as AXI4-Stream frames)" in out
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("streams", [False, True], ids=["axi", "axis"])
 def test_axi_fused_gcn(tmp_path, clean_python, streams):
     from fuseflow.hw.axi import axi_build
