@@ -2,10 +2,11 @@
 
     python -m fuseflow.boards build graph.json --board ulx3s-85f|icebreaker [-o build/] [--inputs data.npz]
                               [--random-inputs DENSITY] [--bake] [--probes] [--baud 115200] [--clock MHZ]
-                              [--keep-work DIR]
+                              [--keep-work DIR] [--interface host]
     python -m fuseflow.boards synth graph.json [--target ecp5-85f|ice40-up5k] [--freq MHz] [--inputs data.npz]
                               [--random-inputs DENSITY] [--json out.json]
     python -m fuseflow.boards simulate graph.json --inputs data.npz|--random-inputs DENSITY [--divisor 4]
+                              [--simulator amaranth|verilator]
     python -m fuseflow.boards run graph.json --inputs data.npz --manifest build/manifest.json --port /dev/ttyUSB0
 
 ``build`` elaborates the program's kernel top behind the UART bridge on the board, runs Yosys and nextpnr
@@ -17,7 +18,8 @@ Fmax is below the board clock (the files are still written), 2 for bad input or 
 
 ``synth`` synthesises the kernel top alone (registered I/O, no board) and prints utilisation and Fmax.
 ``simulate`` runs the board top in Amaranth's simulator with a bit-level UART on the host side and the host
-client, and compares the results and cycle counts with the reference simulator. ``run`` does the same with a
+client (``--simulator verilator``: its Verilog on Verilator, cocotbext-uart on the host side), and compares the
+results and cycle counts with the reference simulator. ``run`` does the same with a
 real board on a serial port (needs pyserial).
 """
 
@@ -29,6 +31,7 @@ import sys
 from ..cli import (atomic_write, main_guard, nonnegative_int, output_dir, output_file, positive_float,
                    positive_int)
 from ..errors import HardwareError
+from ..hw.__main__ import INTERFACES
 
 
 def _parser():
@@ -51,6 +54,9 @@ def _parser():
                         "PLL makes is used)")
     b.add_argument("--seed", type=nonnegative_int, default=1, help="nextpnr placement seed")
     b.add_argument("--keep-work", type=output_dir, help="copy the tool work directory here")
+    b.add_argument("--interface", choices=INTERFACES, default="host",
+                   help="the kernel top's interface: host (the only one a board build takes: the UART bridge "
+                        "drives the host port; 'python -m fuseflow.hw build --interface axi' makes the AXI IP)")
     s = sub.add_parser("synth", help="synthesise the kernel top alone and print utilisation and Fmax")
     s.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     s.add_argument("--target", default="ecp5-85f", help="ecp5-85f (default) or ice40-up5k")
@@ -67,6 +73,9 @@ def _parser():
     m.add_argument("--data-seed", type=nonnegative_int, default=1,
                    help="seed of --random-inputs (default 1)")
     m.add_argument("--divisor", type=positive_int, default=4, help="clocks per UART bit in simulation (default 4)")
+    m.add_argument("--simulator", choices=("amaranth", "verilator"), default="amaranth",
+                   help="amaranth (the Amaranth design, a bit-level host UART; default) or verilator (the board "
+                        "top's Verilog under cocotb, cocotbext-uart as the host's UART)")
     r = sub.add_parser("run", help="run on a board over its serial port (needs pyserial)")
     r.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     r.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
@@ -106,6 +115,10 @@ def _fmt_util(u):
 
 def cmd_build(args):
     from .platforms import build_board, get_board
+    if args.interface != "host":
+        raise HardwareError(f"--interface {args.interface}", "a board build keeps the host port: its UART bridge "
+                                                             "is the host that drives it; for an AXI4-Lite IP block "
+                                                             "use 'python -m fuseflow.hw build --interface axi'")
     board = get_board(args.board)
     inputs = _data(args)
     rep = build_board(args.graph, board, args.out, inputs=inputs, bake=args.bake, probes=args.probes,
@@ -172,7 +185,10 @@ def _report_run(s):
 
 
 def cmd_simulate(args):
-    from .simboard import simulate
+    if args.simulator == "verilator":
+        from .verilog_board import simulate_verilog as simulate
+    else:
+        from .simboard import simulate
     return _report_run(simulate(args.graph, _data(args, required=True), divisor=args.divisor))
 
 

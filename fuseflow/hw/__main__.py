@@ -1,7 +1,7 @@
 """``python -m fuseflow.hw``: build a graph.json into Verilog, or run it as RTL against the reference simulator.
 
     python -m fuseflow.hw build graph.json -o build/ [--inputs data.npz] [--no-probes] [--no-bake]
-                          [--interface host|axi] [--testbench]
+                          [--interface host|axi|axis] [--testbench]
     python -m fuseflow.hw sim graph.json --inputs data.npz [--simulator verilator|amaranth] [--vcd out.vcd]
                           [--max-cycles N] [--bake] [--json out.json]
 
@@ -27,7 +27,7 @@ from ..cli import atomic_write, main_guard, output_dir, output_file, positive_in
 from ..errors import HardwareError
 
 #: top-level interfaces of ``build --interface``
-INTERFACES = ("host", "axi")
+INTERFACES = ("host", "axi", "axis")
 
 
 def _parser():
@@ -41,8 +41,9 @@ def _parser():
     b.add_argument("--no-bake", action="store_true", help="size memories from --inputs but leave them empty "
                                                           "(the host port loads data at run time)")
     b.add_argument("--interface", choices=INTERFACES, default="host",
-                   help="top-level interface: host (the kernel top's host port, default) or axi (an AXI4-Lite "
-                        "slave for control, status and data: docs/hardware.md)")
+                   help="top-level interface: host (the kernel top's host port, default), axi (an AXI4-Lite "
+                        "slave for control, status and data) or axis (axi plus AXI4-Stream ports for memory images "
+                        "in and out): docs/hardware.md")
     b.add_argument("--testbench", action="store_true",
                    help="also write a standalone cocotb testbench (run_tb.py, test vectors from the reference "
                         "simulator on --inputs, or on random data when the graph declares its capacities)")
@@ -76,13 +77,13 @@ def cmd_build(args):
         from .testbench import testbench_files, testbench_inputs
         inputs = testbench_inputs(program, inputs)
     b = build(program, inputs, bake=bake, probes=not args.no_probes)
-    if args.interface == "axi":
+    if args.interface in ("axi", "axis"):
         from .axi import axi_build
-        text, man = axi_build(b)
+        text, man = axi_build(b, streams=args.interface == "axis")
     else:
         text, man = b.verilog(), b.manifest()
     if args.testbench:                      # before anything is written: a refusal leaves nothing behind
-        bench = testbench_files(b, man if args.interface == "axi" else None)
+        bench = testbench_files(b, man if args.interface != "host" else None)
     vpath = os.path.join(args.out, f"{man['module']}.v")
     jpath = os.path.join(args.out, f"{man['module']}.json")
     with atomic_write(vpath) as f:
@@ -90,7 +91,9 @@ def cmd_build(args):
     with atomic_write(jpath) as f:
         f.write(json.dumps(man, indent=1) + "\n")
     mems = man["host"]["memories"]
-    print(f"{vpath}: module {man['module']}{' (AXI4-Lite slave s_axil_)' if args.interface == 'axi' else ''}, "
+    kind = {"axi": " (AXI4-Lite slave s_axil_)", "axis": " (AXI4-Lite slave s_axil_, AXI4-Stream s_axis_ in, "
+                                                        "m_axis_ out)"}.get(args.interface, "")
+    print(f"{vpath}: module {man['module']}{kind}, "
           f"{len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
           f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"
           + (", inputs baked in" if b.baked else ""))

@@ -19,13 +19,23 @@ addresses the host port in the next cycle, takes the registered ``host_rdata`` o
 (OKAY) in the cycle after: the read latency is 3 cycles from the AR handshake to ``rvalid``. ``irq`` is the
 ``done`` flag (level: high from the end of a run until the next start).
 
+With ``streams`` (``--interface axis``) the wrapper also has two AXI4-Stream ports (32-bit ``tdata``, ``tlast``,
+``tdest`` = a memory's ``sel``) for bulk data beside the AXI4-Lite control:
+
+- ``s_axis_`` (in): each packet is one memory image: word k of a packet goes to entry k of memory ``tdest``; ``tlast``
+  ends the image (the next packet starts at entry 0 again). One word per cycle while the kernel is idle and no
+  AXI4-Lite transaction is being accepted; ``tready`` is low while the kernel runs (nothing is dropped).
+- ``m_axis_`` (out): writing STREAM_COUNT (``0xc``) = n streams entries 0..n-1 of memory STREAM_SEL (``0x8``, written
+  before) as one packet (``tdest`` = sel, ``tlast`` on the last word), one word every 2 cycles (the registered host
+  read); the write's B response comes once the packet has been sent. n = 0 sends nothing.
+
 Timing: the start write's handshake is the host port's start pulse, so the kernel's ``cycles`` are exactly the
 simulator's and ``wall_cycles`` (start to done) those of the host-port top; what AXI adds is the transfer cost
 outside the run: 2 cycles per word written (handshake, response) and 4 per word read, plus the master's own
 latency (measured in tests/hw/test_testbench.py).
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -34,6 +44,8 @@ from ..errors import HardwareError
 AXI_DATA_WIDTH = 32
 #: the control region's words (index -> name)
 CONTROL_REGISTERS = ("control", "cycles")
+#: the control region of the AXI4-Stream variant: the output stream's memory and length
+STREAM_REGISTERS = CONTROL_REGISTERS + ("stream_sel", "stream_count")
 
 
 def _bits(n):
@@ -41,19 +53,32 @@ def _bits(n):
 
 
 class AxiLiteTop(wiring.Component):
-    """The kernel top ``top`` (:class:`fuseflow.hw.top.ProgramTop`) behind one AXI4-Lite slave port."""
+    """The kernel top ``top`` (:class:`fuseflow.hw.top.ProgramTop`) behind one AXI4-Lite slave port; with
+    ``streams``, also an AXI4-Stream slave (``s_axis_``, memory images in) and master (``m_axis_``, memory
+    contents out)."""
 
-    def __init__(self, top):
+    def __init__(self, top, streams: bool = False):
         plan = top.plan
         if plan.data_width != AXI_DATA_WIDTH:
             raise HardwareError("--interface axi", f"needs 32-bit memory words, this program's host port is "
                                                    f"{plan.data_width} bits wide")
         self.top = top
+        self.streams = streams
         self.index_bits = plan.addr_width
         self.region_bits = _bits(plan.reg_sel + 2)
         self.addr_width = self.region_bits + self.index_bits + 2
         aw, dw = self.addr_width, AXI_DATA_WIDTH
-        super().__init__({
+        self.dest_width = len(top.host_sel)
+        members = {}
+        if streams:
+            sw = self.dest_width
+            members = {
+                "s_axis_tdata": In(dw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
+                "s_axis_tdest": In(sw),
+                "m_axis_tdata": Out(dw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
+                "m_axis_tdest": Out(sw),
+            }
+        super().__init__(members | {
             "s_axil_awaddr": In(aw), "s_axil_awprot": In(3), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
             "s_axil_wdata": In(dw), "s_axil_wstrb": In(dw // 8), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
             "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
@@ -82,6 +107,13 @@ class AxiLiteTop(wiring.Component):
         # the host port follows the read address, except in a write's accept cycle
         m.d.comb += [top.host_sel.eq(rd_region - 1), top.host_addr.eq(rd_index), top.host_wdata.eq(self.s_axil_wdata)]
         control = [top.busy | (top.done << 1), top.cycles]
+        if self.streams:
+            out_sel, out_count, out_index = Signal(self.dest_width), Signal(ib + 1), Signal(ib + 1)
+            out_ready = Signal()        # host_rdata shows entry out_index (one cycle after it was addressed)
+            in_index = Signal(ib)
+            control += [out_sel, out_count]
+            m.d.comb += [self.m_axis_tdata.eq(top.host_rdata), self.m_axis_tdest.eq(out_sel),
+                         self.m_axis_tlast.eq(out_index + 1 == out_count)]
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.s_axil_awvalid & self.s_axil_wvalid):
@@ -91,13 +123,40 @@ class AxiLiteTop(wiring.Component):
                         m.d.comb += top.start.eq((aw_index == 0) & self.s_axil_wdata[0])
                     with m.Else():
                         m.d.comb += top.host_we.eq(1)
-                    m.d.sync += self.s_axil_bvalid.eq(1)
-                    m.next = "WRITE_RESPONSE"
+                    if self.streams:
+                        with m.If((aw_region == 0) & (aw_index == 2)):
+                            m.d.sync += out_sel.eq(self.s_axil_wdata)
+                        with m.If((aw_region == 0) & (aw_index == 3) & (self.s_axil_wdata != 0)):
+                            m.d.sync += [out_count.eq(self.s_axil_wdata), out_index.eq(0), out_ready.eq(0)]
+                            m.next = "STREAM_OUT"
+                        with m.Else():
+                            m.d.sync += self.s_axil_bvalid.eq(1)
+                            m.next = "WRITE_RESPONSE"
+                    else:
+                        m.d.sync += self.s_axil_bvalid.eq(1)
+                        m.next = "WRITE_RESPONSE"
                 with m.Elif(self.s_axil_arvalid):
                     m.d.comb += self.s_axil_arready.eq(1)
                     region, index = self._decode(self.s_axil_araddr)
                     m.d.sync += [rd_region.eq(region), rd_index.eq(index)]
                     m.next = "READ_ADDRESS"
+                if self.streams:
+                    with m.Elif(self.s_axis_tvalid & ~top.busy):
+                        # one image word per cycle at the host port (a write while busy would be ignored)
+                        m.d.comb += [self.s_axis_tready.eq(1), top.host_sel.eq(self.s_axis_tdest),
+                                     top.host_addr.eq(in_index), top.host_wdata.eq(self.s_axis_tdata),
+                                     top.host_we.eq(1)]
+                        m.d.sync += in_index.eq(Mux(self.s_axis_tlast, 0, in_index + 1))
+            if self.streams:
+                with m.State("STREAM_OUT"):
+                    m.d.comb += [top.host_sel.eq(out_sel), top.host_addr.eq(out_index),
+                                 self.m_axis_tvalid.eq(out_ready)]
+                    m.d.sync += out_ready.eq(1)
+                    with m.If(out_ready & self.m_axis_tready):
+                        m.d.sync += [out_index.eq(out_index + 1), out_ready.eq(0)]
+                        with m.If(self.m_axis_tlast):
+                            m.d.sync += self.s_axil_bvalid.eq(1)
+                            m.next = "WRITE_RESPONSE"
             with m.State("WRITE_RESPONSE"):
                 with m.If(self.s_axil_bready):
                     m.d.sync += self.s_axil_bvalid.eq(0)
@@ -127,10 +186,11 @@ def axi_map(wrapper: AxiLiteTop) -> dict:
     """The AXI address map of ``wrapper`` (JSON-able, byte addresses): the manifest's ``axi`` section."""
     plan = wrapper.top.plan
     span = 1 << (wrapper.index_bits + 2)
-    return {
+    out = {
         "protocol": "AXI4-Lite", "prefix": "s_axil_", "addr_width": wrapper.addr_width,
         "data_width": AXI_DATA_WIDTH, "region_bytes": span,
-        "control": {name: 4 * i for i, name in enumerate(CONTROL_REGISTERS)},
+        "control": {name: 4 * i for i, name in enumerate(STREAM_REGISTERS if wrapper.streams
+                                                         else CONTROL_REGISTERS)},
         "control_bits": {"start": 0, "busy": 0, "done": 1},
         "memories": [{"name": mm.name, "sel": mm.sel, "base": (mm.sel + 1) * span, "depth": mm.depth,
                       "width": mm.width, "signed": mm.signed, "role": mm.role} for mm in plan.memories],
@@ -138,19 +198,33 @@ def axi_map(wrapper: AxiLiteTop) -> dict:
                           "registers": {r.name: (plan.reg_sel + 1) * span + 4 * r.index for r in plan.registers}},
         "read_latency": 3,
     }
+    if wrapper.streams:
+        out["streams"] = {
+            "in": {"protocol": "AXI4-Stream", "prefix": "s_axis_", "data_width": AXI_DATA_WIDTH,
+                   "dest_width": wrapper.dest_width, "signals": ["tdata", "tvalid", "tready", "tlast", "tdest"],
+                   "packet": "one memory image: word k to entry k of memory sel = tdest; tlast ends it",
+                   "words_per_cycle": 1, "ready_while_busy": False},
+            "out": {"protocol": "AXI4-Stream", "prefix": "m_axis_", "data_width": AXI_DATA_WIDTH,
+                    "dest_width": wrapper.dest_width, "signals": ["tdata", "tvalid", "tready", "tlast", "tdest"],
+                    "packet": "entries 0..n-1 of memory stream_sel, started by writing n to stream_count "
+                              "(B answers after the last word); tdest = sel, tlast on the last word",
+                    "cycles_per_word": 2, "first_word_after_write": 2},
+        }
+    return out
 
 
-def axi_build(b):
-    """``(verilog text, manifest)`` of build ``b`` behind the AXI4-Lite wrapper (top module ``<name>_axi``)."""
+def axi_build(b, streams: bool = False):
+    """``(verilog text, manifest)`` of build ``b`` behind the AXI4-Lite wrapper (top module ``<name>_axi``); with
+    ``streams`` also the AXI4-Stream data ports (top module ``<name>_axis``)."""
     from amaranth.back import verilog
 
     from .elaborate import manifest
-    wrapper = AxiLiteTop(b.top)
-    module = f"{b.name}_axi"
+    wrapper = AxiLiteTop(b.top, streams)
+    module = f"{b.name}_axis" if streams else f"{b.name}_axi"
     text = verilog.convert(wrapper, name=module, emit_src=False)
     man = manifest(b)
     man["module"] = module
-    man["interface"] = "axi"
+    man["interface"] = "axis" if streams else "axi"
     man["ports"] = [{"name": "clk", "dir": "in", "width": 1}, {"name": "rst", "dir": "in", "width": 1}] + [
         {"name": name, "dir": "in" if member.flow == In else "out", "width": member.shape.width
          if hasattr(member.shape, "width") else int(member.shape)}
@@ -159,4 +233,4 @@ def axi_build(b):
     return text, man
 
 
-__all__ = ["AxiLiteTop", "axi_map", "axi_build", "AXI_DATA_WIDTH"]
+__all__ = ["AxiLiteTop", "axi_map", "axi_build", "AXI_DATA_WIDTH", "STREAM_REGISTERS"]

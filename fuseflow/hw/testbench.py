@@ -9,7 +9,8 @@ Writes into the build directory, next to ``<module>.v`` and the manifest:
 - ``run_tb.py``: cocotb's Python runner for Verilator or Icarus (:mod:`fuseflow.hw.standalone.run_tb`).
 
 With ``--interface axi`` the top is the AXI4-Lite wrapper (:mod:`fuseflow.hw.axi`) and the test is
-:mod:`fuseflow.hw.standalone.axi_test` (cocotb and cocotbext-axi).
+:mod:`fuseflow.hw.standalone.axi_test` (cocotb and cocotbext-axi), which with ``--interface axis`` (AXI4-Lite control,
+AXI4-Stream data) loads and reads the memories through the AXI4-Stream ports.
 
 Neither Python file imports ``fuseflow``: ``python run_tb.py`` in that directory needs cocotb and a simulator only.
 The vectors come from the data given with ``--inputs``; without it, a graph that declares every tensor's capacity
@@ -103,7 +104,7 @@ def testbench_files(b, axi_manifest: dict | None = None) -> dict:
     if axi_manifest is not None:
         vec["module"] = axi_manifest["module"]
         vec["axi"] = axi_manifest["axi"]
-        bench = "axi_test.py"
+        bench = "axi_test.py"           # with the map's "streams" (--interface axis) it uses the AXI4-Stream ports
     return {
         "vectors.json": vectors_json(vec),
         f"test_{vec['module']}.py": (STANDALONE / bench).read_text(),

@@ -95,8 +95,9 @@ class OpHarness(Elaboratable):
     ``self.follows[p]`` (for ``dut.after_ports()``) the token offered after the current one on port p.
     """
 
-    def __init__(self, dut, mem_init=None, mem_depth=None, fifo_depth=None):
+    def __init__(self, dut, mem_init=None, mem_depth=None, fifo_depth=None, clock_domain=True):
         self.dut = dut
+        self.clock_domain = clock_domain
         self.mem_init = dict(mem_init or {})
         self.mem_depth = dict(mem_depth or {})
         self.fifo_depth = fifo_depth
@@ -134,7 +135,8 @@ class OpHarness(Elaboratable):
     def elaborate(self, platform):
         from amaranth.lib import wiring
         m = Module()
-        m.domains.sync = ClockDomain("sync")
+        if self.clock_domain:           # False: the sync domain comes from an enclosing design (several harnesses)
+            m.domains.sync = ClockDomain("sync")
         dut = self.dut
         m.submodules.dut = dut
         for array, mp in dut.memories.items():

