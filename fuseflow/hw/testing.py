@@ -29,7 +29,7 @@ from ..errors import HardwareError
 from ..samml.registry import get_op, op_latency
 from ..tensors.fixed import FixedFormat
 from .stream import StreamFIFO
-from .token import decode, encode, token_layout
+from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
 __all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "make_op",
            "harness_lookahead", "peek_source", "HarnessTimeout"]
@@ -69,10 +69,16 @@ class Stalls:
         return 0
 
 
-def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None, lookahead=False):
+def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None, lookahead=False,
+            blocks=None):
+    """The op module of ``op``; ``blocks`` (``{"i_<p>"/"o_<p>": shape}``): its val ports that carry blocks (the
+    element-wise block form of alu/reduce/spacc is :class:`~fuseflow.hw.ops.lanes.BlockLanes`)."""
     from .ops import MODULES
-    return MODULES[op](params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected,
-                       lookahead=lookahead)
+    from .ops.lanes import LANE_OPS, BlockLanes
+    kw = dict(crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected, lookahead=lookahead)
+    if blocks and any(blocks.values()) and op in LANE_OPS:
+        return BlockLanes(MODULES[op], params, blocks=blocks, **kw)
+    return MODULES[op](params, blocks=blocks, **kw)
 
 
 def harness_lookahead(op, fifo_depth=None):
@@ -166,19 +172,22 @@ class OpHarness(Elaboratable):
         return m
 
 
-def _mem_params(op, params, fixed):
-    """Memory contents and depths for an op run from run_op-style params."""
+def _mem_params(op, params, fixed, block=()):
+    """Memory contents and depths for an op run from run_op-style params (``block``: the array's values are
+    blocks of that shape, one per word)."""
     init, depth = {}, {}
     if op == "level_scan" and params.get("format", "compressed") == "compressed":
         init["seg"] = list(params.get("seg") or [])
         init["crd"] = list(params.get("crd") or [])
     elif op == "array":
-        init["vals"] = [int(v) for v in (params.get("vals") or [])]
+        vals = params.get("vals")
+        vals = [] if vals is None else list(vals)
+        init["vals"] = [pack_block(v, fixed.width) for v in vals] if block else [int(v) for v in vals]
     return init, depth
 
 
 def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind="ref", stalls=0.0,
-              max_stall=3, seed=0, fifo_depth=None, max_cycles=None, vcd=None, check_hold=True):
+              max_stall=3, seed=0, fifo_depth=None, max_cycles=None, vcd=None, check_hold=True, blocks=None):
     """Run one op's RTL on SAM token lists (values as raw fixed-point ints).
 
     Returns ``({out_port: tokens}, {"cycles": n})``; for level_write ``{"seg": [...], "crd": [...]}`` and
@@ -186,14 +195,15 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     ``stalls``: probability of a random stall (1..max_stall cycles) before each input/output token, per
     port. ``fifo_depth``: put a StreamFIFO of that depth on every port (cycles then include FIFO latency).
     ``check_hold``: fail if an output's payload changes while it is valid and not yet transferred.
+    ``blocks``: ``{"i_<p>"/"o_<p>": shape}`` of the val ports that carry blocks (tokens then NumPy blocks).
     """
     fixed = fixed or FixedFormat()
     spec = get_op(op)
     params = dict(params or {})
     inputs = dict(inputs or {})
     dut = make_op(op, params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=set(inputs),
-                  lookahead=harness_lookahead(op, fifo_depth))
-    init, depth = _mem_params(op, dut.params | params, fixed)
+                  lookahead=harness_lookahead(op, fifo_depth), blocks=blocks)
+    init, depth = _mem_params(op, dut.params | params, fixed, dut.blocks.get("o_val", ()))
     ntok = sum(len(t) for t in inputs.values())
     for array in dut.memories:
         if dut.memories[array].writes:
@@ -221,9 +231,18 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     def info(port):
         return dut.port_info[port]
 
+    def enc(port, tok):
+        kind, w, s = info(port)
+        return encode_value(tok, fixed.width, dut.blocks.get(port, ())) if kind == "val" else encode(tok, w, s)
+
+    def dec(port, raw):
+        kind, w, s = info(port)
+        if kind == "val":
+            return decode_value(raw, fixed.width, dut.blocks.get(port, ()))
+        return decode(raw, w, s, repsig=(kind == "repsig"))
+
     for p in dut.inputs():
-        kind, w, s = info(f"i_{p}")
-        raws = [encode(t, w, s) for t in inputs[p]]
+        raws = [enc(f"i_{p}", t) for t in inputs[p]]
         st = Stalls(stalls, max_stall, rng.randrange(1 << 30))
 
         def source(raws=raws, stream=h.ins[p], st=st):
@@ -243,11 +262,10 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
             sim.add_testbench(source())
 
     for p in dut.outputs():
-        kind, w, s = info(f"o_{p}")
         st = Stalls(stalls, max_stall, rng.randrange(1 << 30))
         results[p] = []
 
-        def sink(p=p, stream=h.outs[p], st=st, w=w, s=s, kind=kind):
+        def sink(p=p, stream=h.outs[p], st=st):
             async def tb(ctx):
                 if warm:
                     await ctx.tick()
@@ -255,9 +273,9 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
                     n = st.next()
                     if n:
                         await ctx.tick().repeat(n)
-                    tok = decode(await stream_get(ctx, stream), w, s, repsig=(kind == "repsig"))
+                    tok = dec(f"o_{p}", await stream_get(ctx, stream))
                     results[p].append(tok)
-                    if tok == "D":
+                    if isinstance(tok, str) and tok == "D":
                         return
             return tb
         sim.add_testbench(sink())
@@ -270,7 +288,10 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
                 n = ctx.get(getattr(dut, mp.count))
                 mem = h.mems[array]
                 vals = [ctx.get(mem.data[i]) for i in range(n)]
-                if mp.signed:
+                vblock = dut.blocks.get("i_val", ()) if array == "vals" else ()
+                if vblock:
+                    vals = [unpack_block(v, vblock, dut.fixed.width) for v in vals]
+                elif mp.signed:
                     vals = [v - (1 << mp.width) if v >> (mp.width - 1) else v for v in vals]
                 results[array] = vals
         sim.add_testbench(drain)
@@ -378,7 +399,8 @@ def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind
     sim_out, sim_info = run_op(op, params, inputs, mode="fixed", stats=True)
     hw_out, hw_info = run_hw_op(op, params, inputs, crd_width=crd_width, fixed=fixed, any_kind=any_kind,
                                 stalls=stalls, seed=seed, fifo_depth=fifo_depth, **kw)
-    sim_norm = {k: list(v) for k, v in sim_out.items()}
+    sim_norm = {k: [_plain(t) for t in v] for k, v in sim_out.items()}
+    hw_out = {k: [_plain(t) for t in v] for k, v in hw_out.items()}
     if sim_norm != hw_out:
         raise AssertionError(f"{op} {params if not _big(params) else ''} inputs={inputs}\n"
                              f"  sim: {sim_norm}\n  rtl: {hw_out}")
@@ -388,6 +410,11 @@ def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind
         raise AssertionError(f"{op} cycles: sim {sim_info['cycles']} rtl {hw_info['cycles']} "
                              f"inputs={inputs} out={sim_norm}")
     return sim_norm, sim_info["cycles"], hw_info["cycles"]
+
+
+def _plain(tok):
+    """A token as a comparable value (a block as nested lists of ints)."""
+    return tok.tolist() if hasattr(tok, "tolist") else tok
 
 
 def _big(params):

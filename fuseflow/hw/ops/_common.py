@@ -135,6 +135,15 @@ class OpComponent(wiring.Component):
                                                       f"carry blocks)")
         return {}
 
+    def _accept_blocks(self, blocks, ports):
+        """:meth:`_port_blocks` for an op whose val ``ports`` may carry blocks (one value per beat either way:
+        its memories then hold one block per word)."""
+        bad = set(blocks) - set(ports)
+        if bad:
+            self._MustUse__silence = True
+            raise HardwareError(f"op {self.op_name}", f"port(s) {', '.join(sorted(bad))} cannot carry blocks")
+        return {p: tuple(s) for p, s in blocks.items() if s}
+
     def _has_input(self, name):
         """Whether input ``name`` exists: required inputs always, optional ones when ``connected``."""
         return name in self.connected
