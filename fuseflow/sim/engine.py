@@ -21,7 +21,7 @@ from ..samml import io as samml_io
 from ..samml.registry import OPS, UNARY_ALU_OPS, get_op, port_kind
 from ..samml.widths import check_fits_width
 from ..tensors import PackedTensor, TensorFormat
-from ..tensors.fixed import FixedFormat, binary_op, unary_op
+from ..tensors.fixed import FixedFormat, binary_op, matmul_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
 from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
@@ -44,6 +44,7 @@ class Env:
         names_u = UNARY_ALU_OPS
         self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
         self.unary = {n: unary_op(n, mode, self.fixed) for n in names_u}
+        self.matmul = matmul_op(mode, self.fixed)           # block_matmul's a @ b
 
     def encode(self, x):
         return self.fixed.encode(float(x)) if self.mode == "fixed" else float(x)
