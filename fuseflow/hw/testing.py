@@ -19,7 +19,10 @@ without FIFOs every input token is visible from cycle 0 on (the next token is pr
 after the previous one was taken), and outputs are always ready: that is ``run_op``'s setting.
 """
 
+import math
 import random
+
+import numpy as np
 
 from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value, unsigned
 from amaranth.lib.memory import Memory
@@ -31,7 +34,8 @@ from ..tensors.fixed import FixedFormat
 from .stream import StreamFIFO
 from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
-__all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "make_op",
+__all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "check_block_op",
+           "lane_reference", "make_op",
            "harness_lookahead", "peek_source", "HarnessTimeout"]
 
 
@@ -410,6 +414,66 @@ def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind
         raise AssertionError(f"{op} cycles: sim {sim_info['cycles']} rtl {hw_info['cycles']} "
                              f"inputs={inputs} out={sim_norm}")
     return sim_norm, sim_info["cycles"], hw_info["cycles"]
+
+
+def lane_reference(op, params, inputs, blocks):
+    """The reference of an element-wise block op (docs/samml.md, "Blocks": alu, reduce, spacc, array,
+    value_write work element-wise on blocks with the scalar op's timing): ``run_op`` (fixed mode) once per
+    element, on the streams whose block tokens are replaced by that element (scalar streams, e.g. a broadcast
+    operand, unchanged; an array's blocked ``vals`` likewise), the lanes' values gathered into blocks.
+    Returns ``(outputs, cycles)``; the lanes must agree on every control token and on the cycle count."""
+    from ..sim import run_op
+    shape = next(tuple(s) for s in blocks.values() if s)
+    n = math.prod(shape)
+    runs = []
+    for e in range(n):
+        def pick(tok, e=e):
+            return tok if isinstance(tok, str) else (np.ravel(tok)[e].item() if np.ndim(tok) else tok)
+        ins = {p: [pick(t) if blocks.get(f"i_{p}") else t for t in toks] for p, toks in inputs.items()}
+        prm = dict(params or {})
+        if op == "array" and blocks.get("o_val"):
+            prm["vals"] = [pick(v) for v in prm["vals"]]
+        runs.append(run_op(op, prm, ins, mode="fixed", stats=True))
+    cycles = {info["cycles"] for _, info in runs}
+    if len(cycles) != 1:
+        raise AssertionError(f"{op} lanes disagree on cycles: {sorted(cycles)}")
+    out = {}
+    for port, toks in runs[0][0].items():
+        blocked = blocks.get(f"o_{port}") or (op == "value_write" and blocks.get("i_val"))
+        if not blocked:
+            out[port] = list(toks)
+            continue
+        lanes = [list(r[0][port]) for r in runs]
+        merged = []
+        for k, tok in enumerate(toks):
+            if isinstance(tok, str):
+                if any(ln[k] != tok for ln in lanes):
+                    raise AssertionError(f"{op} lanes disagree on token {k} of {port}")
+                merged.append(tok)
+            else:
+                merged.append(np.asarray([ln[k] for ln in lanes], dtype=np.int64).reshape(shape))
+        out[port] = merged
+    return out, cycles.pop()
+
+
+def check_block_op(op, params=None, inputs=None, *, blocks, fixed=None, stalls=0.0, seed=0, fifo_depth=None,
+                   **kw):
+    """:func:`check_op` for an element-wise block op against :func:`lane_reference` (``blocks``: the val ports
+    that carry blocks, ``{"i_<p>"/"o_<p>": shape}``): equal tokens, and equal cycles without stalls and FIFOs.
+    Returns (reference outputs, reference cycles, rtl cycles)."""
+    if fixed is not None and fixed != FixedFormat():
+        raise HardwareError("check_block_op", "the reference runs the simulator's default format")
+    ref, ref_cycles = lane_reference(op, params, inputs, blocks)
+    hw_out, hw_info = run_hw_op(op, params, inputs, fixed=fixed, stalls=stalls, seed=seed, fifo_depth=fifo_depth,
+                                blocks=blocks, **kw)
+    ref = {k: [_plain(t) for t in v] for k, v in ref.items()}
+    hw_out = {k: [_plain(t) for t in v] for k, v in hw_out.items()}
+    if ref != hw_out:
+        raise AssertionError(f"{op} {params if not _big(params) else ''} blocks={blocks}\n  ref: {ref}\n"
+                             f"  rtl: {hw_out}")
+    if not stalls and not fifo_depth and ref_cycles != hw_info["cycles"]:
+        raise AssertionError(f"{op} cycles: ref {ref_cycles} rtl {hw_info['cycles']} out={ref}")
+    return ref, ref_cycles, hw_info["cycles"]
 
 
 def _plain(tok):
