@@ -35,7 +35,7 @@ from .stream import StreamFIFO
 from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
 __all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "check_block_op",
-           "lane_reference", "make_op",
+           "lane_reference", "encode_port", "decode_port", "make_op",
            "harness_lookahead", "peek_source", "HarnessTimeout"]
 
 
@@ -176,6 +176,23 @@ class OpHarness(Elaboratable):
         return m
 
 
+def encode_port(dut, port, tok):
+    """A SAM token -> the flat raw word of op module ``dut``'s stream ``port`` ("i_<p>"/"o_<p>"; values
+    signed, blocks packed: :func:`~fuseflow.hw.token.encode_value`)."""
+    kind, w, s = dut.port_info[port]
+    if kind == "val":
+        return encode_value(tok, dut.fixed.width, dut.blocks.get(port, ()))
+    return encode(tok, w, s)
+
+
+def decode_port(dut, port, raw):
+    """The inverse of :func:`encode_port`."""
+    kind, w, s = dut.port_info[port]
+    if kind == "val":
+        return decode_value(raw, dut.fixed.width, dut.blocks.get(port, ()))
+    return decode(raw, w, s, repsig=(kind == "repsig"))
+
+
 def _mem_params(op, params, fixed, block=()):
     """Memory contents and depths for an op run from run_op-style params (``block``: the array's values are
     blocks of that shape, one per word)."""
@@ -232,21 +249,8 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     sim = Simulator(h)
     sim.add_clock(1e-6)
 
-    def info(port):
-        return dut.port_info[port]
-
-    def enc(port, tok):
-        kind, w, s = info(port)
-        return encode_value(tok, fixed.width, dut.blocks.get(port, ())) if kind == "val" else encode(tok, w, s)
-
-    def dec(port, raw):
-        kind, w, s = info(port)
-        if kind == "val":
-            return decode_value(raw, fixed.width, dut.blocks.get(port, ()))
-        return decode(raw, w, s, repsig=(kind == "repsig"))
-
     for p in dut.inputs():
-        raws = [enc(f"i_{p}", t) for t in inputs[p]]
+        raws = [encode_port(dut, f"i_{p}", t) for t in inputs[p]]
         st = Stalls(stalls, max_stall, rng.randrange(1 << 30))
 
         def source(raws=raws, stream=h.ins[p], st=st):
@@ -277,7 +281,7 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
                     n = st.next()
                     if n:
                         await ctx.tick().repeat(n)
-                    tok = dec(f"o_{p}", await stream_get(ctx, stream))
+                    tok = decode_port(dut, f"o_{p}", await stream_get(ctx, stream))
                     results[p].append(tok)
                     if isinstance(tok, str) and tok == "D":
                         return
