@@ -115,7 +115,8 @@ def manifest(b):
         "config": program.config,
         "ports": ports,
         "tensors": [{"name": t.name, "role": t.role, "shape": list(t.shape), "levels": list(t.levels),
-                     "mode_order": list(t.mode_order), "capacity": plan.capacities[t.name],
+                     "mode_order": list(t.mode_order), "block": list(t.block) if t.block else None,
+                     "capacity": plan.capacities[t.name],
                      "capacity_source": plan.capacity_source[t.name]} for t in program.tensors.values()],
         "kernels": [{"name": k.name, "nodes": {nid: n.op for nid, n in k.nodes.items()}, "events": ev}
                     for k, ev in zip(program.kernels, top.events)],
