@@ -218,8 +218,11 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
         from amaranth.hdl import Value
         from amaranth.lib import data
 
-        from .token import decode_fields
+        from ..samml.blocks import block_shape
+        from .token import decode_fields, decode_value
         handles = list(b.top.fifo_handles)
+        kernels = {k.name: k for k in b.program.kernels}
+        blocks = [block_shape(kernels[ch.kernel].streams[ch.stream]) for ch, *_ in handles]
 
         async def monitor(ctx):
             for ch, *_ in handles:
@@ -230,9 +233,13 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
                     w_valid, w_ready, raw, enabled = vals[4 * i:4 * i + 4]
                     if w_valid and w_ready and enabled:        # a kernel held in reset pushes nothing
                         view = data.Const(layout, raw)
-                        traces[f"{ch.kernel}.{ch.name}"].append(
-                            decode_fields(view.data, view.ctrl, _kind_width(b.program, ch.kind), ch.kind == "val",
-                                          repsig=ch.kind == "repsig"))
+                        block = blocks[i]
+                        if block:                               # one block per token (docs/hardware.md, "Blocks")
+                            tok = decode_value(raw, _kind_width(b.program, "val"), block)
+                        else:
+                            tok = decode_fields(view.data, view.ctrl, _kind_width(b.program, ch.kind),
+                                                ch.kind == "val", repsig=ch.kind == "repsig")
+                        traces[f"{ch.kernel}.{ch.name}"].append(tok)
 
         sim.add_process(monitor)
     cm = sim.write_vcd(vcd) if vcd else contextlib.nullcontext()
