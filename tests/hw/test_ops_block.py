@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from fuseflow.errors import HardwareError
-from fuseflow.hw.ops.block_matmul import block_row_stages, block_rows
+from fuseflow.hw.ops.block_matmul import block_matmul_dsps, block_row_stages, block_rows
 from fuseflow.hw.testing import check_block_op, check_op, make_op, run_hw_op, stream
 from fuseflow.hw.token import decode_value, encode_value, pack_block, unpack_block
 from fuseflow.samml.registry import op_latency
@@ -131,6 +131,17 @@ def test_datapath_matches_matmul_array(fx, n, vector, dsp):
     sim.add_testbench(tb)
     sim.run()
     assert not bad, bad[:4]
+
+
+def test_rtl_block_sizes_fit_ecp5_85f():
+    """B x B 32-bit products take 4 MULT18X18D each: B <= 6 fits the ECP5-85F's 156 (B = 8 needs 256) and is
+    refused in one line; a vector rhs (B products) or 16-bit values (1 block per product) fit at B = 8."""
+    assert block_matmul_dsps(4, False, FX) == 64 and block_matmul_dsps(8, False, FX) == 256
+    with pytest.raises(HardwareError, match="256 MULT18X18D.*B <= 6"):
+        make_op("block_matmul", {"block": 8})
+    _unused(make_op("block_matmul", {"block": 8, "rhs": "vector"}),
+            make_op("block_matmul", {"block": 8}, fixed=FixedFormat(16, 8)),
+            make_op("block_matmul", {"block": 6}))
 
 
 def test_latency_is_the_datapath():

@@ -30,7 +30,17 @@ from ._common import OpComponent
 from ._pipe import Pipe, dsp_family
 from .alu import pipelined_mul, saturate
 
-__all__ = ["BlockMatmul", "block_rows", "block_row_stages"]
+__all__ = ["BlockMatmul", "block_rows", "block_row_stages", "block_matmul_dsps", "MULT18X18D_BUDGET"]
+
+#: the multipliers of the target board's FPGA (ECP5-85F: 156 MULT18X18D); a block_matmul needing more is refused
+MULT18X18D_BUDGET = 156
+
+
+def block_matmul_dsps(block: int, vector: bool, fixed) -> int:
+    """MULT18X18D blocks of one block_matmul: B (vector) or B * B (matrix) products of ``fixed.width``-bit values,
+    each 1 (W <= 18) or 4 partial products (W <= 35; wider products are fabric multipliers: ``pipelined_mul``)."""
+    per = 1 if fixed.width <= 18 else (4 if fixed.width <= 35 else 0)
+    return (block if vector else block * block) * per
 
 
 def block_row_stages(block: int) -> int:
@@ -63,12 +73,26 @@ def block_rows(m, row_a, rhs, fixed, block, vector, dsp=None, prefix="bmm"):
     return out
 
 
+def _max_block(vector, fixed):
+    b = 1
+    while block_matmul_dsps(b + 1, vector, fixed) <= MULT18X18D_BUDGET:
+        b += 1
+    return b
+
+
 class BlockMatmul(OpComponent):
     op_name = "block_matmul"
 
     def _port_blocks(self, blocks):
         n = int(self.params["block"])
         rhs = (n, n) if self.params.get("rhs", "matrix") == "matrix" else (n,)
+        dsps = block_matmul_dsps(n, len(rhs) == 1, self.fixed)
+        if dsps > MULT18X18D_BUDGET:
+            self._MustUse__silence = True
+            raise HardwareError(f"op {self.op_name}", f"block {n} ({self.params.get('rhs', 'matrix')} rhs) needs "
+                                                      f"{dsps} MULT18X18D for {self.fixed.width}-bit values, the "
+                                                      f"ECP5-85F has {MULT18X18D_BUDGET}: the RTL supports B <= "
+                                                      f"{_max_block(len(rhs) == 1, self.fixed)} at this width")
         derived = {"i_a": (n, n), "i_b": rhs, "o_out": rhs}
         for port, shape in blocks.items():
             if tuple(shape) != derived.get(port):
