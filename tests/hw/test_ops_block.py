@@ -268,3 +268,19 @@ def test_lane_rtl_is_checked_against_an_independent_model():
     for got, a, b in zip(hw["out"], ta, tb):
         if not isinstance(a, str):
             assert got.tolist() == [[FX.sub(int(x), int(y)) for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_forwarding_ops_carry_blocks(n, stalls):
+    """repeat and intersect pass block payloads on unchanged (their any ports take the block width)."""
+    rng = random.Random(13 * n)
+    blk = [_block(rng, (n, n)) for _ in range(3)]
+    shape = {"i_in": (n, n), "o_out": (n, n)}
+    out, _, _ = check_op("repeat", {}, {"in": [blk[0], blk[1], "S0", "D"], "repsig": ["R", "R", "S", "R", "S", "D"]},
+                         any_kind="val", blocks=shape, stalls=stalls, seed=n)
+    assert out["out"] == [blk[0].tolist(), blk[0].tolist(), "S0", blk[1].tolist(), "S1", "D"]
+    inputs = {"crd0": [0, 2, 3, "S0", "D"], "ref0": [blk[0], blk[1], blk[2], "S0", "D"],
+              "crd1": [2, 3, "S0", "D"], "ref1": [7, 8, "S0", "D"]}
+    out, _, _ = check_op("intersect", {}, inputs, any_kind="val", blocks={"i_ref0": (n, n), "o_ref0": (n, n)},
+                         stalls=stalls, seed=n)
+    assert out["ref0"] == [blk[1].tolist(), blk[2].tolist(), "S0", "D"]

@@ -128,12 +128,12 @@ class OpComponent(wiring.Component):
     # hooks -----------------------------------------------------------------------------------
     def _port_blocks(self, blocks):
         """``{"i_<port>"/"o_<port>": block shape}`` of the val ports that carry blocks (docs/samml.md, "Blocks")
-        from the ``blocks`` argument; an op whose block shapes follow from its params overrides this."""
-        if blocks:
-            self._MustUse__silence = True            # never constructed: nothing to warn about
-            raise HardwareError(f"op {self.op_name}", f"has no block form (ports {', '.join(sorted(blocks))} "
-                                                      f"carry blocks)")
-        return {}
+        from the ``blocks`` argument. By default only ``any``/``token`` ports may (repeat, intersect, union, ...:
+        they pass their payloads on unchanged, so a wider one is no different); an op with its own block form
+        overrides this."""
+        kinds = {f"i_{n}": p.kind for n, p in self.spec.input_ports(self.params)}
+        kinds.update({f"o_{n}": p.kind for n, p in self.spec.output_ports(self.params)})
+        return self._accept_blocks(blocks, [p for p, k in kinds.items() if k in ("any", "token")])
 
     def _accept_blocks(self, blocks, ports):
         """:meth:`_port_blocks` for an op whose val ``ports`` may carry blocks (one value per beat either way:
