@@ -461,13 +461,23 @@ def lane_reference(op, params, inputs, blocks):
 
 
 def check_block_op(op, params=None, inputs=None, *, blocks, fixed=None, stalls=0.0, seed=0, fifo_depth=None,
-                   **kw):
+                   direct=True, **kw):
     """:func:`check_op` for an element-wise block op against :func:`lane_reference` (``blocks``: the val ports
-    that carry blocks, ``{"i_<p>"/"o_<p>": shape}``): equal tokens, and equal cycles without stalls and FIFOs.
-    Returns (reference outputs, reference cycles, rtl cycles)."""
+    that carry blocks, ``{"i_<p>"/"o_<p>": shape}``) and, with ``direct``, against the simulator's block model
+    (``run_op`` on the block tokens; the two references must agree): equal tokens, and equal cycles without
+    stalls and FIFOs. Returns (reference outputs, reference cycles, rtl cycles)."""
     if fixed is not None and fixed != FixedFormat():
         raise HardwareError("check_block_op", "the reference runs the simulator's default format")
     ref, ref_cycles = lane_reference(op, params, inputs, blocks)
+    if direct:
+        from ..sim import run_op
+        sim_out, sim_info = run_op(op, params, inputs, mode="fixed", stats=True)
+        sim_out = {k: [_plain(t) for t in v] for k, v in sim_out.items()}
+        lanes = {k: [_plain(t) for t in v] for k, v in ref.items()}
+        if sim_out != lanes or sim_info["cycles"] != ref_cycles:
+            raise AssertionError(f"{op}: the simulator's block model and its per-element runs differ\n"
+                                 f"  blocks: {sim_out} ({sim_info['cycles']} cycles)\n"
+                                 f"  lanes:  {lanes} ({ref_cycles} cycles)")
     hw_out, hw_info = run_hw_op(op, params, inputs, fixed=fixed, stalls=stalls, seed=seed, fifo_depth=fifo_depth,
                                 blocks=blocks, **kw)
     ref = {k: [_plain(t) for t in v] for k, v in ref.items()}
