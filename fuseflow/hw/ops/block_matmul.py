@@ -10,7 +10,8 @@ ceil(log2 B) adder-tree stages and one stage that shifts and saturates: ``FixedF
 (every product exact, summed exactly, rounded once as ``mul``; the rounding half is added to one product). The
 stages are free running; output row r of a firing at cycle t enters the multipliers at t + r (row 0 from the
 input heads, the later rows from registers that hold the operands), so row B-1 leaves the last stage at
-t + B - 1 + 5 + ceil(log2 B) = t + op_latency - 1; rows 0 .. B-2 wait in a shift register beside it.
+t + B - 1 + 5 + ceil(log2 B) = t + op_latency - 1; rows 0 .. B-2 wait in a shift register beside it. The
+multipliers' operands are chosen by a register (rows pending or not), not by the firing decision.
 
 Firing: the op fires when both heads are there, fewer than ``op_latency`` tokens are in flight and the previous
 firing's interval is over (``op_interval`` = B cycles after a data or N firing, 1 after a stop or D); the
@@ -119,15 +120,20 @@ class BlockMatmul(OpComponent):
         a_in = Mux(a.ctrl, 0, a.data[:a_bits])
         b_in = Mux(b.ctrl, 0, b.data[:b_bits])
         fire = Signal()
+        # the interval: ``wait`` cycles left of the last data firing (its rows 1 .. B-1 enter while wait != 0)
+        wait = Signal(range(max(interval, 2)))
         a_hold = Signal(max(a_bits - row_bits, 1))       # rows 1 .. B-1 of the firing's a, shifted down a row a cycle
         b_hold = Signal(b_bits)
         with m.If(fire):
             m.d.sync += [a_hold.eq(a_in >> row_bits), b_hold.eq(b_in)]
         with m.Else():
             m.d.sync += a_hold.eq(a_hold >> row_bits)
+        # the multipliers take the held rows while a firing's rows are pending, else the input heads (row 0 of
+        # a firing in this cycle; junk, never used, when none fires): the choice is a register's, so the
+        # firing logic (heads, in-flight count) stays off the path into the multipliers
         row = Signal(row_bits)
         rhs_bus = Signal(b_bits)
-        m.d.comb += [row.eq(Mux(fire, a_in, a_hold)), rhs_bus.eq(Mux(fire, b_in, b_hold))]
+        m.d.comb += [row.eq(Mux(wait != 0, a_hold, a_in)), rhs_bus.eq(Mux(wait != 0, b_hold, b_in))]
 
         def elem(bus, i):
             return bus[i * W:(i + 1) * W].as_signed()
@@ -144,7 +150,6 @@ class BlockMatmul(OpComponent):
             block_out = last_row
 
         # firing: both heads, room in the pipeline, the interval over
-        wait = Signal(range(max(interval, 2)))
         is_ctrl = a.ctrl & ~is_empty(a)
         go = Signal()
         m.d.comb += go.eq(self.i_a.valid & self.i_b.valid & (wait == 0))
