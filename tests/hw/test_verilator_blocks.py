@@ -39,6 +39,21 @@ def test_blocked_program_amaranth(name):
     assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)
 
 
+def test_block_size_beyond_the_multipliers_is_refused(tmp_path, capsys):
+    """A block product the ECP5-85F cannot hold (B = 8 at 32 bits: 256 MULT18X18D of 156): one line, exit 2,
+    nothing written."""
+    from fuseflow.compiler import compile_text
+    from fuseflow.hw.__main__ import main
+    from fuseflow.samml import io as samml_io
+    prog = compile_text(BLOCK_PROGRAMS["bspmm"].format(n=32, b=8), name="bspmm8").program
+    graph = tmp_path / "graph.json"
+    samml_io.save(prog, graph)
+    assert main(["build", str(graph), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: op block_matmul: block 8") and "B <= 6" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
 verilator = pytest.importorskip("fuseflow.hw.verilator")
 try:
     verilator.ensure_verilator()
