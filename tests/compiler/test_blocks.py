@@ -70,6 +70,16 @@ def test_block_spmv(b, fmt, mode):
     check(res, "x", want, mode, contracted_blocks=6)
 
 
+@pytest.mark.parametrize("b", [2, 8])
+def test_block_spmv_with_a_sparse_blocked_vector(b):
+    rng = np.random.default_rng(b)
+    a = block_sparse(rng, 5, 6, b)
+    c = np.kron(rng.random(6) < 0.5, np.ones(b)) * rng.uniform(-1, 1, 6 * b)
+    prog = spmv(b, "bdcsr", "bsv").program
+    assert any(n.op == "intersect" for n in prog.kernels[0].nodes.values())
+    check(run(prog, {"A": a, "c": c}), "x", a @ c, "float", 6)
+
+
 @pytest.mark.parametrize("mode", ["float", "fixed"])
 @pytest.mark.parametrize("afmt, xfmt, order", [("bcsr", "bcsr", "i,k,j"), ("bdcsr", "bdcsr", "i,k,j"),
                                                 ("bdcsr", "bcsc", "i,j,k")], ids=["gustavson-bcsr",
