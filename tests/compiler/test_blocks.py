@@ -202,3 +202,16 @@ def test_block_products_take_b_cycles_each(b):
     # firings at 0, B, ..., (n-1)B; S0 at nB, D at nB + 1, visible L cycles later
     assert info["cycles"] == n * b + 1 + block_matmul_latency(b)
     assert info["busy"] == n * b + 2
+
+
+@pytest.mark.parametrize("b", [2, 8])
+def test_cost_model_counts_block_products(b):
+    from fuseflow.compiler.cost import estimate
+    rng = np.random.default_rng(b)
+    a, x = block_sparse(rng, 6, 6, b, 0.3), block_sparse(rng, 6, 3, b, 1.0)
+    prog = compile_text(
+        f"tensor A({6 * b}, {6 * b}) : bcsr:{b}\ntensor X({6 * b}, {3 * b}) : bcsr:{b}\n"
+        f"T(i,j) = A(i,k) * X(k,j)\norder i,k,j\n").program
+    est, sim = estimate(prog, inputs={"A": a, "X": x}), run(prog, {"A": a, "X": x})
+    assert est.mem_read_bytes == pytest.approx(sim.stats["mem_read_bytes"])     # every element of every block
+    assert abs(est.cycles - sim.cycles) <= 0.25 * sim.cycles
