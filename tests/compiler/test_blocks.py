@@ -215,3 +215,18 @@ def test_cost_model_counts_block_products(b):
     est, sim = estimate(prog, inputs={"A": a, "X": x}), run(prog, {"A": a, "X": x})
     assert est.mem_read_bytes == pytest.approx(sim.stats["mem_read_bytes"])     # every element of every block
     assert abs(est.cycles - sim.cycles) <= 0.25 * sim.cycles
+
+
+@pytest.mark.parametrize("lanes", [2, 4])
+def test_parallel_lanes_on_a_blocked_kernel(lanes):
+    b = 4
+    rng = np.random.default_rng(lanes)
+    a, x = block_sparse(rng, 8, 6, b, 0.5), block_sparse(rng, 6, 3, b, 1.0)
+    text = (f"tensor A({8 * b}, {6 * b}) : bcsr:{b}\ntensor X({6 * b}, {3 * b}) : bcsr:{b}\n"
+            f"T(i,j) = A(i,k) * X(k,j)\norder i,k,j\n")
+    prog = compile_text(text, parallel=f"i={lanes}").program
+    ops = [n.op for n in prog.kernels[0].nodes.values()]
+    assert ops.count("block_matmul") == lanes and "parallelize" in ops
+    res = run(prog, {"A": a, "X": x})
+    check(res, "T", a @ x, "float", 6)
+    assert res.cycles < run(compile_text(text).program, {"A": a, "X": x}).cycles
