@@ -131,7 +131,10 @@ def infer_blocks(program, kernel, where: str = "kernel") -> dict:
 
 
 def apply_blocks(program) -> None:
-    """Write the derived block shape into every stream of ``program`` (what the compiler calls before saving)."""
+    """Write the derived block shape into every stream of ``program`` (what the compiler calls before saving);
+    a program without blocked tensors is left as it is."""
+    if not any(tensor_block(t) for t in program.tensors.values()):
+        return
     for k in program.kernels:
         for sid, b in infer_blocks(program, k, f"kernel {k.name}").items():
             k.streams[sid].block = list(b) if b else None

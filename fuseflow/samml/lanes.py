@@ -30,6 +30,7 @@ port conflicts and the correlation stays exact.
 from __future__ import annotations
 
 from ..errors import ProgramError
+from .blocks import apply_blocks
 from .graph import Kernel, PortRef, Program
 from .locate import unique_node_id
 
@@ -53,6 +54,7 @@ def lanes_pass(program: Program, options: dict | None = None) -> dict:
         if n > 1:
             done[kernel.name] = parallel_kernel(program, kernel, n, dim)
     if done:
+        apply_blocks(program)                # the lanes' copies carry the blocks of the streams they copy
         program.validate()
     return done
 

@@ -379,11 +379,16 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
 
 
 def _read_bytes(st, crd_bytes, val_bytes):
-    return st.mem_reads * (val_bytes if st.op == "array" else crd_bytes)
+    return st.mem_reads * (val_bytes * _values_per_token(st) if st.op == "array" else crd_bytes)
 
 
 def _write_bytes(st, crd_bytes, val_bytes):
-    return st.mem_writes * (val_bytes if st.op == "value_write" else crd_bytes)
+    return st.mem_writes * (val_bytes * _values_per_token(st) if st.op == "value_write" else crd_bytes)
+
+
+def _values_per_token(st):
+    """Numbers in one value token of the node: B*B (or B) for blocks, else 1."""
+    return getattr(st.env.zero, "size", 1)
 
 
 def _node_blocks(kernel):

@@ -59,8 +59,7 @@ def from_dense(cls, array, fmt: TensorFormat):
     if arr.ndim == 1:
         tiles = arr.reshape(grid[0], b)
     else:
-        tiles = arr.reshape(grid[0], b, grid[1], b).transpose(0, 2, 1, 3).reshape(grid[0] * grid[1], b, b)
-        tiles = tiles.reshape(grid + (b, b))
+        tiles = arr.reshape(grid[0], b, grid[1], b).transpose(0, 2, 1, 3)       # [I, J] is block (I, J)
     nz = np.any(tiles != 0, axis=tuple(range(len(grid), tiles.ndim)))
     idx = np.nonzero(nz)
     coords = np.stack([i.astype(np.int64) for i in idx])
@@ -99,7 +98,6 @@ def block_coords(packed):
 def to_dense(packed) -> np.ndarray:
     """The element array (tensor-dimension order)."""
     fmt = packed.format
-    b = fmt.block[0]
     grid = tuple(n // bb for n, bb in zip(packed.shape, fmt.block))
     tiles = np.zeros(grid + fmt.block, dtype=packed.vals.dtype)
     if len(packed.vals):

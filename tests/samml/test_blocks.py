@@ -90,3 +90,12 @@ def test_block_matmul_interval_and_latency():
     assert [block_matmul_latency(b) for b in (1, 2, 4, 8, 16)] == [6, 8, 11, 16, 25]
     assert block_matmul_latency(1) == op_latency("alu", {"op": "mul"})     # B = 1 is the scalar multiplier
     assert op_interval("alu", {"op": "mul"}) == 1
+
+
+def test_docs_state_the_block_matmul_latencies():
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "samml.md").read_text()
+    section = text.split("\n## block_matmul\n", 1)[1].split("\n## ", 1)[0]
+    lat, sizes = re.search(r"L = ([\d, ]+) for B = ([\d, ]+)", section).groups()
+    assert [block_matmul_latency(int(b)) for b in sizes.split(",")] == [int(x) for x in lat.split(",")]

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...samml.registry import op_interval, op_latency
 from ..tokens import as_block
-from ._common import bad, pipeline
+from ._common import bad, fire_at, pipeline
 
 
 def run(st, ins, outs):
@@ -47,18 +47,12 @@ def fire(st, ins, out):
                               f"(a {zero_a.shape}, b {zero_b.shape})")
             v, busy = as_block(matmul(x, y)), interval
             ops += 1
-        r = out.room()
-        while r is None:
-            yield out
-            r = out.room()
-        t = tin if tin >= r else r
-        st.blocked += t - tin
+        t = yield from fire_at(st, [out], tin)
         a.pop(t)
         b.pop(t)
         out.push(v, t)
         free = t + busy
-        if t + busy - 1 > st.clock:
-            st.clock = t + busy - 1
+        st.clock = max(st.clock, t + busy - 1)      # the op is busy until its last row has entered
         st.busy += busy
         if v.__class__ is str and v == "D":
             st.alu_ops += ops
