@@ -63,6 +63,9 @@ VARIANTS = {
     "spacc": [("order 1, dim 64", {"order": 1, "dim": 64}, {}),
               ("order 1, dim 64, min", {"order": 1, "dim": 64, "op": "min"}, {}),
               ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
+    # B x B multipliers (4 MULT18X18D each at 32 bits): B = 8 would need 256 of the 156
+    "block_matmul": [("block 2", {"block": 2}, {}), ("block 4", {"block": 4}, {}),
+                     ("block 4 vector", {"block": 4, "rhs": "vector"}, {})],
 }
 
 #: kernels of the quick suite (name, scale, density); "fused_chain3" is fuseflow/programs/chain3.ff compiled

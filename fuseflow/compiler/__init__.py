@@ -21,6 +21,7 @@ from .codegen import CompileResult, build_program
 from .frontend import EinsumProgram, parse_file
 from .fusion import SCHEDULES, KernelPlan, TransposePlan, plan_program
 from .lanes import parse_parallel, resolve_parallel
+from .blocks import check_block_plans, lower_blocks
 from .lower_sugar import lower_sugar
 from .ir import ProgramIR
 
@@ -83,7 +84,9 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
         if isinstance(order, tuple) and any("=" in o for o in order):
             raise ProgramError("--order", "mixes KERNEL=ORDER with a plain chain")
     ir = lower_sugar(ir)                     # the pass pipeline before fusion (docs/compiler.md)
+    ir = lower_blocks(ir)
     plans, full_ir = plan_program(ir, fuse, order, iteration)
+    check_block_plans(ir, plans)
     lanes = resolve_parallel(plans, {**getattr(src, "parallel_factors", {}), **parse_parallel(parallel)})
     if lanes:
         passes = {**(passes or {}), "parallel": lanes}

@@ -71,7 +71,8 @@ def write_tensor(kb, name, levels, val):
 
 def gen_kernel(prog, kp):
     """Plan ``kp`` at its selected order and build its kernel; returns the fusion table."""
-    planner = Planner(kp.expr, kp.out_idx, kp.order, kp.views, kp.leaf_view, kp.sizes, kp.out)
+    block = next((t.block[0] for t in prog.tensors.values() if t.block), None)
+    planner = Planner(kp.expr, kp.out_idx, kp.order, kp.views, kp.leaf_view, kp.sizes, kp.out, block=block)
     levels, val = planner.plan()
     k = prog.kernel(kp.name)
     write_tensor(KernelBuilder(k), kp.out, levels, val)
@@ -165,6 +166,15 @@ def _gen_permute(prog, tp):
     write_tensor(kb, tp.dst, levels, acc["val"])
 
 
+def _element_shape(t):
+    """A tensor's shape in elements (the blocks pass counts a blocked tensor's shape in blocks)."""
+    return [int(n) * (t.block or 1) for n in t.shape]
+
+
+def _block(t):
+    return [t.block] * t.order if t.block else None
+
+
 def build_program(ir, plans, name=None, general_transposes=False, options=None, reports=None):
     """The SAMML program of a list of plans (in execution order), after the graph passes
     (:mod:`fuseflow.compiler.passes`: capacities, widths, channel depths; ``options`` go to them and their
@@ -181,11 +191,12 @@ def build_program(ir, plans, name=None, general_transposes=False, options=None, 
         if t.role == "input":
             used = any(l.tensor == t.name for s in ir.stmts for l in s.rhs.leaves())
             if used:
-                prog.tensor(t.name, "input", list(t.shape), list(t.levels), list(t.mode_order),
-                            density=t.density)
+                prog.tensor(t.name, "input", _element_shape(t), list(t.levels), list(t.mode_order),
+                            density=t.density, block=_block(t))
     for t in ir.tensors.values():
         if t.role != "input" and t.name in written:
-            prog.tensor(t.name, t.role, list(t.shape), ["compressed"] * t.order, list(written[t.name]))
+            prog.tensor(t.name, t.role, _element_shape(t), ["compressed"] * t.order, list(written[t.name]),
+                        block=_block(t))
     for p in plans:
         if isinstance(p, TransposePlan):
             prog.tensor(p.dst, "intermediate", list(p.shape), ["compressed"] * len(p.shape),

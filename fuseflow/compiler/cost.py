@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..errors import FuseFlowError
+from ..samml.blocks import block_shape
+from ..samml.registry import op_interval
 
 
 @dataclass
@@ -216,6 +218,12 @@ def estimate(program, densities: dict | None = None, inputs: dict | None = None,
     return total
 
 
+def _numbers(kernel, nid, port) -> int:
+    """Numbers in one token of a node's output ``port``: B*B (or B) for blocks, else 1."""
+    s = kernel.output_stream(nid, port)
+    return math.prod(block_shape(s)) if s is not None else 1
+
+
 def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     g = k.graph()
     into = {}
@@ -382,7 +390,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             busy[nid] = rs.n + rs.fibres
         elif op == "array":
             r = inp(nid, "ref")
-            read += r.n * r.real * val_b
+            read += r.n * r.real * val_b * _numbers(k, nid, "val")
             moved.add(nid)
             out(nid, "val", _S(r.counts, r.dims))
             busy[nid] = r.n + r.fibres
@@ -391,6 +399,11 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             alu += a.n
             out(nid, "out", a)
             busy[nid] = a.n + a.fibres
+        elif op == "block_matmul":                # a block product holds the op for op_interval cycles
+            a = inp(nid, "a")
+            alu += a.n
+            out(nid, "out", a)
+            busy[nid] = a.n * op_interval(op, p) + a.fibres
         elif op == "reduce":
             v = inp(nid, "val")
             c = inp(nid, "crd")
@@ -453,7 +466,7 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             busy[nid] = c.n + c.fibres
         elif op == "value_write":
             v = inp(nid, "val")
-            write += v.n * val_b
+            write += v.n * val_b * math.prod(block_shape(k.driver(nid, "val")))
             moved.add(nid)
             written.setdefault(p.get("tensor"), {})["vals"] = v.n
             busy[nid] = v.n + v.fibres

@@ -298,7 +298,7 @@ class EinsumProgram:
             if d.name in written:
                 continue
             t = tensors[d.name]
-            t.levels, t.mode_order = _parse_format(d, len(d.shape))
+            t.levels, t.mode_order, t.block = _parse_format(d, len(d.shape))
         # outputs: written tensors nobody reads later, plus explicit ones
         explicit = set()
         for name, line, col in self._outputs:
@@ -391,7 +391,7 @@ def _parse_format(d, order):
     if fmt.order != order:
         raise ProgramError(f"line {d.line}, column {d.col}", f"format {fmt} has {fmt.order} levels but {d.name} "
                                                              f"has order {order}")
-    return tuple(fmt.levels), tuple(fmt.mode_order)
+    return tuple(fmt.levels), tuple(fmt.mode_order), (fmt.block[0] if fmt.block else None)
 
 
 def parse_file(path):

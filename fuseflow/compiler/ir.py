@@ -259,6 +259,7 @@ class TensorInfo:
     mode_order: tuple = None
     line: int = 0
     density: float = None           # expected fraction of nonzeros (inputs; None: the passes' default)
+    block: int = None               # B of a blocked tensor (bcsr:B ...); after the blocks pass shape is in blocks
 
     @property
     def order(self):
@@ -269,7 +270,8 @@ class TensorInfo:
         if self.levels is None:
             return "-"
         from ..tensors import TensorFormat
-        return TensorFormat(tuple(self.levels), tuple(self.mode_order)).name
+        return TensorFormat(tuple(self.levels), tuple(self.mode_order),
+                            (self.block,) * self.order if self.block else ()).name
 
 
 @dataclass

@@ -220,8 +220,9 @@ class Planner:
     ``plan()`` fills the table and returns the output: the free levels (index, crd cell port) in iteration
     order and the value cell port (or ConstVal)."""
 
-    def __init__(self, expr, out_idx, order, views, leaf_view, sizes, out_name="out"):
+    def __init__(self, expr, out_idx, order, views, leaf_view, sizes, out_name="out", block=None):
         self.expr, self.out_idx, self.order = expr, tuple(out_idx), list(order)
+        self.block = block                   # B when the values are blocks (.blocks: which * is a block_matmul)
         self.views, self.leaf_view, self.sizes = views, leaf_view, sizes
         self.pos = {x: n for n, x in enumerate(self.order)}
         self.out_name = out_name
@@ -717,6 +718,13 @@ class Planner:
                 raise NotRealizable("a function of a constant has no stream")
             fn = node.fn.removesuffix(ON_STORED)
             return Cell("alu", {"a": a}, fn, op=fn)["out"]
+        if isinstance(node, Bin) and node.op == "*" and self.block:
+            from .blocks import block_product, reduced_indices
+            product = block_product(node, reduced_indices(self.expr))
+            if product is not None:
+                x, y, rhs = product
+                return Cell("block_matmul", {"a": self.value(x), "b": self.value(y)}, "bmm", block=self.block,
+                            rhs=rhs)["out"]
         if isinstance(node, Bin):
             a, b = self.value(node.a), self.value(node.b)
             op = {"+": "add", "-": "sub", "*": "mul", "/": "div"}[node.op.removesuffix(ON_STORED)]

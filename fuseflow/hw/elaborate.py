@@ -115,7 +115,8 @@ def manifest(b):
         "config": program.config,
         "ports": ports,
         "tensors": [{"name": t.name, "role": t.role, "shape": list(t.shape), "levels": list(t.levels),
-                     "mode_order": list(t.mode_order), "capacity": plan.capacities[t.name],
+                     "mode_order": list(t.mode_order), "block": list(t.block) if t.block else None,
+                     "capacity": plan.capacities[t.name],
                      "capacity_source": plan.capacity_source[t.name]} for t in program.tensors.values()],
         "kernels": [{"name": k.name, "nodes": {nid: n.op for nid, n in k.nodes.items()}, "events": ev}
                     for k, ev in zip(program.kernels, top.events)],
@@ -217,8 +218,11 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
         from amaranth.hdl import Value
         from amaranth.lib import data
 
-        from .token import decode_fields
+        from ..samml.blocks import block_shape
+        from .token import decode_fields, decode_value
         handles = list(b.top.fifo_handles)
+        kernels = {k.name: k for k in b.program.kernels}
+        blocks = [block_shape(kernels[ch.kernel].streams[ch.stream]) for ch, *_ in handles]
 
         async def monitor(ctx):
             for ch, *_ in handles:
@@ -229,9 +233,13 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
                     w_valid, w_ready, raw, enabled = vals[4 * i:4 * i + 4]
                     if w_valid and w_ready and enabled:        # a kernel held in reset pushes nothing
                         view = data.Const(layout, raw)
-                        traces[f"{ch.kernel}.{ch.name}"].append(
-                            decode_fields(view.data, view.ctrl, _kind_width(b.program, ch.kind), ch.kind == "val",
-                                          repsig=ch.kind == "repsig"))
+                        block = blocks[i]
+                        if block:                               # one block per token (docs/hardware.md, "Blocks")
+                            tok = decode_value(raw, _kind_width(b.program, "val"), block)
+                        else:
+                            tok = decode_fields(view.data, view.ctrl, _kind_width(b.program, ch.kind),
+                                                ch.kind == "val", repsig=ch.kind == "repsig")
+                        traces[f"{ch.kernel}.{ch.name}"].append(tok)
 
         sim.add_process(monitor)
     cm = sim.write_vcd(vcd) if vcd else contextlib.nullcontext()

@@ -25,9 +25,11 @@ manifest), or the register file at ``sel = len(memories)``; ``host_addr`` is the
 in :attr:`MemoryPlan.registers` (name, index, writable).
 """
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from ..errors import HardwareError
+from ..samml.blocks import tensor_block
 
 #: width of the registers of the register file (cycle counters, counts)
 REG_WIDTH = 32
@@ -192,8 +194,8 @@ def plan_memories(program, data_capacities=None):
         plan.index_widths[t.name] = index_width
         for lv, array in tensor_arrays(t):
             depth = array_depth(cap, lv, array)
-            if array == "vals":
-                width, signed = vwidth, True
+            if array == "vals":          # a blocked tensor: one block per word (docs/samml.md, "Blocks")
+                width, signed = vwidth * math.prod(tensor_block(t)), True
             else:
                 width, signed = index_width, False
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
@@ -247,6 +249,11 @@ def tensor_images(plan, name, packed):
             _check_width(spec, words)
             out[spec.name] = words
     spec = plan.memory(name, None, "vals")
+    if packed.format.block:                 # one block per word, element 0 at the LSBs
+        from .token import pack_block
+        out[spec.name] = [pack_block(b, plan.value_width) for b in packed.vals]
+        _check_width(spec, [0] * len(out[spec.name]))
+        return out
     words = [int(x) for x in packed.vals]
     _check_width(spec, words)
     out[spec.name] = [w & ((1 << spec.width) - 1) for w in words]

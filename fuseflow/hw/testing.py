@@ -19,7 +19,10 @@ without FIFOs every input token is visible from cycle 0 on (the next token is pr
 after the previous one was taken), and outputs are always ready: that is ``run_op``'s setting.
 """
 
+import math
 import random
+
+import numpy as np
 
 from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value, unsigned
 from amaranth.lib.memory import Memory
@@ -29,9 +32,10 @@ from ..errors import HardwareError
 from ..samml.registry import get_op, op_latency
 from ..tensors.fixed import FixedFormat
 from .stream import StreamFIFO
-from .token import decode, encode, token_layout
+from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
-__all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "make_op",
+__all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "check_block_op",
+           "lane_reference", "encode_port", "decode_port", "make_op",
            "harness_lookahead", "peek_source", "HarnessTimeout"]
 
 
@@ -69,10 +73,16 @@ class Stalls:
         return 0
 
 
-def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None, lookahead=False):
+def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None, lookahead=False,
+            blocks=None):
+    """The op module of ``op``; ``blocks`` (``{"i_<p>"/"o_<p>": shape}``): its val ports that carry blocks (the
+    element-wise block form of alu/reduce/spacc is :class:`~fuseflow.hw.ops.lanes.BlockLanes`)."""
     from .ops import MODULES
-    return MODULES[op](params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected,
-                       lookahead=lookahead)
+    from .ops.lanes import LANE_OPS, BlockLanes
+    kw = dict(crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected, lookahead=lookahead)
+    if blocks and any(blocks.values()) and op in LANE_OPS:
+        return BlockLanes(MODULES[op], params, blocks=blocks, **kw)
+    return MODULES[op](params, blocks=blocks, **kw)
 
 
 def harness_lookahead(op, fifo_depth=None):
@@ -168,19 +178,39 @@ class OpHarness(Elaboratable):
         return m
 
 
-def _mem_params(op, params, fixed):
-    """Memory contents and depths for an op run from run_op-style params."""
+def encode_port(dut, port, tok):
+    """A SAM token -> the flat raw word of op module ``dut``'s stream ``port`` ("i_<p>"/"o_<p>"; values
+    signed, blocks packed: :func:`~fuseflow.hw.token.encode_value`)."""
+    kind, w, s = dut.port_info[port]
+    if kind == "val":
+        return encode_value(tok, dut.fixed.width, dut.blocks.get(port, ()))
+    return encode(tok, w, s)
+
+
+def decode_port(dut, port, raw):
+    """The inverse of :func:`encode_port`."""
+    kind, w, s = dut.port_info[port]
+    if kind == "val":
+        return decode_value(raw, dut.fixed.width, dut.blocks.get(port, ()))
+    return decode(raw, w, s, repsig=(kind == "repsig"))
+
+
+def _mem_params(op, params, fixed, block=()):
+    """Memory contents and depths for an op run from run_op-style params (``block``: the array's values are
+    blocks of that shape, one per word)."""
     init, depth = {}, {}
     if op == "level_scan" and params.get("format", "compressed") == "compressed":
         init["seg"] = list(params.get("seg") or [])
         init["crd"] = list(params.get("crd") or [])
     elif op == "array":
-        init["vals"] = [int(v) for v in (params.get("vals") or [])]
+        vals = params.get("vals")
+        vals = [] if vals is None else list(vals)
+        init["vals"] = [pack_block(v, fixed.width) for v in vals] if block else [int(v) for v in vals]
     return init, depth
 
 
 def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind="ref", stalls=0.0,
-              max_stall=3, seed=0, fifo_depth=None, max_cycles=None, vcd=None, check_hold=True):
+              max_stall=3, seed=0, fifo_depth=None, max_cycles=None, vcd=None, check_hold=True, blocks=None):
     """Run one op's RTL on SAM token lists (values as raw fixed-point ints).
 
     Returns ``({out_port: tokens}, {"cycles": n})``; for level_write ``{"seg": [...], "crd": [...]}`` and
@@ -188,14 +218,15 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     ``stalls``: probability of a random stall (1..max_stall cycles) before each input/output token, per
     port. ``fifo_depth``: put a StreamFIFO of that depth on every port (cycles then include FIFO latency).
     ``check_hold``: fail if an output's payload changes while it is valid and not yet transferred.
+    ``blocks``: ``{"i_<p>"/"o_<p>": shape}`` of the val ports that carry blocks (tokens then NumPy blocks).
     """
     fixed = fixed or FixedFormat()
     spec = get_op(op)
     params = dict(params or {})
     inputs = dict(inputs or {})
     dut = make_op(op, params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=set(inputs),
-                  lookahead=harness_lookahead(op, fifo_depth))
-    init, depth = _mem_params(op, dut.params | params, fixed)
+                  lookahead=harness_lookahead(op, fifo_depth), blocks=blocks)
+    init, depth = _mem_params(op, dut.params | params, fixed, dut.blocks.get("o_val", ()))
     ntok = sum(len(t) for t in inputs.values())
     for array in dut.memories:
         if dut.memories[array].writes:
@@ -220,12 +251,8 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     sim = Simulator(h)
     sim.add_clock(1e-6)
 
-    def info(port):
-        return dut.port_info[port]
-
     for p in dut.inputs():
-        kind, w, s = info(f"i_{p}")
-        raws = [encode(t, w, s) for t in inputs[p]]
+        raws = [encode_port(dut, f"i_{p}", t) for t in inputs[p]]
         st = Stalls(stalls, max_stall, rng.randrange(1 << 30))
 
         def source(raws=raws, stream=h.ins[p], st=st):
@@ -245,11 +272,10 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
             sim.add_testbench(source())
 
     for p in dut.outputs():
-        kind, w, s = info(f"o_{p}")
         st = Stalls(stalls, max_stall, rng.randrange(1 << 30))
         results[p] = []
 
-        def sink(p=p, stream=h.outs[p], st=st, w=w, s=s, kind=kind):
+        def sink(p=p, stream=h.outs[p], st=st):
             async def tb(ctx):
                 if warm:
                     await ctx.tick()
@@ -257,9 +283,9 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
                     n = st.next()
                     if n:
                         await ctx.tick().repeat(n)
-                    tok = decode(await stream_get(ctx, stream), w, s, repsig=(kind == "repsig"))
+                    tok = decode_port(dut, f"o_{p}", await stream_get(ctx, stream))
                     results[p].append(tok)
-                    if tok == "D":
+                    if isinstance(tok, str) and tok == "D":
                         return
             return tb
         sim.add_testbench(sink())
@@ -272,7 +298,10 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
                 n = ctx.get(getattr(dut, mp.count))
                 mem = h.mems[array]
                 vals = [ctx.get(mem.data[i]) for i in range(n)]
-                if mp.signed:
+                vblock = dut.blocks.get("i_val", ()) if array == "vals" else ()
+                if vblock:
+                    vals = [unpack_block(v, vblock, dut.fixed.width) for v in vals]
+                elif mp.signed:
                     vals = [v - (1 << mp.width) if v >> (mp.width - 1) else v for v in vals]
                 results[array] = vals
         sim.add_testbench(drain)
@@ -380,7 +409,8 @@ def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind
     sim_out, sim_info = run_op(op, params, inputs, mode="fixed", stats=True)
     hw_out, hw_info = run_hw_op(op, params, inputs, crd_width=crd_width, fixed=fixed, any_kind=any_kind,
                                 stalls=stalls, seed=seed, fifo_depth=fifo_depth, **kw)
-    sim_norm = {k: list(v) for k, v in sim_out.items()}
+    sim_norm = {k: [_plain(t) for t in v] for k, v in sim_out.items()}
+    hw_out = {k: [_plain(t) for t in v] for k, v in hw_out.items()}
     if sim_norm != hw_out:
         raise AssertionError(f"{op} {params if not _big(params) else ''} inputs={inputs}\n"
                              f"  sim: {sim_norm}\n  rtl: {hw_out}")
@@ -390,6 +420,81 @@ def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind
         raise AssertionError(f"{op} cycles: sim {sim_info['cycles']} rtl {hw_info['cycles']} "
                              f"inputs={inputs} out={sim_norm}")
     return sim_norm, sim_info["cycles"], hw_info["cycles"]
+
+
+def lane_reference(op, params, inputs, blocks):
+    """The reference of an element-wise block op (docs/samml.md, "Blocks": alu, reduce, spacc, array,
+    value_write work element-wise on blocks with the scalar op's timing): ``run_op`` (fixed mode) once per
+    element, on the streams whose block tokens are replaced by that element (scalar streams, e.g. a broadcast
+    operand, unchanged; an array's blocked ``vals`` likewise), the lanes' values gathered into blocks.
+    Returns ``(outputs, cycles)``; the lanes must agree on every control token and on the cycle count."""
+    from ..sim import run_op
+    shape = next(tuple(s) for s in blocks.values() if s)
+    n = math.prod(shape)
+    runs = []
+    for e in range(n):
+        def pick(tok, e=e):
+            return tok if isinstance(tok, str) else (np.ravel(tok)[e].item() if np.ndim(tok) else tok)
+        ins = {p: [pick(t) if blocks.get(f"i_{p}") else t for t in toks] for p, toks in inputs.items()}
+        prm = dict(params or {})
+        if op == "array" and blocks.get("o_val"):
+            prm["vals"] = [pick(v) for v in prm["vals"]]
+        runs.append(run_op(op, prm, ins, mode="fixed", stats=True))
+    cycles = {info["cycles"] for _, info in runs}
+    if len(cycles) != 1:
+        raise AssertionError(f"{op} lanes disagree on cycles: {sorted(cycles)}")
+    out = {}
+    for port, toks in runs[0][0].items():
+        blocked = blocks.get(f"o_{port}") or (op == "value_write" and blocks.get("i_val"))
+        if not blocked:
+            out[port] = list(toks)
+            continue
+        lanes = [list(r[0][port]) for r in runs]
+        merged = []
+        for k, tok in enumerate(toks):
+            if isinstance(tok, str):
+                if any(ln[k] != tok for ln in lanes):
+                    raise AssertionError(f"{op} lanes disagree on token {k} of {port}")
+                merged.append(tok)
+            else:
+                merged.append(np.asarray([ln[k] for ln in lanes], dtype=np.int64).reshape(shape))
+        out[port] = merged
+    return out, cycles.pop()
+
+
+def check_block_op(op, params=None, inputs=None, *, blocks, fixed=None, stalls=0.0, seed=0, fifo_depth=None,
+                   direct=True, **kw):
+    """:func:`check_op` for an element-wise block op against :func:`lane_reference` (``blocks``: the val ports
+    that carry blocks, ``{"i_<p>"/"o_<p>": shape}``) and, with ``direct``, against the simulator's block model
+    (``run_op`` on the block tokens; the two references must agree): equal tokens, and equal cycles without
+    stalls and FIFOs. Returns (reference outputs, reference cycles, rtl cycles)."""
+    if fixed is not None and fixed != FixedFormat():
+        raise HardwareError("check_block_op", "the reference runs the simulator's default format")
+    ref, ref_cycles = lane_reference(op, params, inputs, blocks)
+    if direct:
+        from ..sim import run_op
+        sim_out, sim_info = run_op(op, params, inputs, mode="fixed", stats=True)
+        sim_out = {k: [_plain(t) for t in v] for k, v in sim_out.items()}
+        lanes = {k: [_plain(t) for t in v] for k, v in ref.items()}
+        if sim_out != lanes or sim_info["cycles"] != ref_cycles:
+            raise AssertionError(f"{op}: the simulator's block model and its per-element runs differ\n"
+                                 f"  blocks: {sim_out} ({sim_info['cycles']} cycles)\n"
+                                 f"  lanes:  {lanes} ({ref_cycles} cycles)")
+    hw_out, hw_info = run_hw_op(op, params, inputs, fixed=fixed, stalls=stalls, seed=seed, fifo_depth=fifo_depth,
+                                blocks=blocks, **kw)
+    ref = {k: [_plain(t) for t in v] for k, v in ref.items()}
+    hw_out = {k: [_plain(t) for t in v] for k, v in hw_out.items()}
+    if ref != hw_out:
+        raise AssertionError(f"{op} {params if not _big(params) else ''} blocks={blocks}\n  ref: {ref}\n"
+                             f"  rtl: {hw_out}")
+    if not stalls and not fifo_depth and ref_cycles != hw_info["cycles"]:
+        raise AssertionError(f"{op} cycles: ref {ref_cycles} rtl {hw_info['cycles']} out={ref}")
+    return ref, ref_cycles, hw_info["cycles"]
+
+
+def _plain(tok):
+    """A token as a comparable value (a block as nested lists of ints)."""
+    return tok.tolist() if hasattr(tok, "tolist") else tok
 
 
 def _big(params):

@@ -22,10 +22,13 @@ The data field is ``max(W, 10)`` bits wide (the control kind needs 10 bits); val
 
 Python side: :func:`encode` / :func:`decode` convert between SAM-style tokens (``3``, ``'S0'``,
 ``'N'``, ``'D'``, ``'R'``, ``'S'``) and ``(data, ctrl)`` integers or flat raw words.
+Block values (a val stream of block shape S, docs/samml.md "Blocks") are one token on a prod(S)*W-bit bus:
+:func:`encode_value` / :func:`decode_value`, :func:`pack_block` / :func:`unpack_block`.
 RTL side: :func:`token_layout`, :func:`token_signature` and the predicates :func:`is_stop`,
 :func:`is_done`, ... that take a token view.
 """
 
+import numpy as np
 from amaranth.hdl import Cat, Const, Value, unsigned
 from amaranth.lib import data, stream
 
@@ -41,7 +44,8 @@ __all__ = [
     "KIND_STOP", "KIND_DONE", "KIND_EMPTY", "MIN_FIELD_WIDTH", "field_width", "token_layout",
     "token_signature", "encode", "encode_fields", "decode", "decode_fields", "encode_stream",
     "decode_stream", "is_ctrl", "is_data", "is_stop", "is_done", "is_empty", "stop_level",
-    "ctrl_kind", "STOP", "DONE", "EMPTY", "const_stop",
+    "ctrl_kind", "STOP", "DONE", "EMPTY", "const_stop", "pack_block", "unpack_block", "encode_value",
+    "decode_value",
 ]
 
 
@@ -146,6 +150,49 @@ def decode(raw, width, signed=False, repsig=False):
     fw = field_width(width)
     raw = int(raw)
     return decode_fields(raw & ((1 << fw) - 1), (raw >> fw) & 1, width, signed, repsig)
+
+
+def pack_block(values, width):
+    """A block's raw values (any shape, row-major) -> one word: element i at bits ``[i*W +: W]`` (two's
+    complement; docs/samml.md, "Blocks")."""
+    word = 0
+    mask = (1 << width) - 1
+    for i, v in enumerate(np.ravel(np.asarray(values, dtype=object))):
+        v = int(v)
+        if not -(1 << (width - 1)) <= v < (1 << (width - 1)):
+            raise StreamError("token", f"block value {v} does not fit {width} signed bits")
+        word |= (v & mask) << (i * width)
+    return word
+
+
+def unpack_block(word, shape, width):
+    """The inverse of :func:`pack_block`: an int64 array of ``shape``."""
+    n = int(np.prod(shape))
+    vals = [(int(word) >> (i * width)) & ((1 << width) - 1) for i in range(n)]
+    vals = [v - (1 << width) if v >> (width - 1) else v for v in vals]
+    return np.asarray(vals, dtype=np.int64).reshape(shape)
+
+
+def encode_value(tok, width, block=()):
+    """A val stream's token -> flat raw word: a scalar as :func:`encode` (signed, W bits); with ``block`` a
+    block token packed by :func:`pack_block` on the prod(block)*W-bit bus (control tokens as for scalars)."""
+    if not block:
+        return encode(tok, width, signed=True)
+    bus = width * int(np.prod(block))
+    if isinstance(tok, str):
+        return encode(tok, bus)
+    if np.shape(tok) != tuple(block):
+        raise StreamError("token", f"block token of shape {list(np.shape(tok))} on a stream of block {list(block)}")
+    return pack_block(tok, width)                   # ctrl = 0
+
+
+def decode_value(raw, width, block=()):
+    """The inverse of :func:`encode_value`."""
+    if not block:
+        return decode(raw, width, signed=True)
+    bus = width * int(np.prod(block))
+    tok = decode(raw, bus)
+    return tok if isinstance(tok, str) else unpack_block(tok, block, width)
 
 
 def encode_stream(tokens, width, signed=False):

@@ -37,9 +37,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
+from ..samml.blocks import block_shape
 from ..tensors.fixed import FixedFormat
 from . import token as tk
 from .memory import REG_WIDTH, make_memory
+from .ops.lanes import LANE_OPS, BlockLanes
 from .stream import StreamFIFO
 
 COUNTER_WIDTH = 32
@@ -106,9 +108,26 @@ def default_factory(program, kernel, node):
     value = cfg.get("value", {})
     fixed = FixedFormat(int(value.get("width", 32)), int(value.get("frac", 16)))
     connected = {pname for pname, _ in node.spec.input_ports(node.params) if kernel.driver(node.id, pname)}
-    return cls(op_params(program, node), crd_width=int(cfg.get("crd_width", 16)), fixed=fixed,
-               any_kind=_any_kind(kernel, node, program), connected=connected,
-               lookahead=lookahead(cls, program, kernel, node))
+    blocks = node_blocks(kernel, node)
+    kw = dict(crd_width=int(cfg.get("crd_width", 16)), fixed=fixed, any_kind=_any_kind(kernel, node, program),
+              connected=connected, lookahead=lookahead(cls, program, kernel, node))
+    if blocks and node.op in LANE_OPS:          # element-wise on blocks: one scalar op per element
+        return BlockLanes(cls, op_params(program, node), blocks=blocks, **kw)
+    return cls(op_params(program, node), blocks=blocks, **kw)
+
+
+def node_blocks(kernel, node):
+    """``{"i_<p>"/"o_<p>": block shape}`` of the node's ports whose streams carry blocks
+    (:func:`fuseflow.samml.blocks.block_shape`, the one definition)."""
+    out = {}
+    for pname, _ in node.spec.input_ports(node.params):
+        s = kernel.driver(node.id, pname)
+        if s is not None and block_shape(s):
+            out[f"i_{pname}"] = block_shape(s)
+    for s in kernel.streams.values():
+        if s.src.node == node.id and block_shape(s):
+            out[f"o_{s.src.port}"] = block_shape(s)
+    return out
 
 
 def lookahead(cls, program, kernel, node):
@@ -555,7 +574,8 @@ async def host_run(drv, man, images, max_cycles, read_probes=None):
 
 async def _read_tensor(drv, t, mems, man):
     name = t["name"]
-    dims = [t["shape"][m] for m in t["mode_order"]]
+    block = t.get("block") or [1] * len(t["shape"])     # levels are over block coordinates
+    dims = [t["shape"][m] // block[m] for m in t["mode_order"]]
     positions = 1
     levels = []
     for lv, fmt in enumerate(t["levels"]):
@@ -572,6 +592,9 @@ async def _read_tensor(drv, t, mems, man):
     vm = mems[f"{name}.vals"]
     n = min(positions, vm["capacity"])
     vals = await drv.read_burst(vm["sel"], 0, n) if n else []
+    if t.get("block"):                                  # one block per word
+        width = man["config"].get("value", {}).get("width", 32)
+        return {"levels": levels, "vals": [tk.unpack_block(v, t["block"], width).tolist() for v in vals]}
     return {"levels": levels, "vals": [_signed(v, vm["width"]) for v in vals]}
 
 
@@ -593,7 +616,7 @@ def compare_tensors(reference, rtl):
                 have = list(g.get(array, []))
                 if want != have:
                     problems.append(f"{name} level {lv} {array}: {_diff(want, have)}")
-        want = [int(x) for x in p.vals]
+        want = [x.tolist() if p.format.block else int(x) for x in p.vals]
         if want != list(got["vals"]):
             problems.append(f"{name} vals: {_diff(want, got['vals'])}")
     return problems

@@ -11,6 +11,8 @@
             ``parallel i 2`` and ``parallel i 4`` (docs/compiler.md, "Parallel lanes"), and the schedules of
             :data:`PARALLEL_SCHEDULES` (reductions over the parallelized index, an inner index, nested lanes), on
             random data.
+``blocks``  block-sparse SpMV and SpMM (``bcsr:B`` operands, a ``bdv:B`` vector; issue #15) at B = 2 and 4 on
+            block-sparse data (:data:`BLOCK_PROGRAMS`, :func:`blocked`); also part of ``default``.
 ``models``  the ML model examples alone, each at the granularity with the smallest design (:data:`MODEL_PROGRAMS`),
             on model-scale data: the models' correlation without the rest of ``default``.
 
@@ -48,6 +50,15 @@ QUICK_PROGRAMS = (("spmv.ff", "regions"),)
 #: autoencoder: full, 63; decoder: none, 403, where regions has 575 and full about 7000)
 #: the parallel suite: programs (fuse regions) and lane counts of their outermost index i
 PARALLEL_PROGRAMS = ("spmv.ff", "spmm.ff", "elementwise.ff", "gcn.ff")
+#: the blocks suite: block-sparse programs ({n}: size, {b}: block size), block sizes, (seed, block density)
+BLOCK_PROGRAMS = {
+    "bspmv": "program bspmv\ntensor B({n}, {n}) : bcsr:{b}\ntensor c({n}) : bdv:{b}\nx(i) = B(i,j) * c(j)\n",
+    "bspmm": "program bspmm\ntensor A({n}, {n}) : bcsr:{b}\ntensor B({n}, {n}) : bcsr:{b}\n"
+             "X(i,j) = A(i,k) * B(k,j)\n",
+}
+BLOCK_SIZES = (2, 4)
+BLOCK_GRID = 4                     # block rows/columns per matrix (n = 4 B)
+BLOCK_DATASETS = ((1, 0.5), (2, 0.25))
 PARALLEL_FACTORS = (2, 4)
 #: more schedules of the parallel suite: a sum over i on i's lanes (reductions.ff), SpMSpM's spacc over its inner
 #: index k on k's lanes (keys in one fibre per row), and nested lanes (SDDMM i x j, SpMSpM i x k)
@@ -113,6 +124,32 @@ def compiled(path, fuse, density=COMPILED_DENSITY, seed=COMPILED_SEED, parallel=
                   "kernels": len(program.kernels), **({"parallel": dict(parallel)} if parallel else {})})
 
 
+def blocked(name, block, density=0.5, seed=1):
+    """A block-sparse program of :data:`BLOCK_PROGRAMS` at block size ``block`` (``BLOCK_GRID`` blocks per
+    dimension) on random data: each block of a blocked matrix is stored with probability ``density`` and then
+    dense (an element is 0 with probability 0.1), blocked vectors are dense."""
+    import numpy as np
+
+    from ..compiler import compile_text
+    n = BLOCK_GRID * block
+    program = compile_text(BLOCK_PROGRAMS[name].format(n=n, b=block), name=name).program
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for t in program.inputs:
+        vals = kernels.random_sparse(rng, tuple(t.shape), 0.9)
+        if len(t.shape) == 2:
+            keep = rng.random((n // block, n // block)) < density
+            vals = vals * np.kron(keep, np.ones((block, block)))
+        inputs[t.name] = vals
+    return Entry(f"{name}/b{block}/n{n}/d{density:g}/s{seed}", program, inputs,
+                 {"source": "blocked", "kernel": name, "block": block, "size": n, "density": density, "seed": seed})
+
+
+def blocks():
+    entries = [blocked(name, b, d, s) for name in BLOCK_PROGRAMS for b in BLOCK_SIZES for s, d in BLOCK_DATASETS]
+    return Suite("blocks", entries, [])
+
+
 def _compiled_entries(files_fuses, notes):
     """Entries for (file, fuse) pairs; a compiler that cannot be used is a note, not a failure of the suite."""
     out = []
@@ -166,6 +203,7 @@ def default(sizes=DEFAULT_SIZES, densities=DEFAULT_DENSITIES):
     else:
         files = sorted(glob.glob(os.path.join(ex, "*.ff")))
         entries += _compiled_entries([(f, fuse) for f in files for fuse in FUSIONS], notes)
+    entries += blocks().entries
     return Suite("default", entries, notes)
 
 
@@ -188,11 +226,11 @@ def parallel():
     return Suite("parallel", entries, [])
 
 
-SUITES = {"quick": quick, "default": default, "models": models, "parallel": parallel}
+SUITES = {"quick": quick, "default": default, "models": models, "parallel": parallel, "blocks": blocks}
 
 
 def get_suite(name):
-    """The suite called ``name`` (``quick``, ``default``, ``models`` or ``parallel``)."""
+    """The suite called ``name`` (``quick``, ``default``, ``models``, ``parallel`` or ``blocks``)."""
     if isinstance(name, Suite):
         return name
     if name not in SUITES:
@@ -200,4 +238,5 @@ def get_suite(name):
     return SUITES[name]()
 
 
-__all__ = ["Entry", "Suite", "SUITES", "get_suite", "quick", "default", "models", "parallel", "classic", "compiled"]
+__all__ = ["Entry", "Suite", "SUITES", "get_suite", "quick", "default", "models", "parallel", "blocks", "classic",
+           "compiled", "blocked"]

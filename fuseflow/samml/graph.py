@@ -23,6 +23,7 @@ import networkx as nx
 from .. import limits
 from ..errors import FuseFlowError, GraphError
 from ..tensors.formats import can_locate
+from .blocks import check_blocks, check_tensor_block
 from .widths import check_fits
 from .registry import OPS, POLY_KINDS, UNARY_ALU_OPS, check_mask_scan, check_spacc, get_op, port_kind
 
@@ -64,6 +65,7 @@ class TensorDecl:
     capacity: list = None        # max entries per level, then max values; None = unknown
     dtype: str = "float"
     density: float | None = None  # expected fraction of nonzeros (inputs): capacities and synthetic data
+    block: list | None = None     # [B, B] (or [B]): levels over block coordinates, one dense block per value
 
     def __post_init__(self):
         if self.mode_order is None:
@@ -74,8 +76,9 @@ class TensorDecl:
         return len(self.shape)
 
     def level_dim(self, level):
-        """Size of the dimension stored at storage level ``level``."""
-        return self.shape[self.mode_order[level]]
+        """Size of the dimension stored at storage level ``level`` (in blocks for a blocked tensor)."""
+        mode = self.mode_order[level]
+        return self.shape[mode] // self.block[mode] if self.block else self.shape[mode]
 
     def worst_case_capacity(self):
         """The capacity of a fully dense tensor of this shape: entries per level (the positions of every level
@@ -94,13 +97,15 @@ class TensorDecl:
             d["capacity"] = list(self.capacity)
         if self.density is not None:
             d["density"] = self.density
+        if self.block:
+            d["block"] = list(self.block)
         return d
 
     @classmethod
     def from_json(cls, d):
         return cls(d["name"], d["role"], list(d["shape"]), list(d["format"]["levels"]),
                    list(d["format"].get("mode_order", range(len(d["shape"])))),
-                   d.get("capacity"), d.get("dtype", "float"), d.get("density"))
+                   d.get("capacity"), d.get("dtype", "float"), d.get("density"), d.get("block"))
 
 
 @dataclass
@@ -121,6 +126,7 @@ class Stream:
     src: PortRef
     dsts: list = field(default_factory=list)
     depth: int | None = None
+    block: list | None = None     # [B, B] or [B] on a val stream of blocks (fuseflow.samml.blocks.block_shape)
 
 
 class NodeHandle:
@@ -242,11 +248,12 @@ class Program:
         self.config = _merge_config(config)
         self.reports = {}            # graph passes run on this program: name -> report (not saved)
 
-    def tensor(self, name, role, shape, levels, mode_order=None, capacity=None, dtype="float", density=None):
+    def tensor(self, name, role, shape, levels, mode_order=None, capacity=None, dtype="float", density=None,
+               block=None):
         if name in self.tensors:
             raise GraphError(f"tensor {name}", "declared twice")
         t = TensorDecl(name, role, list(shape), list(levels), mode_order and list(mode_order), capacity, dtype,
-                       density)
+                       density, list(block) if block else None)
         self.tensors[name] = t
         return t
 
@@ -279,7 +286,8 @@ class Program:
                 "name": k.name,
                 "nodes": [{"id": n.id, "op": n.op, "params": _json_params(n.params)} for n in k.nodes.values()],
                 "streams": [{"id": s.id, "kind": s.kind, "from": str(s.src), "to": [str(d) for d in s.dsts],
-                             **({"depth": s.depth} if s.depth is not None else {})}
+                             **({"depth": s.depth} if s.depth is not None else {}),
+                             **({"block": list(s.block)} if s.block else {})}
                             for s in k.streams.values()],
             } for k in self.kernels],
         }
@@ -306,7 +314,7 @@ class Program:
                     raise GraphError(f"{where}.id", f"duplicate stream id '{sd['id']}'")
                 k.streams[sd["id"]] = Stream(sd["id"], sd["kind"], PortRef.parse(sd["from"], f"{where}.from"),
                                              [PortRef.parse(d, f"{where}.to[{j}]")
-                                              for j, d in enumerate(sd["to"])], sd.get("depth"))
+                                              for j, d in enumerate(sd["to"])], sd.get("depth"), sd.get("block"))
             k._reindex()
         return p
 
@@ -355,6 +363,7 @@ def validate_program(p):
             raise GraphError(f"{where}.shape", f"dimensions must be positive integers, got {t.shape}")
         if t.density is not None and not 0 < t.density <= 1:
             raise GraphError(f"{where}.density", f"must be in (0, 1], got {t.density}")
+        check_tensor_block(t, where)
         _check_tensor_sizes(t, where, crd_width)
     if not p.kernels:
         raise GraphError("$.kernels", "a program needs at least one kernel")
@@ -498,6 +507,7 @@ def _validate_kernel(p, k, where):
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise GraphError(where, "streams form a cycle: " + " -> ".join(e[0] for e in cycle))
+    check_blocks(p, k, where)
 
 
 def _check_kind(port_kind_, s, where):

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import ProgramError
+from .blocks import apply_blocks
 from .graph import Kernel, PortRef, Program
 from .locate import unique_node_id
 
@@ -75,6 +76,7 @@ def lanes_pass(program: Program, options: dict | None = None) -> dict:
         if made > 1:
             done[kernel.name] = made
     if done:
+        apply_blocks(program)                # the lanes' copies carry the blocks of the streams they copy
         program.validate()
     return done
 

@@ -342,6 +342,27 @@ def _alu_stages(fixed):
     }
 
 
+#: pipeline stages of one block_matmul multiplier (as the alu's mul: operands, partial products, cross sum,
+#: sum, saturation)
+BLOCK_MUL_STAGES = 5
+
+
+def block_matmul_latency(block: int) -> int:
+    """Cycles from a block_matmul firing to its output block being visible: the firing registers the operands
+    (1), output row r (r = 0..B-1) enters the multipliers at the firing's cycle + r, passes the
+    BLOCK_MUL_STAGES multiplier stages and ceil(log2 B) adder-tree stages; the block is complete when its last
+    row (r = B-1) leaves. B = 1 gives the scalar mul's latency."""
+    return 1 + BLOCK_MUL_STAGES + math.ceil(math.log2(block)) + (block - 1)
+
+
+def op_interval(op: str, params: dict | None = None) -> int:
+    """Cycles between two firings of an op that computes (its initiation interval): B for ``block_matmul``
+    (one output row per cycle), 1 for every other op. A block_matmul firing that passes a stop or D costs 1."""
+    if op == "block_matmul" and params:
+        return int(params.get("block") or 1)
+    return 1
+
+
 def op_latency(op: str, params: dict | None = None, fixed=None) -> int:
     """Cycles from an op's firing to its output token being visible downstream, when nothing stalls.
 
@@ -351,6 +372,8 @@ def op_latency(op: str, params: dict | None = None, fixed=None) -> int:
     the depths pass and the docs. A pipelined op still fires once per cycle; while its output is refused it
     keeps at most ``op_latency`` tokens in flight (docs/samml.md, "Latency").
     """
+    if op == "block_matmul" and params:
+        return block_matmul_latency(int(params.get("block") or 1))
     if op != "alu" or not params:
         return 1
     if fixed is None:
@@ -359,6 +382,19 @@ def op_latency(op: str, params: dict | None = None, fixed=None) -> int:
     return 1 + _alu_stages(fixed).get(params.get("op"), 0)
 
 
+_op(OpSpec(
+    "block_matmul", "Block matrix product of aligned value streams of blocks: out = a @ b per token (a B x B "
+                    "block times a B x B block, or times a B-vector); N gives a zero block; stops must match and "
+                    "pass through.",
+    inputs=(Port("a", "val", "B x B blocks"),
+            Port("b", "val", "B x B blocks (rhs matrix) or B-vectors (rhs vector)")),
+    outputs=(Port("out", "val", "a @ b: B x B blocks or B-vectors, as b"),),
+    params=(Param("block", "int", REQUIRED, doc="block size B", minimum=1, limit=limits.DIMENSION),
+            Param("rhs", "str", "matrix", ("matrix", "vector"), "shape of b's blocks: B x B or B")),
+    timing="Initiation interval B (op_interval): a firing on data (or N) takes the op for B cycles, one output "
+           "row per cycle; a stop or D fires in 1 cycle. Pipelined: a result is visible op_latency cycles after "
+           "its firing (block_matmul_latency: 1 + 5 multiplier stages + ceil(log2 B) adder stages + B - 1 rows).",
+))
 def check_spacc(params, where="op spacc"):
     """Raise GraphError (one line) for a spacc ``order`` or ``group`` out of range."""
     order, group = params.get("order", 1), params.get("group", 1)

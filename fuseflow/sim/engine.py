@@ -8,6 +8,7 @@ slot credits (the DAM approach, exact for the timing contract in docs/samml.md).
 streams every blocked op waits on.
 """
 
+import copy
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,20 +22,24 @@ from ..samml import io as samml_io
 from ..samml.registry import OPS, UNARY_ALU_OPS, get_op, port_kind
 from ..samml.widths import check_fits_width
 from ..tensors import PackedTensor, TensorFormat
-from ..tensors.fixed import FixedFormat, binary_op, unary_op
+from ..tensors.fixed import FixedFormat, binary_op, matmul_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
 from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
 from .ops import MODELS
-from .tokens import normalize
+from .tokens import Block, as_block, normalize
 
 UNBOUNDED = 1 << 62
 
 
 class Env:
-    """Number mode: the arithmetic every op model uses (one definition: fuseflow.tensors.fixed)."""
+    """Number mode: the arithmetic every op model uses (one definition: fuseflow.tensors.fixed).
 
-    def __init__(self, mode="float", fixed=None):
+    With ``blocks=True`` (a program with blocked tensors) every binary and unary op also takes block tokens
+    (:class:`~fuseflow.sim.tokens.Block`), element-wise by the vectorised rules of the same module, a scalar
+    operand broadcast; :meth:`for_block` gives a node whose values are blocks its zero block (what N loads)."""
+
+    def __init__(self, mode="float", fixed=None, blocks=False):
         if mode not in ("float", "fixed"):
             raise GraphError("mode", f"unknown number mode {mode!r} (expected float or fixed)")
         self.mode = mode
@@ -44,9 +49,31 @@ class Env:
         names_u = UNARY_ALU_OPS
         self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
         self.unary = {n: unary_op(n, mode, self.fixed) for n in names_u}
+        self.matmul = matmul_op(mode, self.fixed)           # block_matmul's a @ b
+        if blocks:
+            self.binary = {n: _blockwise(f, binary_op(n, mode, self.fixed, vectorised=True))
+                           for n, f in self.binary.items()}
+            self.unary = {n: _blockwise(f, unary_op(n, mode, self.fixed, vectorised=True))
+                          for n, f in self.unary.items()}
+
+    def for_block(self, shape) -> "Env":
+        """This arithmetic for a node whose values are blocks of ``shape``: its zero is a zero block."""
+        env = copy.copy(self)
+        env.zero = as_block(np.zeros(shape, np.int64 if self.mode == "fixed" else np.float64))
+        return env
 
     def encode(self, x):
         return self.fixed.encode(float(x)) if self.mode == "fixed" else float(x)
+
+
+def _blockwise(scalar, vectorised):
+    """An op that applies ``scalar`` to scalars and ``vectorised`` (element-wise, broadcasting) to blocks."""
+    def op(*args):
+        for a in args:
+            if a.__class__ is Block:
+                return as_block(vectorised(*args))
+        return scalar(*args)
+    return op
 
 
 class NodeState:
@@ -168,7 +195,9 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False):
     spec = get_op(op)
     params = spec.resolve_params(dict(params or {}), f"op {op}")
     inputs = dict(inputs or {})
-    env = Env(mode)
+    blocked = op == "block_matmul" or any(t.__class__ is not str and getattr(t, "ndim", 0) or
+                                          isinstance(t, (list, tuple)) for toks in inputs.values() for t in toks)
+    env = Env(mode, blocks=bool(blocked))
     st = NodeState(op, op, _list_params(params), env)
     in_ports = [n for n, _ in spec.input_ports(params)]
     unknown = set(inputs) - set(in_ports)
@@ -236,7 +265,8 @@ def _list_params(params):
     out = dict(params)
     for k in ("seg", "crd", "vals"):
         if out.get(k) is not None:
-            out[k] = [x.item() if hasattr(x, "item") else x for x in out[k]]
+            out[k] = [as_block(x) if getattr(x, "ndim", 0) or isinstance(x, (list, tuple)) else
+                      x.item() if hasattr(x, "item") else x for x in out[k]]
     return out
 
 
@@ -282,7 +312,8 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         limits.FIFO_DEPTH.check(int(fifo_depth), "--fifo-depth")
     check_output_sizes(prog)
     cfg = prog.config
-    env = Env(mode, FixedFormat(cfg["value"].get("width", 32), cfg["value"].get("frac", 16)))
+    env = Env(mode, FixedFormat(cfg["value"].get("width", 32), cfg["value"].get("frac", 16)),
+              blocks=any(t.block for t in prog.tensors.values()))
     depth_default = fifo_depth or cfg.get("fifo_depth", 2)
     crd_bytes = math.ceil(cfg.get("crd_width", 16) / 8)
     val_bytes = math.ceil(env.fixed.width / 8) if mode == "fixed" else 8
@@ -293,9 +324,11 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     for k in prog.kernels:
         order = _topo_order(k)
         states = {}
+        blocks = _node_blocks(k)
         for nid in order:
             node = k.nodes[nid]
-            states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), env)
+            node_env = env.for_block(blocks[nid]) if nid in blocks else env
+            states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), node_env)
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
         compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
@@ -346,11 +379,32 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
 
 
 def _read_bytes(st, crd_bytes, val_bytes):
-    return st.mem_reads * (val_bytes if st.op == "array" else crd_bytes)
+    return st.mem_reads * (val_bytes * _values_per_token(st) if st.op == "array" else crd_bytes)
 
 
 def _write_bytes(st, crd_bytes, val_bytes):
-    return st.mem_writes * (val_bytes if st.op == "value_write" else crd_bytes)
+    return st.mem_writes * (val_bytes * _values_per_token(st) if st.op == "value_write" else crd_bytes)
+
+
+def _values_per_token(st):
+    """Numbers in one value token of the node: B*B (or B) for blocks, else 1."""
+    return getattr(st.env.zero, "size", 1)
+
+
+def _node_blocks(kernel):
+    """``{node: block shape}`` for the nodes whose values are blocks (a val output, else a val input, carries
+    them): what their N and empty fibres stand for (a zero block)."""
+    from ..samml.blocks import block_shape
+    out = {}
+    for s in kernel.streams.values():
+        b = block_shape(s)
+        if b:
+            for d in s.dsts:
+                out.setdefault(d.node, b)
+    for s in kernel.streams.values():            # an output's block wins over an input's (block_matmul: b's)
+        if block_shape(s):
+            out[s.src.node] = block_shape(s)
+    return out
 
 
 def _topo_order(kernel):
@@ -387,7 +441,7 @@ def pack_inputs(prog, inputs, env):
         if t.name not in inputs:
             raise TensorError(f"tensor {t.name}", f"no data given (inputs: {', '.join(sorted(inputs)) or 'none'})")
         data = inputs[t.name]
-        fmt = TensorFormat(tuple(t.levels), tuple(t.mode_order))
+        fmt = TensorFormat(tuple(t.levels), tuple(t.mode_order), tuple(t.block or ()))
         if isinstance(data, PackedTensor):
             packed = data
             if tuple(packed.shape) != tuple(t.shape):
@@ -423,7 +477,7 @@ def _bind(prog, node, store, env):
             raise GraphError(f"node {node.id}", f"reads tensor '{name}' before any kernel writes it")
         packed = store[name]
         if node.op == "array":
-            p["vals"] = packed.vals.tolist()
+            p["vals"] = [as_block(v) for v in packed.vals] if packed.format.block else packed.vals.tolist()
         else:
             level = packed.levels[p["level"]]
             if isinstance(level, DenseLevel):
@@ -463,8 +517,13 @@ def _collect_writes(prog, kernel, states, store, env):
         if ("vals",) not in parts:
             raise GraphError(f"kernel {kernel.name}", f"writes tensor '{name}' but not its values")
         vals = parts[("vals",)]["vals"]
-        vals = np.asarray(vals, dtype=np.int64 if env.mode == "fixed" else np.float64)
-        fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order))
+        dtype = np.int64 if env.mode == "fixed" else np.float64
+        if decl.block:                       # blocks (a scalar 0, from N, is a zero block)
+            vals = np.asarray([np.broadcast_to(v, tuple(decl.block)) for v in vals], dtype=dtype).reshape(
+                (len(vals),) + tuple(decl.block))
+        else:
+            vals = np.asarray(vals, dtype=dtype)
+        fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order), tuple(decl.block or ()))
         try:
             store[name] = PackedTensor.from_levels(tuple(decl.shape), fmt, levels, vals)
         except TensorError as exc:

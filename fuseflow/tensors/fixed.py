@@ -314,6 +314,18 @@ class FixedFormat:
             p = np.right_shift(p + (1 << (f - 1)), f)
         return self.saturate_array(p)
 
+    def matmul_array(self, a, b):
+        """Block product ``a @ b`` of raw values (a B x B block times a B x B block or a B-vector): every
+        product ``a[i,k] * b[k,j]`` exact, summed exactly (wide: Python integers), then rounded ONCE as ``mul``
+        rounds (``(s + 2**(frac-1)) >> frac``, round half up) and saturated. The golden model of the RTL's
+        block multiplier."""
+        s = np.asarray(_i64(a), dtype=object) @ np.asarray(_i64(b), dtype=object)
+        half = self._half
+        f = self.frac
+        lo, hi = self._lo, self._hi
+        flat = [min(max((int(v) + half) >> f, lo), hi) for v in np.ravel(s)]
+        return np.asarray(flat, dtype=np.int64).reshape(np.shape(s))
+
     def div_array(self, a, b):
         a = _i64(a)
         b = _i64(b)
@@ -626,4 +638,14 @@ def unary_op(name, mode="float", fmt=None, vectorised=False):
     if mode == "fixed":
         fmt = fmt or DEFAULT_FORMAT
         return fmt.unary_array(name) if vectorised else fmt.unary(name)
+    raise TensorError("mode", f"unknown number mode {mode!r} (expected 'float' or 'fixed')")
+
+
+def matmul_op(mode="float", fmt=None):
+    """The block product ``a @ b`` (``block_matmul``): NumPy's in float mode, :meth:`FixedFormat.matmul_array`
+    in fixed mode."""
+    if mode == "float":
+        return lambda a, b: np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+    if mode == "fixed":
+        return (fmt or DEFAULT_FORMAT).matmul_array
     raise TensorError("mode", f"unknown number mode {mode!r} (expected 'float' or 'fixed')")

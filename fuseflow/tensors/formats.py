@@ -9,7 +9,9 @@ Spellings accepted by :meth:`TensorFormat.parse` (see ``docs/tensors.md``):
 - named formats: ``dense``, ``sparse``, ``csr``, ``csc``, ``dcsr``, ``dcsc``, ``csf``, ``dv``, ``sv``,
   ``scalar``;
 - per-level letters ``d`` (dense) and ``c`` (compressed; ``s`` is accepted as a SAM-style alias),
-  optionally followed by a mode order: ``dc``, ``cd``, ``ccc``, ``dc:1,0``, or SAM-style digits ``ds10``.
+  optionally followed by a mode order: ``dc``, ``cd``, ``ccc``, ``dc:1,0``, or SAM-style digits ``ds10``;
+- blocked formats: ``b`` + a named format + ``:B`` (``bcsr:4``, ``bdcsr:8``, ``bdv:4``): the levels are over
+  block coordinates and every value is a dense B x B block (a B-vector for order 1): ``fmt.block``.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class TensorFormat:
 
     levels: tuple
     mode_order: tuple = None
+    #: block size per tensor dimension (``()``: unblocked). A blocked format's block is a value type, not a
+    #: level: its levels iterate block coordinates (:meth:`level_dims`) and ``vals`` holds one block each.
+    block: tuple = ()
 
     def __post_init__(self):
         levels = self.levels
@@ -84,8 +89,17 @@ class TensorFormat:
         if sorted(mode_order) != list(range(len(levels))):
             raise TensorError("format", f"mode_order {list(mode_order)} is not a permutation of "
                                         f"0..{len(levels) - 1}")
+        block = tuple(self.block or ())
+        if block:
+            if len(block) != len(levels) or any(isinstance(b, bool) or not isinstance(b, int) or b < 1
+                                                for b in block):
+                raise TensorError("format", f"block {list(block)} must give one size >= 1 per dimension "
+                                            f"({len(levels)})")
+            if len(set(block)) != 1:
+                raise TensorError("format", f"block {list(block)} is not square (blocks are B x B)")
         object.__setattr__(self, "levels", levels)
         object.__setattr__(self, "mode_order", mode_order)
+        object.__setattr__(self, "block", block)
 
     # ---- basic properties -------------------------------------------------------------------
     @property
@@ -111,12 +125,27 @@ class TensorFormat:
         return tuple(inv)
 
     def level_dims(self, shape):
-        """Sizes of the levels (tensor ``shape`` permuted into level order)."""
+        """Sizes of the levels (tensor ``shape`` permuted into level order; in blocks when blocked)."""
         shape = tuple(shape)
         if len(shape) != self.order:
             raise TensorError("shape", f"shape {list(shape)} has {len(shape)} dimensions but format "
                                        f"{self} has order {self.order}")
+        if self.block:
+            for d, (n, b) in enumerate(zip(shape, self.block)):
+                if n % b:
+                    raise TensorError("shape", f"dimension {d} of size {n} is not divisible by the block size "
+                                               f"{b} of format {self}")
+            return tuple(shape[d] // self.block[d] for d in self.mode_order)
         return tuple(shape[d] for d in self.mode_order)
+
+    @property
+    def value_shape(self) -> tuple:
+        """The shape of one value: ``()`` for scalars, the block (``(B, B)`` or ``(B,)``) when blocked."""
+        return self.block
+
+    def unblocked(self) -> "TensorFormat":
+        """The same levels and mode order without the block (the format of the block-coordinate pattern)."""
+        return TensorFormat(self.levels, self.mode_order)
 
     def can_locate(self, level: int) -> bool:
         """Whether storage level ``level`` can locate (see :data:`LEVEL_CAPABILITIES`)."""
@@ -191,6 +220,13 @@ class TensorFormat:
         if not isinstance(spec, str):
             raise TensorError("format", f"format spec must be a string, got {spec!r}")
         text = spec.strip().lower()
+        m = re.fullmatch(r"b([a-z]+)\s*:\s*(\d+)", text)
+        if m is not None and m.group(1) != "" and not re.fullmatch(r"[dcs]+", "b" + m.group(1)):
+            base = cls.named(m.group(1), order)
+            b = int(m.group(2))
+            if b < 1:
+                raise TensorError("format", f"block size must be >= 1 in {spec!r}")
+            return cls(base.levels, base.mode_order, (b,) * base.order)
         if ":" in text:
             head, _, tail = text.partition(":")
             head = head.strip()
@@ -207,7 +243,10 @@ class TensorFormat:
 
     # ---- JSON -------------------------------------------------------------------------------
     def to_json(self):
-        return {"levels": list(self.levels), "mode_order": list(self.mode_order)}
+        d = {"levels": list(self.levels), "mode_order": list(self.mode_order)}
+        if self.block:
+            d["block"] = list(self.block)
+        return d
 
     @classmethod
     def from_json(cls, d):
@@ -215,7 +254,7 @@ class TensorFormat:
             raise TensorError("format", f"expected an object with 'levels' and 'mode_order', got {d!r}")
         if "levels" not in d:
             raise TensorError("format", "missing 'levels'")
-        extra = set(d) - {"levels", "mode_order"}
+        extra = set(d) - {"levels", "mode_order", "block"}
         if extra:
             raise TensorError("format", f"unexpected keys {sorted(extra)}")
         levels = d["levels"]
@@ -225,12 +264,21 @@ class TensorFormat:
         if mo is not None:
             if not isinstance(mo, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in mo):
                 raise TensorError("format", f"'mode_order' must be a list of ints, got {mo!r}")
-        return cls(tuple(levels), None if mo is None else tuple(mo))
+        block = d.get("block") or ()
+        if not isinstance(block, (list, tuple)):
+            raise TensorError("format", f"'block' must be a list of ints, got {block!r}")
+        return cls(tuple(levels), None if mo is None else tuple(mo), tuple(block))
 
     # ---- naming -----------------------------------------------------------------------------
     @property
     def name(self):
         """Short readable name; ``TensorFormat.parse(fmt.name, fmt.order) == fmt``."""
+        if self.block:
+            base = self.unblocked().name
+            if ":" in base or self.order == 0:
+                raise TensorError("format", f"blocked format {base} has no spelling (blocks need a named format "
+                                            f"without a mode order)")
+            return f"b{base}:{self.block[0]}"
         order = self.order
         if order == 0:
             return "scalar"

@@ -262,7 +262,9 @@ def save_sam_dir(packed, directory, name):
     Compressed level ``k`` storing tensor dimension ``d`` writes ``tensor_<name>_mode_<d>_seg`` and
     ``..._crd``; dense levels write nothing (their size is in the shape file, as the SAM simulator
     expects); ``tensor_<name>_mode_vals`` has the values, ``tensor_<name>_mode_shape`` the shape in
-    tensor-dimension order, and ``tensor_<name>_mode_format`` the format spec (our addition)."""
+    tensor-dimension order, and ``tensor_<name>_mode_format`` the format spec (our addition). A blocked tensor
+    (``bcsr:B``...) writes its levels over block coordinates and its blocks into the vals file one after the
+    other, each row-major (B*B numbers per block); the format file (``bcsr:4``) says how to regroup them."""
     if not isinstance(packed, PackedTensor):
         raise TensorError("tensor", f"expected a PackedTensor, got {type(packed).__name__}")
     _check_name(name)
@@ -275,8 +277,9 @@ def save_sam_dir(packed, directory, name):
             d = packed.format.mode_order[k]
             _write_numbers(f"{pre}{d}_seg", lv.seg)
             _write_numbers(f"{pre}{d}_crd", lv.crd)
-    _write_numbers(pre + "vals", packed.vals)
-    spec = packed.format.letters + ":" + ",".join(str(m) for m in packed.format.mode_order)
+    _write_numbers(pre + "vals", packed.vals.reshape(-1))
+    spec = str(packed.format) if packed.format.block else \
+        packed.format.letters + ":" + ",".join(str(m) for m in packed.format.mode_order)
     with _atomic_write(pre + "format", "w") as f:
         f.write(spec + "\n")
 
@@ -349,11 +352,16 @@ def load_sam_dir(directory, name, fmt=None, raw=False):
     for k, kind in enumerate(fmt.levels):
         d = fmt.mode_order[k]
         if kind == DENSE:
-            levels.append(DenseLevel(int(shape[d])))
+            levels.append(DenseLevel(int(shape[d]) // (fmt.block[d] if fmt.block else 1)))
         else:
             levels.append(CompressedLevel(_read_numbers(f"{pre}{d}_seg", "int"),
                                           _read_numbers(f"{pre}{d}_crd", "int")))
     vals = _read_numbers(pre + "vals", "raw" if raw else "float")
+    if fmt.block:
+        size = int(np.prod(fmt.block))
+        if len(vals) % size:
+            raise TensorError(pre + "vals", f"{len(vals)} numbers do not make whole blocks of {size}")
+        vals = vals.reshape((-1,) + fmt.block)
     try:
         return PackedTensor.from_levels(tuple(int(s) for s in shape), fmt, levels, vals)
     except TensorError as exc:

@@ -222,7 +222,11 @@ class PackedTensor:
             out_levels.append(CompressedLevel(seg, crd))
             parents = len(crd)
         vals = _vals_array(vals)
-        if vals.ndim != 1:
+        if fmt.block:
+            if vals.shape[1:] != fmt.block:
+                _fail("vals", f"must hold blocks of shape {list(fmt.block)} (shape (blocks, "
+                              f"{', '.join(map(str, fmt.block))})), got shape {vals.shape}")
+        elif vals.ndim != 1:
             if vals.ndim == 0 and fmt.order == 0:
                 vals = vals.reshape(1)
             else:
@@ -361,8 +365,16 @@ class PackedTensor:
     def pack(cls, obj, fmt):
         """Pack a NumPy array, a SciPy sparse matrix, a Python/NumPy scalar, or another PackedTensor."""
         import scipy.sparse as sp
+        order = obj.order if isinstance(obj, PackedTensor) else len(getattr(obj, "shape", np.shape(obj)))
+        fmt = _fmt(fmt, order)
+        if fmt.block:                                   # blocks are values: fuseflow.tensors.blocked
+            from . import blocked
+            if isinstance(obj, PackedTensor):
+                return obj if fmt == obj.format else blocked.from_dense(cls, obj.to_dense(), fmt)
+            if sp.issparse(obj):
+                return blocked.from_scipy(cls, obj, fmt)
+            return blocked.from_dense(cls, np.asarray(obj), fmt)
         if isinstance(obj, PackedTensor):
-            fmt = _fmt(fmt, obj.order)
             if fmt == obj.format:
                 return obj
             return cls.from_coo(obj.shape, *obj.to_coo(), fmt)
@@ -398,6 +410,9 @@ class PackedTensor:
     def to_coo(self):
         """``(coords, vals)`` of the nonzeros: ``coords`` has shape ``(order, nnz)`` in tensor-dimension
         order, entries sorted lexicographically in level order."""
+        if self.format.block:
+            from . import blocked
+            return blocked.to_coo(self)
         if self.order == 0:
             nz = self.vals != 0
             return np.zeros((0, int(nz.sum())), dtype=np.int64), self.vals[nz].copy()
@@ -414,6 +429,9 @@ class PackedTensor:
 
     def to_dense(self):
         """A NumPy array in tensor-dimension order with shape ``shape``."""
+        if self.format.block:
+            from . import blocked
+            return blocked.to_dense(self)
         if self.order == 0:
             return np.asarray(self.vals[0])
         dims = self.level_dims
@@ -425,6 +443,13 @@ class PackedTensor:
                 lc = self._position_coords()
                 la[tuple(lc)] = self.vals
         return np.ascontiguousarray(la.transpose(self.format.level_of_mode))
+
+    def to_bsr(self):
+        """A ``scipy.sparse.bsr_array`` holding this blocked tensor's blocks (order 2, blocked formats)."""
+        if not self.format.block:
+            _fail("tensor", f"to_bsr needs a blocked format, this tensor is {self.format}")
+        from . import blocked
+        return blocked.to_bsr(self)
 
     def to_scipy(self):
         """A ``scipy.sparse.csr_array`` (order 2 only); zero values are not stored."""
@@ -440,7 +465,7 @@ class PackedTensor:
         vals = _vals_array(new_vals)
         if vals.ndim == 0 and self.order == 0:
             vals = vals.reshape(1)
-        if vals.ndim != 1 or len(vals) != len(self.vals):
+        if vals.shape[1:] != self.vals.shape[1:] or len(vals) != len(self.vals):
             _fail("vals", f"expected {len(self.vals)} values, got shape {vals.shape}")
         return PackedTensor(self.shape, self.format, self.levels, vals, _validate=False)
 

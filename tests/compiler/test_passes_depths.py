@@ -17,7 +17,7 @@ from fuseflow.sim import run
 
 
 def test_pipeline_order():
-    assert [n for n, _ in PIPELINE] == ["locate", "drop_empty", "lanes", "capacities", "widths", "depths"]
+    assert [n for n, _ in PIPELINE] == ["locate", "drop_empty", "lanes", "blocks", "capacities", "widths", "depths"]
 
 
 def test_channel_bits_counts_every_consumer_at_the_token_width():

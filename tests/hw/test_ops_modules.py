@@ -36,6 +36,8 @@ EXAMPLES = {
               {"crd_outer0": [2, 0, "S0", 0, 1, "S1", "D"], "crd_inner": [3, 1, "S0", 5, "S1", "S0", 1, "S2", "D"],
                "val": [10, 20, "S0", 30, "S1", "S0", 7, "S2", "D"]}),
     "parallelize": ({"lanes": 3}, {"in": [4, "N", 6, 8, "S0", "D"]}),
+    "block_matmul": ({"block": 2}, {"a": [[[1 << 16, 2], [-3, 1 << 15]], "S0", "N", "S1", "D"],
+                                    "b": [[[5, 1 << 16], [1 << 17, -1]], "S0", [[1, 2], [3, 4]], "S1", "D"]}),
     "serialize": ({"lanes": 2, "depth": 1}, {"key0": [0, 3, "S0", "D"], "key1": [2, "S0", "D"],
                                              "in0": [1, 4, "S0", 6, "S1", "D"], "in1": [8, "S1", "D"]}),
 }
@@ -85,8 +87,7 @@ def test_valid_does_not_depend_on_own_ready(op):
     from amaranth.hdl import Value
     from amaranth.sim import Simulator
 
-    from fuseflow.hw.testing import OpHarness, _mem_params
-    from fuseflow.hw.token import encode
+    from fuseflow.hw.testing import OpHarness, _mem_params, encode_port
 
     params, inputs = EXAMPLES[op]
     dut = MODULES[op](params, connected=set(inputs))
@@ -98,8 +99,7 @@ def test_valid_does_not_depend_on_own_ready(op):
     sim = Simulator(h)
     sim.add_clock(1e-6)
     rng = random.Random(1)
-    ins = {p: [encode(t, dut.port_info[f"i_{p}"][1], dut.port_info[f"i_{p}"][2]) for t in inputs[p]]
-           for p in dut.inputs()}
+    ins = {p: [encode_port(dut, f"i_{p}", t) for t in inputs[p]] for p in dut.inputs()}
     outs = [getattr(dut, f"o_{p}") for p in dut.outputs()]
     bad = []
 

@@ -107,6 +107,25 @@ def _compiler_usable():
         return False
 
 
+def test_blocks_suite_contents():
+    s = suites.get_suite("blocks")
+    assert len(s) == len(suites.BLOCK_PROGRAMS) * len(suites.BLOCK_SIZES) * len(suites.BLOCK_DATASETS)
+    assert {(e.meta["kernel"], e.meta["block"]) for e in s.entries} == \
+        {(k, b) for k in suites.BLOCK_PROGRAMS for b in suites.BLOCK_SIZES}
+    for e in s.entries:
+        b = e.meta["block"]
+        blocked = [t for t in e.program.inputs if t.block]
+        assert blocked == list(e.program.inputs) and {tuple(t.block) for t in blocked} <= {(b,), (b, b)}
+        assert any(n.op == "block_matmul" for k in e.program.kernels for n in k.nodes.values())
+        for t in e.program.inputs:                 # block-sparse data: zero blocks, the others mostly nonzero
+            if len(t.shape) == 2:
+                x = np.asarray(e.inputs[t.name])
+                tiles = x.reshape(x.shape[0] // b, b, x.shape[1] // b, b).swapaxes(1, 2)
+                nz = (tiles != 0).reshape(tiles.shape[0], tiles.shape[1], -1).mean(axis=2)
+                assert (nz == 0).any() and (nz > 0).any() and nz[nz > 0].mean() > 0.7
+    assert {e.name for e in s.entries} <= {e.name for e in suites.get_suite("default").entries}
+
+
 def test_default_suite_contents():
     s = suites.get_suite("default")
     assert len(s) >= 60

@@ -33,7 +33,7 @@ def test_docs_table_states_the_registry():
 
 def test_every_other_op_has_latency_one():
     for name in OPS:
-        if name != "alu":
+        if name not in ("alu", "block_matmul"):       # block_matmul: tests/samml/test_blocks.py
             assert op_latency(name, {}) == 1
 
 

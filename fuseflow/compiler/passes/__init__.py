@@ -10,6 +10,8 @@ the same pipeline through :func:`run_passes`, so every graph the project writes 
    dropped right after its scanners when nothing below needs them (option ``drop_empty=False`` skips it);
 3. ``lanes`` (:func:`fuseflow.samml.lanes.lanes_pass`): kernels the schedule parallelizes (option
    ``parallel``: {kernel: lanes}) run the sub-tree below their outermost index on that many lanes;
+   ``blocks`` (:func:`fuseflow.samml.blocks.apply_blocks`): with blocked tensors, every val stream states the
+   block shape its producer gives (docs/samml.md, "Blocks");
 4. ``capacities`` (:func:`fuseflow.samml.capacities.declare_capacities`): worst-case or density-based
    capacities, so hardware builds without data;
 5. ``widths`` (:func:`fuseflow.samml.widths.assign_widths`): the coordinate width from shapes and capacities;
@@ -19,6 +21,7 @@ the same pipeline through :func:`run_passes`, so every graph the project writes 
 
 from __future__ import annotations
 
+from ...samml.blocks import apply_blocks
 from ...samml.capacities import declare_capacities
 from ...samml.drop_empty import drop_empty_pass
 from ...samml.lanes import lanes_pass
@@ -34,11 +37,21 @@ def locate(program, options) -> dict:
     return {"located": sum(locate_kernel(program, k) for k in program.kernels)}
 
 
+def blocks(program, options) -> dict:
+    """Every val stream states the block shape its producer gives (:func:`fuseflow.samml.blocks.apply_blocks`);
+    reports the number of streams that carry blocks."""
+    if not any(t.block for t in program.tensors.values()):
+        return {"blocked_streams": 0}
+    apply_blocks(program)
+    return {"blocked_streams": sum(1 for k in program.kernels for s in k.streams.values() if s.block)}
+
+
 #: the passes, in order: (name, function)
 PIPELINE = (
     ("locate", locate),
     ("drop_empty", drop_empty_pass),
     ("lanes", lanes_pass),
+    ("blocks", blocks),
     ("capacities", declare_capacities),
     ("widths", assign_widths),
     ("depths", assign_depths),

@@ -45,6 +45,7 @@ import math
 
 import networkx as nx
 
+from ...samml.blocks import block_shape
 from ...samml.registry import op_latency
 from ...tensors.fixed import FixedFormat
 
@@ -78,9 +79,11 @@ def _default(program):
 
 
 def channel_bits(program, stream) -> int:
-    """FIFO bits of one stream: its depth x its consumers x the token width (data field + ctrl bit)."""
+    """FIFO bits of one stream: its depth x its consumers x the token width (data field + ctrl bit); a block
+    token's data field is one value width per element (docs/samml.md, "Blocks")."""
     cfg = program.config
-    w = int(cfg["value"].get("width", 32)) if stream.kind == "val" else int(cfg.get("crd_width", 16))
+    w = int(cfg["value"].get("width", 32)) * math.prod(block_shape(stream)) if stream.kind == "val" \
+        else int(cfg.get("crd_width", 16))
     return (stream.depth or _default(program)) * len(stream.dsts) * (max(w, 10) + 1)
 
 
@@ -160,8 +163,8 @@ def _profile_copy(program):
     """A copy of ``program`` with every dimension (and node size) capped at :data:`PROFILE_DIM`."""
     from ...samml import Program
     small = Program.from_json(program.to_json())
-    for t in small.tensors.values():
-        t.shape = [min(int(d), PROFILE_DIM) for d in t.shape]
+    for t in small.tensors.values():              # a blocked tensor keeps PROFILE_DIM blocks per dimension
+        t.shape = [min(int(d), PROFILE_DIM * (t.block[m] if t.block else 1)) for m, d in enumerate(t.shape)]
         t.capacity = None
     for k in small.kernels:
         for node in k.nodes.values():

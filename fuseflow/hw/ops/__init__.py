@@ -15,7 +15,7 @@ _CLASSES = {
     "repeat": "Repeat", "alu": "Alu", "reduce": "Reduce", "intersect": "Intersect", "union": "Union",
     "crd_drop": "CrdDrop", "level_write": "LevelWrite", "value_write": "ValueWrite",
     "crd_hold": "CrdHold", "spacc": "Spacc", "locate": "Locate", "mask_scan": "MaskScan",
-    "crd_mask": "CrdMask", "parallelize": "Parallelize", "serialize": "Serialize",
+    "crd_mask": "CrdMask", "parallelize": "Parallelize", "serialize": "Serialize", "block_matmul": "BlockMatmul",
 }
 
 MODULES = {}

@@ -14,6 +14,7 @@ cycles that write it, so a multi-output op never writes one output without the o
 the same firing.
 """
 
+import math
 from dataclasses import dataclass, field
 
 from amaranth.hdl import Mux, Signal, Value
@@ -30,12 +31,14 @@ __all__ = ["OpComponent", "Fire", "MemPorts", "kind_width", "set_tok", "set_data
            "set_done", "set_empty", "copy_ctrl", "copy_tok"]
 
 
-def kind_width(kind, crd_width=16, fixed=None):
+def kind_width(kind, crd_width=16, fixed=None, block=()):
     """(width, signed) of a stream of ``kind`` (crd, ref, repsig: crd_width unsigned; val: value width
-    signed)."""
+    signed; a val stream of block shape ``block``: prod(block) values side by side, element 0 at the LSBs)."""
     fixed = fixed or FixedFormat()
     if kind == "val":
-        return fixed.width, True
+        return fixed.width * math.prod(block), True
+    if block:
+        raise HardwareError("stream kind", f"a {kind} stream cannot carry blocks")
     if kind in ("crd", "ref", "repsig"):
         return crd_width, False
     raise HardwareError("stream kind", f"unknown stream kind {kind!r}")
@@ -76,7 +79,9 @@ class OpComponent(wiring.Component):
     op's look-ahead rule is on (only ops with a ``lookahead_depth``, i.e. intersect): it then has, for
     each port of :meth:`peek_ports`, the inputs ``i_<p>_next`` (token layout) and ``i_<p>_next_valid``,
     to be driven by the channel's ``StreamFIFO.r_next``/``r_next_valid``. Turn it on exactly when every
-    input channel holds at least ``lookahead_depth`` tokens, as the simulator does.
+    input channel holds at least ``lookahead_depth`` tokens, as the simulator does. ``blocks``: ``{"i_<p>" or
+    "o_<p>": block shape}`` for val ports that carry blocks (a port is then prod(shape) values wide); only ops
+    with a block form accept it (:meth:`_port_blocks`).
     """
 
     op_name = None
@@ -84,7 +89,7 @@ class OpComponent(wiring.Component):
     lookahead_depth = None
 
     def __init__(self, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None,
-                 lookahead=False):
+                 lookahead=False, blocks=None):
         self.spec = get_op(self.op_name)
         if lookahead and self.lookahead_depth is None:
             self._MustUse__silence = True            # never constructed: nothing to warn about
@@ -101,18 +106,19 @@ class OpComponent(wiring.Component):
         missing = set(required) - self.connected
         if missing:
             raise HardwareError(f"op {self.op_name}", f"input(s) {', '.join(sorted(missing))} must be connected")
+        self.blocks = self._port_blocks(dict(blocks or {}))
         self.port_info = {}          # "i_<port>"/"o_<port>" -> (kind, width, signed)
         members = {}
         for name, port in self.spec.input_ports(self.params):
             if not self._has_input(name):
                 continue
             kind = any_kind if port.kind in ("any", "token") else port.kind
-            w, s = kind_width(kind, self.crd_width, self.fixed)
+            w, s = kind_width(kind, self.crd_width, self.fixed, self.blocks.get(f"i_{name}", ()))
             self.port_info[f"i_{name}"] = (kind, w, s)
             members[f"i_{name}"] = In(token_signature(w))
         for name, port in self.spec.output_ports(self.params):
             kind = any_kind if port.kind in ("any", "token") else port.kind
-            w, s = kind_width(kind, self.crd_width, self.fixed)
+            w, s = kind_width(kind, self.crd_width, self.fixed, self.blocks.get(f"o_{name}", ()))
             self.port_info[f"o_{name}"] = (kind, w, s)
             members[f"o_{name}"] = Out(token_signature(w))
         self.memories = {}
@@ -120,6 +126,24 @@ class OpComponent(wiring.Component):
         super().__init__(members)
 
     # hooks -----------------------------------------------------------------------------------
+    def _port_blocks(self, blocks):
+        """``{"i_<port>"/"o_<port>": block shape}`` of the val ports that carry blocks (docs/samml.md, "Blocks")
+        from the ``blocks`` argument. By default only ``any``/``token`` ports may (repeat, intersect, union, ...:
+        they pass their payloads on unchanged, so a wider one is no different); an op with its own block form
+        overrides this."""
+        kinds = {f"i_{n}": p.kind for n, p in self.spec.input_ports(self.params)}
+        kinds.update({f"o_{n}": p.kind for n, p in self.spec.output_ports(self.params)})
+        return self._accept_blocks(blocks, [p for p, k in kinds.items() if k in ("any", "token")])
+
+    def _accept_blocks(self, blocks, ports):
+        """:meth:`_port_blocks` for an op whose val ``ports`` may carry blocks (one value per beat either way:
+        its memories then hold one block per word)."""
+        bad = set(blocks) - set(ports)
+        if bad:
+            self._MustUse__silence = True
+            raise HardwareError(f"op {self.op_name}", f"port(s) {', '.join(sorted(bad))} cannot carry blocks")
+        return {p: tuple(s) for p, s in blocks.items() if s}
+
     def _has_input(self, name):
         """Whether input ``name`` exists: required inputs always, optional ones when ``connected``."""
         return name in self.connected

@@ -1,5 +1,6 @@
 """array: loads values. A reference r gives vals[r] (in the cycle r is the head), N gives 0, stops and D pass
-through; one firing per token.
+through; one firing per token. A blocked value array (``blocks={"o_val": shape}``) holds one block per word and
+reads it in one beat (N gives the zero block).
 
 Memory interface: ``vals_addr`` (Out, crd_width bits) / ``vals_data`` (In, value width, raw bits), a
 synchronous read (block RAM): the address is the next head's (``after("ref")``), so ``vals_data`` holds
@@ -15,8 +16,11 @@ from ._common import OpComponent, copy_ctrl, set_data
 class Array(OpComponent):
     op_name = "array"
 
+    def _port_blocks(self, blocks):
+        return self._accept_blocks(blocks, ("o_val",))
+
     def _add_members(self, members):
-        self._add_read(members, "vals", "vals", self.fixed.width, signed=True, sync=True)
+        self._add_read(members, "vals", "vals", self.port_info["o_val"][1], signed=True, sync=True)
         self._add_after(members, "ref")
 
     def after_ports(self):

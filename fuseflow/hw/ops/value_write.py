@@ -2,7 +2,7 @@
 
 A value is written to ``vals[count]`` (N as 0); stops are dropped; D ends. Write interface:
 ``vals_waddr/vals_wdata/vals_wen`` (raw value bits, synchronous write port), ``count`` (values written),
-``done`` (1 from the cycle after the D firing).
+``done`` (1 from the cycle after the D firing). Blocked values (``blocks={"i_val": shape}``): one block per word.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -15,13 +15,16 @@ from ._common import OpComponent
 class ValueWrite(OpComponent):
     op_name = "value_write"
 
+    def _port_blocks(self, blocks):
+        return self._accept_blocks(blocks, ("i_val",))
+
     def _add_members(self, members):
-        self._add_write(members, "vals", "vals", self.fixed.width, "count", signed=True)
+        self._add_write(members, "vals", "vals", self.port_info["i_val"][1], "count", signed=True)
         members["done"] = Out(1)
 
     def elaborate(self, platform):
         m = Module()
-        W = self.fixed.width
+        W = self.port_info["i_val"][1]          # a value, or a block of them (one per word)
         f = self.fire_logic()
         x, xv = self.i_val.payload, self.i_val.valid
         cnt = Signal(self.crd_width + 1)
