@@ -107,8 +107,14 @@ def _bank_run(seed):
     return _RUNS[seed]
 
 
+#: ops the bank does not drive yet: block tokens (a B x B block per beat) need the bench to pack blocks into the
+#: payload; block_matmul's emitted Verilog is checked through whole programs on Verilator instead (the `blocks`
+#: correlation suite, tests/hw/test_verilator_blocks.py) and op by op in Amaranth's simulator (test_ops_block.py)
+NOT_IN_BANK = {"block_matmul"}
+
+
 def test_every_op_is_covered():
-    assert {c.op for c in CASES} == set(OPS)
+    assert {c.op for c in CASES} == set(OPS) - NOT_IN_BANK
     assert {c.params["op"] for c in CASES if c.op == "alu"} == set(BINARY_ALU_OPS + UNARY_ALU_OPS)
     assert {c.params["op"] for c in CASES if c.op == "reduce"} == set(REDUCE_OPS)
     assert {c.params.get("format", "compressed") for c in CASES if c.op == "level_scan"} == {"dense", "compressed"}
