@@ -69,7 +69,9 @@ class OpBank(Elaboratable):
             for side, streams, key in (("i", h.ins, "inputs"), ("o", h.outs, "outputs")):
                 for p, stream in streams.items():
                     kind, w, s = dut.port_info[f"{side}_{p}"]
-                    lay[key][p] = [w, bool(s), kind]
+                    # a port carrying blocks: its block shape and value width (the bench packs the elements)
+                    block = list(getattr(dut, "blocks", {}).get(f"{side}_{p}", ()))
+                    lay[key][p] = [w, bool(s), kind] + ([block, c.fixed.width] if block else [])
                     pre = f"c{k}_{side}_{p}"
                     valid, ready = Signal(name=f"{pre}_valid"), Signal(name=f"{pre}_ready")
                     payload = Signal(len(Value.cast(stream.payload)), name=f"{pre}_payload")
@@ -153,9 +155,13 @@ def _draw(rng, fx):
 
 def expected(case: OpCase, inputs: dict) -> dict:
     """``run_op``'s fixed-mode outputs of ``case`` on ``inputs`` ({port or written array: tokens or words})."""
+    import numpy as np
     from ..sim import run_op
-    out = run_op(case.op, case.params, inputs, mode="fixed")
-    return {k: list(v) for k, v in out.items()}
+    # block tokens travel the job file as nested lists: NumPy arrays for the op model, lists again for comparing
+    ins = {p: [np.asarray(t, dtype=np.int64) if isinstance(t, list) else t for t in toks]
+           for p, toks in inputs.items()}
+    out = run_op(case.op, case.params, ins, mode="fixed")
+    return {k: [t.tolist() if hasattr(t, "tolist") else t for t in v] for k, v in out.items()}
 
 
 def build_op_bank(cases: list, root=None) -> tuple:

@@ -20,7 +20,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, Timer
 
-from fuseflow.hw.token import decode, encode
+from fuseflow.hw.token import decode, decode_value, encode, encode_value
 
 PERIOD_NS = 10
 
@@ -53,14 +53,19 @@ def stall_fn(rng, p, max_len):
     return nxt
 
 
-async def source(b, pre, tokens, w, s, stall):
+def _blocks(lay):
+    """A port layout's (block shape, value width), or (None, None) for a scalar port."""
+    return (lay[3], lay[4]) if len(lay) > 3 else (None, None)
+
+
+async def source(b, pre, tokens, w, s, stall, block=None, vw=None):
     valid, payload, ready = b.sig(f"{pre}_valid"), b.sig(f"{pre}_payload"), b.sig(f"{pre}_ready")
     for tok in tokens:
         for _ in range(stall()):
             valid.value = 0
             await b.edge()
         valid.value = 1
-        payload.value = encode(tok, w, s)
+        payload.value = encode_value(tok, vw, block) if block else encode(tok, w, s)
         while True:
             await Timer(1, unit="ns")
             taken = int(ready.value)
@@ -70,7 +75,7 @@ async def source(b, pre, tokens, w, s, stall):
     valid.value = 0
 
 
-async def sink(b, pre, w, s, kind, stall, got):
+async def sink(b, pre, w, s, kind, stall, got, block=None, vw=None):
     valid, payload, ready = b.sig(f"{pre}_valid"), b.sig(f"{pre}_payload"), b.sig(f"{pre}_ready")
     while True:
         for _ in range(stall()):
@@ -83,7 +88,11 @@ async def sink(b, pre, w, s, kind, stall, got):
             await b.edge()
             if v:
                 break
-        tok = decode(raw, w, s, repsig=(kind == "repsig"))
+        if block:
+            tok = decode_value(raw, vw, block)
+            tok = tok if isinstance(tok, str) else tok.tolist()
+        else:
+            tok = decode(raw, w, s, repsig=(kind == "repsig"))
         got.append(tok)
         if tok == "D":
             ready.value = 0
@@ -95,15 +104,17 @@ async def run_case(b, case, rng, stall_p, max_stall, out):
     got = out[case["name"]] = {}
     try:
         tasks = []
-        for p, (w, s, _kind) in case["inputs_layout"].items():
+        for p, lay in case["inputs_layout"].items():
+            w, s = lay[0], lay[1]
             tasks.append(cocotb.start_soon(source(b, f"{pre}_i_{p}", case["inputs"][p], w, s,
                                                   stall_fn(random.Random(rng.randrange(1 << 30)), stall_p,
-                                                           max_stall))))
-        for p, (w, s, kind) in case["outputs"].items():
+                                                           max_stall), *_blocks(lay))))
+        for p, lay in case["outputs"].items():
+            w, s, kind = lay[:3]
             got[p] = []
             tasks.append(cocotb.start_soon(sink(b, f"{pre}_o_{p}", w, s, kind,
                                                 stall_fn(random.Random(rng.randrange(1 << 30)), stall_p,
-                                                         max_stall), got[p])))
+                                                         max_stall), got[p], *_blocks(lay))))
         for t in tasks:
             await t
         if case["writes"]:
