@@ -9,10 +9,6 @@ serial port. The hand-written bit-level UART of :class:`~fuseflow.boards.simboar
 simulator (``boards simulate``), which cocotb's libraries cannot drive.
 """
 
-import json
-import subprocess
-import tempfile
-from pathlib import Path
 
 from .bridge import BridgedTop
 
@@ -33,33 +29,12 @@ def run_bridged_verilog(build, images: dict, divisor: int = 4, max_cycles: int =
     """Run ``build`` behind its bridge on Verilator: the cocotbext-uart host loads ``images``, starts, polls
     status and reads back. Returns :func:`fuseflow.hw.top.host_run`'s dict plus ``bytes_sent``/``bytes_received``
     and ``uart_cycles`` (clock cycles of the whole session)."""
-    from ..hw.verilator import (CLOCK_PERIOD_NS, TIMESCALE, SimulatorError, _quiet, build_verilator,
-                                ensure_verilator)
+    from ..hw.verilator import CLOCK_PERIOD_NS, build_verilator, run_cocotb_job
     text, man = bridged_verilog(build, divisor)
     bdir = build_verilator(text, TOP, root=root)
-    ensure_verilator()
-    from cocotb_tools.runner import get_runner
-    with tempfile.TemporaryDirectory(prefix="fuseflow-board-") as tmp:
-        tmp = Path(tmp)
-        job, result, log = tmp / "job.json", tmp / "result.json", tmp / "run.log"
-        job.write_text(json.dumps({"manifest": man, "images": images, "max_cycles": int(max_cycles),
-                                   "divisor": int(divisor), "clock_period_ns": CLOCK_PERIOD_NS,
-                                   "result": str(result)}))
-        env = {"FUSEFLOW_BOARD_JOB": str(job), "COCOTB_LOG_LEVEL": "WARNING"}
-        try:
-            with _quiet(True):
-                get_runner("verilator").test(test_module=BENCH_MODULE, hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
-                                             build_dir=str(bdir), test_dir=str(tmp), extra_env=env,
-                                             timescale=TIMESCALE, log_file=str(log))
-        except (SystemExit, subprocess.CalledProcessError, Exception):  # noqa: BLE001 - the result file says
-            pass
-        if not result.exists():
-            tail = log.read_text()[-3000:] if log.exists() else ""
-            raise SimulatorError(f"run of {TOP}", f"the UART bench wrote no result:\n{tail}")
-        res = json.loads(result.read_text())
-    if res.get("error"):
-        raise SimulatorError(f"run of {TOP}", res["error"])
-    return res
+    job = {"manifest": man, "images": images, "max_cycles": int(max_cycles), "divisor": int(divisor),
+           "clock_period_ns": CLOCK_PERIOD_NS}
+    return run_cocotb_job(bdir, TOP, BENCH_MODULE, "FUSEFLOW_BOARD_JOB", job, what="UART bench")
 
 
 def simulate_verilog(graph, inputs, divisor: int = 4, max_cycles=None, build=None) -> dict:

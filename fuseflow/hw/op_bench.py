@@ -13,12 +13,8 @@ valid (inputs) and ready (outputs) stalls; it returns the tokens (and written me
 One build serves every op, so the cost is one Verilator compile (cached across runs), not one per op.
 """
 
-import json
 import random
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from amaranth.hdl import ClockDomain, Elaboratable, Module, Signal, Value
 
@@ -179,33 +175,14 @@ def run_op_bank(cases: list, seed: int, *, stall: float = 0.4, max_stall: int = 
 
     Returns ``(got, inputs)``: ``{case name: {port or written array: tokens}}`` (a case that did not finish within
     ``max_cycles`` gets an ``"error"`` entry beside what it produced) and ``{case name: the inputs it ran}``."""
-    from .verilator import SimulatorError, TIMESCALE, _quiet, ensure_verilator
+    from .verilator import run_cocotb_job
     bdir, layout = built or build_op_bank(cases, root)
-    ensure_verilator()
-    from cocotb_tools.runner import get_runner
     job_cases = []
     for k, (c, lay) in enumerate(zip(cases, layout)):
         job_cases.append({"name": c.name, "prefix": f"c{k}", "inputs": vary_values(c, seed),
                           "inputs_layout": lay["inputs"], "outputs": lay["outputs"], "writes": lay["writes"]})
-    with tempfile.TemporaryDirectory(prefix="fuseflow-opbank-") as tmp:
-        tmp = Path(tmp)
-        job, result, log = tmp / "job.json", tmp / "result.json", tmp / "run.log"
-        job.write_text(json.dumps({"cases": job_cases, "seed": seed, "stall": stall, "max_stall": max_stall,
-                                   "max_cycles": max_cycles, "result": str(result)}))
-        env = {"FUSEFLOW_OPBANK_JOB": str(job), "COCOTB_LOG_LEVEL": "WARNING"}
-        try:
-            with _quiet(True):
-                get_runner("verilator").test(test_module=BENCH_MODULE, hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
-                                             build_dir=str(bdir), test_dir=str(tmp), extra_env=env,
-                                             timescale=TIMESCALE, log_file=str(log))
-        except (SystemExit, subprocess.CalledProcessError, Exception):  # noqa: BLE001 - the result file says
-            pass
-        if not result.exists():
-            tail = log.read_text()[-3000:] if log.exists() else ""
-            raise SimulatorError(f"run of {TOP}", f"the op bench wrote no result:\n{tail}")
-        res = json.loads(result.read_text())
-    if res.get("error"):
-        raise SimulatorError(f"run of {TOP}", res["error"])
+    job = {"cases": job_cases, "seed": seed, "stall": stall, "max_stall": max_stall, "max_cycles": max_cycles}
+    res = run_cocotb_job(bdir, TOP, BENCH_MODULE, "FUSEFLOW_OPBANK_JOB", job, what="op bench")
     return {name: got for name, got in res["cases"].items()}, {c["name"]: c["inputs"] for c in job_cases}
 
 

@@ -240,48 +240,60 @@ def _quiet(quiet):
         logger.setLevel(old)
 
 
-def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_probes=None, quiet=True):
-    """Run a built design once: load ``images``, start, wait for done (watchdog ``max_cycles``), read back.
-
-    Returns :func:`fuseflow.hw.top.host_run`'s dict, plus ``sim_cycles_per_second``."""
+def run_cocotb_job(bdir, module, bench_module, env_var, job, *, what="test bench", waves=False, quiet=True,
+                   after=None) -> dict:
+    """Run cocotb test module ``bench_module`` once on the Verilator build ``bdir`` of ``module``: ``job`` (a dict)
+    is written as JSON to a temporary directory and named to the bench by ``$env_var``, with the path of the
+    result file the bench writes under ``job["result"]``. Returns the result's dict; a run that wrote none, or
+    whose result holds an ``error``, raises :class:`SimulatorError` with the log's tail. ``after(tmp)`` runs in the
+    temporary directory before it goes (to adopt a waveform)."""
     ensure_verilator()
     from cocotb_tools.runner import get_runner
-    bdir = Path(bdir)
     with tempfile.TemporaryDirectory(prefix="fuseflow-hw-") as tmp:
         tmp = Path(tmp)
-        job = tmp / "job.json"
-        result = tmp / "result.json"
-        job.write_text(json.dumps({"manifest": manifest, "images": images, "max_cycles": int(max_cycles),
-                                   "result": str(result), "read_probes": read_probes,
-                                   "clock_period_ns": CLOCK_PERIOD_NS}))
-        runner = get_runner("verilator")
-        log = tmp / "run.log"
-        env = {"FUSEFLOW_HW_JOB": str(job), "COCOTB_LOG_LEVEL": "WARNING"}
+        job_file, result, log = tmp / "job.json", tmp / "result.json", tmp / "run.log"
+        job_file.write_text(json.dumps(dict(job, result=str(result))))
+        env = {env_var: str(job_file), "COCOTB_LOG_LEVEL": "WARNING"}
         try:
             with _quiet(quiet):
-                runner.test(test_module=BENCH_MODULE, hdl_toplevel=module, hdl_toplevel_lang="verilog",
-                            build_dir=str(bdir), test_dir=str(tmp), extra_env=env, waves=bool(vcd),
-                            timescale=TIMESCALE, log_file=str(log))
-        except (SystemExit, subprocess.CalledProcessError, Exception) as exc:  # noqa: BLE001
+                get_runner("verilator").test(test_module=bench_module, hdl_toplevel=module,
+                                             hdl_toplevel_lang="verilog", build_dir=str(bdir), test_dir=str(tmp),
+                                             extra_env=env, waves=waves, timescale=TIMESCALE, log_file=str(log))
+        except (SystemExit, subprocess.CalledProcessError, Exception) as exc:  # noqa: BLE001 - the result file says
             if not result.exists():
                 tail = log.read_text()[-3000:] if log.exists() else ""
                 raise SimulatorError(f"run of {module}", f"simulator failed ({exc}):\n{tail}") from None
         if not result.exists():
             tail = log.read_text()[-3000:] if log.exists() else ""
-            raise SimulatorError(f"run of {module}", f"the test bench wrote no result:\n{tail}")
+            raise SimulatorError(f"run of {module}", f"the {what} wrote no result:\n{tail}")
         res = json.loads(result.read_text())
         if res.get("error"):
             raise SimulatorError(f"run of {module}", res["error"])
-        if vcd:
-            dump = tmp / "dump.vcd"
-            if not dump.exists():
-                found = list(tmp.rglob("*.vcd")) + list(bdir.glob("*.vcd"))
-                dump = found[0] if found else None
-            if dump is None:
-                raise SimulatorError("vcd", "the simulator wrote no waveform")
-            from ..cli import adopt_file
-            adopt_file(dump, vcd)
+        if after is not None:
+            after(tmp)
     return res
+
+
+def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_probes=None, quiet=True):
+    """Run a built design once: load ``images``, start, wait for done (watchdog ``max_cycles``), read back.
+
+    Returns :func:`fuseflow.hw.top.host_run`'s dict, plus ``sim_cycles_per_second``."""
+    bdir = Path(bdir)
+
+    def adopt_vcd(tmp):
+        dump = tmp / "dump.vcd"
+        if not dump.exists():
+            found = list(tmp.rglob("*.vcd")) + list(bdir.glob("*.vcd"))
+            dump = found[0] if found else None
+        if dump is None:
+            raise SimulatorError("vcd", "the simulator wrote no waveform")
+        from ..cli import adopt_file
+        adopt_file(dump, vcd)
+
+    job = {"manifest": manifest, "images": images, "max_cycles": int(max_cycles), "read_probes": read_probes,
+           "clock_period_ns": CLOCK_PERIOD_NS}
+    return run_cocotb_job(bdir, module, BENCH_MODULE, "FUSEFLOW_HW_JOB", job, waves=bool(vcd), quiet=quiet,
+                          after=adopt_vcd if vcd else None)
 
 
 def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=None, root=None, compile_fast=None):
