@@ -400,6 +400,42 @@ def operand_cases(m, op, a, b, y, fixed):
                Mux(b.ctrl, fixed_op(m, op, ra, zero, fixed), fixed_op(m, op, ra, rb, fixed)))
 
 
+def pipelined_output(op, m, go, is_ctrl, ctrl_data, res, latency, has_b, empty=None, fire=None):
+    """The output side of a pipelined op (docs/hardware.md, "Pipelines"): the op fires (pops its inputs)
+    while fewer than ``latency`` tokens are in flight; a valid bit and the control token travel beside the
+    datapath's free-running stages; the last stage's token leaves at once when the output is ready and
+    nothing waits before it, else it waits in a first-word-fall-through FIFO of depth ``latency``.
+    ``empty``: ``(is N, result for N)``: that bit travels beside too and picks the constant result. ``fire``: the
+    op's own firing signal when it needs it elsewhere (block_matmul's interval), else one is made here."""
+    out = op.o_out
+    DW = len(out.payload.data)
+    fifo = m.submodules.skid = SyncFIFO(width=DW + 1, depth=latency)
+    valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
+    ctrl = [Signal(name=f"stage{i}_ctrl") for i in range(latency)]
+    cdata = [Signal(10, name=f"stage{i}_cdata") for i in range(latency)]
+    inflight = Signal(range(latency + 1))        # fired, not yet transferred (= stage valids + skid level)
+    fire = Signal() if fire is None else fire
+    m.d.sync += inflight.eq(inflight + fire - (out.valid & out.ready))
+    m.d.comb += [fire.eq(go & (inflight != latency)),
+                 op.i_a.ready.eq(fire), valid[0].eq(fire), ctrl[0].eq(is_ctrl), cdata[0].eq(ctrl_data)]
+    if has_b:
+        m.d.comb += op.i_b.ready.eq(fire)
+    for i in range(1, latency):
+        m.d.sync += [valid[i].eq(valid[i - 1]), ctrl[i].eq(ctrl[i - 1]), cdata[i].eq(cdata[i - 1])]
+    if empty is not None:
+        is_n = [Signal(name=f"stage{i}_empty") for i in range(latency)]
+        m.d.comb += is_n[0].eq(empty[0])
+        m.d.sync += [is_n[i].eq(is_n[i - 1]) for i in range(1, latency)]
+        res = Mux(is_n[-1], Const(empty[1], signed(len(res))), res)
+    last = Signal(DW + 1)                       # {ctrl, data} of the last stage's token
+    m.d.comb += [last[:DW].eq(Mux(ctrl[-1], cdata[-1], res)), last[DW].eq(ctrl[-1])]
+    head = Mux(fifo.r_rdy, fifo.r_data, last)
+    m.d.comb += [out.valid.eq(valid[-1] | fifo.r_rdy),
+                 out.payload.data.eq(head[:DW]), out.payload.ctrl.eq(head[DW]),
+                 fifo.r_en.eq(out.ready),
+                 fifo.w_data.eq(last), fifo.w_en.eq(valid[-1] & (fifo.r_rdy | ~out.ready))]
+
+
 class Alu(OpComponent):
     op_name = "alu"
 
@@ -452,40 +488,6 @@ class Alu(OpComponent):
                 set_data(m, self.o_out, res)
             f.build(m)
             return m
-        self._pipeline(m, go, is_ctrl, a.data[0:10], res, latency, has_b,
-                       None if zero_result is None else (is_empty(a), zero_result))
+        pipelined_output(self, m, go, is_ctrl, a.data[0:10], res, latency, has_b,
+                         None if zero_result is None else (is_empty(a), zero_result))
         return m
-
-    def _pipeline(self, m, go, is_ctrl, ctrl_data, res, latency, has_b, empty=None):
-        """The output side of a pipelined op (docs/hardware.md, "Pipelines"): the op fires (pops its inputs)
-        while fewer than ``latency`` tokens are in flight; a valid bit and the control token travel beside the
-        datapath's free-running stages; the last stage's token leaves at once when the output is ready and
-        nothing waits before it, else it waits in a first-word-fall-through FIFO of depth ``latency``.
-        ``empty``: ``(is N, result for N)``: that bit travels beside too and picks the constant result."""
-        out = self.o_out
-        DW = len(out.payload.data)
-        fifo = m.submodules.skid = SyncFIFO(width=DW + 1, depth=latency)
-        valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
-        ctrl = [Signal(name=f"stage{i}_ctrl") for i in range(latency)]
-        cdata = [Signal(10, name=f"stage{i}_cdata") for i in range(latency)]
-        inflight = Signal(range(latency + 1))        # fired, not yet transferred (= stage valids + skid level)
-        fire = Signal()
-        m.d.sync += inflight.eq(inflight + fire - (out.valid & out.ready))
-        m.d.comb += [fire.eq(go & (inflight != latency)),
-                     self.i_a.ready.eq(fire), valid[0].eq(fire), ctrl[0].eq(is_ctrl), cdata[0].eq(ctrl_data)]
-        if has_b:
-            m.d.comb += self.i_b.ready.eq(fire)
-        for i in range(1, latency):
-            m.d.sync += [valid[i].eq(valid[i - 1]), ctrl[i].eq(ctrl[i - 1]), cdata[i].eq(cdata[i - 1])]
-        if empty is not None:
-            is_n = [Signal(name=f"stage{i}_empty") for i in range(latency)]
-            m.d.comb += is_n[0].eq(empty[0])
-            m.d.sync += [is_n[i].eq(is_n[i - 1]) for i in range(1, latency)]
-            res = Mux(is_n[-1], Const(empty[1], signed(len(res))), res)
-        last = Signal(DW + 1)                       # {ctrl, data} of the last stage's token
-        m.d.comb += [last[:DW].eq(Mux(ctrl[-1], cdata[-1], res)), last[DW].eq(ctrl[-1])]
-        head = Mux(fifo.r_rdy, fifo.r_data, last)
-        m.d.comb += [out.valid.eq(valid[-1] | fifo.r_rdy),
-                     out.payload.data.eq(head[:DW]), out.payload.ctrl.eq(head[DW]),
-                     fifo.r_en.eq(out.ready),
-                     fifo.w_data.eq(last), fifo.w_en.eq(valid[-1] & (fifo.r_rdy | ~out.ready))]

@@ -22,14 +22,13 @@ tokens for a refused output).
 import math
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
-from amaranth.lib.fifo import SyncFIFO
 
 from ...errors import HardwareError
 from ...samml.registry import op_interval, op_latency
 from ..token import is_empty
 from ._common import OpComponent
 from ._pipe import Pipe, dsp_family
-from .alu import pipelined_mul, saturate
+from .alu import pipelined_mul, pipelined_output, saturate
 
 __all__ = ["BlockMatmul", "block_rows", "block_row_stages", "block_matmul_dsps", "MULT18X18D_BUDGET"]
 
@@ -157,30 +156,6 @@ class BlockMatmul(OpComponent):
             m.d.sync += wait.eq(interval - 1)
         with m.Elif(wait != 0):
             m.d.sync += wait.eq(wait - 1)
-        self._output_side(m, go, fire, is_ctrl, a.data[0:10], block_out, latency)
+        # the alu's output side, with this op's firing (the interval counts it)
+        pipelined_output(self, m, go, is_ctrl, a.data[0:10], block_out, latency, True, fire=fire)
         return m
-
-    def _output_side(self, m, go, fire, is_ctrl, ctrl_data, res, latency):
-        """The alu's output side (docs/hardware.md, "Pipelines"): ``fire`` when ``go`` and fewer than
-        ``latency`` tokens are in flight; a valid bit and the control token travel beside the stages; the last
-        stage's token leaves at once when the output is ready and nothing waits before it, else it waits in a
-        first-word-fall-through FIFO of depth ``latency``."""
-        out = self.o_out
-        DW = len(out.payload.data)
-        fifo = m.submodules.skid = SyncFIFO(width=DW + 1, depth=latency)
-        valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
-        ctrl = [Signal(name=f"stage{i}_ctrl") for i in range(latency)]
-        cdata = [Signal(10, name=f"stage{i}_cdata") for i in range(latency)]
-        inflight = Signal(range(latency + 1))        # fired, not yet transferred
-        m.d.sync += inflight.eq(inflight + fire - (out.valid & out.ready))
-        m.d.comb += [fire.eq(go & (inflight != latency)), self.i_a.ready.eq(fire), self.i_b.ready.eq(fire),
-                     valid[0].eq(fire), ctrl[0].eq(is_ctrl), cdata[0].eq(ctrl_data)]
-        for i in range(1, latency):
-            m.d.sync += [valid[i].eq(valid[i - 1]), ctrl[i].eq(ctrl[i - 1]), cdata[i].eq(cdata[i - 1])]
-        last = Signal(DW + 1)
-        m.d.comb += [last[:DW].eq(Mux(ctrl[-1], cdata[-1], res)), last[DW].eq(ctrl[-1])]
-        head = Mux(fifo.r_rdy, fifo.r_data, last)
-        m.d.comb += [out.valid.eq(valid[-1] | fifo.r_rdy),
-                     out.payload.data.eq(head[:DW]), out.payload.ctrl.eq(head[DW]),
-                     fifo.r_en.eq(out.ready),
-                     fifo.w_data.eq(last), fifo.w_en.eq(valid[-1] & (fifo.r_rdy | ~out.ready))]
