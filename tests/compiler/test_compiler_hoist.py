@@ -28,10 +28,7 @@ def _ln_inputs():
 
 
 def _producer(kernel, node_id, port):
-    for s in kernel.streams.values():
-        if any(d.node == node_id and d.port == port for d in s.dsts):
-            return kernel.nodes[s.src.node]
-    return None
+    return kernel.nodes[kernel.driver(node_id, port).src.node]
 
 
 def test_layernorm_rsqrt_is_computed_on_the_reduction_stream():
