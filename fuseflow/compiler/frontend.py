@@ -24,7 +24,8 @@ Text format (``docs/language.md`` has the grammar)::
     }
 
 Statements are parsed by :func:`fuseflow.samml.expr.parse_statement` (the one index-notation parser of the
-package); this module adds declarations, ``output`` lines, ``order`` lines and ``fuse { }`` regions.
+package); this module adds declarations, ``output`` lines, ``order`` lines, ``fuse { }`` regions and
+``barrier`` lines.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
-KEYWORDS = ("tensor", "output", "order", "parallel", "fuse", "program")
+KEYWORDS = ("tensor", "output", "order", "parallel", "fuse", "barrier", "program")
 #: the largest tensor order that graph.json (its schema), the simulator's tensor files and the hardware's
 #: level memories carry; the compiler refuses larger tensors instead of writing a graph nothing can load
 MAX_TENSOR_ORDER = 3
@@ -51,8 +52,9 @@ class _Decl:
 
 
 class _StmtSrc:
-    def __init__(self, text, line, col, region):
+    def __init__(self, text, line, col, region, segment=0):
         self.text, self.line, self.col, self.region = text, line, col, region
+        self.segment = segment    # barriers before the statement
         self.orders = []          # (chain, line, col)
 
 
@@ -68,6 +70,7 @@ class EinsumProgram:
         self._nregions = 0
         self._line = 0
         self._parallel = {}       # index -> (factor, line, col)
+        self._segment = 0         # barriers so far
 
     # ---- building ------------------------------------------------------------------------------
     def tensor(self, name, shape, format=None, mode_order=None, *, density=None, line=None, col=1):
@@ -108,7 +111,7 @@ class EinsumProgram:
         """Add a statement in index notation; ``order`` (``"i,k,j"`` or a list) constrains its dataflow
         order (outer to inner). Returns the statement's position."""
         line = self._next_line(line)
-        st = _StmtSrc(text, line, col, self._region)
+        st = _StmtSrc(text, line, col, self._region, self._segment)
         self._stmts.append(st)
         if order is not None:
             self.order(order, line=line)
@@ -144,6 +147,16 @@ class EinsumProgram:
             yield self
         finally:
             self._region = None
+
+    def barrier(self, *, line=None, col=1):
+        """A fusion barrier: no kernel fuses a statement before it with one after it, at any granularity
+        (FuseFlow's reshapes; docs/language.md, "Barriers"). Not allowed inside a fusion region."""
+        line = self._next_line(line)
+        if self._region is not None:
+            raise ProgramError(f"line {line}, column {col}", "a barrier cannot be inside a fuse region (close "
+                                                             "the region with '}' first)")
+        self._segment += 1
+        return self
 
     def _next_line(self, line):
         if line is None:
@@ -198,6 +211,15 @@ class EinsumProgram:
                 continue
             if word == "fuse":
                 raise ProgramError(f"line {lineno}, column {col}", "expected 'fuse {' on a line of its own")
+            if word == "barrier" and "=" not in stripped:
+                if stripped != "barrier":
+                    raise ProgramError(f"line {lineno}, column {col}", f"expected 'barrier' on a line of its own, "
+                                                                       f"got {stripped!r}")
+                if open_line is not None:
+                    raise ProgramError(f"line {lineno}, column {col}", f"a barrier cannot be inside a fuse region "
+                                                                       f"(the region of line {open_line} is open)")
+                p.barrier(line=lineno, col=col)
+                continue
             if word == "program" and "=" not in stripped:
                 rest = stripped[len("program"):].strip()
                 if not re.fullmatch(_NAME, rest):
@@ -228,7 +250,7 @@ class EinsumProgram:
                 continue
             if "=" not in stripped:
                 raise ProgramError(f"line {lineno}, column {col}", f"expected a statement, 'tensor', 'output', "
-                                                                   f"'order' or 'fuse {{', got {stripped!r}")
+                                                                   f"'order', 'barrier' or 'fuse {{', got {stripped!r}")
             col = 1
             for part in line.split(";"):            # several statements on a line: a; b
                 if part.strip():
@@ -250,7 +272,7 @@ class EinsumProgram:
             where = f"line {src.line}"
             lhs = st.lhs.name
             rhs = from_ast(st.rhs)
-            stmt = Stmt(n, lhs, tuple(st.lhs.indices), rhs, src.line, src.text.strip())
+            stmt = Stmt(n, lhs, tuple(st.lhs.indices), rhs, src.line, src.text.strip(), segment=src.segment)
             for leaf in rhs.leaves():
                 leaf.stmt = n
                 if leaf.tensor not in tensors and not is_mask(leaf.tensor):

@@ -130,7 +130,11 @@ def schedule_groups(ir, fuse):
     if fuse == "none":
         return [[i] for i in ids]
     if fuse == "full":
-        return [ids]
+        # everything between barriers (a barrier is never inside a region, so regions keep to one segment)
+        by_segment = {}
+        for s in ir.stmts:
+            by_segment.setdefault(s.segment, []).append(s.id)
+        return [by_segment[k] for k in sorted(by_segment)]
     groups, seen = [], set()
     region_of = {sid: n for n, r in enumerate(ir.regions) for sid in r}
     for sid in ids:
@@ -415,7 +419,7 @@ class Compiler:
                                                     f"{MAX_TENSOR_ORDER} is supported)")
         self.ir.tensors[name] = TensorInfo(name, shape, "intermediate", line=stmt.line)
         tmp = Stmt(len(self.ir.stmts), name, tuple(red.free), red, stmt.line, f"{name}(...) = {_text(red)}")
-        tmp.synthetic = True
+        tmp.synthetic, tmp.segment = True, stmt.segment
         self.ir.stmts.append(tmp)
         self.group_of[tmp.id] = self.group_of[stmt.id]
         self.compile_sink(tmp, set())

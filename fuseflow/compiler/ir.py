@@ -286,6 +286,7 @@ class Stmt:
     orders: list = field(default_factory=list)
     synthetic: bool = False         # a sub-expression the compiler materialised (not in the source)
     shown: Node = None              # the source's right side when a pass rewrote it (graph.json's expr)
+    segment: int = 0                # barriers before it in the source: kernels never fuse across them
 
     @property
     def indices(self):

@@ -30,6 +30,7 @@ the source statement constrain every new statement, restricted to the indices it
 
 from __future__ import annotations
 
+import copy
 import math
 
 from .ir import Bin, Fn, Leaf, Lit, ProgramIR, Red, Stmt, Sugar, TensorInfo, check_index_sizes
@@ -44,11 +45,12 @@ def lower_sugar(ir: ProgramIR) -> ProgramIR:
     regions = [[] for _ in ir.regions]
     stmts = []
     for s in ir.stmts:
+        s = copy.deepcopy(s)                 # ids, orders and leaves change below: the caller's IR stays as it was
         lowering = _Lowering(s, tensors)
         rhs = lowering.rewrite(s.rhs)
         group = [*lowering.new, s]
         if rhs is not s.rhs:
-            final = Stmt(0, s.lhs, s.idx, rhs, s.line, s.text, [], s.synthetic, s.shown or s.rhs)
+            final = Stmt(0, s.lhs, s.idx, rhs, s.line, s.text, [], s.synthetic, s.shown or s.rhs, s.segment)
             group[-1] = final
         if s.id in region_of:
             target = regions[region_of[s.id]]
@@ -59,6 +61,7 @@ def lower_sugar(ir: ProgramIR) -> ProgramIR:
             target = None
         for st in group:
             st.id = len(stmts)
+            st.segment = s.segment
             st.orders = [c for c in (tuple(i for i in chain if i in st.indices) for chain in s.orders) if c]
             for leaf in st.rhs.leaves():
                 leaf.stmt = st.id

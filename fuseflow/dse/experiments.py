@@ -100,8 +100,8 @@ def _models():
     return {"GCN (2 layers, 64 nodes)": (gcn_text(64), {"graph": {"family": "uniform", "n": 64, "density": 0.1}}),
             "GraphSAGE (2 layers, 16 nodes)": (_example("graphsage2"), {"density": 0.3}),
             "SAE (3 layers, 50 % pruned)": (_example("autoencoder"), {"density": 0.5}),
-            # fuseflow/programs/decoder.ff at sequence 8, model dimension 4: fully fused it simulates in about a
-            # minute (at 32 x 16 it does not finish in minutes)
+            # fuseflow/programs/decoder.ff at sequence 8, model dimension 4; its barriers (the paper's reshapes)
+            # make full fusion the paper's: for one decoder block the same kernels as partial
             "GPT-3 BigBird decoder (seq 8, dim 4)": (decoder_text(8, 4), {"density": 1.0})}
 
 

@@ -37,17 +37,13 @@ COMPILED_DENSITY = 0.3
 COMPILED_SEED = 7
 #: compiled programs with more nodes are left out of the suites (with a note)
 MAX_COMPILED_NODES = 3000
-#: (file, fuse) pairs known to exceed MAX_COMPILED_NODES, left out without compiling them (that alone takes
-#: minutes): decoder.ff at fuse=full is one kernel of about 7000 nodes (full fusion recomputes the layer norms
-#: and projections per attention entry). tests/compiler/test_compiler_models.py (slow) checks the count.
-KNOWN_TOO_LARGE = {("decoder.ff", "full"): "one kernel of more than 3000 nodes"}
 #: the data sets of tests/hw/test_verilator.py (seed, density): the quick suite uses the same ones, so the
 #: capacities it declares, the Verilog, and so the cached Verilator builds are the same
 QUICK_DATASETS = ((1, 0.5), (2, 0.2), (3, 0.9))
 QUICK_KERNELS = ("vector_add", "spmspm_gustavson")
 QUICK_PROGRAMS = (("spmv.ff", "regions"),)
 #: the ML model examples, each at the granularity with the fewest nodes (graphsage2: none and regions tie at 104;
-#: autoencoder: full, 63; decoder: none, 403, where regions has 575 and full about 7000)
+#: autoencoder: full, 63; decoder: none, 403, where regions and full, the same graph between its barriers, have 575)
 #: the parallel suite: programs (fuse regions) and lane counts of their outermost index i
 PARALLEL_PROGRAMS = ("spmv.ff", "spmm.ff", "elementwise.ff", "gcn.ff")
 #: the blocks suite: block-sparse programs ({n}: size, {b}: block size), block sizes, (seed, block density)
@@ -159,11 +155,6 @@ def _compiled_entries(files_fuses, notes):
         notes.append(f"compiled programs left out: fuseflow.compiler does not import ({type(exc).__name__}: {exc})")
         return out
     for path, fuse in files_fuses:
-        known = KNOWN_TOO_LARGE.get((os.path.basename(path), fuse))
-        if known:
-            notes.append(f"{os.path.basename(path)} (fuse={fuse}) left out: {known} (more than "
-                         f"{MAX_COMPILED_NODES}; its Verilator build and run would take hours)")
-            continue
         try:
             entry = compiled(path, fuse)
             nodes = sum(len(k.nodes) for k in entry.program.kernels)

@@ -7,6 +7,8 @@ from fuseflow.compiler import EinsumProgram, compile_program, compile_text
 from fuseflow.compiler.ir import Red
 from fuseflow.errors import ProgramError
 
+from compiler_harness import run_and_check
+
 GCN = """
 # a comment
 program gcn
@@ -96,6 +98,8 @@ BAD = [
     ("tensor A(3,3) : csr\nfoo bar\n", "expected a statement"),
     ("tensor A(3,3) : csr\nT(i,j) = A(i,j)\noutput A\n", "output A is an input"),
     ("tensor A(3,3) : csr\ntensor T(3,3) : csr\nT(i,j) = A(i,j)\n", "declared with a format"),
+    ("tensor A(3,3) : csr\nfuse {\nT(i,j) = A(i,j)\nbarrier\n}\n", "line 4, column 1: a barrier cannot be inside"),
+    ("tensor A(3,3) : csr\nT(i,j) = A(i,j)\nbarrier now\n", "expected 'barrier' on a line of its own"),
 ]
 
 
@@ -126,3 +130,39 @@ def test_statements_separated_by_semicolons():
     with pytest.raises(ProgramError) as info:
         compile_text("tensor A(3,3) : csr\nT(i,j) = A(i,j) * 2; U(i) = Q(i,j)\n")
     assert info.value.what == "line 2, column 29"
+
+
+BARRIER = """
+tensor A(6, 6) : csr
+tensor X(6, 4) : dense
+tensor W(4, 3) : dense
+T(i,j) = A(i,k) * X(k,j)
+barrier                          # a reshape in the model: never fused across
+H(i,h) = relu(T(i,j) * W(j,h))
+U(i,h) = H(i,h) * 2
+"""
+
+
+def test_full_fusion_stops_at_barriers():
+    res, _ = run_and_check(BARRIER, fuse="full")
+    assert [k.name for k in res.program.kernels] == ["T", "U"]          # H fused into U, T alone
+    res, _ = run_and_check(BARRIER.replace("barrier ", "# barrier "), fuse="full")
+    assert [k.name for k in res.program.kernels] == ["U"]
+    # the Python API says the same
+    p = EinsumProgram("b")
+    p.tensor("A", (6, 6), "csr"); p.tensor("X", (6, 4), "dense"); p.tensor("W", (4, 3), "dense")
+    p.statement("T(i,j) = A(i,k) * X(k,j)")
+    p.barrier()
+    p.statement("H(i,h) = relu(T(i,j) * W(j,h))")
+    p.statement("U(i,h) = H(i,h) * 2")
+    assert [k.name for k in compile_program(p, fuse="full").program.kernels] == ["T", "U"]
+    with p.fuse():
+        with pytest.raises(ProgramError, match="barrier cannot be inside a fuse region"):
+            p.barrier()
+
+
+def test_barriers_survive_sugar_lowering():
+    text = BARRIER.replace("H(i,h) = relu(T(i,j) * W(j,h))", "H(i,h) = softmax[h](T(i,j) * W(j,h))")
+    res, _ = run_and_check(text, fuse="full")
+    assert res.program.kernels[0].name == "T" and len(res.program.kernels) >= 2
+    assert all(s.segment == 1 for s in res.ir.stmts if s.lhs != "T")

@@ -135,6 +135,17 @@ def test_sugar_is_lowered_before_fusion():
     assert lower_sugar(plain) is plain                          # nothing to lower: the same IR
 
 
+def test_lowering_leaves_the_source_ir_as_it_was():
+    """Compiling one IR twice gives one graph (lowering once renumbered the caller's statements, so a second
+    compile of the same IR put statements in the wrong regions)."""
+    from fuseflow.samml import dumps
+    ir = EinsumProgram.parse(ATTENTION).to_ir()
+    before = [(s.id, str(s), [l.stmt for l in s.rhs.leaves()]) for s in ir.stmts]
+    first = dumps(compile_program(ir, fuse="regions").program)
+    assert [(s.id, str(s), [l.stmt for l in s.rhs.leaves()]) for s in ir.stmts] == before
+    assert dumps(compile_program(ir, fuse="regions").program) == first
+
+
 def test_python_api_spells_sugar_the_same():
     p = EinsumProgram("api")
     p.tensor("S", (4, 5), "dcsr")
