@@ -8,6 +8,9 @@
    tensor (``csr`` unblocked, ``bcsr:B`` blocked; Q and KT dense, ``bcsr:B`` blocked), at B = 4, 8, 16, and
    unblocked; also the unblocked program with a coordinate mask (``mask[bigbird:...]``, no mask tensor).
    The paper's Figure 17: blocked attention's speedup over unstructured sparse execution grows with B.
+3. BigBird attention end to end ``O = softmax[j](M * Q KT) V`` (the scores of 2, the softmax across the blocks of
+   a row: ``reduce`` with ``rows`` and the alu's row broadcast, then block products with V) at B = 4, 8, 16
+   against the unblocked program (B = 1: ``csr`` mask, dense Q, KT, V): Figure 17's comparison.
 
 Every run is checked against NumPy (dense products of the same data) and simulated in fixed mode (the RTL's
 arithmetic; cycles do not depend on the number mode). Writes JSON (default benchmarks/results/blocks.json).
@@ -42,7 +45,7 @@ def _q(x):
     return FX.decode(FX.encode(np.asarray(x, dtype=np.float64)))
 
 
-def _run(text, inputs, want, name):
+def _run(text, inputs, want, name, keep=None):
     t0 = time.perf_counter()
     prog = compile_text(text).program
     res = run(prog, inputs, mode="fixed")
@@ -50,10 +53,12 @@ def _run(text, inputs, want, name):
     err = float(np.max(np.abs(got - want)))
     if err > 1e-2:
         raise AssertionError(f"{name}: simulated output differs from NumPy by {err}")
+    if keep is not None:
+        keep.append(got)
     k = res.stats["kernels"][0]
     ops = [n.op for kk in prog.kernels for n in kk.nodes.values()]
     return {"cycles": res.cycles, "tokens": res.stats["tokens"], "alu_ops": res.stats["alu_ops"],
-            "nodes": len(ops),
+            "nodes": len(ops), "kernels": len(prog.kernels), "kernel_cycles": list(res.kernel_cycles),
             "block_matmul": ops.count("block_matmul"), "max_abs_error": err,
             "op_bound": k["op_bound"], "wall_seconds": round(time.perf_counter() - t0, 2)}
 
@@ -113,6 +118,33 @@ def attention_rows(rng):
     return rows, float(mask.mean())
 
 
+def full_attention_rows(rng):
+    """BigBird attention end to end, blocked at B = 4, 8, 16 and unblocked (B = 1), the same data: cycles, and
+    the blocked outputs' largest difference from the unblocked program's (fixed mode: the block products round
+    once per block, the unblocked program once per product)."""
+    n, d = ATTENTION["n"], ATTENTION["d"]
+    _, mask = bigbird_mask(n)
+    q, k, v = (rng.uniform(-1, 1, (n, d)) for _ in range(3))
+    keep = mask > 0
+    s = np.where(keep, _q(q) @ _q(k).T, -np.inf)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (e / e.sum(axis=1, keepdims=True)) @ _q(v)
+    inputs = {"M": mask, "Q": q, "KT": np.ascontiguousarray(k.T), "V": v}
+    rows, outs = [], []
+    for b in (1, 4, 8, 16):
+        fm, fd = ("csr", "dense") if b == 1 else (f"bcsr:{b}", f"bcsr:{b}")
+        text = (f"tensor M({n}, {n}) : {fm}\ntensor Q({n}, {d}) : {fd}\ntensor KT({d}, {n}) : {fd}\n"
+                f"tensor V({n}, {d}) : {fd}\nS(i,j) = M(i,j) * sum[d](Q(i,d) * KT(d,j))\n"
+                f"P(i,j) = softmax[j](S(i,j))\nO(i,e) = sum[j](P(i,j) * V(j,e))\n")
+        row = {"B": b, "program": "unblocked, mask tensor" if b == 1 else "blocked",
+               **_run(text, inputs, want, "O", keep=outs)}
+        row["max_abs_diff_vs_unblocked"] = float(np.max(np.abs(outs[-1] - outs[0])))
+        rows.append(row)
+        print(f"full attention B={b}: {row['cycles']} cycles", flush=True)
+    _speedups(rows, rows[0]["cycles"])
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "blocks.json"))
@@ -124,6 +156,7 @@ def main(argv=None):
     if not args.skip_attention:
         doc["attention_config"] = ATTENTION
         doc["attention"], doc["attention_config"]["mask_density"] = attention_rows(rng)
+        doc["full_attention"] = full_attention_rows(rng)
     with atomic_write(args.output) as f:
         f.write(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.output}")

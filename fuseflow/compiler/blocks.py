@@ -8,6 +8,12 @@ declares the element shape and ``"block"``). Values are blocks: element-wise ope
 blocks), and :func:`block_product` tells the planner which ``*`` is a block matrix product (``block_matmul``):
 a product of two blocked operands that share one index which the statement sums over. The reduction over that
 index then sums the product blocks element-wise (``reduce`` / ``spacc`` on blocks).
+
+Softmax across the blocks of a row (BigBird attention): :func:`block_axes` names the indices a value's block
+dimensions stand for (``S(i,j)``: rows i, columns j). A reduction over a block's column index also reduces
+inside the block (``reduce`` with ``rows``: ``[B, B]`` -> ``[B]``), and a B-vector indexed by a block's row
+index meets the block as an ``alu`` broadcast over its rows (``S(i,j) - m(i)``). Reductions over a block's row
+index and vectors along its columns are refused with one line.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import ProgramError
-from .ir import Bin, Leaf, ProgramIR, Red, is_mask
+from .ir import Bin, Fn, Leaf, ProgramIR, Red, is_mask
 
 
 def _spelling(t) -> str:
@@ -50,6 +56,7 @@ def lower_blocks(ir: ProgramIR) -> ProgramIR:
         for node in s.rhs.walk():
             if isinstance(node, Bin) and node.op == "*":
                 block_product(node, reduced, where=f"line {s.line}")
+        block_axes(s.rhs, reduced, where=f"line {s.line}")
     tensors = {}
     for name, t in ir.tensors.items():
         if t.order > 2:
@@ -86,6 +93,9 @@ def block_product(node, reduced, where="program"):
     if not a.idx or not b.idx or tuple(a.idx) == tuple(b.idx):
         return None                                    # a scalar times a block, or element-wise
     shared = [i for i in a.idx if i in b.idx]
+    vector, block = sorted((a, b), key=lambda x: len(x.idx))
+    if len(vector.idx) == 1 and len(block.idx) == 2 and vector.idx[0] == block.idx[0] and shared[0] not in reduced:
+        return None                                    # a vector over the block's rows: broadcast (alu)
     if len(shared) == 1 and shared[0] in reduced:
         k = shared[0]
         for x, y in ((a, b), (b, a)):
@@ -108,3 +118,43 @@ def check_block_plans(ir: ProgramIR, plans) -> None:
                 raise ProgramError(f"line {t.line}", f"the dataflow order reads blocked tensor {p.src} against its "
                                                      f"storage order (a transposed copy of blocks): choose an order "
                                                      f"that follows {p.src}'s mode order, or declare it transposed")
+
+
+def block_axes(expr, reduced=None, where="program") -> tuple:
+    """The indices the block dimensions of ``expr``'s values stand for: ``(i, j)`` for B x B blocks whose rows
+    run over i and columns over j, ``(i,)`` for B-vectors, ``()`` for scalars. Raises ProgramError (one line)
+    for what blocks cannot do: a vector broadcast along a block's columns, a reduction over a block's row index
+    (or over a vector's own index)."""
+    if reduced is None:
+        reduced = reduced_indices(expr)
+    if isinstance(expr, Leaf):
+        return () if is_mask(expr.tensor) else tuple(expr.idx)
+    if isinstance(expr, Fn):
+        return block_axes(expr.a, reduced, where)
+    if isinstance(expr, Red):
+        axes = block_axes(expr.body, reduced, where)
+        gone = [x for x in axes if x in expr.idx]
+        if not gone:
+            return axes                                 # over blocks only (a contraction's k): element-wise
+        if len(axes) == 2 and gone == [axes[1]]:
+            return axes[:1]                             # over the block columns: each block's rows (reduce rows)
+        what = "a vector's index" if len(axes) == 1 else ("both block indices" if len(gone) == 2
+                                                          else "a block's row index")
+        raise ProgramError(where, f"{expr!r} reduces over {what} ({', '.join(gone)}): blocked reductions run over "
+                                  f"a block's column index (max[j](S(i,j))); write the reduction over the "
+                                  f"columns of a transposed operand")
+    if isinstance(expr, Bin):
+        if expr.op == "*":
+            product = block_product(expr, reduced, where)
+            if product is not None:
+                x, y, rhs = product
+                return (x.idx[0], y.idx[1]) if rhs == "matrix" else (x.idx[0],)
+        a, b = block_axes(expr.a, reduced, where), block_axes(expr.b, reduced, where)
+        if len(a) == len(b) or not a or not b:
+            return a or b
+        block, vector = (a, b) if len(a) == 2 else (b, a)
+        if vector[0] != block[0]:
+            raise ProgramError(where, f"{expr!r} broadcasts a vector over {vector[0]}, a block's column index: "
+                                      f"blocks take vectors along their rows ({block[0]}) only")
+        return block
+    return ()

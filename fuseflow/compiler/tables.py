@@ -744,6 +744,13 @@ class Planner:
             return Cell("alu", {"a": a, "b": b}, op, op=op)["out"]
         raise TypeError(node)
 
+    def block_axes(self, node):
+        """The indices of the block dimensions of ``node``'s values (:func:`.blocks.block_axes`; () unblocked)."""
+        if not self.block:
+            return ()
+        from .blocks import block_axes, reduced_indices
+        return block_axes(node, reduced_indices(self.expr))
+
     def value_text(self, node):
         """The value row's computation of a scope in terms of its columns (for the table)."""
         if isinstance(node, Bin) and node.op == "*" and (_is_mask_leaf(node.a) or _is_mask_leaf(node.b)):
@@ -773,11 +780,15 @@ class Planner:
         levels = [(x, s.row_crd[x]) for x in s.own]
         red = set(s.rd)
         col = s.operand.name if s.operand is not None else self.out_name
+        axes = self.block_axes(s.body) if red else ()
         while any(x in red for x, _ in levels):
             removed = []
             while levels and levels[-1][0] in red:
                 removed.append(levels.pop())
-                val = Cell("reduce", {"val": val}, f"reduce_{removed[-1][0]}", op=s.op)["val"]
+                rows = {}
+                if len(axes) == 2 and removed[-1][0] == axes[1]:
+                    rows, axes = {"rows": True}, axes[:1]         # over block columns: each block's rows too
+                val = Cell("reduce", {"val": val}, f"reduce_{removed[-1][0]}", op=s.op, **rows)["val"]
                 self.table.put(removed[-1][0], col, f"Red_{removed[-1][0]}")
             if removed and levels:
                 inner = removed[0][1]
@@ -791,6 +802,11 @@ class Planner:
             p = max(n for n, (x, _) in enumerate(levels) if x in red)
             inner_free = levels[p + 1:]
             r = levels[p][0]
+            if len(axes) == 2 and r == axes[1]:
+                raise NotRealizable(f"reducing {r}, a block's column index, outside "
+                                    f"{', '.join(x for x, _ in inner_free)} reduces block rows in a sparse "
+                                    f"accumulator (not supported): iterate {r} innermost",
+                                    s.red if s.parent is not None else None)
             if len(inner_free) > 3:
                 raise NotRealizable(f"reducing {r} outside {', '.join(x for x, _ in inner_free)} needs a sparse "
                                     f"accumulator of order {len(inner_free)} (at most 3 is supported)",

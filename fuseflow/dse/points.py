@@ -21,8 +21,14 @@ from ..sim.memory import PRESETS, recharge
 
 def make_inputs(program, data: dict) -> dict:
     """Inputs for ``program``: ``{"density": p, "seed": s}`` (random, dense tensors full) and optionally
-    ``{"graph": {family, n, ...}, "adjacency": "A"}`` (that tensor from a networkx graph)."""
+    ``{"graph": {family, n, ...}, "adjacency": "A"}`` (that tensor from a networkx graph) or ``{"mask": {"tensor":
+    "M", "spec": "bigbird:..."}}`` (that tensor the 0/1 matrix of a coordinate mask, :mod:`fuseflow.samml.masks`)."""
     inputs = kernels.random_inputs(program, density=data.get("density", 0.3), seed=data.get("seed", 0))
+    if "mask" in data:
+        from ..samml.masks import dense_mask, parse_mask
+        name = data["mask"].get("tensor", "M")
+        shape = next(t.shape for t in program.inputs if t.name == name)
+        inputs[name] = dense_mask(parse_mask(data["mask"]["spec"], "data"), *shape).astype(float)
     if "graph" in data:
         from .graphs import adjacency
         inputs[data.get("adjacency", "A")] = adjacency(**data["graph"])

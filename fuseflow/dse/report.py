@@ -64,6 +64,13 @@ def _ours(name: str, summary: dict) -> str:
             out.append(f"{fam}: {rs[0]['speedup_hbm2']:.2f}x at sparsity {rs[0]['sparsity']:.2f} to "
                        f"{rs[-1]['speedup_hbm2']:.2f}x at {rs[-1]['sparsity']:.2f}")
         return "; ".join(out) + "."
+    if name == "blocks":
+        base = rows[0]
+        return (f"BigBird attention {summary['n']} x {summary['n']}, d = {summary['d']}: unstructured "
+                f"{base['cycles_onchip']} cycles on chip; blocked " +
+                ", ".join(f"B = {r['B']} {r['speedup_onchip']:.1f}x on chip ({r['speedup_onchip'] / r['B']:.1f} B), "
+                          f"{r['speedup_hbm2']:.1f}x with HBM2 ({r['speedup_hbm2'] / r['B']:.2f} B)" for r in rows[1:])
+                + " faster than unstructured.")
     if name == "orders":
         return (f"{summary['configs']} (layout, order) configurations; slowest / fastest = "
                 f"{summary['max_over_min_hbm2']:.1f}x with HBM2 ({summary['max_over_min_onchip']:.1f}x on chip); "

@@ -12,7 +12,9 @@
             :data:`PARALLEL_SCHEDULES` (reductions over the parallelized index, an inner index, nested lanes), on
             random data.
 ``blocks``  block-sparse SpMV and SpMM (``bcsr:B`` operands, a ``bdv:B`` vector; issue #15) at B = 2 and 4 on
-            block-sparse data (:data:`BLOCK_PROGRAMS`, :func:`blocked`); also part of ``default``.
+            block-sparse data (:data:`BLOCK_PROGRAMS`, :func:`blocked`), and BigBird attention blocked at B = 2
+            (softmax across the blocks of a row; :data:`BLOCK_ATTENTION`, :func:`blocked_attention`); also part
+            of ``default``.
 ``models``  the ML model examples alone, each at the granularity with the smallest design (:data:`MODEL_PROGRAMS`),
             on model-scale data: the models' correlation without the rest of ``default``.
 
@@ -52,6 +54,14 @@ BLOCK_PROGRAMS = {
     "bspmm": "program bspmm\ntensor A({n}, {n}) : bcsr:{b}\ntensor B({n}, {n}) : bcsr:{b}\n"
              "X(i,j) = A(i,k) * B(k,j)\n",
 }
+#: BigBird attention, blocked ({n}: sequence length, {d}: head size, {b}: block size): scores over a block mask
+#: tensor, softmax across the blocks of a row, times V
+BLOCK_ATTENTION = ("program battention\ntensor M({n}, {n}) : bcsr:{b}\ntensor Q({n}, {d}) : bcsr:{b}\n"
+                   "tensor KT({d}, {n}) : bcsr:{b}\ntensor V({n}, {d}) : bcsr:{b}\n"
+                   "S(i,j) = M(i,j) * sum[d](Q(i,d) * KT(d,j))\nP(i,j) = softmax[j](S(i,j))\n"
+                   "O(i,e) = sum[j](P(i,j) * V(j,e))\n")
+#: (block size, sequence length, head size, seed) of the suite's attention entries
+BLOCK_ATTENTION_CASES = ((2, 16, 4, 1),)
 BLOCK_SIZES = (2, 4)
 BLOCK_GRID = 4                     # block rows/columns per matrix (n = 4 B)
 BLOCK_DATASETS = ((1, 0.5), (2, 0.25))
@@ -141,8 +151,27 @@ def blocked(name, block, density=0.5, seed=1):
                  {"source": "blocked", "kernel": name, "block": block, "size": n, "density": density, "seed": seed})
 
 
+def blocked_attention(block, n, d, seed):
+    """:data:`BLOCK_ATTENTION` at block size ``block``: M a BigBird mask over ``block`` x ``block`` blocks (a window
+    of 3 blocks, one global block, one random block per block row), Q, KT, V dense in [-1, 1] (multiples of 1/64)."""
+    import numpy as np
+
+    from ..compiler import compile_text
+    from ..samml.masks import dense_mask, parse_mask
+    program = compile_text(BLOCK_ATTENTION.format(n=n, d=d, b=block), name="battention").program
+    spec = f"bigbird:block={block},window=3,global=1,random=1,seed={seed}"
+    rng = np.random.default_rng(seed)
+    inputs = {"M": dense_mask(parse_mask(spec, "suite"), n, n).astype(np.float64)}
+    for name, shape in (("Q", (n, d)), ("KT", (d, n)), ("V", (n, d))):
+        inputs[name] = rng.integers(-64, 65, shape) / 64.0
+    return Entry(f"battention/b{block}/n{n}/d{d}/s{seed}", program, inputs,
+                 {"source": "blocked", "kernel": "battention", "block": block, "size": n, "density": None,
+                  "seed": seed})
+
+
 def blocks():
     entries = [blocked(name, b, d, s) for name in BLOCK_PROGRAMS for b in BLOCK_SIZES for s, d in BLOCK_DATASETS]
+    entries += [blocked_attention(*case) for case in BLOCK_ATTENTION_CASES]
     return Suite("blocks", entries, [])
 
 

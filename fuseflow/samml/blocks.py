@@ -13,7 +13,10 @@ the hardware call it), :func:`infer_blocks` derives every stream's shape from th
 Op rules
 --------
 - ``array`` of a blocked tensor: its values carry the tensor's block; ``value_write`` takes them.
-- ``alu``: element-wise; blocks of equal shape, or one block and one scalar (the scalar is broadcast).
+- ``alu``: element-wise; blocks of equal shape, one block and one scalar (the scalar is broadcast), or a
+  ``[B, B]`` block and a ``[B]`` vector (element (r, c) meets ``v[r]``: the vector is broadcast over each
+  block's rows; softmax's ``S - max`` and ``E / sum``).
+- ``reduce`` with ``rows``: ``[B, B]`` blocks in, ``[B]`` vectors out (each block's rows reduced too).
 - ``block_matmul``: ``a`` is ``[B, B]``, ``b`` is ``[B, B]`` (``rhs="matrix"``) or ``[B]`` (``rhs="vector"``);
   ``out`` has ``b``'s shape.
 - every other op passes values unchanged: an output carries the block of the input it forwards.
@@ -60,16 +63,28 @@ def check_tensor_block(t, where: str) -> None:
                                                f"the block size {bb}")
 
 
-def _out_block(node, port, blocks_in, where):
-    """The block of output ``port`` of ``node`` given its inputs' blocks (``{input port: block}``)."""
-    op = node.op
+def output_block(op: str, params: dict, port: str, blocks_in: dict, where: str = "op",
+                 name: str = "") -> Block:
+    """The block of output ``port`` of an ``op`` with ``params`` given its inputs' blocks (``{input port:
+    block}``): the op rules above (also what ``run_op`` loads for N)."""
+    label = f"{op} '{name}'" if name else op
     if op == "alu":
         a, b = blocks_in.get("a", ()), blocks_in.get("b", ())
         if a and b and a != b:
-            raise GraphError(where, f"alu '{node.id}' combines blocks of shapes {list(a)} and {list(b)}")
+            square, vector = (a, b) if len(a) == 2 else (b, a)
+            if not (len(square) == 2 and vector == square[:1]):
+                raise GraphError(where, f"{label} combines blocks of shapes {list(a)} and {list(b)} (a B-vector "
+                                        f"meets a B x B block of the same B, or blocks of one shape)")
+            return square
         return a or b
+    if op == "reduce" and params.get("rows"):
+        got = blocks_in.get("val", ())
+        if len(got) != 2:
+            raise GraphError(where, f"{label} with rows reduces the rows of B x B blocks, but its input carries "
+                                    f"{list(got) or 'scalars'}")
+        return got[:1]
     if op == "block_matmul":
-        return _matmul_block(node, blocks_in.get("a", ()), blocks_in.get("b", ()), where)
+        return _matmul_block(label, params, blocks_in.get("a", ()), blocks_in.get("b", ()), where)
     fwd = _FORWARD.get(op, {})
     src = None
     for template, inp in fwd.items():
@@ -80,16 +95,15 @@ def _out_block(node, port, blocks_in, where):
     return blocks_in.get(src, ())
 
 
-def _matmul_block(node, a, b, where):
-    n = node.params.get("block")
-    rhs = node.params.get("rhs", "matrix")
+def _matmul_block(label, params, a, b, where):
+    n = params.get("block")
+    rhs = params.get("rhs", "matrix")
     want_b = (n, n) if rhs == "matrix" else (n,)
     if a != (n, n):
-        raise GraphError(where, f"block_matmul '{node.id}' input a carries {list(a) or 'scalars'}, expected "
-                                f"[{n}, {n}] blocks")
+        raise GraphError(where, f"{label} input a carries {list(a) or 'scalars'}, expected [{n}, {n}] blocks")
     if b != want_b:
-        raise GraphError(where, f"block_matmul '{node.id}' input b carries {list(b) or 'scalars'}, expected "
-                                f"{list(want_b)} (rhs {rhs})")
+        raise GraphError(where, f"{label} input b carries {list(b) or 'scalars'}, expected {list(want_b)} "
+                                f"(rhs {rhs})")
     return want_b
 
 
@@ -120,7 +134,7 @@ def infer_blocks(program, kernel, where: str = "kernel") -> dict:
                 t = program.tensors.get(node.params.get("tensor"))
                 out[s.id] = tensor_block(t) if t is not None else block_shape(s)
             else:
-                out[s.id] = _out_block(node, port, blocks_in, nwhere)
+                out[s.id] = output_block(node.op, node.params, port, blocks_in, nwhere, node.id)
         if node.op == "value_write":
             t = program.tensors.get(node.params.get("tensor"))
             got = blocks_in.get("val", ())

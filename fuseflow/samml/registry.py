@@ -273,7 +273,8 @@ _op(OpSpec(
 ))
 _op(OpSpec(
     "alu", "Element-wise arithmetic on aligned value streams (binary: add sub mul div max min; unary: neg "
-           "relu exp sigmoid tanh gelu sqrt rsqrt log abs square); stops must match and pass through.",
+           "relu exp sigmoid tanh gelu sqrt rsqrt log abs square); stops must match and pass through. On "
+           "blocks: a scalar operand is broadcast over the block, a B-vector over each B x B block's rows.",
     inputs=(Port("a", "val", "first operand"),
             Port("b", "val", "second operand (absent for unary ops or with const)", optional=True)),
     outputs=(Port("out", "val", "result"),),
@@ -290,7 +291,10 @@ _op(OpSpec(
             Port("crd", "crd", "outer coordinates; when driven, every coordinate gets a value (0 for an empty "
                                "fibre) and the output has this stream's structure", optional=True)),
     outputs=(Port("val", "val", "one value per non-empty fibre (per coordinate of crd when driven)"),),
-    params=(Param("op", "str", "sum", REDUCE_OPS, "reduction"),),
+    params=(Param("op", "str", "sum", REDUCE_OPS, "reduction"),
+            Param("rows", "bool", None, doc="blocks: also reduce each B x B block's rows, so every value is a "
+                                            "B-vector (element r: row r of the fibre's blocks; softmax across "
+                                            "the blocks of a row)")),
     timing="Without crd: 1 cycle per input token, plus 1 for each S_n (n >= 1) that closes a non-empty fibre. "
            "With crd: 1 cycle per value, 1 per fibre end, 1 per outer stop that closes a fibre.",
 ))

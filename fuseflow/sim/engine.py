@@ -19,10 +19,10 @@ from .. import limits
 from ..errors import DeadlockError, FuseFlowError, GraphError, TensorError
 from ..samml import Program
 from ..samml import io as samml_io
-from ..samml.registry import OPS, UNARY_ALU_OPS, get_op, port_kind
+from ..samml.registry import OPS, REDUCE_OPS, UNARY_ALU_OPS, get_op, port_kind
 from ..samml.widths import check_fits_width
 from ..tensors import PackedTensor, TensorFormat
-from ..tensors.fixed import FixedFormat, binary_op, matmul_op, unary_op
+from ..tensors.fixed import FixedFormat, binary_op, matmul_op, row_reduce_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
 from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
@@ -37,7 +37,9 @@ class Env:
 
     With ``blocks=True`` (a program with blocked tensors) every binary and unary op also takes block tokens
     (:class:`~fuseflow.sim.tokens.Block`), element-wise by the vectorised rules of the same module, a scalar
-    operand broadcast; :meth:`for_block` gives a node whose values are blocks its zero block (what N loads)."""
+    operand broadcast, a B-vector broadcast over a B x B block's rows; ``row_reduce`` reduces a block's rows
+    (``reduce`` with ``rows``); :meth:`for_block` gives a node whose values are blocks its zero block (what N
+    loads)."""
 
     def __init__(self, mode="float", fixed=None, blocks=False):
         if mode not in ("float", "fixed"):
@@ -50,6 +52,7 @@ class Env:
         self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
         self.unary = {n: unary_op(n, mode, self.fixed) for n in names_u}
         self.matmul = matmul_op(mode, self.fixed)           # block_matmul's a @ b
+        self.row_reduce = {n: _row_reducer(row_reduce_op(n, mode, self.fixed)) for n in REDUCE_OPS}
         if blocks:
             self.binary = {n: _blockwise(f, binary_op(n, mode, self.fixed, vectorised=True))
                            for n, f in self.binary.items()}
@@ -67,13 +70,25 @@ class Env:
 
 
 def _blockwise(scalar, vectorised):
-    """An op that applies ``scalar`` to scalars and ``vectorised`` (element-wise, broadcasting) to blocks."""
+    """An op that applies ``scalar`` to scalars and ``vectorised`` (element-wise, broadcasting) to blocks; a
+    B-vector meeting a B x B block is broadcast over the block's rows (element (r, c) meets ``v[r]``)."""
     def op(*args):
         for a in args:
             if a.__class__ is Block:
+                if len(args) == 2 and {np.ndim(args[0]), np.ndim(args[1])} == {1, 2}:
+                    args = tuple(x[:, None] if np.ndim(x) == 1 else x for x in args)
                 return as_block(vectorised(*args))
         return scalar(*args)
     return op
+
+
+def _row_reducer(f):
+    """``f`` (a block's rows -> B-vector) on B x B block tokens only."""
+    def reduce_rows(x):
+        if np.ndim(x) != 2:
+            raise GraphError("reduce", f"rows reduces the rows of B x B blocks, got the value {x!r}")
+        return as_block(f(x))
+    return reduce_rows
 
 
 class NodeState:
@@ -198,6 +213,9 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False):
     blocked = op == "block_matmul" or any(t.__class__ is not str and getattr(t, "ndim", 0) or
                                           isinstance(t, (list, tuple)) for toks in inputs.values() for t in toks)
     env = Env(mode, blocks=bool(blocked))
+    if blocked:
+        shape = _run_op_block(spec, params, inputs)
+        env = env.for_block(shape) if shape else env
     st = NodeState(op, op, _list_params(params), env)
     in_ports = [n for n, _ in spec.input_ports(params)]
     unknown = set(inputs) - set(in_ports)
@@ -233,6 +251,23 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False):
     if stats:
         return outputs, {"cycles": st.clock + 1, "busy": st.busy}
     return outputs
+
+
+def _run_op_block(spec, params, inputs):
+    """The block shape of run_op's node (what its N and empty fibres load): an output's block by the op rules
+    (``fuseflow.samml.blocks.output_block``, as ``_node_blocks`` does for a program), else an input's."""
+    from ..samml.blocks import output_block
+    shapes = {}
+    for port, toks in inputs.items():
+        tok = next((t for t in toks if not isinstance(t, str)), None)
+        if tok is not None and (getattr(tok, "ndim", 0) or isinstance(tok, (list, tuple))):
+            shapes[port] = tuple(np.shape(tok))
+    for port, p in spec.output_ports(params):
+        if p.kind == "val":
+            out = output_block(spec.name, params, port, shapes, f"op {spec.name}")
+            if out:
+                return out
+    return next(iter(shapes.values()), ())
 
 
 def _source(st, ins, outs):

@@ -11,6 +11,8 @@ Numbers are signed two's complement with ``width`` bits of which ``frac`` are fr
 - ``div``: ``(a << frac) / b`` truncated toward zero, then saturate; ``b == 0`` gives ``max_raw``
   if ``a >= 0`` else ``min_raw``.
 - ``max``/``min``: exact; ``neg``: saturating (``neg(min_raw) == max_raw``); ``relu``: ``max(a, 0)``.
+- row reduction of a block (``row_reduce_array``, ``reduce`` with ``rows``): a row's sum exact, then
+  saturated once; max/min exact.
 - ``exp``: base-2 decomposition with a 2**k-entry table from :func:`exp2_table` and linear
   interpolation; see :meth:`FixedFormat.exp` for the exact integer algorithm.
 - ``sigmoid tanh gelu sqrt rsqrt log abs square``: defined in :mod:`fuseflow.tensors.fixedfn` (tables +
@@ -326,6 +328,19 @@ class FixedFormat:
         flat = [min(max((int(v) + half) >> f, lo), hi) for v in np.ravel(s)]
         return np.asarray(flat, dtype=np.int64).reshape(np.shape(s))
 
+    def row_reduce_array(self, op, block):
+        """Each row of a B x B block of raw values reduced to one value (``reduce`` with ``rows``): ``op``
+        ``sum`` adds the B elements exactly (wide) and saturates ONCE; ``max``/``min`` are exact. Returns the
+        B-vector (np.int64). The golden model of the RTL's row reducer (any adder order gives the same)."""
+        b = _i64(block)
+        if op == "sum":
+            return self.saturate_array(np.sum(b, axis=-1, dtype=np.int64))   # B*2**W fits int64 for B < 2**31
+        if op == "max":
+            return np.max(b, axis=-1)
+        if op == "min":
+            return np.min(b, axis=-1)
+        raise TensorError("op", f"unknown row reduction {op!r} (known: sum, max, min)")
+
     def div_array(self, a, b):
         a = _i64(a)
         b = _i64(b)
@@ -638,6 +653,19 @@ def unary_op(name, mode="float", fmt=None, vectorised=False):
     if mode == "fixed":
         fmt = fmt or DEFAULT_FORMAT
         return fmt.unary_array(name) if vectorised else fmt.unary(name)
+    raise TensorError("mode", f"unknown number mode {mode!r} (expected 'float' or 'fixed')")
+
+
+def row_reduce_op(op, mode="float", fmt=None):
+    """A block's rows reduced to a B-vector (``reduce`` with ``rows``; ``op`` sum, max or min): NumPy's in float
+    mode, :meth:`FixedFormat.row_reduce_array` in fixed mode."""
+    if op not in ("sum", "max", "min"):
+        raise TensorError("op", f"unknown row reduction {op!r} (known: sum, max, min)")
+    if mode == "float":
+        return lambda b: getattr(np, op)(np.asarray(b, dtype=np.float64), axis=-1)
+    if mode == "fixed":
+        f = fmt or DEFAULT_FORMAT
+        return lambda b: f.row_reduce_array(op, b)
     raise TensorError("mode", f"unknown number mode {mode!r} (expected 'float' or 'fixed')")
 
 

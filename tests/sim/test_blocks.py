@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from fuseflow.errors import GraphError
 from fuseflow.sim import run_op
 from fuseflow.tensors import FixedFormat
 
@@ -68,3 +69,55 @@ def test_repeat_and_value_write_pass_blocks():
     assert plain(out["out"]) == [x[0].tolist(), x[0].tolist(), "S0", x[1].tolist(), "S1", "D"]
     written = run_op("value_write", {}, {"val": [x[0], "S0", x[1], "S1", "D"]})
     assert [v.tolist() for v in written["vals"]] == [x[0].tolist(), x[1].tolist()]
+
+
+# ---- softmax across the blocks of a row: reduce with rows, alu with a B-vector ----------------------------
+
+@pytest.mark.parametrize("op, f", [("max", np.max), ("sum", np.sum), ("min", np.min)])
+@pytest.mark.parametrize("n", [2, 4])
+def test_reduce_rows_gives_the_row_reduction_of_a_block_row(op, f, n):
+    """A fibre of blocks S(I, J) over J reduces to row I's B-vector: the op over every element of each row."""
+    x = blocks(10 + n, 3, (n, n))
+    out, info = run_op("reduce", {"op": op, "rows": True}, {"val": [x[0], x[1], "S0", x[2], "S1", "D"]}, stats=True)
+    want0 = f(np.concatenate([x[0], x[1]], axis=1), axis=1)
+    assert np.allclose(out["val"][0], want0, rtol=1e-12) and np.allclose(out["val"][1], f(x[2], axis=1))
+    assert plain(out["val"])[2:] == ["S0", "D"]
+    _, scalar = run_op("reduce", {"op": op}, {"val": [1.0, 2.0, "S0", 3.0, "S1", "D"]}, stats=True)
+    assert info["cycles"] == scalar["cycles"]
+
+
+def test_reduce_rows_fixed_point_sums_exactly_then_saturates():
+    """Fixed mode: a row's sum is exact and saturated once (max_raw + 1 - 1 is max_raw, where adding left to right
+    with saturation would give max_raw - 1); N and an empty fibre with crd are zero vectors."""
+    hi = FX.max_raw
+    blk = np.array([[hi, 1, -1], [hi, hi, -hi], [-5, 7, 0]], dtype=np.int64)
+    out = run_op("reduce", {"op": "sum", "rows": True}, {"val": [blk, "N", "S0", "D"]}, mode="fixed")
+    assert plain(out["val"]) == [[hi, hi, 2], "D"]
+    out = run_op("reduce", {"op": "sum", "rows": True}, {"crd": [0, 1, "S0", "D"], "val": [blk, "S0", "S1", "D"]},
+                 mode="fixed")
+    assert plain(out["val"]) == [[hi, hi, 2], [0, 0, 0], "S0", "D"]
+
+
+@pytest.mark.parametrize("op", ["sub", "div", "mul"])
+def test_alu_broadcasts_a_vector_over_each_blocks_rows(op):
+    n = 4
+    x, v = blocks(20, 2, (n, n)), blocks(21, 2, (n,))
+    f = {"sub": np.subtract, "div": np.divide, "mul": np.multiply}[op]
+    out = run_op("alu", {"op": op}, {"a": [x[0], x[1], "S0", "D"], "b": [v[0], v[1], "S0", "D"]})
+    for k in range(2):
+        assert np.allclose(out["out"][k], f(x[k], np.repeat(v[k][:, None], n, axis=1)), rtol=1e-12)
+    out = run_op("alu", {"op": op}, {"a": [v[0], "S0", "D"], "b": [x[0], "S0", "D"]})        # vector as a
+    assert np.allclose(out["out"][0], f(np.repeat(v[0][:, None], n, axis=1), x[0]), rtol=1e-12)
+
+
+def test_run_op_loads_a_zero_block_for_n():
+    """run_op on blocked streams: N is the node's zero block (reduce rows: a zero B-vector)."""
+    x = blocks(30, 1, (2, 2))[0]
+    out = run_op("reduce", {"op": "sum"}, {"val": [x, "S0", "N", "S0", "D"]})
+    assert plain(out["val"]) == [x.tolist(), [[0.0, 0.0], [0.0, 0.0]], "D"]
+    out = run_op("alu", {"op": "exp"}, {"a": ["N", "S0", x, "S0", "D"]})
+    assert plain(out["out"])[0] == [[1.0, 1.0], [1.0, 1.0]]
+    out = run_op("reduce", {"op": "max", "rows": True}, {"val": [x, "S0", "N", "S0", "D"]})
+    assert plain(out["val"]) == [np.max(x, axis=1).tolist(), [0.0, 0.0], "D"]
+    with pytest.raises(GraphError, match="rows"):
+        run_op("reduce", {"op": "max", "rows": True}, {"val": [1.0, "S0", "D"]})

@@ -7,11 +7,16 @@ same valid/ready and the same control tokens, and an op's control flow never dep
 in lockstep: the wrapper takes its handshakes from lane 0 and gathers the lanes' values into one block per beat.
 A control token's code sits in the low 10 bits of the bus (the other bits 0), so a stop or D is lane 0's.
 Timing is therefore the scalar op's exactly (same latency, one firing per cycle).
+
+Softmax across the blocks of a row (docs/samml.md, "Blocks"): the lanes are the output's elements. An alu's
+B-vector operand meeting B x B blocks feeds lane (r, c) its element r (a broadcast over the block's rows);
+``reduce`` with ``rows`` has B lanes, lane r seeing row r of the input block reduced (:func:`row_reduce`,
+combinational in the firing's cycle: ``FixedFormat.row_reduce_array``, a sum exact then saturated once).
 """
 
 import math
 
-from amaranth.hdl import Cat, Module, Mux, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,10 +24,27 @@ from ...errors import HardwareError
 from ..token import token_layout, token_signature
 from ._common import kind_width
 
-__all__ = ["BlockLanes", "LANE_OPS"]
+__all__ = ["BlockLanes", "LANE_OPS", "row_reduce"]
 
 #: ops with an element-wise block form
 LANE_OPS = ("alu", "reduce", "spacc")
+
+
+def row_reduce(elems, op, fixed):
+    """One row of a block reduced (``reduce`` with ``rows``; ``FixedFormat.row_reduce_array``): ``sum`` adds
+    the elements exactly (Amaranth's ``+`` widens) and saturates once to the value width; ``max``/``min`` pick
+    with comparators. Combinational."""
+    if op == "sum":
+        total = elems[0]
+        for e in elems[1:]:
+            total = total + e
+        lo, hi = Const(fixed.min_raw, signed(fixed.width)), Const(fixed.max_raw, signed(fixed.width))
+        return Mux(total > hi, hi, Mux(total < lo, lo, total))
+    pick = {"max": lambda a, b: Mux(a >= b, a, b), "min": lambda a, b: Mux(a <= b, a, b)}[op]
+    out = elems[0]
+    for e in elems[1:]:
+        out = pick(out, e)
+    return out
 
 
 class BlockLanes(wiring.Component):
@@ -35,10 +57,19 @@ class BlockLanes(wiring.Component):
     def __init__(self, cls, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None,
                  lookahead=False, blocks=None):
         shapes = {tuple(s) for s in (blocks or {}).values() if s}
-        if cls.op_name not in LANE_OPS or len(shapes) != 1:
-            raise HardwareError(f"op {cls.op_name}", "a block form needs one block shape on its val ports, and "
-                                                     f"exists for {', '.join(LANE_OPS)} (got {sorted(shapes)})")
-        self.block = shapes.pop()
+        outs = [tuple(s) for p, s in (blocks or {}).items() if s and p.startswith("o_")]
+        square = {s for s in shapes if len(s) == 2}
+        mixed = len(shapes) == 2 and len(square) == 1 and {s for s in shapes if len(s) == 1} == \
+            {next(iter(square))[:1]}
+        if cls.op_name not in LANE_OPS or not (len(shapes) == 1 or mixed and cls.op_name in ("alu", "reduce")):
+            raise HardwareError(f"op {cls.op_name}", "a block form needs one block shape on its val ports (or B x B "
+                                                     "blocks and B-vectors: alu, reduce rows), and exists for "
+                                                     f"{', '.join(LANE_OPS)} (got {sorted(shapes)})")
+        self.rows = cls.op_name == "reduce" and bool((params or {}).get("rows"))
+        if self.rows != (cls.op_name == "reduce" and mixed) or mixed and cls.op_name == "alu" and outs != list(square):
+            raise HardwareError(f"op {cls.op_name}", f"blocks {dict(blocks)} do not fit the op's rules (docs/samml.md, "
+                                                     "\"Blocks\")")
+        self.block = outs[0] if outs else max(shapes, key=len)          # the lanes are the output's elements
         self.n = math.prod(self.block)
         self.lanes = [cls(params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=connected,
                           lookahead=lookahead) for _ in range(self.n)]
@@ -55,7 +86,7 @@ class BlockLanes(wiring.Component):
             if name in self.blocks:
                 if kind != "val":
                     raise HardwareError(f"op {self.op_name}", f"port {name} is {kind}: only val ports carry blocks")
-                w, s = kind_width(kind, self.crd_width, self.fixed, self.block)
+                w, s = kind_width(kind, self.crd_width, self.fixed, self.blocks[name])
             self.port_info[name] = (kind, w, s)
         members = {}
         for name, member in lane.signature.members.items():
@@ -93,7 +124,16 @@ class BlockLanes(wiring.Component):
             m.d.comb += Value.cast(dst).eq(Value.cast(src))
             return
         W = self.fixed.width
-        elem = src.data[i * W:(i + 1) * W].as_signed()
+        shape = self.blocks[name]
+        if len(shape) == len(self.block):
+            elem = src.data[i * W:(i + 1) * W].as_signed()
+        elif len(shape) == 1:                          # a B-vector over B x B lanes: element r to row r's lanes
+            r = i // shape[0]
+            elem = src.data[r * W:(r + 1) * W].as_signed()
+        else:                                          # reduce rows: lane r sees row r reduced
+            b = shape[1]
+            elem = row_reduce([src.data[(i * b + c) * W:(i * b + c + 1) * W].as_signed() for c in range(b)],
+                              self.params["op"], self.fixed)
         m.d.comb += [dst.data.eq(Mux(src.ctrl, src.data[:10], elem)), dst.ctrl.eq(src.ctrl)]
 
     def elaborate(self, platform):

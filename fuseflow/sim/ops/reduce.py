@@ -1,4 +1,7 @@
-"""reduce: one value per non-empty innermost fibre (sum or max); S_n (n >= 1) becomes S_(n-1)."""
+"""reduce: one value per non-empty innermost fibre (sum or max); S_n (n >= 1) becomes S_(n-1).
+
+With ``rows`` (blocks) every B x B block is first reduced to the B-vector of its rows (``Env.row_reduce``:
+``FixedFormat.row_reduce_array`` in fixed mode), then merged as a value; N is the node's zero (a B-vector)."""
 
 from ...samml.registry import REDUCE_MERGE
 from ._common import LEVEL, STOPS, bad, fire_at
@@ -15,6 +18,7 @@ def _with_crd(st, ins, outs):
     iv, ic, out = ins["val"], ins["crd"], outs["val"]
     env = st.env
     f = env.binary[REDUCE_MERGE[st.params["op"]]]
+    rows = env.row_reduce[st.params["op"]] if st.params.get("rows") else None
     zero = env.zero
     acc = None
     closed = False           # the last fibre's stop also closed the outer fibre (its partner is next in crd)
@@ -35,7 +39,7 @@ def _with_crd(st, ins, outs):
             t = max(t, iv.times[0] + 1)
             if c.__class__ is not str:
                 if v.__class__ is not str or v == "N":
-                    v = zero if v == "N" else v
+                    v = zero if v == "N" else (rows(v) if rows else v)
                     if acc is None:
                         acc = v
                     else:
@@ -78,6 +82,7 @@ def _plain(st, ins, outs):
     itoks, itimes = inp.toks, inp.times
     env = st.env
     f = env.binary[REDUCE_MERGE[st.params["op"]]]
+    rows = env.row_reduce[st.params["op"]] if st.params.get("rows") else None
     zero = env.zero
     acc = None
     clock = -1
@@ -90,7 +95,7 @@ def _plain(st, ins, outs):
         if tin <= clock:
             tin = clock + 1
         if tok.__class__ is not str or tok == "N":
-            v = zero if tok == "N" else tok
+            v = zero if tok == "N" else (rows(tok) if rows else tok)
             if acc is None:
                 acc = v
             else:
