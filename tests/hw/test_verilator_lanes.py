@@ -18,6 +18,7 @@ import pytest
 from fuseflow.compiler import compile_text
 from fuseflow.hw.elaborate import build, check_inputs_fit, reference_run
 from fuseflow.hw.top import compare_tensors
+from fuseflow.reports import suites
 from fuseflow.samml import kernels
 
 verilator = pytest.importorskip("fuseflow.hw.verilator")
@@ -66,13 +67,15 @@ def lane_inputs(program, seed, density):
     return out
 
 
-def check_lanes_on_verilator(prog, one, input_sets, cache, label):
+def check_lanes_on_verilator(prog, one, input_sets, cache, label, compile_fast=True):
     """Build ``prog`` (with lanes) once on Verilator; for every input set the RTL's tensors are bit-identical to
     the fixed-mode simulator's, its per-kernel cycles equal, and the tensors equal the one-lane program ``one``'s.
-    Returns [(lane cycles, one-lane cycles)] per input set (printed for the record)."""
+    Returns [(lane cycles, one-lane cycles)] per input set (printed for the record). ``compile_fast``: the
+    design's C++ unoptimised (the runs are short); None for the default, which shares the correlation suite's
+    builds."""
     assert any(n.op == "serialize" for k in prog.kernels for n in k.nodes.values())
     b = build(prog)
-    bdir = verilator.build_verilator(b.verilog(), b.name, root=cache)
+    bdir = verilator.build_verilator(b.verilog(), b.name, root=cache, compile_fast=compile_fast)
     cycles = []
     for inputs in input_sets:
         ref = reference_run(prog, inputs)
@@ -102,7 +105,16 @@ def check_program(name, schedule, cache, fuse="regions", input_sets=None):
     if input_sets is None:
         input_sets = [lane_inputs(one, seed, density) for seed, density in ((1, 0.5), (2, 0.2))]
     label = f"{name}.ff/fuse={fuse}/" + ",".join(f"{i}={n}" for i, n in schedule.items())
-    return check_lanes_on_verilator(prog, one, input_sets, cache, label)
+    return check_lanes_on_verilator(prog, one, input_sets, cache, label,
+                                    None if in_parallel_suite(name, fuse, schedule) else True)
+
+
+def in_parallel_suite(name, fuse, schedule):
+    """Whether the ``parallel`` correlation suite builds the same design (then the test shares its build)."""
+    f = f"{name}.ff"
+    return fuse == "regions" and ((f in suites.PARALLEL_PROGRAMS and list(schedule) == ["i"]
+                                   and schedule["i"] in suites.PARALLEL_FACTORS)
+                                  or (f, schedule) in suites.PARALLEL_SCHEDULES)
 
 
 @pytest.mark.parametrize("factor", [2, 4])
