@@ -28,7 +28,10 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
    at capped shapes found no further gain while costing 7-12 simulations per compile (0.4-6 s instead of
    30-200 ms); it is there for graphs whose structure does not show where they stall.
 4. **Budget** (:func:`fit_budget`): while the channels cost more than ``budget_bits``, the channel with the
-   most bits above its floor gives back half its extra depth.
+   most bits above its floor gives back half its extra depth. The budget sizes the one-lane design: with
+   parallel lanes, the lanes' input channels at their floors and every channel of lanes 1..N-1 (which then take
+   lane 0's depths, :func:`lane_mirrors`) are charged on top (``lane_bits`` in the report), so N lanes cost
+   about N times the lane region's FIFOs and do not squeeze the rest of the kernel.
 
 ``fifo_depth`` (``--fifo-depth``) overrides all of it: every channel gets that depth (deadlock floors kept).
 
