@@ -19,7 +19,8 @@ dense Q and K, the mask generates the kept coordinates) at i-factors 1..16 and i
 
 ``--section rtl``: SpMV 64 x 64 at 10% and Gustavson SpMSpM 24 x 24 at 15% at factors 1, 2, 4 on Verilator
 (fixed point): outputs bit-identical to the reference simulator's and cycles equal (else the run fails), cycles
-and the speedup over factor 1 (default output benchmarks/results/parallel_rtl.json).
+and the speedup over factor 1 (``"rtl_results"`` in benchmarks/results/parallel.json; the simulator section keeps
+them when it rewrites the file).
 ``--section synth``: SpMV 16 x 16 CSR at factors 1, 2, 4 on ECP5-85F (Yosys + nextpnr via
 ``fuseflow.boards.synth``, the kernel top in the registered-I/O wrapper, one synthesis at a time): LUTs, FFs,
 block RAMs, DSPs, Fmax (default output benchmarks/results/parallel_synth.json).
@@ -227,15 +228,29 @@ def synth_rows():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-o", "--output", default=None, help="JSON output (default: benchmarks/results/parallel.json, "
-                                                          "parallel_rtl.json or parallel_synth.json)")
+    ap.add_argument("-o", "--output", default=None, help="JSON output (default: benchmarks/results/parallel.json; "
+                                                          "--section synth: parallel_synth.json)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--section", choices=("sim", "rtl", "synth"), default="sim")
     args = ap.parse_args(argv)
-    if args.section != "sim":
-        rows = rtl_rows() if args.section == "rtl" else synth_rows()
-        out = args.output or os.path.join(HERE, "results", f"parallel_{args.section}.json")
-        doc = {"benchmark": f"parallel lanes: {args.section}", "machine": platform.platform(),
+    if args.section == "rtl":
+        # the Verilator rows join the simulator's in parallel.json ("rtl_results"), the rest of it kept
+        out = args.output or os.path.join(HERE, "results", "parallel.json")
+        rows = rtl_rows()
+        doc = {}
+        if os.path.exists(out):
+            with open(out) as f:
+                doc = json.load(f)
+        doc["rtl_results"] = rows
+        doc["rtl_machine"] = platform.platform()
+        with atomic_write(out) as f:
+            f.write(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {out} (rtl_results)")
+        return 0
+    if args.section == "synth":
+        rows = synth_rows()
+        out = args.output or os.path.join(HERE, "results", "parallel_synth.json")
+        doc = {"benchmark": "parallel lanes: synth", "machine": platform.platform(),
                "python": platform.python_version(), "results": rows}
         with atomic_write(out) as f:
             f.write(json.dumps(doc, indent=1) + "\n")
@@ -250,6 +265,10 @@ def main(argv=None):
         results += measure(name, B, c)
     more = kernel_rows(rng, {"B": matrices["uniform"], "c": c})
     uni = [r for r in results if r["matrix"] == "uniform" and r["factor"] <= 8]
+    keep = {}
+    if os.path.exists(args.output):               # the Verilator rows (--section rtl) stay
+        with open(args.output) as f:
+            keep = {k: v for k, v in json.load(f).items() if k.startswith("rtl_")}
     doc = {"benchmark": "parallel lanes: simulated SpMV speedup", "n": N, "density": DENSITY,
            "nnz": {k: int(B.nnz) for k, B in matrices.items()},
            "max_row": {k: int(np.diff(B.indptr).max()) for k, B in matrices.items()},
@@ -258,7 +277,7 @@ def main(argv=None):
            "machine": platform.platform(), "python": platform.python_version(), "results": results,
            "kernels": {"spmspm": {"n": GUSTAVSON_N, "density": GUSTAVSON_DENSITY},
                        "bigbird": {"n": BIGBIRD_N, "d": BIGBIRD_D}},
-           "kernel_results": more}
+           "kernel_results": more, **keep}
     with atomic_write(args.output) as f:
         f.write(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.output} (target met: {doc['target_met']})")

@@ -40,13 +40,14 @@ port conflicts and the correlation stays exact.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from ..errors import ProgramError
 from .blocks import apply_blocks
 from .graph import Kernel, PortRef, Program
 from .locate import unique_node_id
 
-__all__ = ["parallel_kernel", "stream_levels", "lanes_pass"]
+__all__ = ["parallel_kernel", "stream_levels", "lanes_pass", "lane_copy_id", "lane_zero"]
 
 WRITERS = ("level_write", "value_write")
 #: depth of every channel into a serializer: how far (in tokens) a lane may run ahead of the one the serializer
@@ -56,6 +57,27 @@ LANE_SLACK = 16
 #: the index (+ 2), up to this: while the serializer copies one lane's fibre the others fill theirs (BigBird
 #: attention at i = 4: 63,938 cycles at 16, 31,298 at 64, 25,876 at 130)
 LANE_UNIT_MAX = 64
+
+
+def lane_copy_id(node_id: str, lane: int) -> str:
+    """The id of lane ``lane``'s copy of ``node_id`` (nested lanes append once per index: ``n_l1_l0``)."""
+    return f"{node_id}_l{lane}"
+
+
+_LANE_SUFFIX = re.compile(r"(?:_l\d+)+$")
+
+
+def lane_zero(kernel: Kernel, node_id: str) -> str | None:
+    """The id of lane 0's copy (lane 0 at every nesting level) of the lane copy ``node_id``, or None when
+    ``node_id`` is not a lane copy of another lane (no parallelizer in the kernel, lane 0's own copy, or no
+    node of the same op under lane 0's name)."""
+    m = _LANE_SUFFIX.search(node_id)
+    if m is None or not any(n.op == "parallelize" for n in kernel.nodes.values()):
+        return None
+    rep = node_id[:m.start()] + "_l0" * m.group(0).count("_l")
+    if rep == node_id or rep not in kernel.nodes or kernel.nodes[rep].op != kernel.nodes[node_id].op:
+        return None
+    return rep
 
 
 def lanes_pass(program: Program, options: dict | None = None) -> dict:
@@ -196,7 +218,7 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
         anchors = _Anchors(kernel, levels, head, region, level)
     _check_one_dealing(kernel, levels, region, anchors, where)
     new = Kernel(kernel.name)
-    copies = {nid: [f"{nid}_l{l}" for l in range(lanes)] for nid in region}
+    copies = {nid: [lane_copy_id(nid, l) for l in range(lanes)] for nid in region}
     taken = set(kernel.nodes)
     for nid, node in kernel.nodes.items():
         if nid in region:

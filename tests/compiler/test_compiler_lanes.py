@@ -184,6 +184,10 @@ def cli(*args):
     ("k=2", "no kernel has index k"),
     ("i=9", "larger than the dimension of i (8)"),
     ("i=65", "exceeds the limit of 64 parallel lanes"),
+    ("i=abc", "positive integer"),
+    ("i=2.0", "positive integer"),
+    ("j=11", "larger than the dimension of j (10)"),
+    ("i=", "expected INDEX=FACTOR"),
 ])
 def test_cli_bad_parallel(tmp_path, value, why):
     r = cli("compile", os.path.join(EX, "spmv.ff"), "-o", str(tmp_path / "out"), f"--parallel={value}")
@@ -191,6 +195,24 @@ def test_cli_bad_parallel(tmp_path, value, why):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and why in lines[0], r.stderr
     assert not (tmp_path / "out" / "graph.json").exists()
+
+
+@pytest.mark.parametrize("line, why", [
+    ("parallel i 0", "must be at least 1"),
+    ("parallel i -2", "must be at least 1"),
+    ("parallel i 2.5", "positive integer"),
+    ("parallel q 2", "no kernel has index q"),
+    ("parallel i 9", "larger than the dimension of i (8)"),
+])
+def test_cli_bad_parallel_line(tmp_path, line, why):
+    """The same refusals from a ``parallel`` line of the program: one line, exit 2, nothing written."""
+    prog = tmp_path / "bad.ff"
+    prog.write_text(source("spmv") + "\n" + line + "\n")
+    r = cli("compile", str(prog), "-o", str(tmp_path / "out"))
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and why in lines[0], r.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_cli_parallel(tmp_path):

@@ -222,3 +222,41 @@ def test_profile_on_synthetic_inputs_on_request():
     assert rep["sized_cycles"] < rep["cycles"] and depths["main"]
     p = kernels.spmspm_gustavson(16, 16, 16, density=0.3, passes={"profile": True})
     assert p.reports["depths"]["profile"]["cycles"] > 0
+
+
+GUSTAVSON_256 = """program spmspm
+tensor A(256, 256) : csr
+tensor B(256, 256) : csr
+C(i,j) = A(i,k) * B(k,j)
+order i,k,j
+"""
+
+
+@pytest.mark.parametrize("schedule", [{"i": 4}, {"i": 8}, {"i": 2, "k": 2}])
+def test_lanes_are_charged_on_top_of_the_budget(schedule):
+    # Gustavson 256 x 256: the one-lane kernel fits the default budget; before lanes were charged on top, four
+    # lanes' spacc floors (258 deep each) took the budget and every other channel went back to depth 2
+    one = compile_text(GUSTAVSON_256, name="spmspm").reports["depths"]
+    assert one["wanted_bits"] <= DEFAULT_BUDGET_BITS and one["lane_bits"] == 0
+    got = compile_text(GUSTAVSON_256, name="spmspm", parallel=schedule)
+    free = compile_text(GUSTAVSON_256, name="spmspm", parallel=schedule, passes={"budget_bits": 1 << 24})
+    depth = {s.id: s.depth for k in got.program.kernels for s in k.streams.values()}
+    assert depth == {s.id: s.depth for k in free.program.kernels for s in k.streams.values()}
+    rep = got.reports["depths"]
+    assert rep["total_bits"] > DEFAULT_BUDGET_BITS and not rep["over_budget"]
+    assert rep["total_bits"] <= DEFAULT_BUDGET_BITS + rep["lane_bits"]
+    # every lane's channel has the depth of the same channel in lane 0
+    k = got.program.kernels[0]
+    copies = [s for s in k.streams.values() if s.src.node.endswith(("_l1", "_l3"))]
+    assert copies
+    for s in copies:
+        assert s.depth == k.output_stream(s.src.node[:-3] + "_l0", s.src.port).depth
+
+
+def test_lanes_still_trim_their_lane_zero_within_the_budget():
+    # a budget the one-lane kernel does not fit trims lane 0, and every other lane follows it
+    got = compile_text(GUSTAVSON_256, name="spmspm", parallel={"i": 4}, passes={"budget_bits": 0})
+    k = got.program.kernels[0]
+    floors = deadlock_floors(k)
+    for s in k.streams.values():
+        assert (s.depth or 2) == max(2, floors.get(s.id, 0)), s.id

@@ -28,7 +28,10 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
    at capped shapes found no further gain while costing 7-12 simulations per compile (0.4-6 s instead of
    30-200 ms); it is there for graphs whose structure does not show where they stall.
 4. **Budget** (:func:`fit_budget`): while the channels cost more than ``budget_bits``, the channel with the
-   most bits above its floor gives back half its extra depth.
+   most bits above its floor gives back half its extra depth. The budget sizes the one-lane design: with
+   parallel lanes, the lanes' input channels at their floors and every channel of lanes 1..N-1 (which then take
+   lane 0's depths, :func:`lane_mirrors`) are charged on top (``lane_bits`` in the report), so N lanes cost
+   about N times the lane region's FIFOs and do not squeeze the rest of the kernel.
 
 ``fifo_depth`` (``--fifo-depth``) overrides all of it: every channel gets that depth (deadlock floors kept).
 
@@ -46,11 +49,12 @@ import math
 import networkx as nx
 
 from ...samml.blocks import block_shape
+from ...samml.lanes import lane_zero
 from ...samml.registry import op_latency
 from ...tensors.fixed import FixedFormat
 
 __all__ = ["DEFAULT_BUDGET_BITS", "assign_depths", "deadlock_floors", "structural_depths", "profile_depths",
-           "fit_budget", "fifo_bits", "channel_bits", "depth_table"]
+           "fit_budget", "fifo_bits", "channel_bits", "depth_table", "lane_mirrors"]
 
 #: default budget of FIFO bits (ULX3S-85F: a tenth of the ECP5-85F's distributed RAM, see the module doc)
 DEFAULT_BUDGET_BITS = 64 * 1024
@@ -215,9 +219,10 @@ def profile_depths(program) -> tuple[dict, dict]:
     return rep["depths"], report
 
 
-def fit_budget(program, floors, budget_bits) -> int:
+def fit_budget(program, floors, budget_bits, keep=frozenset()) -> int:
     """Trim the deepest channels (above their floors) until the program costs at most ``budget_bits``.
-    ``floors``: {(kernel name, stream id): minimum depth}. Returns the bits afterwards.
+    ``floors``: {(kernel name, stream id): minimum depth}; ``keep``: ids (``id()``) of streams left as they
+    are. Returns the bits afterwards.
 
     Each step takes the channel with the most bits above its floor (the first in graph order on a tie) and
     gives back half its extra depth; a heap keeps that choice cheap on graphs with thousands of channels."""
@@ -232,6 +237,8 @@ def fit_budget(program, floors, budget_bits) -> int:
     heap = []
     for k in program.kernels:
         for s in k.streams.values():
+            if id(s) in keep:
+                continue
             floor = max(floors.get((k.name, s.id), 0), default)
             e = extra(s, floor)
             if e > 0:
@@ -305,12 +312,32 @@ def assign_depths(program, options=None) -> dict:
                     if d > (s.depth or default):
                         s.depth = d
                         why[(kname, sid)] = "profile"
-        # the lanes' input channels (parallelize floors) are the price of parallel lanes, charged on top of the
-        # budget so that they do not squeeze every lane's own channels back to the default
+        # parallel lanes are charged on top of the budget, which sizes the one-lane design: the lanes' input
+        # channels at their floors and every channel of the lanes other than lane 0, which then take lane 0's
+        # depths (so N lanes do not squeeze the rest of the kernel back to the default depth)
         wanted = fifo_bits(program)
-        fit_budget(program, floors, budget + lane_floor_bits(program, floors))
-        return depth_table(program, budget, why, profile, wanted)
-    return depth_table(program, budget, why, profile)
+        mirrors = lane_mirrors(program)
+        on_top = lane_floor_bits(program, floors) + sum(channel_bits(program, s) for s, _ in mirrors)
+        fit_budget(program, floors, budget + on_top, keep={id(s) for s, _ in mirrors})
+        for s, lane0 in mirrors:
+            s.depth = lane0.depth
+        lane_bits = lane_floor_bits(program, floors) + sum(channel_bits(program, s) for s, _ in mirrors)
+        return depth_table(program, budget, why, profile, wanted, lane_bits)
+    return depth_table(program, budget, why, profile, lane_bits=0)
+
+
+def lane_mirrors(program) -> list:
+    """[(stream, lane 0's stream)]: every channel out of a lane copy of another lane than 0 (at every nesting
+    level), with the same channel of lane 0's copy (:func:`fuseflow.samml.lanes.lane_zero`); empty without
+    parallel lanes."""
+    out = []
+    for k in program.kernels:
+        for s in k.streams.values():
+            rep = lane_zero(k, s.src.node)
+            lane0 = k.output_stream(rep, s.src.port) if rep is not None else None
+            if lane0 is not None:
+                out.append((s, lane0))
+    return out
 
 
 def lane_floor_bits(program, floors) -> int:
@@ -327,9 +354,11 @@ def lane_floor_bits(program, floors) -> int:
     return bits
 
 
-def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None) -> dict:
+def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None, lane_bits=0) -> dict:
     """The report of a program's channel depths and their cost. ``wanted_bits``: what the channels cost before
-    the budget trimmed them (the budget to give for every channel at the depth its structure asks for)."""
+    the budget trimmed them (the budget to give for every channel at the depth its structure asks for);
+    ``lane_bits``: the bits parallel lanes cost on top of the budget (the lanes' input channels, every lane
+    but lane 0)."""
     why = why or {}
     default = _default(program)
     rows = []
@@ -340,6 +369,6 @@ def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None) 
                          "why": why.get((k.name, s.id), "default" if s.depth in (None, default) else "graph")})
     total = sum(r["bits"] for r in rows)
     return {"default_depth": default, "budget_bits": budget_bits, "total_bits": total,
-            "over_budget": total > budget_bits, "wanted_bits": total if wanted_bits is None else wanted_bits,
+            "over_budget": total > budget_bits + lane_bits, "lane_bits": lane_bits, "wanted_bits": total if wanted_bits is None else wanted_bits,
             "crd_width": int(program.config.get("crd_width", 16)),
             "profile": profile, "channels": rows}
