@@ -3,7 +3,11 @@
 For each example program and input density: every candidate schedule (per-region fusion choice, or everything
 fused, x dataflow orders) is simulated with the HBM2-like memory; the autoscheduler ranks the same candidates with the cost heuristic and
 simulates its top 3. Reports whether it picked the exhaustive best, its regret in cycles (picked - best) and
-as a fraction of the best, and how many simulations it saved. Writes benchmarks/results/autoschedule.json.
+as a fraction of the best, and how many simulations it saved. Parallel factors: for the programs of
+``LANE_PROGRAMS`` every schedule is also simulated at every factor (2, 4, 8) of every index and every pair of
+indices within 8 lanes per kernel, and the autoscheduler chooses with ``max_lanes=8``, alone and with a node
+budget (1.5x the nodes of the best unlaned schedule, so that not every laned schedule fits).
+Writes benchmarks/results/autoschedule.json.
 """
 
 import argparse
@@ -23,6 +27,11 @@ from fuseflow.reports.sweep import Task, run_sweep  # noqa: E402
 PROGRAMS = ("gcn", "gcn2", "graphsage", "autoencoder", "chain3", "chain4", "spmm", "sddmm", "elementwise",
             "reductions", "multiuse", "permute3")
 DENSITIES = (0.05, 0.2, 0.5)
+#: programs whose schedules are also searched over parallel factors (exhaustively simulated at every factor
+#: and pair of factors: the larger programs take minutes per case)
+LANE_PROGRAMS = ("spmv", "spmm", "sddmm", "gcn", "graphsage", "elementwise", "reductions", "masked_attention",
+                 "chain3")
+MAX_LANES = 8
 
 
 def one(name, density, top=3, text=None):
@@ -48,6 +57,55 @@ def one(name, density, top=3, text=None):
             "per_region_candidates": sum(c[0].fuse == "per-region" for c in every)}
 
 
+def one_lanes(name, density, top=3):
+    """One program and density searched over fusion, orders and parallel factors: exhaustive simulation once,
+    the autoscheduler under the lane budget alone and with a node budget."""
+    from fuseflow.compiler import compile_program, parse_file
+    from fuseflow.compiler.autoschedule import autoschedule, exhaustive
+    from fuseflow.samml.kernels import random_inputs
+    from fuseflow.dse.experiments import example_path
+    src = parse_file(example_path(name))
+    inputs = random_inputs(compile_program(src).program, density=density, seed=11)
+    every = exhaustive(src, inputs, max_lanes=MAX_LANES)
+    unlaned = min((c[0] for c in every if not c[0].parallel), key=lambda s: s.simulated_cycles)
+    out = []
+    for budget, max_nodes in (("lanes", None), ("lanes+nodes", int(1.5 * unlaned.nodes))):
+        fits = [c[0] for c in every if max_nodes is None or c[0].nodes <= max_nodes]
+        best = fits[0]
+        auto = autoschedule(src, inputs=inputs, top=top, max_lanes=MAX_LANES, max_nodes=max_nodes)
+        first = min(fits, key=lambda s: s.estimated_cycles)
+        out.append({"program": name, "density": density, "budget": budget, "max_nodes": max_nodes,
+                    "max_lanes": MAX_LANES, "candidates": len(fits), "ranked_by_auto": len(auto.candidates),
+                    "simulated_by_auto": min(top, len(auto.candidates)),
+                    "heuristic_first": first.key(), "heuristic_first_cycles": first.simulated_cycles,
+                    "heuristic_first_hit": first.simulated_cycles == best.simulated_cycles,
+                    "best": best.key(), "best_cycles": best.simulated_cycles, "best_parallel": best.parallel,
+                    "picked": auto.chosen.key(), "picked_cycles": auto.chosen.simulated_cycles,
+                    "picked_parallel": auto.chosen.parallel,
+                    "hit": auto.chosen.simulated_cycles == best.simulated_cycles,
+                    "regret_cycles": auto.chosen.simulated_cycles - best.simulated_cycles,
+                    "regret": auto.chosen.simulated_cycles / best.simulated_cycles - 1,
+                    "unlaned_best_cycles": unlaned.simulated_cycles,
+                    "speedup_over_unlaned": unlaned.simulated_cycles / auto.chosen.simulated_cycles})
+    return out
+
+
+def _summary(rows, top=3):
+    return {"cases": len(rows), "hits": sum(r["hit"] for r in rows),
+            "hit_rate": sum(r["hit"] for r in rows) / len(rows),
+            "mean_regret": statistics.fmean(r["regret"] for r in rows),
+            "max_regret": max(r["regret"] for r in rows),
+            "max_regret_cycles": max(r["regret_cycles"] for r in rows),
+            "simulations_auto": sum(r["simulated_by_auto"] for r in rows),
+            "simulations_exhaustive": sum(r["candidates"] for r in rows), "memory": "hbm2", "top": top,
+            "cases_with_more_candidates_than_top": sum(r["candidates"] > r["simulated_by_auto"] for r in rows),
+            "heuristic_first_hit_rate": sum(r["heuristic_first_hit"] for r in rows) / len(rows),
+            "heuristic_first_mean_regret": statistics.fmean(
+                r["heuristic_first_cycles"] / r["best_cycles"] - 1 for r in rows),
+            "heuristic_first_max_regret": max(r["heuristic_first_cycles"] / r["best_cycles"] - 1 for r in rows),
+            "max_candidates": max(r["candidates"] for r in rows)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "autoschedule.json"))
@@ -65,26 +123,31 @@ def main(argv=None):
     for layout, text in layouts.items():
         for d in DENSITIES:
             tasks.append(Task(f"nested[{layout}]/d{d}", one, (f"nested[{layout}]", d), {"text": text}))
+    for p in LANE_PROGRAMS:
+        for d in DENSITIES:
+            tasks.append(Task(f"lanes:{p}/d{d}", one_lanes, (p, d)))
     res = run_sweep(tasks, args.scheduler, label="autoschedule")
-    rows = list(res.values())
-    summary = {"cases": len(rows), "hits": sum(r["hit"] for r in rows),
-               "hit_rate": sum(r["hit"] for r in rows) / len(rows),
-               "mean_regret": statistics.fmean(r["regret"] for r in rows),
-               "max_regret": max(r["regret"] for r in rows),
-               "max_regret_cycles": max(r["regret_cycles"] for r in rows),
-               "simulations_auto": sum(r["simulated_by_auto"] for r in rows),
-               "simulations_exhaustive": sum(r["candidates"] for r in rows), "memory": "hbm2", "top": 3,
-               "cases_with_more_candidates_than_top": sum(r["candidates"] > r["simulated_by_auto"] for r in rows),
-               "heuristic_first_hit_rate": sum(r["heuristic_first_hit"] for r in rows) / len(rows),
-               "heuristic_first_mean_regret": statistics.fmean(
-                   r["heuristic_first_cycles"] / r["best_cycles"] - 1 for r in rows),
-               "heuristic_first_max_regret": max(r["heuristic_first_cycles"] / r["best_cycles"] - 1 for r in rows),
-               "cases_with_per_region_candidates": sum(r["per_region_candidates"] > 0 for r in rows),
-               "cases_best_per_region": sum(r["best_fuse"] == "per-region" for r in rows),
-               "cases_picked_per_region": sum(r["picked_fuse"] == "per-region" for r in rows),
-               "max_candidates": max(r["candidates"] for r in rows)}
+    rows = [r for k, r in res.items() if not k.startswith("lanes:")]
+    lane_rows = [row for k, r in res.items() if k.startswith("lanes:") for row in r]
+    summary = _summary(rows)
+    summary.update({"cases_with_per_region_candidates": sum(r["per_region_candidates"] > 0 for r in rows),
+                    "cases_best_per_region": sum(r["best_fuse"] == "per-region" for r in rows),
+                    "cases_picked_per_region": sum(r["picked_fuse"] == "per-region" for r in rows)})
+    lanes = {}
+    for budget in ("lanes", "lanes+nodes"):
+        sel = [r for r in lane_rows if r["budget"] == budget]
+        lanes[budget] = _summary(sel)
+        lanes[budget].update({
+            "programs": len({r["program"] for r in sel}), "max_lanes": MAX_LANES,
+            "cases_best_laned": sum(bool(r["best_parallel"]) for r in sel),
+            "cases_picked_laned": sum(bool(r["picked_parallel"]) for r in sel),
+            "cases_best_nested": sum(len(r["best_parallel"] or {}) > 1 for r in sel),
+            "cases_picked_nested": sum(len(r["picked_parallel"] or {}) > 1 for r in sel),
+            "mean_speedup_over_unlaned": statistics.fmean(r["speedup_over_unlaned"] for r in sel),
+            "mean_ranked_by_auto": statistics.fmean(r["ranked_by_auto"] for r in sel)})
+    summary["lanes"] = lanes
     out = {"benchmark": "autoschedule", "machine": platform.machine(), "python": platform.python_version(),
-           "summary": summary, "cases": rows}
+           "summary": summary, "cases": rows, "lane_cases": lane_rows}
     with open(args.output + ".tmp", "w") as f:
         json.dump(out, f, indent=1)
     os.replace(args.output + ".tmp", args.output)

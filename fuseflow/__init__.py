@@ -20,11 +20,12 @@ _take_signals_when_run_as_a_command()
 
 
 def compile(model, example_inputs, fuse="regions", order=None, mode="fixed", formats=None, name=None,
-            max_nodes=None, max_kernels=None, memory="hbm2", parallel=None):
+            max_nodes=None, max_kernels=None, memory="hbm2", parallel=None, max_lanes=None):
     """Trace and compile a PyTorch model (``fuse="auto"``: the autoscheduler): see :func:`fuseflow.model.compile`."""
     from .model import compile as _compile
     return _compile(model, example_inputs, fuse=fuse, order=order, mode=mode, formats=formats, name=name,
-                    max_nodes=max_nodes, max_kernels=max_kernels, memory=memory, parallel=parallel)
+                    max_nodes=max_nodes, max_kernels=max_kernels, memory=memory, parallel=parallel,
+                    max_lanes=max_lanes)
 
 
 def load(path, model=None):

@@ -285,7 +285,7 @@ def bind_inputs(bindings, constants: dict, inputs) -> dict:
 
 def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
             name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
-            memory: str = "hbm2", parallel=None) -> CompiledModel:
+            memory: str = "hbm2", parallel=None, max_lanes: int | None = None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`).
 
     ``fuse``: ``"none"`` (one kernel per op), ``"regions"`` (one region per child module: the paper's partial
@@ -294,9 +294,11 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
     (:mod:`fuseflow.compiler.autoschedule`) chooses, per child module's region, to fuse or split it (or to fuse
     everything) and the dataflow orders, ranking the schedules with the cost heuristic under ``memory`` and
     simulating the best few on ``example_inputs``, within ``max_nodes`` SAMML nodes and ``max_kernels`` kernels
-    (its choice is ``.schedule``). ``order``: a dataflow order for the compiler (not with ``"auto"``).
+    (its choice is ``.schedule``), and with ``max_lanes`` also the parallel factors (at most that many lanes
+    per kernel). ``order``: a dataflow order for the compiler (not with ``"auto"``).
     ``formats``: {input or parameter name: format} overriding what the tensors say. ``parallel``: {index: lanes}
-    (or ``"i=4"``), the compiler's parallel lanes (docs/compiler.md, "Parallel lanes"; not with ``"auto"``).
+    (or ``"i=4"``), the compiler's parallel lanes (docs/compiler.md, "Parallel lanes"; with ``"auto"``: every
+    schedule it considers gets these lanes).
     ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`."""
     from .compiler import compile_program
     from .frontends.pytorch import lower
@@ -308,17 +310,17 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
         example_inputs = (example_inputs,)
     if fuse == "auto" and order is not None:
         raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
-    if fuse != "auto" and (max_nodes is not None or max_kernels is not None):
-        raise FuseFlowError("max_nodes", "a resource budget is for fuse='auto'")
-    if fuse == "auto" and parallel:
-        raise FuseFlowError("parallel", "fuse='auto' does not choose parallel lanes yet; leave parallel unset")
+    if fuse != "auto" and (max_nodes is not None or max_kernels is not None or max_lanes is not None):
+        raise FuseFlowError("max_nodes" if max_lanes is None else "max_lanes", "a resource budget is for fuse='auto'")
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
     schedule, candidates = None, ()
     if fuse == "auto":
         from .compiler.autoschedule import autoschedule
+        from .compiler.lanes import parse_parallel
         auto = autoschedule(low.program, inputs=bind_inputs(low.inputs, low.constants, tuple(example_inputs)),
-                            max_nodes=max_nodes, max_kernels=max_kernels, memory=memory)
+                            max_nodes=max_nodes, max_kernels=max_kernels, memory=memory, max_lanes=max_lanes,
+                            parallel=parse_parallel(parallel) or None)
         result, schedule, candidates = auto.result, auto.chosen, auto.candidates
         order = schedule.order
     else:

@@ -38,6 +38,8 @@ def parser():
                          "few schedules on the example inputs) | module names, comma-separated (one region each)")
     ap.add_argument("--max-nodes", type=int, help="--fuse auto: resource budget in SAMML nodes")
     ap.add_argument("--max-kernels", type=int, help="--fuse auto: resource budget in kernels")
+    ap.add_argument("--max-lanes", type=int, help="--fuse auto: also choose parallel factors, at most this many "
+                                                  "lanes per kernel")
     ap.add_argument("--order", help="dataflow order for the compiler, e.g. i,k,j")
     ap.add_argument("--mode", choices=("float", "fixed"), default="fixed", help="number mode (default fixed)")
     ap.add_argument("-o", "--output", help="directory for graph.json, model.ff and the saved model")
@@ -137,13 +139,14 @@ def main(argv=None):
         [n.strip() for n in args.fuse.split(",")]
     model.eval()
     m = fuseflow.compile(model, inputs, fuse=fuse, order=args.order, mode=args.mode, max_nodes=args.max_nodes,
-                         max_kernels=args.max_kernels)
+                         max_kernels=args.max_kernels, max_lanes=args.max_lanes)
     print(f"{m.name}: {len(m.program.kernels)} kernel(s), {sum(len(k.nodes) for k in m.program.kernels)} nodes, "
           f"compiled in {m.compile_seconds * 1e3:.0f} ms (fuse={args.fuse})")
     if m.schedule is not None:
         c = m.schedule
         groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
-        print(f"  auto: {c.fuse} {groups}; {c.simulated_cycles} simulated cycles with hbm2 "
+        lanes = ",".join(f"{i}={f}" for i, f in (c.parallel or {}).items()) or "none"
+        print(f"  auto: {c.fuse} {groups}; parallel {lanes}; {c.simulated_cycles} simulated cycles with hbm2 "
               f"({len(m.candidates)} schedules ranked)")
     status = 0
     if args.ff:

@@ -11,7 +11,9 @@ every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables an
 ``--fifo-depth N`` gives every channel depth N (deadlock floors kept) instead of the depths pass's choice.
 ``--fuse auto`` picks granularity and orders
 (fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
-``--max-nodes``/``--max-kernels``. Bad programs give ``error: <what>: <why>`` on one line and exit status 2.
+``--max-nodes``/``--max-kernels``, and parallel factors too with ``--max-lanes N`` (lanes per kernel; with
+``--parallel`` instead, every schedule gets those lanes). Bad programs give ``error: <what>: <why>`` on one
+line and exit status 2.
 """
 
 import argparse
@@ -42,6 +44,8 @@ def parser():
                    help="--fuse auto without --inputs: density of the sparse inputs (default 0.1)")
     c.add_argument("--max-nodes", type=int, help="--fuse auto: resource budget in SAMML nodes")
     c.add_argument("--max-kernels", type=int, help="--fuse auto: resource budget in kernels")
+    c.add_argument("--max-lanes", type=int, help="--fuse auto: also choose parallel factors (2, 4, 8 per index, "
+                                                 "nested pairs), at most this many lanes per kernel")
     c.add_argument("--memory", default="hbm2", help="--fuse auto: memory the schedules are ranked under")
     c.add_argument("--order", action="append",
                    help="dataflow order, outer to inner: i,k,j (every kernel uses the indices it has), or "
@@ -90,13 +94,17 @@ def _auto(src, args):
             raise ProgramError("--density", f"must be in (0, 1], got {args.density}")
         ir = src.to_ir()
         densities = {name: args.density for name in getattr(ir, "tensors", {})}
+    from .lanes import parse_parallel
     auto = autoschedule(src, inputs=inputs, densities=densities, max_nodes=args.max_nodes,
-                        max_kernels=args.max_kernels, memory=args.memory)
+                        max_kernels=args.max_kernels, memory=args.memory, max_lanes=args.max_lanes,
+                        parallel=parse_parallel(args.parallel) or None)
     c = auto.chosen
     orders = ", ".join(f"{k}: {','.join(v)}" for k, v in (c.order or {}).items())
     groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
-    print(f"auto: fuse={c.fuse} kernels {groups} orders {orders} ({c.kernels} kernel(s), {c.nodes} nodes; {c.simulated_cycles} "
-          f"simulated cycles with {args.memory}; {len(auto.candidates)} schedules ranked)", file=sys.stderr)
+    lanes = ",".join(f"{i}={f}" for i, f in (c.parallel or {}).items()) or "none"
+    print(f"auto: fuse={c.fuse} kernels {groups} orders {orders} parallel {lanes} ({c.kernels} kernel(s), "
+          f"{c.nodes} nodes; {c.simulated_cycles} simulated cycles with {args.memory}; {len(auto.candidates)} "
+          f"schedules ranked)", file=sys.stderr)
     return auto.result
 
 
@@ -109,13 +117,14 @@ def compile_cmd(args):
         raise ProgramError("--fifo-depth", "must be at least 1")
     if args.fifo_budget < 0:
         raise ProgramError("--fifo-budget", "must be at least 0")
+    if args.fuse != "auto" and args.max_lanes is not None:
+        raise ProgramError("--max-lanes", "is a budget for --fuse auto (give --parallel INDEX=N for fixed lanes)")
     if args.output:
         check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
     src = parse_file(args.program)
     if args.fuse == "auto":
-        if args.parallel:
-            raise ProgramError("--parallel", "cannot be combined with --fuse auto yet (the autoscheduler does not "
-                                             "choose lanes)")
+        if args.parallel and args.max_lanes is not None:
+            raise ProgramError("--parallel", "give fixed lanes (--parallel) or a lane budget (--max-lanes), not both")
         result = _auto(src, args)
     else:
         options = {"budget_bits": args.fifo_budget, "profile": args.profile, "dump_after": args.dump_after,

@@ -26,6 +26,7 @@ cycles are the busiest stream's or op's token count per kernel, plus the fill of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -447,11 +448,34 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 out(nid, f"crd_outer{i}", _S(merged.counts[:len(merged.counts) - 1 - i],
                                             merged.dims[:len(merged.dims) - 1 - i]))
             busy[nid] = v.n + v.fibres + merged.n          # accumulate side, then the emit side
+        elif op == "parallelize":
+            # round-robin by fibre: every lane gets 1/lanes of each fibre's positions (and of everything below
+            # them), every stop; so a lane's fibre is one of dim/lanes positions at the same density
+            s, lanes = inp(nid, "in"), p["lanes"]
+            for i in range(lanes):
+                out(nid, f"out{i}", dataclasses.replace(s, counts=s.counts[:-1] + (s.n / lanes,),
+                                                        dims=s.dims[:-1] + (s.dims[-1] / lanes,)))
+            busy[nid] = s.n + s.fibres
+        elif op == "serialize":
+            # the lanes' shares merged back: the payload's levels from the keys' level down hold lanes times a
+            # lane's tokens; one cycle per payload token, plus (depth >= 1) one per key to select its lane
+            lanes, depth = p["lanes"], p.get("depth", 0)
+            key, pay = inp(nid, "key0"), inp(nid, "in0")
+            top = len(pay.counts) - 1 - depth
+            merged = dataclasses.replace(
+                pay, counts=pay.counts[:top] + tuple(c * lanes for c in pay.counts[top:]),
+                dims=pay.dims[:top] + (pay.dims[top] * lanes,) + pay.dims[top + 1:])
+            out(nid, "out", merged)
+            busy[nid] = merged.n + merged.fibres + (key.n * lanes if depth else 0)
         elif op == "crd_drop":
             o, i = inp(nid, "outer"), inp(nid, "inner")
             keep = 1.0 - _empty(i)
             out(nid, "outer", o.with_n(o.n * keep))
             out(nid, "inner", i)
+            for a in range(p.get("arity") or 0):          # aligned with inner: empty fibres carry no data
+                r = inp(nid, f"ref{a}")
+                if r is not None:
+                    out(nid, f"ref{a}", r)
             busy[nid] = i.n + i.fibres
         elif op == "crd_hold":
             i = inp(nid, "inner")
@@ -481,10 +505,35 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             above = s
         levels[name] = st
     from ..sim.memory import memory_stages
-    compute = max(busy.values(), default=0) + 1 + pipeline_fill(prog, k)
+    compute = _busiest(g, k, busy) + 1 + pipeline_fill(prog, k)
     return {"name": k.name, "alu_ops": alu, "read": read, "write": write, "compute": compute,
             "stages": memory_stages(k, moved) if moved else 0,
             "streams": {sid: s.n for sid, s in est.items()}}
+
+
+#: share of the smaller of a laned kernel's two bounds (lanes, serializers) added to the larger: fitted to the
+#: simulator over the example programs at 2 and 4 lanes (benchmarks/cost_bench.py reports the error)
+LANE_OVERLAP = 0.5
+
+
+def _busiest(g, k, busy: dict) -> float:
+    """A kernel's compute bound: its busiest op's firings. With parallel lanes, the kernel has two bounds: the
+    lanes (every lane copy does its share; the head's scans the whole outer level) and the serializers with
+    what they feed (the merged streams, a token per cycle, plus a cycle per key at depth >= 1). They do not
+    overlap fully: a serializer merges in the single lane's order, so it waits for the lane that holds the
+    next fibre while the others, their channels full, wait for it; the kernel takes the larger bound plus
+    :data:`LANE_OVERLAP` of the smaller."""
+    if not busy:
+        return 0
+    sers = [n for n in busy if k.nodes[n].op == "serialize"]
+    if not sers:
+        return max(busy.values())
+    tail = set(sers)
+    for n in sers:
+        tail |= nx.descendants(g, n)
+    merge = max(busy[n] for n in tail)
+    lanes = max((v for n, v in busy.items() if n not in tail), default=0)
+    return max(merge, lanes) + LANE_OVERLAP * min(merge, lanes)
 
 
 class _Coords:

@@ -49,11 +49,10 @@ def run_point(text: str, fuse: str = "regions", order=None, data: dict | None = 
     orders = [list(p.order) for p in result.plans if hasattr(p, "order")]
     out = {"fuse": fuse, "order": order, "parallel": parallel, "kernels": len(program.kernels), "orders": orders,
            "compile_s": compile_s, "estimate": None}
-    if not parallel:                        # the cost heuristic has no rules for lanes (parallelize, serialize)
-        est = estimate(program, inputs=inputs, mode=mode)
-        est_hbm2 = estimate(program, inputs=inputs, mode=mode, memory="hbm2")
-        out["estimate"] = {"alu_ops": est.alu_ops, "bytes": est.bytes, "cycles": est.cycles,
-                           "cycles_hbm2": est_hbm2.cycles}
+    est = estimate(program, inputs=inputs, mode=mode)
+    est_hbm2 = estimate(program, inputs=inputs, mode=mode, memory="hbm2")
+    out["estimate"] = {"alu_ops": est.alu_ops, "bytes": est.bytes, "cycles": est.cycles,
+                       "cycles_hbm2": est_hbm2.cycles}
     out["estimate_s"] = time.perf_counter() - t1
     if simulate:
         t2 = time.perf_counter()

@@ -183,6 +183,19 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
             lines.append(f"| {prog} | {len(pts)} | {100 * sum(fl) / max(1, len(fl)):.1f} % | "
                          f"{100 * sum(abs(p['bytes_err']) for p in pts) / len(pts):.1f} % |")
         lines.append("")
+        ln = s.get("lanes")
+        if ln:
+            lines += [f"Parallel lanes ({ln['points']} points: {ln['programs']} programs, every index the lanes pass "
+                      f"splits at 1, 2 and 4 lanes): mean |error| of the estimated cycles on chip "
+                      f"{100 * ln['mean_abs_cycles_err_1']:.0f} % at 1 lane, {100 * ln['mean_abs_cycles_err_2']:.0f} % "
+                      f"at 2 and {100 * ln['mean_abs_cycles_err_4']:.0f} % at 4 (mean signed "
+                      f"{100 * ln['mean_cycles_err_laned']:+.0f} % with lanes; overlap constant {ln['overlap']}); "
+                      f"FLOPs {100 * ln['mean_abs_flops_err_laned']:.1f} % and bytes "
+                      f"{100 * ln['mean_abs_bytes_err_laned']:.1f} % with lanes; mean Spearman of estimated vs "
+                      f"simulated cycles across the lane schedules of a program and density "
+                      f"{ln['mean_spearman']:.2f} ({ln['spearman_groups']} groups); the estimate's fastest lane "
+                      f"schedule is the simulated fastest in {ln['estimate_picks_best']} of {ln['groups']} groups "
+                      f"(mean regret {100 * ln['mean_regret_of_estimate_pick']:.1f} %).", ""]
     auto = load(auto_json)
     if auto:
         s = auto["summary"]
@@ -200,5 +213,17 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                      f"autoscheduler picked one in {s['cases_picked_per_region']}."
                      if "cases_with_per_region_candidates" in s else ""),
                   ""]
+        for budget, ln in (s.get("lanes") or {}).items():
+            what = "8 lanes per kernel" if budget == "lanes" else "8 lanes per kernel and 1.5x the nodes of the best " \
+                                                                 "unlaned schedule"
+            lines += [f"With parallel factors (budget: {what}; {ln['programs']} programs x 3 densities): picked the "
+                      f"exhaustive best in {ln['hits']} of {ln['cases']} cases ({100 * ln['hit_rate']:.0f} %); mean "
+                      f"regret {100 * ln['mean_regret']:.1f} %, worst {100 * ln['max_regret']:.1f} % "
+                      f"({ln['max_regret_cycles']} cycles); it ranked {ln['mean_ranked_by_auto']:.0f} schedules per "
+                      f"case on average and simulated {ln['simulations_auto']} in all, exhaustive simulation "
+                      f"{ln['simulations_exhaustive']}; the best schedule was laned in {ln['cases_best_laned']} cases "
+                      f"(nested in {ln['cases_best_nested']}), the pick in {ln['cases_picked_laned']} (nested in "
+                      f"{ln['cases_picked_nested']}); mean speedup of the pick over the best unlaned schedule "
+                      f"{ln['mean_speedup_over_unlaned']:.2f}x (HBM2).", ""]
     lines.append(END)
     return "\n".join(lines)

@@ -30,6 +30,9 @@ from .progress import Progress
 
 #: how long a ``tcp://`` scheduler may take to answer before the sweep gives up
 CONNECT_TIMEOUT_S = 10
+#: how long something listening at that address may take to answer Dask's handshake (a scheduler answers in
+#: milliseconds; with Python's start-up, a silent listener is reported within 10 s of the command)
+HANDSHAKE_TIMEOUT_S = 5
 
 
 class SweepError(FuseFlowError):
@@ -140,20 +143,49 @@ def _run_dask(tasks, kind, arg, bar, on_result):
 
 
 def _check_reachable(address):
-    """Fail at once, not after the Dask client's retries, when nothing listens at a ``tcp://`` address."""
+    """Fail within :data:`CONNECT_TIMEOUT_S`, not after the Dask client's retries or never, when nothing at a
+    ``tcp://`` address answers as a Dask scheduler: nothing listening (refused at once), a listener that stays
+    silent (the Dask client would wait for its handshake forever) or one that speaks another protocol (its
+    bytes read as a Dask frame header can ask for gigabytes)."""
+    import asyncio
     import socket
+    import time
     m = re.fullmatch(r"tcp://\[?([^\]]+?)\]?:(\d+)", address)
     if not m:
         return
+    t0 = time.monotonic()
     try:
         socket.create_connection((m.group(1), int(m.group(2))), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         raise SweepError("--scheduler", f"no Dask scheduler answered at {address} "
                                         f"({exc.strerror or type(exc).__name__})") from None
+    left = max(1.0, min(HANDSHAKE_TIMEOUT_S, CONNECT_TIMEOUT_S - (time.monotonic() - t0)))
+    try:
+        reply = asyncio.run(asyncio.wait_for(_identity(address, left), left))
+    except (asyncio.TimeoutError, TimeoutError):
+        raise SweepError("--scheduler", f"no Dask scheduler answered at {address} within {left:.0f} s "
+                                        f"(something listens there but does not answer)") from None
+    except Exception as exc:  # noqa: BLE001 - whatever a non-Dask peer makes the protocol raise
+        raise SweepError("--scheduler", f"no Dask scheduler answered at {address} (it does not speak Dask's "
+                                        f"protocol: {type(exc).__name__})") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        kind = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
+        raise SweepError("--scheduler", f"{address} is not a Dask scheduler (it answers as {kind})")
+
+
+async def _identity(address, timeout):
+    """The ``identity`` reply of the Dask server at ``address``."""
+    from distributed.comm import connect
+    comm = await connect(address, timeout=timeout)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
 
 
 def _call(fn, args, kwargs):
     return fn(*args, **kwargs)
 
 
-__all__ = ["Task", "run_sweep", "parse_scheduler", "SweepError", "CONNECT_TIMEOUT_S"]
+__all__ = ["Task", "run_sweep", "parse_scheduler", "SweepError", "CONNECT_TIMEOUT_S", "HANDSHAKE_TIMEOUT_S"]

@@ -157,8 +157,18 @@ def test_fuse_auto_picks_the_fastest_schedule_it_simulated():
         fuseflow.compile(model, inputs, fuse="auto", max_nodes=5)
 
 
-def test_fuse_auto_refuses_parallel_lanes():
+def test_fuse_auto_lane_options():
     from fuseflow.errors import FuseFlowError
     model, inputs = example("gcn")
-    with pytest.raises(FuseFlowError, match="parallel"):
-        fuseflow.compile(model, inputs, fuse="auto", parallel={"i": 2})
+    with pytest.raises(FuseFlowError, match="not both"):
+        fuseflow.compile(model, inputs, fuse="auto", parallel={"i": 2}, max_lanes=4)
+    with pytest.raises(FuseFlowError, match="max_lanes"):
+        fuseflow.compile(model, inputs, fuse="regions", max_lanes=4)
+
+
+def test_fuse_auto_with_a_lane_budget_checks_against_pytorch():
+    model, inputs = example("gcn")
+    m = fuseflow.compile(model, inputs, fuse="auto", max_lanes=2, max_kernels=1)
+    assert m.schedule.parallel and set(m.schedule.parallel.values()) == {2}
+    assert any(n.op == "serialize" for k in m.program.kernels for n in k.nodes.values())
+    assert m.check(mode="float").ok

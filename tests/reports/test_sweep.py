@@ -83,6 +83,49 @@ def test_unreachable_scheduler_fails_within_ten_seconds():
     assert time.monotonic() - t0 < 30        # the limit is 10 s; generous for a loaded CI machine
 
 
+@pytest.fixture
+def listener():
+    """A TCP listener on localhost that is not a Dask scheduler: ``silent`` accepts and never writes,
+    ``http`` answers every connection with an HTTP response (read as a Dask frame header it asks for ~10^18
+    bytes)."""
+    servers = []
+
+    def start(kind):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        conns = []
+
+        def serve():
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                conns.append(c)
+                if kind == "http":
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        threading.Thread(target=serve, daemon=True).start()
+        servers.append((srv, conns))
+        return f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+    yield start
+    for srv, conns in servers:
+        srv.close()
+        for c in conns:
+            c.close()
+
+
+@pytest.mark.parametrize("kind, why", [("silent", "does not answer"), ("http", "does not speak Dask")])
+def test_a_listener_that_is_not_a_scheduler_fails_within_ten_seconds(listener, kind, why):
+    # the Dask client alone waits for a silent peer's handshake forever and turns an HTTP answer into a
+    # MemoryError; the sweep must say what is wrong instead, in bounded time
+    address = listener(kind)
+    t0 = time.monotonic()
+    with pytest.raises(SweepError, match=f"no Dask scheduler answered at {address}.*{why}"):
+        run_sweep([Task("a", pow, (2, 2))], address, progress=False)
+    assert time.monotonic() - t0 < 30        # the limit is 10 s; generous for a loaded CI machine
+
+
 
 @pytest.fixture
 def dask_cluster(tmp_path):
