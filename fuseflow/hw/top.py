@@ -155,6 +155,14 @@ def channel_width(program, stream, src) -> int:
 
 
 
+def _token_eq(dst, src):
+    """Assign token ``src`` to token ``dst``: field by field when their data widths differ (truncating or
+    zero-extending the data), else as a whole (the Verilog of a program without narrow streams is unchanged)."""
+    if Shape.cast(dst.shape()).width == Shape.cast(src.shape()).width:
+        return [dst.eq(src)]
+    return [dst.data.eq(src.data), dst.ctrl.eq(src.ctrl)]
+
+
 class ProgramTop(wiring.Component):
     """A whole program in hardware. ``plan``: :class:`fuseflow.hw.memory.MemoryPlan`; ``init``: optional
     ``{memory name: [raw words]}`` baked into the memories; ``op_factory(program, kernel, node)`` builds op
@@ -308,8 +316,7 @@ class ProgramTop(wiring.Component):
                     if d.port in ops[d.node].after_ports():
                         behind = getattr(ops[d.node], f"i_{d.port}_behind")
                         stay = getattr(ops[d.node], f"i_{d.port}_stay")
-                        km.d.comb += [behind.data.eq(q.r_behind.data), behind.ctrl.eq(q.r_behind.ctrl),
-                                      stay.data.eq(q.r_stay.data), stay.ctrl.eq(q.r_stay.ctrl)]
+                        km.d.comb += [*_token_eq(behind, q.r_behind), *_token_eq(stay, q.r_stay)]
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)
@@ -328,8 +335,7 @@ class ProgramTop(wiring.Component):
                     room = room & q.w.ready
                 km.d.comb += src.ready.eq(room)
                 for q in qs:
-                    km.d.comb += [q.w.payload.data.eq(src.payload.data), q.w.payload.ctrl.eq(src.payload.ctrl),
-                                  q.w.valid.eq(src.valid & room)]
+                    km.d.comb += [*_token_eq(q.w.payload, src.payload), q.w.valid.eq(src.valid & room)]
                 push = Signal(name=f"push_{_ident(sid)}")
                 km.d.comb += push.eq(src.valid & room)
                 fires.append(push)
