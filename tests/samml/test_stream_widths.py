@@ -131,3 +131,18 @@ def test_assign_stream_widths_under_a_forced_program_width():
     counts = assign_stream_widths(p)
     assert counts == {"16": sum(1 for k in p.kernels for s in k.streams.values() if s.kind != "val")}
     p.validate()
+
+
+def test_every_index_output_of_the_registry_says_what_it_carries():
+    """An output that may carry coordinates or references declares a bound or the inputs it passes on (else its
+    streams would silently stay crd_width), and the inputs it names exist."""
+    from fuseflow.samml.registry import OPS
+    for op in OPS.values():
+        inputs = {p.name for p in op.inputs}
+        for port in op.outputs:
+            if port.kind == "val":
+                assert not port.bound and not port.carries, (op.name, port.name)
+                continue
+            assert bool(port.bound) != bool(port.carries), (op.name, port.name)
+            assert port.bound in (None, "zero", "dim", "positions"), (op.name, port.name)
+            assert set(port.carries) <= inputs, (op.name, port.name)
