@@ -325,17 +325,10 @@ def synth_rtlil(rtlil_text, name, target="ecp5-85f", freq_mhz=None, timeout=DEFA
     if target not in TARGETS:
         raise HardwareError("target", f"unknown target {target!r} (have: {', '.join(TARGETS)})")
     t = TARGETS[target]
-    yosys, nextpnr = tool_path("yosys"), tool_path(t["nextpnr"])
+    nextpnr = tool_path(t["nextpnr"])
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fuseflow-synth-") as d:
-        with open(os.path.join(d, "top.il"), "w") as f:
-            f.write(rtlil_text)
-        with open(os.path.join(d, "synth.ys"), "w") as f:
-            f.write(f"read_rtlil top.il\n{t['synth']} -top {top}\ntee -q -o stat.json stat -json\n"
-                    f"write_json top.json\n")
-        p = _run([yosys, "-q", "-l", "yosys.log", "synth.ys"], d, "yosys", timeout)
-        if p.returncode != 0:
-            raise HardwareError(f"yosys ({name})", _first_error(p.stderr, p.stdout, _read(d, "yosys.log")))
+        _yosys(d, rtlil_text, name, t, timeout, top)
         check_fits(yosys_cells(_read_json(d, "stat.json")), target, f"synthesis ({name})",
                    _read_json(d, "top.json") if t["family"] == "ice40" else None)
         cmd = [nextpnr, *t["args"], "--json", "top.json", "--report", "report.json", "--log", "nextpnr.log",
@@ -352,6 +345,35 @@ def synth_rtlil(rtlil_text, name, target="ecp5-85f", freq_mhz=None, timeout=DEFA
         res = parse_reports(_read_json(d, "report.json"), _read_json(d, "stat.json"), log, target)
     res.name, res.target_mhz, res.seconds = name, freq_mhz, time.monotonic() - t0
     return res
+
+
+def _yosys(d, rtlil_text, name, t, timeout, top="top"):
+    """Yosys' synthesis for target ``t`` of RTLIL text in work directory ``d``: writes ``stat.json`` (cells)
+    and ``top.json`` (the netlist)."""
+    with open(os.path.join(d, "top.il"), "w") as f:
+        f.write(rtlil_text)
+    with open(os.path.join(d, "synth.ys"), "w") as f:
+        f.write(f"read_rtlil top.il\n{t['synth']} -top {top}\ntee -q -o stat.json stat -json\n"
+                f"write_json top.json\n")
+    p = _run([tool_path("yosys"), "-q", "-l", "yosys.log", "synth.ys"], d, "yosys", timeout)
+    if p.returncode != 0:
+        raise HardwareError(f"yosys ({name})", _first_error(p.stderr, p.stdout, _read(d, "yosys.log")))
+
+
+def yosys_resources(component, name, target="ecp5-85f", timeout=DEFAULT_TIMEOUT) -> dict:
+    """Synthesis only (Yosys, no place and route) of ``component`` as it stands (no I/O wrapper: a kernel top's
+    ports are few): ``{"luts", "ffs", "brams", "dsps"}`` (:func:`estimate_resources`), ``"cells"`` (by type)
+    and ``"seconds"``. Nothing is checked against the device: a design too large for it is still counted."""
+    from amaranth.back import rtlil
+    if target not in TARGETS:
+        raise HardwareError("target", f"unknown target {target!r} (have: {', '.join(TARGETS)})")
+    t0 = time.monotonic()
+    text = rtlil.convert(component, name="top", emit_src=False,
+                         platform=SynthTarget(TARGETS[target].get("family")))
+    with tempfile.TemporaryDirectory(prefix="fuseflow-yosys-") as d:
+        _yosys(d, text, name, TARGETS[target], timeout)
+        cells = yosys_cells(_read_json(d, "stat.json"))
+    return {**estimate_resources(cells, target), "cells": cells, "seconds": round(time.monotonic() - t0, 1)}
 
 
 class SynthTarget:

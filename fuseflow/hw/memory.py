@@ -164,7 +164,7 @@ def plan_memories(program, data_capacities=None):
         raise HardwareError("config.value.format", f"hardware needs fixed-point values, the graph says "
                                                     f"{value.get('format')!r}")
     crd_width = int(cfg.get("crd_width", 16))
-    from ..samml.widths import check_fits_width, tensor_width
+    from ..samml.widths import array_width, check_fits_width, tensor_width
     vwidth, vfrac = int(value.get("width", 32)), int(value.get("frac", 16))
     data_capacities = data_capacities or {}
     plan = MemoryPlan(crd_width=crd_width, value_width=vwidth, value_frac=vfrac)
@@ -196,8 +196,8 @@ def plan_memories(program, data_capacities=None):
             depth = array_depth(cap, lv, array)
             if array == "vals":          # a blocked tensor: one block per word (docs/samml.md, "Blocks")
                 width, signed = vwidth * math.prod(tensor_block(t)), True
-            else:
-                width, signed = index_width, False
+            else:                        # crd: below the level's dimension; seg: up to its entries
+                width, signed = min(index_width, array_width(t, cap, lv, array)), False
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
             spec = MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role, len(plan.memories),
                            depth)

@@ -38,6 +38,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
 from ..samml.blocks import block_shape
+from ..samml.widths import INDEX_KINDS, stream_width
 from ..tensors.fixed import FixedFormat
 from . import token as tk
 from .memory import REG_WIDTH, make_memory
@@ -144,9 +145,22 @@ def _payload_width(port):
     return Shape.cast(port.signature.members["payload"].shape).width
 
 
-def _data_width(port):
-    """The data width of a stream port's token layout: ``StreamFIFO(_data_width(p))`` has ``p``'s payload layout."""
-    return Shape.cast(port.signature.members["payload"].shape["data"].shape).width
+def channel_width(program, stream, src) -> int:
+    """Token bits (data field + ctrl) of a stream's FIFOs: a crd/ref/repsig stream's own width (its ``width``,
+    from :mod:`fuseflow.samml.widths`), at most the producing port's; other streams the producing port's."""
+    full = _payload_width(src)
+    if stream.kind not in INDEX_KINDS or stream.width is None:
+        return full
+    return min(full, tk.field_width(stream_width(program, stream)) + 1)
+
+
+
+def _token_eq(dst, src):
+    """Assign token ``src`` to token ``dst``: field by field when their data widths differ (truncating or
+    zero-extending the data), else as a whole (the Verilog of a program without narrow streams is unchanged)."""
+    if Shape.cast(dst.shape()).width == Shape.cast(src.shape()).width:
+        return [dst.eq(src)]
+    return [dst.data.eq(src.data), dst.ctrl.eq(src.ctrl)]
 
 
 class ProgramTop(wiring.Component):
@@ -182,7 +196,7 @@ class ProgramTop(wiring.Component):
                     if getattr(ops[d.node], f"i_{d.port}", None) is None:
                         raise HardwareError(f"stream {sid}", f"op module of '{d.node}' has no port i_{d.port}")
                     chans.append(Channel(k.name, sid, str(s.src), str(d), s.kind, int(s.depth or depth_default),
-                                         _payload_width(src)))
+                                         channel_width(program, s, src)))
             self.channels.append(chans)
         # what can fire in each kernel, in the order elaborate() lists it (for the last_event register)
         self.events = []
@@ -270,12 +284,14 @@ class ProgramTop(wiring.Component):
             chans = iter(self.channels[ki])
             for sid, s in k.streams.items():
                 src = getattr(ops[s.src.node], f"o_{s.src.port}")
-                width = _data_width(src)
                 qs = []
                 for d in s.dsts:
                     ch = next(chans)
-                    q = StreamFIFO(width, ch.depth)
-                    self.fifo_handles.append((ch, q, src.signature.members["payload"].shape, en[ki]))
+                    # the stream's width: narrower than the producer's port when the stream's data allows
+                    # (the op keeps crd_width inside; its output is truncated into the FIFO and the consumer's
+                    # input zero-extended from it; docs/hardware.md, "Stream widths")
+                    q = StreamFIFO(ch.width - 1, ch.depth)
+                    self.fifo_handles.append((ch, q, tk.token_layout(ch.width - 1), en[ki]))
                     km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
                     qs.append(q)
                     dst = getattr(ops[d.node], f"i_{d.port}")
@@ -298,8 +314,9 @@ class ProgramTop(wiring.Component):
                             getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
                         ]
                     if d.port in ops[d.node].after_ports():
-                        km.d.comb += [getattr(ops[d.node], f"i_{d.port}_behind").eq(q.r_behind),
-                                      getattr(ops[d.node], f"i_{d.port}_stay").eq(q.r_stay)]
+                        behind = getattr(ops[d.node], f"i_{d.port}_behind")
+                        stay = getattr(ops[d.node], f"i_{d.port}_stay")
+                        km.d.comb += [*_token_eq(behind, q.r_behind), *_token_eq(stay, q.r_stay)]
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)
@@ -318,7 +335,7 @@ class ProgramTop(wiring.Component):
                     room = room & q.w.ready
                 km.d.comb += src.ready.eq(room)
                 for q in qs:
-                    km.d.comb += [q.w.payload.eq(src.payload), q.w.valid.eq(src.valid & room)]
+                    km.d.comb += [*_token_eq(q.w.payload, src.payload), q.w.valid.eq(src.valid & room)]
                 push = Signal(name=f"push_{_ident(sid)}")
                 km.d.comb += push.eq(src.valid & room)
                 fires.append(push)

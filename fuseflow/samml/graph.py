@@ -24,7 +24,7 @@ from .. import limits
 from ..errors import FuseFlowError, GraphError
 from ..tensors.formats import can_locate
 from .blocks import check_blocks, check_tensor_block
-from .widths import check_fits
+from .widths import INDEX_KINDS, check_fits, check_stream_widths
 from .registry import OPS, POLY_KINDS, UNARY_ALU_OPS, check_mask_scan, check_spacc, get_op, port_kind
 
 SAMML_VERSION = 1
@@ -127,6 +127,7 @@ class Stream:
     dsts: list = field(default_factory=list)
     depth: int | None = None
     block: list | None = None     # [B, B] or [B] on a val stream of blocks (fuseflow.samml.blocks.block_shape)
+    width: int | None = None      # data bits of a crd/ref/repsig stream (None: config.crd_width; samml/widths.py)
 
 
 class NodeHandle:
@@ -287,7 +288,8 @@ class Program:
                 "nodes": [{"id": n.id, "op": n.op, "params": _json_params(n.params)} for n in k.nodes.values()],
                 "streams": [{"id": s.id, "kind": s.kind, "from": str(s.src), "to": [str(d) for d in s.dsts],
                              **({"depth": s.depth} if s.depth is not None else {}),
-                             **({"block": list(s.block)} if s.block else {})}
+                             **({"block": list(s.block)} if s.block else {}),
+                             **({"width": s.width} if s.width is not None else {})}
                             for s in k.streams.values()],
             } for k in self.kernels],
         }
@@ -314,7 +316,8 @@ class Program:
                     raise GraphError(f"{where}.id", f"duplicate stream id '{sd['id']}'")
                 k.streams[sd["id"]] = Stream(sd["id"], sd["kind"], PortRef.parse(sd["from"], f"{where}.from"),
                                              [PortRef.parse(d, f"{where}.to[{j}]")
-                                              for j, d in enumerate(sd["to"])], sd.get("depth"), sd.get("block"))
+                                              for j, d in enumerate(sd["to"])], sd.get("depth"), sd.get("block"),
+                                             sd.get("width"))
             k._reindex()
         return p
 
@@ -369,6 +372,7 @@ def validate_program(p):
         raise GraphError("$.kernels", "a program needs at least one kernel")
     for ki, k in enumerate(p.kernels):
         _validate_kernel(p, k, f"$.kernels[{ki}]")
+    check_stream_widths(p)        # the declared widths hold what the declared shapes and capacities allow
 
 
 CRD_WIDTHS = (2, 64)
@@ -462,6 +466,8 @@ def _validate_kernel(p, k, where):
             raise GraphError(f"{sw}.depth", f"must be an integer >= 1, got {s.depth!r}")
         if s.depth is not None:
             _limit(limits.FIFO_DEPTH, s.depth, f"{sw}.depth")
+        if s.width is not None:
+            _check_stream_width(p, s, f"{sw}.width")
         for j, d in enumerate(s.dsts):
             dn = k.nodes.get(d.node)
             if dn is None:
@@ -508,6 +514,15 @@ def _validate_kernel(p, k, where):
         cycle = nx.find_cycle(g)
         raise GraphError(where, "streams form a cycle: " + " -> ".join(e[0] for e in cycle))
     check_blocks(p, k, where)
+
+
+def _check_stream_width(p, s, where):
+    crd_width = p.config.get("crd_width", 16)
+    if s.kind not in INDEX_KINDS:
+        raise GraphError(where, f"stream '{s.id}' is {s.kind}: only {', '.join(INDEX_KINDS)} streams take a width "
+                                f"(values are config.value.width bits)")
+    if not _is_int(s.width) or not 10 <= s.width <= crd_width:
+        raise GraphError(where, f"must be an integer in 10..{crd_width} (config.crd_width), got {s.width!r}")
 
 
 def _check_kind(port_kind_, s, where):

@@ -45,6 +45,12 @@ class Port:
     count: str | None = None          # parameter that expands a variadic ``{i}`` port
     count_offset: int = 0             # the number of ports is params[count] + count_offset
     optional: bool = False            # may be left undriven (inputs only)
+    #: outputs: the input ports whose data tokens this output passes on (``{i}``: the same i for a variadic
+    #: output, every i otherwise), so its largest data token is theirs (fuseflow.samml.widths)
+    carries: tuple = ()
+    #: outputs that make new data: ``"zero"`` (only 0), ``"dim"`` (coordinates below the op's dimension) or
+    #: ``"positions"`` (positions of the op's level); neither this nor ``carries``: the program's crd_width
+    bound: str | None = None
 
     def expand(self, params):
         if self.count is None:
@@ -167,14 +173,15 @@ def _op(spec):
 
 _op(OpSpec(
     "root", "Starts a tensor's iteration: emits reference 0, then D.",
-    outputs=(Port("ref", "ref", "the root reference 0"),),
+    outputs=(Port("ref", "ref", "the root reference 0", bound="zero"),),
     timing="2 cycles: 0 at cycle 0, D at cycle 1 (subject to backpressure).",
 ))
 _op(OpSpec(
     "level_scan", "Scans one level of a tensor: for each input reference emits that fibre's coordinates "
                   "and child references, with stop promotion.",
     inputs=(Port("ref", "ref", "references into this level (one fibre each)"),),
-    outputs=(Port("crd", "crd", "coordinates"), Port("ref", "ref", "child references / value positions")),
+    outputs=(Port("crd", "crd", "coordinates", bound="dim"),
+             Port("ref", "ref", "child references / value positions", bound="positions")),
     params=(_FORMAT, _TENSOR, _LEVEL,
             Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)",
                   limit=limits.DIMENSION),
@@ -191,7 +198,7 @@ _op(OpSpec(
               "coordinate stream's structure. Replaces a dense level_scan merged into an intersection.",
     inputs=(Port("ref", "ref", "parent references into the dense level, one per fibre of crd"),
             Port("crd", "crd", "coordinates to locate (one level below ref)")),
-    outputs=(Port("ref", "ref", "references r*dim + c (N for an N parent), aligned with crd"),),
+    outputs=(Port("ref", "ref", "references r*dim + c (N for an N parent), aligned with crd", bound="positions"),),
     params=(Param("dim", "int", REQUIRED, doc="size of the dense level"),
             Param("tensor", "str", None, doc="the located tensor (documentation; dim must match its level)"),
             Param("level", "int", None, doc="the located storage level of tensor")),
@@ -205,8 +212,9 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
         _name, _doc,
         inputs=(Port("crd{i}", "crd", "coordinates of input i", count="arity"),
                 Port("ref{i}", "any", "references of input i", count="arity")),
-        outputs=(Port("crd", "crd", "merged coordinates"),
-                 Port("ref{i}", "any", "references of input i, aligned with crd", count="arity")),
+        outputs=(Port("crd", "crd", "merged coordinates", carries=("crd{i}",)),
+                 Port("ref{i}", "any", "references of input i, aligned with crd", count="arity",
+                      carries=("ref{i}",))),
         input_depth=3 if _name == "intersect" else None,
         params=(Param("arity", "int", 2, doc="number of inputs (>= 2)", minimum=2, limit=limits.ARITY),),
         timing="1 cycle per step; a step needs every input's head. "
@@ -221,8 +229,9 @@ _op(OpSpec(
                  "columns c the pattern keeps, ascending, with references r*dim + c, and stop promotion as "
                  "level_scan.",
     inputs=(Port("ref", "ref", "row coordinates (the references of the mask's dense row level), one fibre each"),),
-    outputs=(Port("crd", "crd", "kept column coordinates"),
-             Port("ref", "ref", "r*dim + c: the position of (r, c) in a dense row-major level pair")),
+    outputs=(Port("crd", "crd", "kept column coordinates", bound="dim"),
+             Port("ref", "ref", "r*dim + c: the position of (r, c) in a dense row-major level pair",
+                  bound="positions")),
     params=(Param("mask", "str", REQUIRED, doc="the pattern: causal, band:w=W or "
                                                "bigbird:block=B,window=W,global=G,random=R,seed=S"),
             Param("rows", "int", REQUIRED, doc="number of rows (BigBird: row blocks; hardware: ref width)"),
@@ -239,8 +248,9 @@ _op(OpSpec(
                                  "fibre"),
             Port("crd", "crd", "coordinates to filter"),
             Port("ref{i}", "any", "references (or values) aligned with crd", count="arity")),
-    outputs=(Port("crd", "crd", "kept coordinates"),
-             Port("ref{i}", "any", "references aligned with the kept coordinates", count="arity")),
+    outputs=(Port("crd", "crd", "kept coordinates", carries=("crd",)),
+             Port("ref{i}", "any", "references aligned with the kept coordinates", count="arity",
+                  carries=("ref{i}",))),
     params=(Param("mask", "str", REQUIRED, doc="the pattern (as mask_scan)"),
             Param("rows", "int", REQUIRED, doc="number of rows"),
             Param("dim", "int", REQUIRED, doc="number of columns"),
@@ -252,7 +262,7 @@ _op(OpSpec(
 _op(OpSpec(
     "repeat_sig", "Turns a coordinate stream into repeat signals: R per coordinate, S per stop, D.",
     inputs=(Port("in", "crd", "coordinates whose count drives the repeat"),),
-    outputs=(Port("repsig", "repsig", "repeat signals"),),
+    outputs=(Port("repsig", "repsig", "repeat signals", bound="zero"),),
     timing="1 cycle per token.",
 ))
 _op(OpSpec(
@@ -260,7 +270,7 @@ _op(OpSpec(
               "moves to the next held token.",
     inputs=(Port("in", "any", "tokens to repeat (references or values), one level above repsig"),
             Port("repsig", "repsig", "repeat signals")),
-    outputs=(Port("out", "any", "repeated tokens"),),
+    outputs=(Port("out", "any", "repeated tokens", carries=("in",)),),
     timing="1 cycle per repeat signal; a held token whose fibre is empty (S straight away) costs 1 more.",
 ))
 _op(OpSpec(
@@ -307,8 +317,9 @@ _op(OpSpec(
             Port("crd_outer{i}", "crd", "outer coordinates (order >= 2; crd_outer0 is the one above crd_inner)",
                  count="order", count_offset=-1),
             Port("val", "val", "values aligned with crd_inner")),
-    outputs=(Port("crd_inner", "crd", "merged innermost coordinates, sorted"),
-             Port("crd_outer{i}", "crd", "merged outer coordinates, sorted", count="order", count_offset=-1),
+    outputs=(Port("crd_inner", "crd", "merged innermost coordinates, sorted", carries=("crd_inner",)),
+             Port("crd_outer{i}", "crd", "merged outer coordinates, sorted", count="order", count_offset=-1,
+                  carries=("crd_outer{i}",)),
              Port("val", "val", "accumulated values")),
     params=(Param("order", "int", 1, (1, 2, 3), "order of the accumulated sub-tree"),
             Param("group", "int", 1, doc="number of reduced levels directly above the sub-tree (>= 1): a group "
@@ -413,8 +424,10 @@ _op(OpSpec(
                 "(and with them the aligned reference fibres, when arity > 0).",
     inputs=(Port("outer", "crd", "outer coordinates"), Port("inner", "crd", "inner coordinates"),
             Port("ref{i}", "any", "references (or values) aligned with inner", count="arity")),
-    outputs=(Port("outer", "crd", "kept outer coordinates"), Port("inner", "crd", "inner coordinates"),
-             Port("ref{i}", "any", "references aligned with the kept inner coordinates", count="arity")),
+    outputs=(Port("outer", "crd", "kept outer coordinates", carries=("outer",)),
+             Port("inner", "crd", "inner coordinates", carries=("inner",)),
+             Port("ref{i}", "any", "references aligned with the kept inner coordinates", count="arity",
+                  carries=("ref{i}",))),
     params=(Param("arity", "int", None, doc="number of reference streams aligned with inner (default 0)", minimum=0,
                   limit=limits.ARITY),),
     timing="1 cycle per step; a kept fibre that follows another in the same parent costs 1 extra cycle "
@@ -425,7 +438,7 @@ _op(OpSpec(
     "crd_hold", "Repeats each outer coordinate once per coordinate of its inner fibre (the outer coordinate "
                 "stream at the inner stream's structure).",
     inputs=(Port("outer", "crd", "outer coordinates"), Port("inner", "crd", "inner coordinates")),
-    outputs=(Port("outer", "crd", "outer coordinates, one per inner coordinate"),),
+    outputs=(Port("outer", "crd", "outer coordinates, one per inner coordinate", carries=("outer",)),),
     timing="1 cycle per inner token, plus 1 per outer stop that closes a fibre.",
 ))
 _op(OpSpec(
@@ -450,7 +463,7 @@ _op(OpSpec(
                    "goes to lane k mod lanes (on the outermost level: the k-th coordinate and the whole sub-tree "
                    "below it); every stop and D goes to every lane.",
     inputs=(Port("in", "token", "the stream to split (crd, ref or val)"),),
-    outputs=(Port("out{i}", "token", "lane i's share of the stream", count="lanes"),),
+    outputs=(Port("out{i}", "token", "lane i's share of the stream", count="lanes", carries=("in",)),),
     params=(_LANES, Param("dim", "int", None, doc="size of the split dimension (data tokens per fibre): the depths "
                                                   "pass gives every lane's channel ceil(dim / lanes) + 2, so a "
                                                   "lane can run ahead of the others by all its rows",
@@ -467,7 +480,7 @@ _op(OpSpec(
     inputs=(Port("key{i}", "crd", "lane i's coordinates of the parallelized level (ascending per fibre; stops, "
                               "D)", count="lanes"),
             Port("in{i}", "token", "lane i's payload, aligned with key i at the given depth", count="lanes")),
-    outputs=(Port("out", "token", "the merged payload"),),
+    outputs=(Port("out", "token", "the merged payload", carries=("in{i}",)),),
     params=(_LANES, Param("depth", "int", 0, doc="levels of the payload below the keys' level (0: one token per "
                                                   "key coordinate)", minimum=0)),
     timing="Depth 0: 1 cycle per key coordinate (needs every key's head and the chosen lane's payload head), "

@@ -20,7 +20,7 @@ from ..errors import DeadlockError, FuseFlowError, GraphError, TensorError
 from ..samml import Program
 from ..samml import io as samml_io
 from ..samml.registry import OPS, REDUCE_OPS, UNARY_ALU_OPS, get_op, port_kind
-from ..samml.widths import check_fits_width
+from ..samml.widths import INDEX_KINDS, check_fits_width, stream_width
 from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, matmul_op, row_reduce_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
@@ -121,13 +121,15 @@ class _Unbounded:
         pass
 
 
-def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
+def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, widths=None):
     """Simulate one kernel.
 
     ``nodes``: list of NodeState in a topological order. ``streams``: list of (stream_id, (src_node, src_port),
-    [(dst_node, dst_port), ...], depth). Unconnected outputs are discarded (always ready). Returns
+    [(dst_node, dst_port), ...], depth). ``widths``: {stream_id: bits} of the streams whose data tokens are
+    checked to fit (crd, ref, repsig). Unconnected outputs are discarded (always ready). Returns
     (cycles, {stream_id: Out}, {stream_id: [Channel]}).
     """
+    widths = widths or {}
     ins = {st.id: {} for st in nodes}
     outs = {st.id: {} for st in nodes}
     out_by_stream, chans_by_stream = {}, {}
@@ -140,7 +142,11 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
                 ch.credits = _Unbounded()
             ins[dnode][dport] = ch
             chans.append(ch)
-        o = out_class(sid, chans)
+        if sid in widths:
+            o = _width_checked(out_class)(sid, chans)
+            o.limit = 1 << widths[sid]
+        else:
+            o = out_class(sid, chans)
         outs[src][sport] = o
         out_by_stream[sid] = o
         chans_by_stream[sid] = chans
@@ -181,6 +187,27 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out):
         live = still
     cycles = max((st.clock for st in nodes), default=-1) + 1
     return cycles, out_by_stream, chans_by_stream
+
+
+_CHECKED = {}
+
+
+def _width_checked(out_class):
+    """``out_class`` whose pushes check that a data token fits the stream's width (``limit = 1 << width``)."""
+    cls = _CHECKED.get(out_class)
+    if cls is None:
+        push = out_class.push
+
+        def checked_push(self, tok, t):
+            if tok.__class__ is not str and tok >= self.limit:
+                need = int(tok).bit_length()
+                raise TensorError(f"stream {self.name}", f"token {tok} needs {need} bits, the stream is "
+                                                         f"{self.limit.bit_length() - 1} bits wide (the graph's "
+                                                         f"widths do not hold this data: recompile it)")
+            push(self, tok, t)
+        cls = _CHECKED[out_class] = type(f"WidthChecked{out_class.__name__}", (out_class,),
+                                         {"__slots__": ("limit",), "push": checked_push})
+    return cls
 
 
 def _deadlock_message(blocked):
@@ -366,8 +393,9 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
             states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), node_env)
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
+        widths = {s.id: stream_width(prog, s) for s in k.streams.values() if s.kind in INDEX_KINDS}
         compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
-                                      out_class=TracingOut if trace else Out)
+                                      out_class=TracingOut if trace else Out, widths=widths)
         read_b = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
         write_b = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
         moved = {nid for nid, st in states.items() if st.mem_reads or st.mem_writes}

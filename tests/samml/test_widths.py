@@ -103,5 +103,6 @@ def test_memories_take_each_tensors_own_index_width():
     assert plan.crd_width == 24
     assert plan.index_widths == {"B": 24, "c": 16, "x": 16}
     widths = {m.name: m.width for m in plan.memories}
-    assert widths["B.1.seg"] == widths["B.1.crd"] == 24
+    assert widths["B.1.seg"] == 24                 # positions up to 90000
+    assert widths["B.1.crd"] == 16                 # coordinates below 300
     assert widths["c.0.crd"] == widths["x.0.seg"] == 16 and widths["B.vals"] == 32

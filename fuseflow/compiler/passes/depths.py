@@ -36,7 +36,7 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
 ``fifo_depth`` (``--fifo-depth``) overrides all of it: every channel gets that depth (deadlock floors kept).
 
 Cost of a channel: ``depth x consumers x (field width + 1)`` bits, the field width being the token's data field
-(``max(W, 10)``, W the coordinate width or the value width). The default budget,
+(``max(W, 10)``, W the stream's width: :func:`fuseflow.samml.widths.stream_width`). The default budget,
 :data:`DEFAULT_BUDGET_BITS` = 64 Kibit, is about a tenth of the ECP5-85F's 669 Kibit of distributed (LUT)
 RAM, where the channel FIFOs are mapped (they are read combinationally; tensor memories take the rest of the
 LUT RAM and the 3.7 Mibit of block RAM stays free for wider memories), or about 3,000 of its 83,640 LUTs.
@@ -51,6 +51,7 @@ import networkx as nx
 from ...samml.blocks import block_shape
 from ...samml.lanes import lane_zero
 from ...samml.registry import op_latency
+from ...samml.widths import stream_width
 from ...tensors.fixed import FixedFormat
 
 __all__ = ["DEFAULT_BUDGET_BITS", "assign_depths", "deadlock_floors", "structural_depths", "profile_depths",
@@ -85,10 +86,7 @@ def _default(program):
 def channel_bits(program, stream) -> int:
     """FIFO bits of one stream: its depth x its consumers x the token width (data field + ctrl bit); a block
     token's data field is one value width per element (docs/samml.md, "Blocks")."""
-    cfg = program.config
-    w = int(cfg["value"].get("width", 32)) * math.prod(block_shape(stream)) if stream.kind == "val" \
-        else int(cfg.get("crd_width", 16))
-    return (stream.depth or _default(program)) * len(stream.dsts) * (max(w, 10) + 1)
+    return (stream.depth or _default(program)) * len(stream.dsts) * (max(stream_width(program, stream), 10) + 1)
 
 
 def fifo_bits(program) -> int:
@@ -364,7 +362,8 @@ def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None, 
     rows = []
     for k in program.kernels:
         for s in k.streams.values():
-            rows.append({"kernel": k.name, "stream": s.id, "kind": s.kind, "depth": s.depth or default,
+            rows.append({"kernel": k.name, "stream": s.id, "kind": s.kind, "width": stream_width(program, s),
+                         "depth": s.depth or default,
                          "consumers": len(s.dsts), "bits": channel_bits(program, s),
                          "why": why.get((k.name, s.id), "default" if s.depth in (None, default) else "graph")})
     total = sum(r["bits"] for r in rows)
