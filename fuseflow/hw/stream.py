@@ -3,7 +3,9 @@
 :class:`StreamFIFO` is the channel: storage with asynchronous (combinational) reads, the logic of
 :class:`amaranth.lib.fifo.SyncFIFO`, so a token written in cycle t is readable in cycle t+1 and a slot freed
 by a read in cycle t is writable in cycle t+1 (``w.ready = level != depth`` does not look at the read side).
-That is exactly the reference simulator's channel (``fuseflow/sim/channel.py``). It also shows its second
+That is exactly the reference simulator's channel (``fuseflow/sim/channel.py``). The head is also kept in a
+register (loaded with ``r_after`` every cycle, so it holds what the storage's head entry holds, with the same
+timing): the consumer's logic then starts at a flip-flop, not at a LUT-RAM read of the storage. It also shows its second
 entry (``r_next``, valid when ``level >= 2``: the simulator's ``ch.toks[1]``, visible from its push cycle
 + 1), which SyncFIFO does not expose; a look-ahead consumer (intersect) reads it. (``SyncFIFOBuffered``
 has one more cycle of latency, so it would not match the simulator.) ``r_after`` is the head of the next
@@ -67,7 +69,9 @@ class StreamFIFO(wiring.Component):
         depth = self.depth
         m.submodules.storage = mem = Memory(shape=unsigned(token_layout(self.width).size), depth=depth, init=[])
         wp = mem.write_port()
-        rp = mem.read_port(domain="comb")
+        # the head, registered: the next cycle's head is r_after, so the register always equals the storage's
+        # head entry when the FIFO holds one (a token written in cycle t is the head in t + 1, as before)
+        head = Signal(token_layout(self.width).size)
         produce = Signal(range(depth))
         consume = Signal(range(depth))
         do_write = self.w.valid & self.w.ready
@@ -78,8 +82,7 @@ class StreamFIFO(wiring.Component):
             wp.addr.eq(produce),
             wp.data.eq(Value.cast(self.w.payload)),
             wp.en.eq(do_write),
-            rp.addr.eq(consume),
-            self.r.payload.eq(rp.data),
+            self.r.payload.eq(head),
         ]
         with m.If(do_write):
             m.d.sync += produce.eq(_incr(produce, depth))
@@ -98,8 +101,9 @@ class StreamFIFO(wiring.Component):
                 self.r_next_valid.eq(self.level >= 2),
             ]
             behind = Mux(self.level >= 2, np_.data, Value.cast(self.w.payload))
-        stay = Mux(self.level != 0, rp.data, Value.cast(self.w.payload))
+        stay = Mux(self.level != 0, head, Value.cast(self.w.payload))
         m.d.comb += [self.r_after.eq(Mux(do_read, behind, stay)), self.r_behind.eq(behind), self.r_stay.eq(stay)]
+        m.d.sync += head.eq(self.r_after)
         return m
 
 
