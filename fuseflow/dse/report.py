@@ -207,8 +207,8 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                      if "cases_with_per_region_candidates" in s else ""),
                   ""]
         for budget, ln in (s.get("lanes") or {}).items():
-            what = "8 lanes per kernel" if budget == "lanes" else "8 lanes per kernel and 1.5x the nodes of the best " \
-                                                                 "unlaned schedule"
+            what = f"{ln['max_lanes']} lanes per kernel" + ("" if budget == "lanes" else
+                                                            " and twice the nodes of the best unlaned schedule")
             lines += [f"With parallel factors (budget: {what}; {ln['programs']} programs x 3 densities): picked the "
                       f"exhaustive best in {ln['hits']} of {ln['cases']} cases ({100 * ln['hit_rate']:.0f} %); mean "
                       f"regret {100 * ln['mean_regret']:.1f} %, worst {100 * ln['max_regret']:.1f} % "
