@@ -128,6 +128,15 @@ window.addEventListener('load', function () {{
 BEGIN, END = "<!-- results:begin (python -m fuseflow.dse evaluation) -->", "<!-- results:end -->"
 
 
+def _lane_share(cost: dict, key: str) -> str:
+    """Mean |error| of ``key`` over the single-lane points of the lane sweep, each weighted by its program's
+    laned points (so it compares with the laned mean)."""
+    pts = cost.get("lanes_points", [])
+    one = {(p["program"], p["density"]): abs(p[key]) for p in pts if p["lanes"] == 1}
+    laned = [one[(p["program"], p["density"])] for p in pts if p["lanes"] > 1 and (p["program"], p["density"]) in one]
+    return f"{100 * sum(laned) / len(laned):.1f} %" if laned else "n/a"
+
+
 def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: str | None = None) -> str:
     """The results block of docs/evaluation.md, rendered from committed JSON (never retyped)."""
     def load(path):
@@ -184,7 +193,10 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                       f"at 2 and {100 * ln['mean_abs_cycles_err_4']:.0f} % at 4 (mean signed "
                       f"{100 * ln['mean_cycles_err_laned']:+.0f} % with lanes; overlap constant {ln['overlap']}); "
                       f"FLOPs {100 * ln['mean_abs_flops_err_laned']:.1f} % and bytes "
-                      f"{100 * ln['mean_abs_bytes_err_laned']:.1f} % with lanes; mean Spearman of estimated vs "
+                      f"{100 * ln['mean_abs_bytes_err_laned']:.1f} % with lanes, "
+                      f"{_lane_share(cost, 'flops_err')} and {_lane_share(cost, 'bytes_err')} on the same programs "
+                      f"and indices at 1 lane (lanes split the work, the toy programs' sampling noise stays); "
+                      f"mean Spearman of estimated vs "
                       f"simulated cycles across the lane schedules of a program and density "
                       f"{ln['mean_spearman']:.2f} ({ln['spearman_groups']} groups); the estimate's fastest lane "
                       f"schedule is the simulated fastest in {ln['estimate_picks_best']} of {ln['groups']} groups "
