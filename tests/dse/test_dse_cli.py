@@ -58,3 +58,22 @@ def test_orders_run_writes_json_png_page(tmp_path):
     assert (out / "orders.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "index.html").read_text()
     assert 'src="orders.png"' in page and "29x" in page and "Fig. 17" in page
+
+
+def test_a_silent_scheduler_address_is_one_line_within_ten_seconds(tmp_path):
+    # something listens but never answers Dask's handshake (the Dask client alone would wait forever)
+    import socket
+    import time
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    try:
+        out = tmp_path / "rep"
+        t0 = time.monotonic()
+        p = dse("run", "orders", "-o", str(out), "--quiet", "--scheduler", f"tcp://127.0.0.1:{srv.getsockname()[1]}")
+        elapsed = time.monotonic() - t0
+    finally:
+        srv.close()
+    one_line_error(p, "--scheduler", "no Dask scheduler answered", "does not answer")
+    assert not out.exists()
+    assert elapsed < 30            # the handshake gives up after 5 s; generous for a loaded machine
