@@ -217,7 +217,8 @@ def exhaustive(src, inputs: dict, memory="hbm2", max_lanes: int | None = None) -
                 laned = compile_choice(src, regions, order=order, parallel=par)
             except ProgramError:
                 continue
-            run(fuse, order, laned, groups, par)
+            if _has_lanes(laned.program):
+                run(fuse, order, laned, groups, par)
     out.sort(key=lambda c: c[0].simulated_cycles)
     return out
 
@@ -297,7 +298,13 @@ def _laned(consider, sched, regions, src, par):
         res = compile_choice(src, regions, order=sched.order, parallel=par)
     except ProgramError:
         return None
+    if not _has_lanes(res.program):            # the index has no work below it to split: the same graph
+        return None
     return consider(sched.fuse, sched.order, res, sched.groups, par)
+
+
+def _has_lanes(program) -> bool:
+    return any(n.op == "serialize" for k in program.kernels for n in k.nodes.values())
 
 
 def _inputs_of_densities(program, densities):

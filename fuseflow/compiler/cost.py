@@ -476,7 +476,9 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
                 r = inp(nid, f"ref{a}")
                 if r is not None:
                     out(nid, f"ref{a}", r)
-            busy[nid] = i.n + i.fibres
+            # a step per inner token and stop, and a kept fibre after another in the same parent holds its S0 a
+            # cycle (registry timing): every kept outer coordinate but the first of each outer fibre
+            busy[nid] = i.n + i.fibres + max(0.0, o.n * keep - o.fibres)
         elif op == "crd_hold":
             i = inp(nid, "inner")
             out(nid, "outer", _S(i.counts, i.dims, i.real, held=True))

@@ -103,6 +103,7 @@ def write_page(outdir: str) -> str:
             f'onerror="this.dataset.loaded = \'no\'"></figure>'
             f'<details><summary>numbers</summary>{_table(summary.get("rows", []))}</details></section>')
     pending = "".join(f"<li>{html.escape(fig)}: {html.escape(why)}</li>" for fig, why in PENDING.items())
+    pending = f"<h2>Not yet reproduced</h2><ul>{pending}</ul>" if pending else ""
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>FuseFlow-HW design-space exploration</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:auto}} img{{max-width:100%}}
@@ -112,7 +113,7 @@ table{{border-collapse:collapse;font-size:80%}} td,th{{border:1px solid #ccc;pad
 are the reference simulator's; "HBM2" charges each kernel's memory traffic with the hbm2 preset
 (docs/evaluation.md). Sizes are scaled down to run in minutes on two cores.</p>
 {''.join(sections) or '<p>No experiment has been run into this directory yet.</p>'}
-<h2>Not yet reproduced</h2><ul>{pending}</ul>
+{pending}
 <script>
 // every figure reports whether it rendered; document.body.dataset.figures counts the loaded ones
 window.addEventListener('load', function () {{
@@ -133,6 +134,15 @@ window.addEventListener('load', function () {{
 
 
 BEGIN, END = "<!-- results:begin (python -m fuseflow.dse evaluation) -->", "<!-- results:end -->"
+
+
+def _lane_share(cost: dict, key: str) -> str:
+    """Mean |error| of ``key`` over the single-lane points of the lane sweep, each weighted by its program's
+    laned points (so it compares with the laned mean)."""
+    pts = cost.get("lanes_points", [])
+    one = {(p["program"], p["density"]): abs(p[key]) for p in pts if p["lanes"] == 1}
+    laned = [one[(p["program"], p["density"])] for p in pts if p["lanes"] > 1 and (p["program"], p["density"]) in one]
+    return f"{100 * sum(laned) / len(laned):.1f} %" if laned else "n/a"
 
 
 def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: str | None = None) -> str:
@@ -191,7 +201,10 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                       f"at 2 and {100 * ln['mean_abs_cycles_err_4']:.0f} % at 4 (mean signed "
                       f"{100 * ln['mean_cycles_err_laned']:+.0f} % with lanes; overlap constant {ln['overlap']}); "
                       f"FLOPs {100 * ln['mean_abs_flops_err_laned']:.1f} % and bytes "
-                      f"{100 * ln['mean_abs_bytes_err_laned']:.1f} % with lanes; mean Spearman of estimated vs "
+                      f"{100 * ln['mean_abs_bytes_err_laned']:.1f} % with lanes, "
+                      f"{_lane_share(cost, 'flops_err')} and {_lane_share(cost, 'bytes_err')} on the same programs "
+                      f"and indices at 1 lane (lanes split the work, the toy programs' sampling noise stays); "
+                      f"mean Spearman of estimated vs "
                       f"simulated cycles across the lane schedules of a program and density "
                       f"{ln['mean_spearman']:.2f} ({ln['spearman_groups']} groups); the estimate's fastest lane "
                       f"schedule is the simulated fastest in {ln['estimate_picks_best']} of {ln['groups']} groups "
@@ -214,8 +227,8 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                      if "cases_with_per_region_candidates" in s else ""),
                   ""]
         for budget, ln in (s.get("lanes") or {}).items():
-            what = "8 lanes per kernel" if budget == "lanes" else "8 lanes per kernel and 1.5x the nodes of the best " \
-                                                                 "unlaned schedule"
+            what = f"{ln['max_lanes']} lanes per kernel" + ("" if budget == "lanes" else
+                                                            " and twice the nodes of the best unlaned schedule")
             lines += [f"With parallel factors (budget: {what}; {ln['programs']} programs x 3 densities): picked the "
                       f"exhaustive best in {ln['hits']} of {ln['cases']} cases ({100 * ln['hit_rate']:.0f} %); mean "
                       f"regret {100 * ln['mean_regret']:.1f} %, worst {100 * ln['max_regret']:.1f} % "

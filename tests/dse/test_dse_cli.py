@@ -57,7 +57,7 @@ def test_orders_run_writes_json_png_page(tmp_path):
     assert data["summary"]["max_over_min_hbm2"] == pytest.approx(rows[-1]["cycles_hbm2"] / rows[0]["cycles_hbm2"])
     assert (out / "orders.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "index.html").read_text()
-    assert 'src="orders.png"' in page and "29x" in page and "Not yet reproduced" in page
+    assert 'src="orders.png"' in page and "29x" in page and "Not yet reproduced" not in page    # Fig. 17 is in
 
 
 @pytest.mark.slow
@@ -76,3 +76,22 @@ def test_blocks_run_fig17(tmp_path):
     assert (out / "blocks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "index.html").read_text()
     assert 'src="blocks.png"' in page and "proportional to the block size" in page and "Fig. 17" in page
+
+
+def test_a_silent_scheduler_address_is_one_line_within_ten_seconds(tmp_path):
+    # something listens but never answers Dask's handshake (the Dask client alone would wait forever)
+    import socket
+    import time
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    try:
+        out = tmp_path / "rep"
+        t0 = time.monotonic()
+        p = dse("run", "orders", "-o", str(out), "--quiet", "--scheduler", f"tcp://127.0.0.1:{srv.getsockname()[1]}")
+        elapsed = time.monotonic() - t0
+    finally:
+        srv.close()
+    one_line_error(p, "--scheduler", "no Dask scheduler answered", "does not answer")
+    assert not out.exists()
+    assert elapsed < 30            # the handshake gives up after 5 s; generous for a loaded machine
