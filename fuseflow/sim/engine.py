@@ -237,8 +237,10 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False):
     spec = get_op(op)
     params = spec.resolve_params(dict(params or {}), f"op {op}")
     inputs = dict(inputs or {})
+    vals = params.get("vals") if op == "array" else None
     blocked = op == "block_matmul" or any(t.__class__ is not str and getattr(t, "ndim", 0) or
-                                          isinstance(t, (list, tuple)) for toks in inputs.values() for t in toks)
+                                          isinstance(t, (list, tuple)) for toks in inputs.values() for t in toks) \
+        or vals is not None and len(vals) and np.ndim(vals[0]) > 0
     env = Env(mode, blocks=bool(blocked))
     if blocked:
         shape = _run_op_block(spec, params, inputs)
@@ -289,6 +291,8 @@ def _run_op_block(spec, params, inputs):
         tok = next((t for t in toks if not isinstance(t, str)), None)
         if tok is not None and (getattr(tok, "ndim", 0) or isinstance(tok, (list, tuple))):
             shapes[port] = tuple(np.shape(tok))
+    if spec.name == "array" and params.get("vals") is not None and len(params["vals"]):
+        return tuple(np.shape(params["vals"][0]))                # an array's blocks are its values'
     for port, p in spec.output_ports(params):
         if p.kind == "val":
             out = output_block(spec.name, params, port, shapes, f"op {spec.name}")

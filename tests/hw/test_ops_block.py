@@ -188,10 +188,10 @@ def test_block_matmul_refused_output(n, seed):
 # ---- element-wise block forms -------------------------------------------------------------------------
 
 def _direct(inputs):
-    """Whether the simulator's own block model (``run_op`` on block tokens) can be a second reference: not when
-    an input holds N, which run_op (one op, no program) loads as a scalar 0 rather than its node's zero block
-    (a whole program's simulator uses ``Env.for_block``); the per-element reference covers N either way."""
-    return not any(isinstance(t, str) and t == "N" for toks in inputs.values() for t in toks)
+    """Whether the simulator's own block model (``run_op`` on block tokens) can be a second reference: run_op
+    loads its node's zero block for N, the shape taken from a block token of its inputs, so not when no input
+    holds one (then N would be a scalar 0); the per-element reference covers N either way."""
+    return any(not isinstance(t, str) and np.ndim(t) for toks in inputs.values() for t in toks)
 
 
 ALU_CASES = [("add", None), ("sub", None), ("mul", None), ("max", None), ("relu", None), ("exp", None),
@@ -236,9 +236,9 @@ def test_reduce_lanes_with_crd(n, stalls):
     rng = random.Random(n)
     blk = [_block(rng, shape) for _ in range(3)]
     inputs = {"crd": [0, 2, 3, "S0", "D"], "val": [blk[0], blk[1], "S0", "S0", blk[2], "S1", "D"]}
-    # the empty fibre's 0 is its node's zero block, which run_op gives as a scalar 0 (see _direct)
+    # the empty fibre's 0 is its node's zero block (run_op: the shape of the val stream's blocks)
     ref, _, _ = check_block_op("reduce", {}, inputs, blocks={"i_val": shape, "o_val": shape}, stalls=stalls,
-                               seed=n, direct=False)
+                               seed=n)
     assert ref["val"][1] == [0] * n and ref["val"][2] == blk[2].tolist()
 
 
@@ -261,12 +261,12 @@ def test_array_and_value_write_blocked(n, stalls):
     rng = random.Random(11 * n)
     vals = [_block(rng, shape) for _ in range(5)]
     ref, _, _ = check_block_op("array", {"vals": vals}, {"ref": [4, 0, "N", "S0", 2, "S1", "D"]},
-                               blocks={"o_val": shape}, stalls=stalls, seed=n, direct=False)
+                               blocks={"o_val": shape}, stalls=stalls, seed=n)
     assert ref["val"][0] == vals[4].tolist() and ref["val"][2] == [[0] * n] * n
     check_block_op("array", {"vals": vals}, {"ref": [4, 0, "S0", 2, 3, "S1", "D"]}, blocks={"o_val": shape},
                    stalls=stalls, seed=n)
     written, _, _ = check_block_op("value_write", {}, {"val": [vals[1], "S0", "N", vals[3], "S1", "D"]},
-                                   blocks={"i_val": shape}, stalls=stalls, seed=n, direct=False)
+                                   blocks={"i_val": shape}, stalls=stalls, seed=n)
     assert written["vals"] == [vals[1].tolist(), [[0] * n] * n, vals[3].tolist()]
     check_block_op("value_write", {}, {"val": [vals[1], "S0", vals[0], vals[3], "S1", "D"]}, blocks={"i_val": shape},
                    stalls=stalls, seed=n)

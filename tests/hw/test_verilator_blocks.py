@@ -31,11 +31,19 @@ def _numpy_check(entry, ref):
 @pytest.mark.parametrize("name", sorted(BLOCK_PROGRAMS))
 def test_blocked_program_amaranth(name):
     seed, density = BLOCK_DATASETS[0]
-    entry = blocked(name, 2, density, seed)
+    _check_amaranth(blocked(name, 2, density, seed), _numpy_check)
+
+
+def _check_amaranth(entry, numpy_check):
+    """The reference run against NumPy, then the Amaranth simulation of the kernel tops against the reference."""
     ref = reference_run(entry.program, entry.inputs)
-    _numpy_check(entry, ref)
+    numpy_check(entry, ref)
     b = build(entry.program, entry.inputs, reference=ref)
-    res = run_amaranth(b, max_cycles=20 * ref.cycles + 1000)
+    _check_rtl_run(entry, ref, run_amaranth(b, max_cycles=20 * ref.cycles + 1000))
+
+
+def _check_rtl_run(entry, ref, res):
+    """An RTL run finished with the reference's tensors bit for bit and its cycles per kernel."""
     assert res["done"], res
     assert compare_tensors(ref.tensors, res["tensors"]) == []
     assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)
@@ -76,10 +84,8 @@ def test_blocked_program_verilator(name, block, cache):
         ref = reference_run(entry.program, entry.inputs)
         _numpy_check(entry, ref)
         images = check_inputs_fit(b, entry.inputs)
-        res = verilator.run_verilator(bdir, b.name, b.manifest(), images, 20 * ref.cycles + 1000)
-        assert res["done"], res
-        assert compare_tensors(ref.tensors, res["tensors"]) == []
-        assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)
+        _check_rtl_run(entry, ref, verilator.run_verilator(bdir, b.name, b.manifest(), images,
+                                                           20 * ref.cycles + 1000))
 
 
 def _attention_numpy_check(entry, ref):
@@ -98,14 +104,7 @@ def _attention_numpy_check(entry, ref):
 def test_blocked_attention_amaranth(case):
     """BigBird attention blocked (reduce rows, the alu's row broadcast, block products): the Amaranth simulation
     of the kernel tops equals the fixed-mode simulator bit for bit and cycle for cycle."""
-    entry = blocked_attention(*case)
-    ref = reference_run(entry.program, entry.inputs)
-    _attention_numpy_check(entry, ref)
-    b = build(entry.program, entry.inputs, reference=ref)
-    res = run_amaranth(b, max_cycles=20 * ref.cycles + 1000)
-    assert res["done"], res
-    assert compare_tensors(ref.tensors, res["tensors"]) == []
-    assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)
+    _check_amaranth(blocked_attention(*case), _attention_numpy_check)
 
 
 @pytest.mark.slow
@@ -118,7 +117,4 @@ def test_blocked_attention_verilator(case, cache):
     ref = reference_run(entry.program, entry.inputs)
     _attention_numpy_check(entry, ref)
     images = check_inputs_fit(b, entry.inputs)
-    res = verilator.run_verilator(bdir, b.name, b.manifest(), images, 20 * ref.cycles + 1000)
-    assert res["done"], res
-    assert compare_tensors(ref.tensors, res["tensors"]) == []
-    assert [res["kernel_cycles"][k.name] for k in entry.program.kernels] == list(ref.kernel_cycles)
+    _check_rtl_run(entry, ref, verilator.run_verilator(bdir, b.name, b.manifest(), images, 20 * ref.cycles + 1000))

@@ -119,5 +119,7 @@ def test_run_op_loads_a_zero_block_for_n():
     assert plain(out["out"])[0] == [[1.0, 1.0], [1.0, 1.0]]
     out = run_op("reduce", {"op": "max", "rows": True}, {"val": [x, "S0", "N", "S0", "D"]})
     assert plain(out["val"]) == [np.max(x, axis=1).tolist(), [0.0, 0.0], "D"]
+    out = run_op("array", {"vals": [x]}, {"ref": [0, "N", "S0", "D"]})       # an array's blocks: its values'
+    assert plain(out["val"]) == [x.tolist(), [[0.0, 0.0], [0.0, 0.0]], "S0", "D"]
     with pytest.raises(GraphError, match="rows"):
         run_op("reduce", {"op": "max", "rows": True}, {"val": [1.0, "S0", "D"]})
