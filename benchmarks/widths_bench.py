@@ -93,8 +93,6 @@ def main(argv=None):
     doc = json.loads(open(args.output).read()) if os.path.exists(args.output) else {}
     entry = doc.setdefault(args.label, {"designs": {}})
     entry["commit"] = args.commit or git_commit()
-    import fuseflow
-    entry["fuseflow"] = os.path.dirname(os.path.dirname(os.path.abspath(fuseflow.__file__)))
     entry["designs"].update(rows)
     tmp = args.output + ".tmp"
     with open(tmp, "w") as f:

@@ -18,7 +18,6 @@ def run_large_spmv(cache=None, log=print):
     """Build, run and compare; returns the step times and the run's numbers."""
     from fuseflow.hw import verilator
     from fuseflow.hw.elaborate import build, check_inputs_fit, reference_run
-    from fuseflow.hw.top import compare_tensors
     from fuseflow.samml import kernels
 
     t0 = time.monotonic()
@@ -61,13 +60,15 @@ def test_spmv_2500_on_verilator(cache):
     want = np.asarray(inputs["B"]) @ np.asarray(inputs["c"])
     assert np.allclose(ref.outputs["x"], want, rtol=1e-3, atol=1e-2)
 
+
 if __name__ == "__main__":
     import json
     import sys
     from fuseflow.hw.top import compare_tensors
     p, inputs, ref, res, times = run_large_spmv(sys.argv[1] if len(sys.argv) > 1 else None)
     want = np.asarray(inputs["B"]) @ np.asarray(inputs["c"])
-    ok = (res["done"] and np.allclose(ref.outputs["x"], want, rtol=1e-3, atol=1e-2) and compare_tensors(ref.tensors, res["tensors"]) == []
+    ok = (res["done"] and np.allclose(ref.outputs["x"], want, rtol=1e-3, atol=1e-2)
+          and compare_tensors(ref.tensors, res["tensors"]) == []
           and [res["kernel_cycles"][k.name] for k in p.kernels] == list(ref.kernel_cycles))
     print(json.dumps({"ok": bool(ok), "nnz": int(np.count_nonzero(inputs["B"])), "sim_cycles": int(ref.cycles),
                       "rtl_kernel_cycles": res["kernel_cycles"], **times}, indent=1))
