@@ -102,7 +102,12 @@ class StreamFIFO(wiring.Component):
             ]
             behind = Mux(self.level >= 2, np_.data, Value.cast(self.w.payload))
         stay = Mux(self.level != 0, head, Value.cast(self.w.payload))
-        m.d.comb += [self.r_after.eq(Mux(do_read, behind, stay)), self.r_behind.eq(behind), self.r_stay.eq(stay)]
+        # r_after = do_read ? behind : stay, written so that the token being written (late: the producer's
+        # logic) passes one multiplexer: it is the next head when the FIFO holds none after this cycle's read
+        take_w = Mux(do_read, self.level < 2, self.level == 0)
+        kept = Mux(do_read, np_.data, head) if depth >= 2 else head
+        m.d.comb += [self.r_after.eq(Mux(take_w, Value.cast(self.w.payload), kept)), self.r_behind.eq(behind),
+                     self.r_stay.eq(stay)]
         m.d.sync += head.eq(self.r_after)
         return m
 

@@ -26,10 +26,12 @@ like the seg reads, from both candidates (so the ref a dense level emits comes f
 multiply of its channel's head).
 """
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Module, Mux, Signal
 
 from ...errors import HardwareError
-from ..token import is_done, is_empty, is_stop, stop_level
+from ..token import is_done, is_empty, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
 
 IDLE, SCAN, END = 0, 1, 2
@@ -74,7 +76,11 @@ class LevelScan(OpComponent):
         w = self.crd_width
         f = self.fire_logic()
         inp, inv = self.i_ref.payload, self.i_ref.valid
-        oc, orf = self.o_crd, self.o_ref
+        orf = self.o_ref
+        # the crd output is built in oc_tok; a SCAN step's coordinate (crd_data, late: the block RAM's clock to
+        # output) passes one multiplexer after it (below), not the whole state decode
+        oc_tok = Signal(token_layout(w))
+        oc = SimpleNamespace(payload=oc_tok)
         state = Signal(range(3))
         nstate = Signal(range(3))    # the next state (state at the next clock edge)
         q = Signal(w + 1)            # position of the next coordinate (SCAN)
@@ -156,7 +162,7 @@ class LevelScan(OpComponent):
                         m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
-                set_data(m, oc, next_crd)
+                set_data(m, oc, 0)               # the data is next_crd, multiplexed last (below)
                 set_data(m, orf, q)
                 with m.If(f.fire):
                     m.d.sync += c.eq(c + 1)
@@ -174,5 +180,7 @@ class LevelScan(OpComponent):
                     set_stop(m, orf, 0)
                 with m.If(f.fire):
                     m.d.comb += nstate.eq(IDLE)
+        m.d.comb += [self.o_crd.payload.ctrl.eq(oc_tok.ctrl),
+                     self.o_crd.payload.data.eq(Mux(state == SCAN, next_crd, kept(m, oc_tok.data)))]
         f.build(m)
         return m
