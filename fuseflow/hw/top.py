@@ -382,9 +382,14 @@ class ProgramTop(wiring.Component):
             km.d.comb += fire.eq(fired.any())
             assert len(fires) == len(self.events[ki])
             last = Signal(range(len(fires) + 1), name=f"last_event_{_ident(k.name)}")
-            for i in range(len(fires)):              # the highest-numbered event of the last firing cycle
-                with km.If(fired[i]):
-                    km.d.sync += last.eq(i + 1)
+            if fires:                                # the highest-numbered event of the last firing cycle
+                # found by a tree (log2 levels), not a priority chain over every event of the kernel
+                _, top_idx = _highest(fired)
+                last_idx = Signal(range(max(len(fires), 2)), name=f"last_idx_{_ident(k.name)}")
+                seen = Signal(name=f"seen_event_{_ident(k.name)}")
+                with km.If(fire):
+                    km.d.sync += [last_idx.eq(top_idx), seen.eq(1)]
+                km.d.comb += last.eq(Mux(seen, last_idx + 1, 0))
             last_events.append(last)
             km.d.comb += kdone[ki].eq(_all(dones))
             with km.If(~kdone[ki]):
@@ -484,6 +489,19 @@ class ProgramTop(wiring.Component):
             picked.append(Mux(hot, host_rd[spec.name].data, 0))
         m.d.comb += self.host_rdata.eq(_or_all(picked))
         return m
+
+
+def _highest(bits):
+    """(any bit set, index of the highest set bit of ``bits``; 0 when none) as a tree of multiplexers."""
+    n = len(bits)
+    if n == 1:
+        return bits[0], Const(0, 0)
+    h = 1 << ((n - 1).bit_length() - 1)              # the largest power of two below n
+    lo_any, lo_idx = _highest(bits[:h])
+    hi_any, hi_idx = _highest(bits[h:])
+    k = (h - 1).bit_length()                         # index bits within the lower half
+    low = Mux(hi_any, hi_idx, lo_idx)[:k] if k else Const(0, 0)
+    return lo_any | hi_any, Cat(low, hi_any)
 
 
 def _or_all(values):

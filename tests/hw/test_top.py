@@ -511,3 +511,39 @@ def test_random_compiled_programs_match_simulator():
         assert [res["kernel_cycles"][k.name] for k in p.kernels] == list(b.reference.kernel_cycles), rp.text
 
     run()
+
+
+def test_highest_set_bit_tree_matches_bit_length():
+    """The last_event register's encoder (a tree): the index of the highest set bit, for every pattern of 1-7
+    bits (golden: int.bit_length)."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.top import _highest
+    for n in range(1, 8):
+        bits = Signal(n)
+        found, idx = _highest(bits)
+        m = Module()
+        f, i = Signal(), Signal(4)
+        m.d.comb += [f.eq(found), i.eq(idx)]
+        sim = Simulator(m)
+
+        async def tb(ctx, n=n, bits=bits, f=f, i=i):
+            for v in range(1 << n):
+                ctx.set(bits, v)
+                assert ctx.get(f) == (v != 0)
+                if v:
+                    assert ctx.get(i) == v.bit_length() - 1, (n, v)
+        sim.add_testbench(tb)
+        sim.run()
+
+
+def test_last_event_names_a_writer_taking_the_final_token():
+    """A kernel ends when its writers have taken D, so the event of its last firing cycle is a pop into a writer."""
+    program = kernels.build("spmv_csr", 6)
+    b = build(program, kernels.random_inputs(program, density=0.4, seed=2), probes=False)
+    res = run_amaranth(b)
+    assert res["done"] and res["cycles"] == b.reference.cycles
+    writers = {nid for k in program.kernels for nid, node in k.nodes.items() if node.op.endswith("_write")}
+    ev = res["last_event"]["main"]
+    assert ev.endswith("popped") and ev.split(" -> ")[1].split(".")[0] in writers
