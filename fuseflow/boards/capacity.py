@@ -70,8 +70,10 @@ def spmv_fits(rows: int, nnz: int, target: str, cols: int | None = None, crd_wid
     t = TARGETS[target]
     family, cap = t["family"], t["capacity"]
     blocks = sum(e["blocks"] for e in memory_map(plan, target))
-    # level_scan reads B.1.seg through two combinational ports; the host through one more
-    lut = sum(lutram_luts(m.depth, m.width, 3 if m.array == "seg" else 2) for m in plan.memories
+    # level_scan reads B.1.seg through four combinational ports and B.1.first through two (both candidates of
+    # its next head); the host through one more
+    ports = {"seg": 5, "first": 3}
+    lut = sum(lutram_luts(m.depth, m.width, ports.get(m.array, 2)) for m in plan.memories
               if m.storage == "lut") if family == "ecp5" else 0
     if blocks > cap["brams"] or SPMV_LOGIC_LUTS[family] + lut > cap["luts"]:
         return None

@@ -2,8 +2,11 @@
 
 Every level array of every tensor of a program gets one :class:`amaranth.lib.memory.Memory`:
 
-- a compressed level ``k`` of tensor ``T`` has ``T.k.seg`` (parent positions + 1 entries) and ``T.k.crd``
-  (``capacity[k]`` entries); a dense level has no arrays (its size is the tensor's shape);
+- a compressed level ``k`` of tensor ``T`` has ``T.k.seg`` (parent positions + 1 entries), ``T.k.crd``
+  (``capacity[k]`` entries) and ``T.k.first`` (one entry per fibre, i.e. per parent position: the fibre's first
+  coordinate and whether it is empty, :func:`first_words`; redundant with seg and crd, written with them by the
+  host and by level_write, so that level_scan reads it beside seg instead of reading crd at seg[r] within a
+  cycle); a dense level has no arrays (its size is the tensor's shape);
 - the values are ``T.vals`` (``capacity[-1]`` entries, signed, the program's value width).
 
 Capacities come from ``TensorDecl.capacity`` (entries per level, then values, as
@@ -15,7 +18,7 @@ Storage (:func:`memory_storage`, one rule): a memory read only through synchrono
 level_scan's crd port and array's vals port address them one cycle ahead, from their next state and the
 next head of their input, so the timing is unchanged) goes to block RAM (``ram_style = "block"``: ECP5
 DP16KD, iCE40 SB_RAM40_4K) once it holds :data:`BLOCK_RAM_MIN_BITS` bits; below that, and for the seg arrays
-(level_scan reads seg combinationally: its IDLE step addresses crd with seg[r] within the cycle), Yosys
+and first arrays (level_scan reads them combinationally at both candidates of its next head), Yosys
 picks LUT RAM or flip-flops. Writer ops drive one write port per memory, shared with the host (the writer
 wins; the host only writes while the top is idle). The host reads through one more synchronous read port
 (one cycle of latency).
@@ -41,8 +44,8 @@ REG_WIDTH = 32
 #: UP5K's 30) are not used up by the many small arrays of a kernel (a few entries each)
 BLOCK_RAM_MIN_BITS = 1024
 
-#: arrays read combinationally (level_scan's seg: the IDLE step reads crd at seg[r] in the same cycle)
-COMB_READ_ARRAYS = ("seg",)
+#: arrays read combinationally (level_scan's seg and first: read at the next head, chosen by the op's firing)
+COMB_READ_ARRAYS = ("seg", "first")
 
 
 @dataclass
@@ -51,7 +54,7 @@ class MemSpec:
     name: str            # "B.1.crd", "B.vals"
     tensor: str
     level: int | None    # None for vals
-    array: str           # "seg" | "crd" | "vals"
+    array: str           # "seg" | "crd" | "first" | "vals"
     depth: int           # entries built
     width: int           # bits per entry
     signed: bool
@@ -136,7 +139,7 @@ def tensor_arrays(decl):
     out = []
     for lv, fmt in enumerate(decl.levels):
         if fmt == "compressed":
-            out += [(lv, "seg"), (lv, "crd")]
+            out += [(lv, "seg"), (lv, "crd"), (lv, "first")]
     out.append((None, "vals"))
     return out
 
@@ -148,7 +151,7 @@ def array_depth(capacity, level, array):
     if array == "crd":
         return capacity[level]
     parents = 1 if level == 0 else capacity[level - 1]
-    return parents + 1
+    return parents if array == "first" else parents + 1
 
 
 def plan_memories(program, data_capacities=None):
@@ -196,6 +199,8 @@ def plan_memories(program, data_capacities=None):
             depth = array_depth(cap, lv, array)
             if array == "vals":          # a blocked tensor: one block per word (docs/samml.md, "Blocks")
                 width, signed = vwidth * math.prod(tensor_block(t)), True
+            elif array == "first":       # coordinate << 1 | empty: one bit more than the level's crd
+                width, signed = min(index_width, array_width(t, cap, lv, "crd")) + 1, False
             else:                        # crd: below the level's dimension; seg: up to its entries
                 width, signed = min(index_width, array_width(t, cap, lv, array)), False
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
@@ -243,9 +248,10 @@ def tensor_images(plan, name, packed):
     for lv, level in enumerate(packed.levels):
         if getattr(level, "kind", None) != "compressed":
             continue
-        for array in ("seg", "crd"):
+        arrays = {"seg": [int(x) for x in level.seg], "crd": [int(x) for x in level.crd]}
+        arrays["first"] = first_words(arrays["seg"], arrays["crd"])
+        for array, words in arrays.items():
             spec = plan.memory(name, lv, array)
-            words = [int(x) for x in getattr(level, array)]
             _check_width(spec, words)
             out[spec.name] = words
     spec = plan.memory(name, None, "vals")
@@ -274,6 +280,14 @@ def _check_width(spec, words):
         bad = hi if hi >= 0 and not (hi < (1 << (spec.width - (1 if spec.signed else 0)))) else lo
         raise HardwareError(f"memory {spec.name}", f"entry {bad} does not fit {spec.width} "
                                                    f"{'signed ' if spec.signed else ''}bits")
+
+
+def first_words(seg, crd):
+    """The ``first`` array of a compressed level: per fibre ``r``, ``crd[seg[r]] << 1`` when the fibre has
+    coordinates, else 1 (empty). level_scan's IDLE step takes a fibre's first coordinate and emptiness from it,
+    read at the next head like seg, instead of reading crd at seg[r] and comparing seg[r] with seg[r + 1]
+    within a cycle (docs/hardware.md, "Memories"); level_write writes the same words."""
+    return [crd[seg[r]] << 1 if seg[r] < seg[r + 1] else 1 for r in range(len(seg) - 1)]
 
 
 def to_signed(word, width):

@@ -20,7 +20,7 @@ from amaranth.hdl import ClockDomain, Elaboratable, Module, Signal, Value
 
 from ..samml.registry import get_op, port_kind
 from ..tensors.fixed import FixedFormat
-from .testing import OpHarness, _mem_params, harness_lookahead, make_op
+from .testing import OpHarness, _mem_params, harness_lookahead, make_op, written_arrays
 
 #: the cocotb test module (not a pytest module)
 BENCH_MODULE = "fuseflow.hw.op_bench_cocotb"
@@ -156,7 +156,7 @@ def expected(case: OpCase, inputs: dict) -> dict:
     # block tokens travel the job file as nested lists: NumPy arrays for the op model, lists again for comparing
     ins = {p: [np.asarray(t, dtype=np.int64) if isinstance(t, list) else t for t in toks]
            for p, toks in inputs.items()}
-    out = run_op(case.op, case.params, ins, mode="fixed")
+    out = written_arrays(case.op, run_op(case.op, case.params, ins, mode="fixed"))
     return {k: [t.tolist() if hasattr(t, "tolist") else t for t in v] for k, v in out.items()}
 
 

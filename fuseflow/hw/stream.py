@@ -5,7 +5,8 @@
 by a read in cycle t is writable in cycle t+1 (``w.ready = level != depth`` does not look at the read side).
 That is exactly the reference simulator's channel (``fuseflow/sim/channel.py``). The head is also kept in a
 register (loaded with ``r_after`` every cycle, so it holds what the storage's head entry holds, with the same
-timing): the consumer's logic then starts at a flip-flop, not at a LUT-RAM read of the storage. It also shows its second
+timing), and so is the entry behind it (``r_next``): the consumer's logic then starts at flip-flops, not at
+LUT-RAM reads of the storage (which is read only at the third entry, to refill them). It also shows its second
 entry (``r_next``, valid when ``level >= 2``: the simulator's ``ch.toks[1]``, visible from its push cycle
 + 1), which SyncFIFO does not expose; a look-ahead consumer (intersect) reads it. (``SyncFIFOBuffered``
 has one more cycle of latency, so it would not match the simulator.) ``r_after`` is the head of the next
@@ -92,17 +93,30 @@ class StreamFIFO(wiring.Component):
             m.d.sync += self.level.eq(self.level + 1)
         with m.If(do_read & ~do_write):
             m.d.sync += self.level.eq(self.level - 1)
-        behind = self.w.payload             # what follows the head when the FIFO holds at most one token
+        w_data = Value.cast(self.w.payload)
+        behind = w_data                     # what follows the head when the FIFO holds at most one token
+        second = head                       # (depth 1: none)
         if depth >= 2:
-            np_ = mem.read_port(domain="comb")
-            m.d.comb += [
-                np_.addr.eq(_incr(consume, depth)),
-                self.r_next.eq(np_.data),
-                self.r_next_valid.eq(self.level >= 2),
-            ]
-            behind = Mux(self.level >= 2, np_.data, Value.cast(self.w.payload))
-        stay = Mux(self.level != 0, head, Value.cast(self.w.payload))
-        m.d.comb += [self.r_after.eq(Mux(do_read, behind, stay)), self.r_behind.eq(behind), self.r_stay.eq(stay)]
+            # the entry behind the head, registered like the head (r_next of the next cycle: the third entry or
+            # the token being written when the head is read, else the second or the token being written)
+            second = Signal(token_layout(self.width).size)
+            if depth >= 3:
+                third = mem.read_port(domain="comb")
+                m.d.comb += third.addr.eq(_incr(_incr(consume, depth), depth))
+                from_storage = third.data
+            else:
+                from_storage = w_data       # never chosen: a FIFO of depth 2 holds no third entry
+            take_w2 = Mux(do_read, self.level < 3, self.level < 2)
+            m.d.sync += second.eq(Mux(take_w2, w_data, Mux(do_read, from_storage, second)))
+            m.d.comb += [self.r_next.eq(second), self.r_next_valid.eq(self.level >= 2)]
+            behind = Mux(self.level >= 2, second, w_data)
+        stay = Mux(self.level != 0, head, w_data)
+        # r_after = do_read ? behind : stay, written so that the token being written (late: the producer's
+        # logic) passes one multiplexer: it is the next head when the FIFO holds none after this cycle's read
+        take_w = Mux(do_read, self.level < 2, self.level == 0)
+        kept = Mux(do_read, second, head)
+        m.d.comb += [self.r_after.eq(Mux(take_w, w_data, kept)), self.r_behind.eq(behind),
+                     self.r_stay.eq(stay)]
         m.d.sync += head.eq(self.r_after)
         return m
 

@@ -31,6 +31,7 @@ from amaranth.sim import Simulator
 from ..errors import HardwareError
 from ..samml.registry import get_op, op_latency
 from ..tensors.fixed import FixedFormat
+from .memory import first_words
 from .stream import StreamFIFO
 from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
@@ -202,6 +203,7 @@ def _mem_params(op, params, fixed, block=()):
     if op == "level_scan" and params.get("format", "compressed") == "compressed":
         init["seg"] = list(params.get("seg") or [])
         init["crd"] = list(params.get("crd") or [])
+        init["first"] = first_words(init["seg"], init["crd"])
     elif op == "array":
         vals = params.get("vals")
         vals = [] if vals is None else list(vals)
@@ -213,7 +215,7 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
               max_stall=3, seed=0, fifo_depth=None, max_cycles=None, vcd=None, check_hold=True, blocks=None):
     """Run one op's RTL on SAM token lists (values as raw fixed-point ints).
 
-    Returns ``({out_port: tokens}, {"cycles": n})``; for level_write ``{"seg": [...], "crd": [...]}`` and
+    Returns ``({out_port: tokens}, {"cycles": n})``; for level_write ``{"seg": [...], "crd": [...], "first": [...]}`` and
     for value_write ``{"vals": [...]}`` (read back from the written memories), as ``run_op`` does.
     ``stalls``: probability of a random stall (1..max_stall cycles) before each input/output token, per
     port. ``fifo_depth``: put a StreamFIFO of that depth on every port (cycles then include FIFO latency).
@@ -401,12 +403,21 @@ def _extra_cycles(dut):
     return op_latency(dut.op_name, p, dut.fixed)
 
 
+def written_arrays(op: str, out: dict) -> dict:
+    """``out`` (a model's outputs) with the arrays a writer's RTL writes beyond them: level_write's ``first``
+    (:func:`fuseflow.hw.memory.first_words` of the seg and crd it wrote)."""
+    if op != "level_write":
+        return out
+    return {**out, "first": first_words(list(out["seg"]), list(out["crd"]))}
+
+
 def check_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kind="ref", stalls=0.0,
              seed=0, fifo_depth=None, check_cycles=None, **kw):
     """Run ``run_op`` (fixed mode) and the RTL on the same tokens; assert equal outputs (and, with no
     stalls and no FIFOs, equal cycles). Returns (sim outputs, sim cycles, rtl cycles)."""
     from ..sim import run_op
     sim_out, sim_info = run_op(op, params, inputs, mode="fixed", stats=True)
+    sim_out = written_arrays(op, sim_out)
     hw_out, hw_info = run_hw_op(op, params, inputs, crd_width=crd_width, fixed=fixed, any_kind=any_kind,
                                 stalls=stalls, seed=seed, fifo_depth=fifo_depth, **kw)
     sim_norm = {k: [_plain(t) for t in v] for k, v in sim_out.items()}

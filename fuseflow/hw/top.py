@@ -271,6 +271,9 @@ class ProgramTop(wiring.Component):
         kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
         kcycles = [Signal(COUNTER_WIDTH, name=f"kcycles_{_ident(k.name)}") for k in program.kernels]
         kcycles_now = [Signal(COUNTER_WIDTH, name=f"kcycles_now_{_ident(k.name)}") for k in program.kernels]
+        # kcycles_now's two candidates, the choice (an OR over the kernel's transfers) made after the adds
+        kfire = [Signal(name=f"kfire_{_ident(k.name)}") for k in program.kernels]
+        kcyc_next = [Signal(COUNTER_WIDTH, name=f"kcyc_next_{_ident(k.name)}") for k in program.kernels]
         regs = {}                          # register name -> value
 
         fifo_stats = []                    # per kernel: [(count, level)]
@@ -396,16 +399,22 @@ class ProgramTop(wiring.Component):
             km.d.comb += fire.eq(fired.any())
             assert len(fires) == len(self.events[ki])
             last = Signal(range(len(fires) + 1), name=f"last_event_{_ident(k.name)}")
-            for i in range(len(fires)):              # the highest-numbered event of the last firing cycle
-                with km.If(fired[i]):
-                    km.d.sync += last.eq(i + 1)
+            if fires:                                # the highest-numbered event of the last firing cycle
+                # found by a tree (log2 levels), not a priority chain over every event of the kernel
+                _, top_idx = _highest(fired)
+                last_idx = Signal(range(max(len(fires), 2)), name=f"last_idx_{_ident(k.name)}")
+                seen = Signal(name=f"seen_event_{_ident(k.name)}")
+                with km.If(fire):
+                    km.d.sync += [last_idx.eq(top_idx), seen.eq(1)]
+                km.d.comb += last.eq(Mux(seen, last_idx + 1, 0))
             last_events.append(last)
             km.d.comb += kdone[ki].eq(_all(dones))
             with km.If(~kdone[ki]):
                 km.d.sync += cyc.eq(cyc + 1)
             with km.If(fire):
                 km.d.sync += kcycles[ki].eq(cyc_next)
-            km.d.comb += kcycles_now[ki].eq(Mux(fire, cyc_next, kcycles[ki]))
+            km.d.comb += [kcycles_now[ki].eq(Mux(fire, cyc_next, kcycles[ki])), kfire[ki].eq(fire),
+                          kcyc_next[ki].eq(cyc_next)]
             m.submodules[f"kernel_{_ident(k.name)}"] = ResetInserter(~en[ki])(km)
             fifo_stats.append(stats)
 
@@ -428,7 +437,8 @@ class ProgramTop(wiring.Component):
                 m.d.sync += wall.eq(wall + 1)
                 for ki in range(nk):
                     with m.If((cur == ki) & kdone[ki]):
-                        m.d.sync += total.eq(total + kcycles_now[ki])
+                        # total + kcycles_now, added per candidate before the late firing OR chooses
+                        m.d.sync += total.eq(Mux(kfire[ki], total + kcyc_next[ki], total + kcycles[ki]))
                         if ki + 1 < nk:
                             m.d.sync += [en[ki + 1].eq(1), cur.eq(ki + 1)]
                         else:
@@ -473,15 +483,49 @@ class ProgramTop(wiring.Component):
             for r in plan.registers:
                 with m.Case(r.index):
                     m.d.sync += reg_rdata.eq(regs[r.name])
+        # block RAM data arrives late (the DP16KD's clock to output, about 6 ns on the ECP5): each block memory
+        # enters an AND-OR with a registered one-hot select, the rest (LUT memories and registers) multiplexed
+        # beforehand, so a block's data passes one or two LUTs instead of the whole selection tree
         sel_q = Signal.like(self.host_sel)
         m.d.sync += sel_q.eq(self.host_sel)
+        rest = Signal(plan.data_width, name="host_rdata_rest", attrs={"keep": 1})
+        picked = [rest]
         with m.Switch(sel_q):
             for spec in plan.memories:
+                if spec.storage == "block":
+                    continue
                 with m.Case(spec.sel):
-                    m.d.comb += self.host_rdata.eq(host_rd[spec.name].data)
+                    m.d.comb += rest.eq(host_rd[spec.name].data)
             with m.Case(plan.reg_sel):
-                m.d.comb += self.host_rdata.eq(reg_rdata)
+                m.d.comb += rest.eq(reg_rdata)
+        for spec in plan.memories:
+            if spec.storage != "block":
+                continue
+            hot = Signal(name=f"host_sel_{_ident(spec.name)}")
+            m.d.sync += hot.eq(self.host_sel == spec.sel)
+            picked.append(Mux(hot, host_rd[spec.name].data, 0))
+        m.d.comb += self.host_rdata.eq(_or_all(picked))
         return m
+
+
+def _highest(bits):
+    """(any bit set, index of the highest set bit of ``bits``; 0 when none) as a tree of multiplexers."""
+    n = len(bits)
+    if n == 1:
+        return bits[0], Const(0, 0)
+    h = 1 << ((n - 1).bit_length() - 1)              # the largest power of two below n
+    lo_any, lo_idx = _highest(bits[:h])
+    hi_any, hi_idx = _highest(bits[h:])
+    k = (h - 1).bit_length()                         # index bits within the lower half
+    low = Mux(hi_any, hi_idx, lo_idx)[:k] if k else Const(0, 0)
+    return lo_any | hi_any, Cat(low, hi_any)
+
+
+def _or_all(values):
+    r = values[0]
+    for v in values[1:]:
+        r = r | v
+    return r
 
 
 def _any(values):

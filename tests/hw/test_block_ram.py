@@ -22,8 +22,9 @@ def _spmv(rows=40, density=0.4, seed=3):
 def test_storage_rule():
     assert memory_storage("crd", BLOCK_RAM_MIN_BITS) == "block"
     assert memory_storage("vals", BLOCK_RAM_MIN_BITS - 1) == "lut"
-    # level_scan reads seg combinationally (its IDLE step addresses crd with seg[r] in the same cycle)
+    # level_scan reads seg and first combinationally (at its next head, written in the cycle before at the latest)
     assert memory_storage("seg", 100 * BLOCK_RAM_MIN_BITS) == "lut"
+    assert memory_storage("first", 100 * BLOCK_RAM_MIN_BITS) == "lut"
 
 
 def test_plan_marks_large_synchronous_arrays_block_and_the_top_tags_them():
@@ -32,9 +33,10 @@ def test_plan_marks_large_synchronous_arrays_block_and_the_top_tags_them():
     specs = {m.name: m for m in b.plan.memories}
     block = {n for n, m in specs.items() if m.storage == "block"}
     # golden from sizes: crd and vals of B hold ~0.4 * 40 * 40 entries (>= 640 of 16 or 32 bits)
-    expect = {n for n, m in specs.items() if m.array != "seg" and m.depth * m.width >= BLOCK_RAM_MIN_BITS}
+    expect = {n for n, m in specs.items()
+              if m.array not in ("seg", "first") and m.depth * m.width >= BLOCK_RAM_MIN_BITS}
     assert block == expect and {"B.1.crd", "B.vals"} <= block
-    assert all(specs[n].storage == "lut" for n in specs if specs[n].array == "seg")
+    assert all(specs[n].storage == "lut" for n in specs if specs[n].array in ("seg", "first"))
     man = b.manifest()
     assert {m["name"] for m in man["host"]["memories"] if m["storage"] == "block"} == block
     text = rtlil.convert(b.top, name="top")

@@ -153,9 +153,11 @@ def test_manifest_describes_ports_memories_and_registers():
                  "host_we", "host_rdata"):
         assert name in ports
     mems = {m_["name"]: m_ for m_ in man["host"]["memories"]}
-    assert set(mems) == {"c.0.seg", "c.0.crd", "c.vals", "x.0.seg", "x.0.crd", "x.vals"}
+    assert set(mems) == {"c.0.seg", "c.0.crd", "c.0.first", "c.vals", "x.0.seg", "x.0.crd", "x.0.first", "x.vals"}
     assert mems["c.vals"]["width"] == 32 and mems["c.vals"]["signed"]
     assert mems["c.0.seg"]["depth"] == 2 and mems["c.0.crd"]["depth"] == 3
+    # one fibre at level 0; its first coordinate and an empty flag
+    assert mems["c.0.first"]["depth"] == 1 and mems["c.0.first"]["width"] == mems["c.0.crd"]["width"] + 1
     regs = [r["name"] for r in man["host"]["registers"]]
     assert regs[:3] == ["status", "cycles", "wall_cycles"]
     assert len(man["channels"]) == 4
@@ -509,3 +511,39 @@ def test_random_compiled_programs_match_simulator():
         assert [res["kernel_cycles"][k.name] for k in p.kernels] == list(b.reference.kernel_cycles), rp.text
 
     run()
+
+
+def test_highest_set_bit_tree_matches_bit_length():
+    """The last_event register's encoder (a tree): the index of the highest set bit, for every pattern of 1-7
+    bits (golden: int.bit_length)."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.top import _highest
+    for n in range(1, 8):
+        bits = Signal(n)
+        found, idx = _highest(bits)
+        m = Module()
+        f, i = Signal(), Signal(4)
+        m.d.comb += [f.eq(found), i.eq(idx)]
+        sim = Simulator(m)
+
+        async def tb(ctx, n=n, bits=bits, f=f, i=i):
+            for v in range(1 << n):
+                ctx.set(bits, v)
+                assert ctx.get(f) == (v != 0)
+                if v:
+                    assert ctx.get(i) == v.bit_length() - 1, (n, v)
+        sim.add_testbench(tb)
+        sim.run()
+
+
+def test_last_event_names_a_writer_taking_the_final_token():
+    """A kernel ends when its writers have taken D, so the event of its last firing cycle is a pop into a writer."""
+    program = kernels.build("spmv_csr", 6)
+    b = build(program, kernels.random_inputs(program, density=0.4, seed=2), probes=False)
+    res = run_amaranth(b)
+    assert res["done"] and res["cycles"] == b.reference.cycles
+    writers = {nid for k in program.kernels for nid, node in k.nodes.items() if node.op.endswith("_write")}
+    ev = res["last_event"]["main"]
+    assert ev.endswith("popped") and ev.split(" -> ")[1].split(".")[0] in writers

@@ -12,22 +12,26 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
 
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_addr/seg_lo_data`` (seg[r]) and
 ``seg_hi_addr/seg_hi_data`` (seg[r+1]) at the head that stays, ``seg_lo_b_*``/``seg_hi_b_*`` the same at the
-token behind it, four combinational read ports of the seg array, and ``crd_addr/crd_data``, a synchronous
-read port of the crd array (block RAM). The seg ports read both candidates of the next head's fibre bounds
-(``i_ref_stay``, ``i_ref_behind``; this cycle's firing chooses between them after the reads) into registers, so an IDLE step compares registers; ``crd_addr`` is the
-next cycle's position: seg[next head] when the next state is IDLE, else the next position register. crd_data
-then holds crd[seg[r]] in the IDLE step that emits it and crd[q] in a SCAN step, as the combinational chain
-seg -> crd did, and the timing is unchanged. The seg read stays combinational because the crd address of an
-IDLE step depends on it within one cycle (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no
+token behind it, four combinational read ports of the seg array; ``first_s_*``/``first_b_*``, two
+combinational read ports of the level's ``first`` array (per fibre: its first coordinate and whether it is
+empty, ``fuseflow.hw.memory.first_words``) at the same two tokens; and ``crd_addr/crd_data``, a synchronous read
+port of the crd array (block RAM). The seg and first ports read both candidates of the next head
+(``i_ref_stay``, ``i_ref_behind``; this cycle's firing chooses between them after the reads) into registers,
+so an IDLE step emits its first coordinate and decides an empty fibre from registers. ``crd_addr`` is the next
+position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN step), so crd_data holds crd[q] in each SCAN step;
+no memory read depends on another within a cycle, and the timing is that of the combinational chain
+seg -> crd the op once had (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no
 memory: refs are ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered
 like the seg reads, from both candidates (so the ref a dense level emits comes from a register, not from a
 multiply of its channel's head).
 """
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Module, Mux, Signal
 
 from ...errors import HardwareError
-from ..token import is_done, is_empty, is_stop, stop_level
+from ..token import is_done, is_empty, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
 
 IDLE, SCAN, END = 0, 1, 2
@@ -58,6 +62,9 @@ class LevelScan(OpComponent):
             for which in ("", "_b"):
                 self._add_read(members, "seg", f"seg_lo{which}", w)
                 self._add_read(members, "seg", f"seg_hi{which}", w)
+            # per fibre: first coordinate << 1 | empty, for both candidates
+            self._add_read(members, "first", "first_s", w + 1)
+            self._add_read(members, "first", "first_b", w + 1)
             self._add_read(members, "crd", "crd", w, sync=True)
             self._add_after(members, "ref")
 
@@ -69,7 +76,11 @@ class LevelScan(OpComponent):
         w = self.crd_width
         f = self.fire_logic()
         inp, inv = self.i_ref.payload, self.i_ref.valid
-        oc, orf = self.o_crd, self.o_ref
+        orf = self.o_ref
+        # the crd output is built in oc_tok; a SCAN step's coordinate (crd_data, late: the block RAM's clock to
+        # output) passes one multiplexer after it (below), not the whole state decode
+        oc_tok = Signal(token_layout(w))
+        oc = SimpleNamespace(payload=oc_tok)
         state = Signal(range(3))
         nstate = Signal(range(3))    # the next state (state at the next clock edge)
         q = Signal(w + 1)            # position of the next coordinate (SCAN)
@@ -80,8 +91,8 @@ class LevelScan(OpComponent):
         c = Signal(w + 1)            # next coordinate of a dense fibre (SCAN)
         lo_now = Signal(w + 1)
         hi_now = Signal(w + 1)
-        # the head's fibre is empty: compared when the bounds are read and registered beside them, so no
-        # comparison sits in the firing decision
+        # the head's fibre is empty: from a register (compressed: the first array's flag; dense: compared when
+        # the bounds are read), so no comparison sits in the firing decision
         no_crd = Signal()
         first_crd = Signal(w)
         next_crd = Signal(w)
@@ -94,8 +105,10 @@ class LevelScan(OpComponent):
             m.d.comb += [lo_b.eq(self.i_ref_behind.data[:w] * self.dim), lo_s.eq(self.i_ref_stay.data[:w] * self.dim)]
             hi_b, hi_s = Signal(w + 1), Signal(w + 1)
             m.d.comb += [hi_b.eq(lo_b + self.dim), hi_s.eq(lo_s + self.dim)]
+            dense_empty = Signal()
             m.d.sync += [lo_reg.eq(Mux(taken, lo_b, lo_s)), hi_reg.eq(Mux(taken, hi_b, hi_s)),
-                         no_crd.eq(Mux(taken, lo_b >= hi_b, lo_s >= hi_s))]
+                         dense_empty.eq(Mux(taken, lo_b >= hi_b, lo_s >= hi_s))]
+            m.d.comb += no_crd.eq(dense_empty)
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
             stay, behind = self.i_ref_stay.data[:w], self.i_ref_behind.data[:w]
@@ -104,20 +117,24 @@ class LevelScan(OpComponent):
             seg_lo_s, seg_hi_s = kept(m, self.seg_lo_data), kept(m, self.seg_hi_data)      # head stays
             seg_lo_b, seg_hi_b = kept(m, self.seg_lo_b_data), kept(m, self.seg_hi_b_data)  # head read
             lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
-            # compared per candidate, before the firing chooses
-            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi),
-                         no_crd.eq(Mux(taken, seg_lo_b >= seg_hi_b, seg_lo_s >= seg_hi_s))]
+            first = Signal(w + 1)                     # first[head]: crd[seg[head]] << 1 | fibre empty
+            first_s, first_b = kept(m, self.first_s_data), kept(m, self.first_b_data)
+            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), first.eq(Mux(taken, first_b, first_s))]
             m.d.comb += [
                 self.seg_lo_addr.eq(stay),
                 self.seg_hi_addr.eq(stay + 1),
                 self.seg_lo_b_addr.eq(behind),
                 self.seg_hi_b_addr.eq(behind + 1),
+                self.first_s_addr.eq(stay),
+                self.first_b_addr.eq(behind),
                 seg_lo.eq(Mux(taken, seg_lo_b, seg_lo_s)),
                 seg_hi.eq(Mux(taken, seg_hi_b, seg_hi_s)),
                 lo_now.eq(lo_reg),
                 hi_now.eq(hi_reg),
-                self.crd_addr.eq(Mux(nstate == IDLE, seg_lo, nq)),
-                first_crd.eq(self.crd_data),
+                no_crd.eq(first[0]),
+                first_crd.eq(first[1:]),
+                # the next position: crd[seg[r]] of an IDLE step comes from first, so crd is only read in SCAN
+                self.crd_addr.eq(nq),
                 next_crd.eq(self.crd_data),
             ]
 
@@ -145,7 +162,7 @@ class LevelScan(OpComponent):
                         m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
-                set_data(m, oc, next_crd)
+                set_data(m, oc, 0)               # the data is next_crd, multiplexed last (below)
                 set_data(m, orf, q)
                 with m.If(f.fire):
                     m.d.sync += c.eq(c + 1)
@@ -163,5 +180,7 @@ class LevelScan(OpComponent):
                     set_stop(m, orf, 0)
                 with m.If(f.fire):
                     m.d.comb += nstate.eq(IDLE)
+        m.d.comb += [self.o_crd.payload.ctrl.eq(oc_tok.ctrl),
+                     self.o_crd.payload.data.eq(Mux(state == SCAN, next_crd, kept(m, oc_tok.data)))]
         f.build(m)
         return m

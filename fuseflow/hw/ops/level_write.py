@@ -4,8 +4,12 @@ fuseflow/sim/ops/level_write.py: pops one token per firing (no outputs). A coord
 ``crd[count]``; a stop that ends a fibre (after a coordinate, after S0, or a bare stop at the start of the
 top level) writes ``seg[seg_count] = count``; at the top level, D with no fibre yet writes ``seg[1] = 0``.
 
-Write interfaces: ``crd_waddr/crd_wdata/crd_wen`` and ``seg_waddr/seg_wdata/seg_wen`` (synchronous
-write ports), ``count`` (crd entries written) and ``seg_count`` (seg entries, seg[0] included), ``done``
+Write interfaces: ``crd_waddr/crd_wdata/crd_wen``, ``seg_waddr/seg_wdata/seg_wen`` and
+``first_waddr/first_wdata/first_wen`` (synchronous write ports; ``first`` is the level's per-fibre first
+coordinate and emptiness, ``fuseflow.hw.memory.first_words``, which a level_scan of the tensor reads: the
+fibre's first coordinate writes ``first[fibre] = crd << 1``, a fibre that ends without one ``first[fibre] = 1``),
+``count`` (crd entries written), ``seg_count`` (seg entries, seg[0] included) and ``fibre_count`` (first
+entries, ``seg_count - 1``), ``done``
 (1 from the cycle after the D firing once every write has landed). ``seg[0] = 0`` is written by the
 level writer itself in the first cycle in which the seg port is free (cycle 0 in a kernel, since a
 writer's input is at least two ops downstream of a root), so the memory needs no initialisation.
@@ -27,6 +31,7 @@ class LevelWrite(OpComponent):
         w = self.crd_width
         self._add_write(members, "seg", "seg", w, "seg_count")
         self._add_write(members, "crd", "crd", w, "count")
+        self._add_write(members, "first", "first", w + 1, "fibre_count")
         members["done"] = Out(1)
 
     def elaborate(self, platform):
@@ -42,10 +47,14 @@ class LevelWrite(OpComponent):
         finished = Signal()
         seg_write = Signal()
         m.d.comb += [f.go.eq(xv & ~finished), f.pop["crd"].eq(1),
-                     self.count.eq(cnt), self.seg_count.eq(scnt), self.done.eq(finished & ~seg0),
+                     self.count.eq(cnt), self.seg_count.eq(scnt), self.fibre_count.eq(scnt - 1),
+                     self.done.eq(finished & ~seg0),
                      self.crd_waddr.eq(cnt), self.crd_wdata.eq(x.data[:w])]
+        # the fibre being written is fibre scnt - 1 (its end writes seg[scnt]); last != DATA: it has no
+        # coordinate yet
+        m.d.comb += [self.first_waddr.eq(scnt - 1), self.first_wdata.eq(x.data[:w] << 1)]
         with m.If(~x.ctrl):
-            m.d.comb += self.crd_wen.eq(f.fire)
+            m.d.comb += [self.crd_wen.eq(f.fire), self.first_wen.eq(f.fire & (last != DATA))]
             with m.If(f.fire):
                 m.d.sync += [cnt.eq(cnt + 1), last.eq(DATA)]
         with m.Elif(is_stop(x)):
@@ -64,6 +73,8 @@ class LevelWrite(OpComponent):
                 m.d.sync += finished.eq(1)
         with m.If(seg_write):
             m.d.comb += [self.seg_waddr.eq(scnt), self.seg_wdata.eq(cnt), self.seg_wen.eq(1)]
+            with m.If(last != DATA):              # the fibre ends empty
+                m.d.comb += [self.first_wdata.eq(1), self.first_wen.eq(1)]
             m.d.sync += scnt.eq(scnt + 1)
         with m.Elif(seg0):
             m.d.comb += [self.seg_waddr.eq(0), self.seg_wdata.eq(0), self.seg_wen.eq(1)]
