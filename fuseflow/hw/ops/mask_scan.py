@@ -50,6 +50,9 @@ class MaskScan(OpComponent):
         last = Signal(w + 1)         # last column of the current run (equality test: no adder on the path)
         base = Signal(w + 1)         # r*dim of the current row
         lo_now, hi_now = Signal(w + 1), Signal(w + 1)
+        # the first run's second and last columns (SCAN's c and last), each from r by one comparison and one
+        # add of a constant, not through lo_now / hi_now (which would put a second adder on the path)
+        second_now, last_now = Signal(w + 1), Signal(w + 1)
         # decided from r by comparisons with constants (short paths): the row keeps something; its first run
         # holds a second column
         nonempty_now, first_more = Signal(), Signal()
@@ -58,7 +61,9 @@ class MaskScan(OpComponent):
         if spec.pattern == "causal":
             # [0, min(r+1, dim)): never empty; a second column iff r >= 1 and dim >= 2
             m.d.comb += [lo_now.eq(0), hi_now.eq(Mux(r < dim - 1, r + 1, dim)) if dim > 1 else hi_now.eq(dim),
-                         nonempty_now.eq(1), first_more.eq((r >= 1) if dim >= 2 else 0)]
+                         nonempty_now.eq(1), first_more.eq((r >= 1) if dim >= 2 else 0),
+                         second_now.eq(1), last_now.eq(Mux(r < dim - 1, r, dim - 1)) if dim > 1 else
+                         last_now.eq(dim - 1)]
         elif spec.pattern == "band":
             # [max(0, r-w), min(dim, r+w+1)): empty iff r >= dim + w; two or more columns iff w >= 1, dim >= 2
             # and r <= dim + w - 2
@@ -66,7 +71,10 @@ class MaskScan(OpComponent):
             m.d.comb += [lo_now.eq(Mux(r > bw, r - bw, 0)),
                          hi_now.eq(Mux(r < dim - bw - 1, r + bw + 1, dim)) if dim - bw - 1 > 0 else hi_now.eq(dim),
                          nonempty_now.eq(r < dim + bw),
-                         first_more.eq((r <= dim + bw - 2) if (bw >= 1 and dim >= 2) else 0)]
+                         first_more.eq((r <= dim + bw - 2) if (bw >= 1 and dim >= 2) else 0),
+                         second_now.eq(Mux(r > bw, r - (bw - 1), 1)),
+                         last_now.eq(Mux(r < dim - bw - 1, r + bw, dim - 1)) if dim - bw - 1 > 0 else
+                         last_now.eq(dim - 1)]
         else:
             b = spec["block"]
             table = bigbird_blocks(spec, self.rows, dim)
@@ -81,7 +89,8 @@ class MaskScan(OpComponent):
             m.d.comb += rb_now.eq(r // b)
             first = blocks[rb_now * nbc]
             m.d.comb += [lo_now.eq(first * b), hi_now.eq(first * b + b),
-                         nonempty_now.eq(counts[rb_now] != 0), first_more.eq(b >= 2)]
+                         nonempty_now.eq(counts[rb_now] != 0), first_more.eq(b >= 2),
+                         second_now.eq(first * b + 1), last_now.eq(first * b + (b - 1))]
 
         with m.Switch(state):
             with m.Case(IDLE):
@@ -107,7 +116,7 @@ class MaskScan(OpComponent):
                         if bigbird:
                             m.d.sync += rb.eq(rb_now)
                         with m.If(first_more):
-                            m.d.sync += [c.eq(lo_now + 1), last.eq(hi_now - 1), state.eq(SCAN)]
+                            m.d.sync += [c.eq(second_now), last.eq(last_now), state.eq(SCAN)]
                             if bigbird:
                                 m.d.sync += k.eq(1)
                         if bigbird:
