@@ -52,7 +52,7 @@ synth-report: $(STAMP)
 
 # bitstreams for both boards (SpMV behind a UART host bridge): build/<board>/
 # ULX3S: SpMV (DCSR) with its kernel clock from the ECP5 PLL at 60 MHz, the PLL frequency just below the
-# achieved Fmax (79 MHz placed for 40 MHz, 65.4 MHz when asked for 75, 65.8 MHz at 60; docs/boards.md).
+# achieved Fmax when it was chosen (65.8 MHz at 60; 104.9 MHz at 60 since the registered channel heads: docs/boards.md).
 # iCEBreaker: vector_add, because the SpMV board top (pipelined 32-bit multiply, memories as flip-flops on
 # the iCE40) needs about 7240 of the UP5K's 5280 logic cells and is refused by the resource check before
 # place and route (docs/boards.md).

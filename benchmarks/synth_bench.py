@@ -182,9 +182,9 @@ def markdown(doc):
              "Tensor and accumulator memories keep the timing contract of docs/samml.md (an op uses the data "
              "in the cycle its reference is the head) with synchronous reads addressed one cycle ahead, so "
              "those of 1 Kbit and more (crd, vals, spacc's accumulator; the +mem rows' 64-entry crd and vals) map "
-             "to block RAM; level_scan's seg arrays (read combinationally) and smaller memories go to LUT RAM "
+             "to block RAM; level_scan's seg and first arrays (read combinationally) and smaller memories go to LUT RAM "
              "(TRELLIS_DPR16X4, counted in LUTs; the LUT-RAM column shows how many) (docs/hardware.md, "
-             "\"Memories\"). "
+             "\"Memories\"). Channel FIFOs keep their head and the entry behind it in registers. "
              + bram_note(rows) +
              " DSPs are the MULT18X18D blocks of the 32-bit fixed-point multipliers. On ECP5 the alu "
              "instantiates both primitives itself (docs/hardware.md, alu datapath): MULT18X18D with its input "
