@@ -95,10 +95,15 @@ def output_block(op: str, params: dict, port: str, blocks_in: dict, where: str =
     return blocks_in.get(src, ())
 
 
-def _matmul_block(label, params, a, b, where):
+def matmul_input_blocks(params: dict) -> dict:
+    """``{"a": (B, B), "b": (B, B) or (B,)}``: the blocks a ``block_matmul`` with ``params`` takes."""
     n = params.get("block")
-    rhs = params.get("rhs", "matrix")
-    want_b = (n, n) if rhs == "matrix" else (n,)
+    return {"a": (n, n), "b": (n, n) if params.get("rhs", "matrix") == "matrix" else (n,)}
+
+
+def _matmul_block(label, params, a, b, where):
+    n, rhs = params.get("block"), params.get("rhs", "matrix")
+    want_b = matmul_input_blocks(params)["b"]
     if a != (n, n):
         raise GraphError(where, f"{label} input a carries {list(a) or 'scalars'}, expected [{n}, {n}] blocks")
     if b != want_b:
