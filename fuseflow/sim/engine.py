@@ -27,7 +27,8 @@ from ..tensors.packed import CompressedLevel, DenseLevel
 from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
 from .ops import MODELS
-from .tokens import Block, as_block, normalize
+from .blocks import blockwise, node_blocks, row_reducer, run_op_block
+from .tokens import as_block, normalize
 
 UNBOUNDED = 1 << 62
 
@@ -52,11 +53,11 @@ class Env:
         self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
         self.unary = {n: unary_op(n, mode, self.fixed) for n in names_u}
         self.matmul = matmul_op(mode, self.fixed)           # block_matmul's a @ b
-        self.row_reduce = {n: _row_reducer(row_reduce_op(n, mode, self.fixed)) for n in REDUCE_OPS}
+        self.row_reduce = {n: row_reducer(row_reduce_op(n, mode, self.fixed)) for n in REDUCE_OPS}
         if blocks:
-            self.binary = {n: _blockwise(f, binary_op(n, mode, self.fixed, vectorised=True))
+            self.binary = {n: blockwise(f, binary_op(n, mode, self.fixed, vectorised=True))
                            for n, f in self.binary.items()}
-            self.unary = {n: _blockwise(f, unary_op(n, mode, self.fixed, vectorised=True))
+            self.unary = {n: blockwise(f, unary_op(n, mode, self.fixed, vectorised=True))
                           for n, f in self.unary.items()}
 
     def for_block(self, shape) -> "Env":
@@ -67,28 +68,6 @@ class Env:
 
     def encode(self, x):
         return self.fixed.encode(float(x)) if self.mode == "fixed" else float(x)
-
-
-def _blockwise(scalar, vectorised):
-    """An op that applies ``scalar`` to scalars and ``vectorised`` (element-wise, broadcasting) to blocks; a
-    B-vector meeting a B x B block is broadcast over the block's rows (element (r, c) meets ``v[r]``)."""
-    def op(*args):
-        for a in args:
-            if a.__class__ is Block:
-                if len(args) == 2 and {np.ndim(args[0]), np.ndim(args[1])} == {1, 2}:
-                    args = tuple(x[:, None] if np.ndim(x) == 1 else x for x in args)
-                return as_block(vectorised(*args))
-        return scalar(*args)
-    return op
-
-
-def _row_reducer(f):
-    """``f`` (a block's rows -> B-vector) on B x B block tokens only."""
-    def reduce_rows(x):
-        if np.ndim(x) != 2:
-            raise GraphError("reduce", f"rows reduces the rows of B x B blocks, got the value {x!r}")
-        return as_block(f(x))
-    return reduce_rows
 
 
 class NodeState:
@@ -243,7 +222,7 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False):
         or vals is not None and len(vals) and np.ndim(vals[0]) > 0
     env = Env(mode, blocks=bool(blocked))
     if blocked:
-        shape = _run_op_block(spec, params, inputs)
+        shape = run_op_block(spec, params, inputs)
         env = env.for_block(shape) if shape else env
     st = NodeState(op, op, _list_params(params), env)
     in_ports = [n for n, _ in spec.input_ports(params)]
@@ -280,26 +259,6 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False):
     if stats:
         return outputs, {"cycles": st.clock + 1, "busy": st.busy}
     return outputs
-
-
-def _run_op_block(spec, params, inputs):
-    """The block shape of run_op's node (what its N and empty fibres load): an output's block by the op rules
-    (``fuseflow.samml.blocks.output_block``, as ``_node_blocks`` does for a program), else an input's."""
-    from ..samml.blocks import matmul_input_blocks, output_block
-    # block_matmul's blocks come from its params: an input of only N and stops carries none to look at
-    shapes = dict(matmul_input_blocks(params)) if spec.name == "block_matmul" else {}
-    for port, toks in inputs.items():
-        tok = next((t for t in toks if not isinstance(t, str)), None)
-        if tok is not None and (getattr(tok, "ndim", 0) or isinstance(tok, (list, tuple))):
-            shapes[port] = tuple(np.shape(tok))
-    if spec.name == "array" and params.get("vals") is not None and len(params["vals"]):
-        return tuple(np.shape(params["vals"][0]))                # an array's blocks are its values'
-    for port, p in spec.output_ports(params):
-        if p.kind == "val":
-            out = output_block(spec.name, params, port, shapes, f"op {spec.name}")
-            if out:
-                return out
-    return next(iter(shapes.values()), ())
 
 
 def _source(st, ins, outs):
@@ -391,7 +350,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     for k in prog.kernels:
         order = _topo_order(k)
         states = {}
-        blocks = _node_blocks(k)
+        blocks = node_blocks(k)
         for nid in order:
             node = k.nodes[nid]
             node_env = env.for_block(blocks[nid]) if nid in blocks else env
@@ -457,22 +416,6 @@ def _write_bytes(st, crd_bytes, val_bytes):
 def _values_per_token(st):
     """Numbers in one value token of the node: B*B (or B) for blocks, else 1."""
     return getattr(st.env.zero, "size", 1)
-
-
-def _node_blocks(kernel):
-    """``{node: block shape}`` for the nodes whose values are blocks (a val output, else a val input, carries
-    them): what their N and empty fibres stand for (a zero block)."""
-    from ..samml.blocks import block_shape
-    out = {}
-    for s in kernel.streams.values():
-        b = block_shape(s)
-        if b:
-            for d in s.dsts:
-                out.setdefault(d.node, b)
-    for s in kernel.streams.values():            # an output's block wins over an input's (block_matmul: b's)
-        if block_shape(s):
-            out[s.src.node] = block_shape(s)
-    return out
 
 
 def _topo_order(kernel):
