@@ -1,6 +1,12 @@
 """Shared fixtures of the RTL tests (Amaranth simulator, Verilator)."""
 
+import os
+import sys
+
 import pytest
+
+# the Verilator probe (verilator_probe.py) is imported by name from the test modules beside it
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(params=[0.0, 0.4], ids=["nostall", "stall"])

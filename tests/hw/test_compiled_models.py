@@ -16,15 +16,9 @@ from fuseflow.hw.ops import MODULES
 from fuseflow.reports import suites
 from fuseflow.reports.correlation import correlate_family
 
-verilator = pytest.importorskip("fuseflow.hw.verilator")
+from verilator_probe import requires_verilator  # noqa: E402
 
-try:
-    verilator.ensure_verilator()
-    HAVE_VERILATOR = True
-except Exception:  # noqa: BLE001
-    HAVE_VERILATOR = False
-
-pytestmark = pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
+pytestmark = requires_verilator
 
 DEFAULT = {("graphsage2", "none")}
 #: the ML model examples at every granularity (the decoder's full fusion is its regions graph, so both share

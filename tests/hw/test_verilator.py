@@ -19,15 +19,9 @@ from fuseflow.hw.ops import MODULES
 from fuseflow.hw.top import compare_tensors
 from fuseflow.samml import kernels
 
-verilator = pytest.importorskip("fuseflow.hw.verilator")
+from verilator_probe import requires_verilator, verilator  # noqa: E402
 
-try:
-    verilator.ensure_verilator()
-    HAVE_VERILATOR = True
-except Exception:  # noqa: BLE001
-    HAVE_VERILATOR = False
-
-pytestmark = pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
+pytestmark = requires_verilator
 
 DEFAULT = ["vector_add", "spmv_csr", "spmspm_gustavson"]
 SLOW = ["vector_mul", "spmv_dcsr", "elementwise_add", "elementwise_mul", "residual", "sddmm", "ttv",

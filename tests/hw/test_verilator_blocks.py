@@ -64,16 +64,11 @@ def test_block_size_beyond_the_multipliers_is_refused(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-verilator = pytest.importorskip("fuseflow.hw.verilator")
-try:
-    verilator.ensure_verilator()
-    HAVE_VERILATOR = True
-except Exception:  # noqa: BLE001
-    HAVE_VERILATOR = False
+from verilator_probe import requires_verilator, verilator  # noqa: E402
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
+@requires_verilator
 @pytest.mark.parametrize("block", [2, 4])
 @pytest.mark.parametrize("name", sorted(BLOCK_PROGRAMS))
 def test_blocked_program_verilator(name, block, cache):
@@ -108,7 +103,7 @@ def test_blocked_attention_amaranth(case):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")
+@requires_verilator
 @pytest.mark.parametrize("case", BLOCK_ATTENTION_CASES)
 def test_blocked_attention_verilator(case, cache):
     entry = blocked_attention(*case)

@@ -21,16 +21,10 @@ from fuseflow.hw.top import compare_tensors
 from fuseflow.reports import suites
 from fuseflow.samml import kernels
 
-verilator = pytest.importorskip("fuseflow.hw.verilator")
-
-try:
-    verilator.ensure_verilator()
-    HAVE_VERILATOR = True
-except Exception:  # noqa: BLE001
-    HAVE_VERILATOR = False
+from verilator_probe import requires_verilator, verilator  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not HAVE_VERILATOR, reason="verilator (PyPI wheel) or perl/make/g++ missing")]
+              requires_verilator]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EX = os.path.join(ROOT, "fuseflow", "programs")
