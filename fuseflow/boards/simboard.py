@@ -134,31 +134,43 @@ class SimBoard(Transport):
             self._vcd = None
 
 
-def simulate(graph, inputs, divisor=4, max_cycles=None, build=None):
-    """Elaborate ``graph`` with ``inputs``, run it through the simulated board and the client, and compare with
-    the fixed-mode reference simulator. Returns a summary dict (``ok``, ``mismatches``, ``rtl_cycles``,
-    ``sim_cycles``, ``bytes``, ``uart_cycles``)."""
+def prepare_run(graph, inputs, build=None):
+    """(program, fixed-mode reference, build) of a board run: ``build`` elaborated for ``inputs`` unless given,
+    its output memories checked to hold the reference's results."""
     from ..hw.elaborate import build as hw_build
     from ..hw.elaborate import check_outputs_fit, load_program, reference_run
-    from ..hw.top import compare_tensors
-    from .client import BridgeClient, images_for
     program = load_program(graph)
     ref = reference_run(program, inputs)
     b = build or hw_build(program, inputs, probes=False, reference=ref)
     check_outputs_fit(b.plan, ref)
-    board = SimBoard(b, divisor=divisor)
-    client = BridgeClient(board, board.manifest, clock_hz=board.clock_hz)
-    images = images_for(program, board.manifest, inputs)
-    res = client.run(images, max_cycles=max_cycles or 4 * ref.cycles + 10_000)
+    return program, ref, b
+
+
+def run_summary(program, ref, res, **transport) -> dict:
+    """A board run's summary: every written tensor against the reference, cycles (whole run and per kernel),
+    then the transport's own counters, then the client's result."""
+    from ..hw.top import compare_tensors
     mismatches = compare_tensors(ref.tensors, res["tensors"]) if res["done"] else ["run never finished"]
     return {
         "name": program.name, "ok": res["done"] and not mismatches, "mismatches": mismatches,
         "rtl_cycles": res["cycles"], "sim_cycles": ref.cycles,
         "rtl_kernel_cycles": [res["kernel_cycles"][k.name] for k in program.kernels],
-        "sim_kernel_cycles": list(ref.kernel_cycles),
-        "bytes_sent": board.bytes_sent, "bytes_received": board.bytes_received,
-        "uart_cycles": board.cycles, "framing_errors": board.framing_errors, "result": res,
+        "sim_kernel_cycles": list(ref.kernel_cycles), **transport, "result": res,
     }
+
+
+def simulate(graph, inputs, divisor=4, max_cycles=None, build=None):
+    """Elaborate ``graph`` with ``inputs``, run it through the simulated board and the client, and compare with
+    the fixed-mode reference simulator. Returns a summary dict (``ok``, ``mismatches``, ``rtl_cycles``,
+    ``sim_cycles``, ``bytes``, ``uart_cycles``)."""
+    from .client import BridgeClient, images_for
+    program, ref, b = prepare_run(graph, inputs, build)
+    board = SimBoard(b, divisor=divisor)
+    client = BridgeClient(board, board.manifest, clock_hz=board.clock_hz)
+    images = images_for(program, board.manifest, inputs)
+    res = client.run(images, max_cycles=max_cycles or 4 * ref.cycles + 10_000)
+    return run_summary(program, ref, res, bytes_sent=board.bytes_sent, bytes_received=board.bytes_received,
+                       uart_cycles=board.cycles, framing_errors=board.framing_errors)
 
 
 __all__ = ["SimBoard", "simulate", "P"]

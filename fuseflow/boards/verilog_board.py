@@ -40,25 +40,13 @@ def run_bridged_verilog(build, images: dict, divisor: int = 4, max_cycles: int =
 def simulate_verilog(graph, inputs, divisor: int = 4, max_cycles=None, build=None) -> dict:
     """:func:`fuseflow.boards.simboard.simulate` (same summary dict) on the board top's Verilog under Verilator,
     the host's UART being cocotbext-uart's."""
-    from ..hw.elaborate import build as hw_build
-    from ..hw.elaborate import check_outputs_fit, load_program, reference_run
-    from ..hw.top import compare_tensors
     from .client import images_for
-    program = load_program(graph)
-    ref = reference_run(program, inputs)
-    b = build or hw_build(program, inputs, probes=False, reference=ref)
-    check_outputs_fit(b.plan, ref)
+    from .simboard import prepare_run, run_summary
+    program, ref, b = prepare_run(graph, inputs, build)
     images = images_for(program, b.manifest(), inputs)
     res = run_bridged_verilog(b, images, divisor, max_cycles or 4 * ref.cycles + 10_000)
-    mismatches = compare_tensors(ref.tensors, res["tensors"]) if res["done"] else ["run never finished"]
-    return {
-        "name": program.name, "ok": res["done"] and not mismatches, "mismatches": mismatches,
-        "rtl_cycles": res["cycles"], "sim_cycles": ref.cycles,
-        "rtl_kernel_cycles": [res["kernel_cycles"][k.name] for k in program.kernels],
-        "sim_kernel_cycles": list(ref.kernel_cycles),
-        "bytes_sent": res["bytes_sent"], "bytes_received": res["bytes_received"],
-        "uart_cycles": res["uart_cycles"], "result": res,
-    }
+    return run_summary(program, ref, res, bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"],
+                       uart_cycles=res["uart_cycles"])
 
 
 __all__ = ["bridged_verilog", "run_bridged_verilog", "simulate_verilog"]
