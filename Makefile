@@ -29,11 +29,9 @@ test: $(STAMP)
 slow: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) -m slow
 
+# every benchmark once (about an hour on 2 cores): benchmarks/results/*.json and bench_run.json (the run's record)
 bench: $(STAMP)
-	@mkdir -p benchmarks/results
-	$(PY) benchmarks/sim_bench.py -o benchmarks/results/sim.json
-	@for b in compile_bench intersect_window_model rtl_bench depth_bench scaling_bench cost_bench function_accuracy models_bench; do \
-	  if [ -f benchmarks/$$b.py ]; then $(PY) benchmarks/$$b.py || exit 1; fi; done
+	$(PY) benchmarks/run_all.py
 
 # RTL-vs-simulator correlation report (Verilator): report/correlation.{md,json,png}
 correlate: $(STAMP)
