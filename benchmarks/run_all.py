@@ -1,7 +1,7 @@
 """Run every benchmark once, in order, and record the run (``make bench``).
 
 Each benchmark is its own process writing its own file in ``benchmarks/results/``. This runner writes
-``benchmarks/results/bench_run.json``: the commit measured, and per benchmark its command, wall seconds, exit
+``benchmarks/results/bench_run.json``: per benchmark its command, the commit measured, wall seconds, exit
 status and the machine's load average before and after (the machine is shared; cycles and ratios do not
 depend on load, wall-clock rates do). It stops at the first failure, leaving the files written so far.
 
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         rc = subprocess.call(cmd, cwd=ROOT)
         row = {"name": name, "command": " ".join(["python", f"benchmarks/{name}.py", *[
             os.path.relpath(a, ROOT) if os.path.isabs(a) else a for a in extra]]),
-            "files": files, "exit_status": rc, "wall_seconds": round(time.perf_counter() - t0, 1),
+            "files": files, "commit": commit(), "exit_status": rc, "wall_seconds": round(time.perf_counter() - t0, 1),
             "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         runs[name] = row
