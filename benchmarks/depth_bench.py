@@ -118,14 +118,21 @@ def main(argv=None):
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "depths.json"))
     ap.add_argument("--only", nargs="*", help="kernel names (suite) or ff:<program>")
     ap.add_argument("--baseline", help="an earlier depths.json (e.g. measured before the depths pass existed): "
-                                       "its cycles, ratio and FIFO bits are kept beside each row as 'before'")
+                                       "its cycles, ratio and FIFO bits are kept beside each row as 'before' "
+                                       "(default: the output file's own 'before' entries, if any)")
     ap.add_argument("--baseline-label", help="what the baseline was (default: its file name)")
     args = ap.parse_args(argv)
-    before = {}
+    before, label = {}, args.baseline_label or (args.baseline and os.path.basename(args.baseline))
     if args.baseline:
         with open(args.baseline) as f:
             base = json.load(f)
         before = {r["kernel"]: {k: r[k] for k in ("cycles", "ratio", "fifo_bits")} for r in base["results"]}
+    elif os.path.exists(args.output):
+        # a re-run without --baseline keeps the file's baseline: it records a past state, not this run
+        with open(args.output) as f:
+            prev = json.load(f)
+        before = {r["kernel"]: r["before"] for r in prev.get("results", []) if "before" in r}
+        label = prev.get("baseline") if before else None
     rows = []
     for name, make in list(suite_cases(args.only)) + list(program_cases(args.only)):
         t0 = time.perf_counter()
@@ -143,7 +150,7 @@ def main(argv=None):
     over = [r["kernel"] for r in rows if r["ratio"] > TARGET_RATIO and "exempt" not in r]
     doc = {"benchmark": "depth_bench", "target_ratio": TARGET_RATIO, "density": DENSITY,
            "suite_scale": SUITE_SCALE, "program_scale": PROGRAM_SCALE, "over_target": over,
-           "baseline": args.baseline_label or (args.baseline and os.path.basename(args.baseline)),
+           "baseline": label,
            "machine": platform.platform(), "python": platform.python_version(), "results": rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with atomic_write(args.output) as f:
