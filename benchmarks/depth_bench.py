@@ -5,7 +5,8 @@ For every kernel of the classic suite (``fuseflow.samml.kernels``) and every exa
 the reference simulator's cycles (exact with the RTL), the stream lower bound (tokens on the busiest stream of
 each kernel, summed over kernels: kernels run one after another), their ratio, and the FIFO bits the graph's
 channel depths cost (every consumer's channel, ``depth x (data width + 1)`` bits). The inputs measured are
-random data of another seed than the synthetic inputs the depth pass sizes on.
+random data of another seed than the synthetic inputs the depth pass sizes on. ``at_depth_2``: the same graph
+and data with every channel at depth 2 (deadlock floors kept: ``--fifo-depth 2``), the depths before issue 9.
 
 Target (issue 9): ratio <= 1.3 for every kernel whose bound is not structural. Structural bounds: the outer
 product's single accumulator group (``spmspm_outer``: the order-2 sparse accumulator holds the whole output
@@ -19,6 +20,7 @@ in 17 minutes (on a loaded 2-core machine). Writes JSON (default benchmarks/resu
 """
 
 import argparse
+import copy
 import glob
 import json
 import os
@@ -31,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from fuseflow.cli import atomic_write  # noqa: E402
+from fuseflow.compiler.passes.depths import assign_depths  # noqa: E402
 from fuseflow.samml import kernels  # noqa: E402
 from fuseflow.sim import engine  # noqa: E402
 
@@ -82,6 +85,13 @@ def measure(name, program, seed=0):
         nid, node = max(k["nodes"].items(), key=lambda x: x[1]["busy"], default=("", {"busy": 0}))
         row["per_kernel"].append({"kernel": k["name"], "cycles": k["cycles"], "busiest_stream": sid,
                                   "stream_bound": toks, "busiest_op": nid, "op_bound": node["busy"]})
+    # the issue's starting point, measured on the same graph and data: every channel at depth 2 (deadlock
+    # floors kept), i.e. the depths pass's --fifo-depth 2
+    shallow = copy.deepcopy(program)
+    assign_depths(shallow, {"fifo_depth": 2})
+    res2 = engine.run(shallow, inputs, mode="fixed")
+    row["at_depth_2"] = {"cycles": res2.cycles, "ratio": round(res2.cycles / max(1, stream_bound(res2)), 3),
+                         "fifo_bits": fifo_bits(shallow)}
     if name in EXEMPT:
         row["exempt"] = EXEMPT[name]
     elif row["ratio"] > TARGET_RATIO and ops > bound:
@@ -146,7 +156,8 @@ def main(argv=None):
         flag = "" if row["ratio"] <= TARGET_RATIO else "  (over target)" if "exempt" not in row else "  (structural)"
         print(f"{name:24s} cycles {row['cycles']:9d}  bound {row['stream_bound']:9d}  ratio {row['ratio']:6.3f}  "
               f"op bound {row['op_bound']:9d} ({row['ratio_to_op_bound']:5.3f})  "
-              f"fifo bits {row['fifo_bits']:8d}  build {build_s:5.2f}s{flag}", flush=True)
+              f"fifo bits {row['fifo_bits']:8d}  at depth 2 {row['at_depth_2']['ratio']:6.3f}  build {build_s:5.2f}s{flag}",
+              flush=True)
     over = [r["kernel"] for r in rows if r["ratio"] > TARGET_RATIO and "exempt" not in r]
     doc = {"benchmark": "depth_bench", "target_ratio": TARGET_RATIO, "density": DENSITY,
            "suite_scale": SUITE_SCALE, "program_scale": PROGRAM_SCALE, "over_target": over,
