@@ -82,6 +82,31 @@ def run_case(name, config, scale, timeout):
     return rec
 
 
+#: how docs/pytorch.md names each (model, scale)
+LABELS = {("gcn", "toy"): "GCN (karate, 16 features)", ("graphsage", "toy"): "GraphSAGE (karate)",
+          ("autoencoder", "toy"): "autoencoder (5 8x8 images)", ("decoder", "toy"): "decoder (32 x 16)",
+          ("decoder", "small"): "decoder (16 x 8)", ("gcn", "paper"): "GCN (500 nodes, 128 features)",
+          ("graphsage", "paper"): "GraphSAGE (500 nodes, 128 features)"}
+
+
+def markdown(doc) -> str:
+    """docs/pytorch.md's table of measured models, rendered from models.json (never retyped)."""
+    lines = ["| model | config | kernels | cycles | ALU ops | bytes | compile | simulate |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    last = None
+    for r in doc["results"]:
+        key = (r["model"], r["scale"])
+        label = LABELS.get(key, f"{r['model']} ({r['scale']})") if key != last else ""
+        last = key
+        if "cycles" not in r:
+            why = r.get("skipped") or r.get("error") or "not measured"
+            lines.append(f"| {label} | {r['config']} | | | | | | {why} |")
+            continue
+        lines.append(f"| {label} | {r['config']} | {r['kernels']} | {r['cycles']:,} | {r['alu_ops']:,} | "
+                     f"{r['bytes']:,} | {r['compile_seconds']:.2f} s | {r['simulate_seconds']:.1f} s |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "models.json"), help="JSON file to write")
@@ -90,7 +115,13 @@ def main(argv=None):
     ap.add_argument("--update", action="store_true",
                     help="keep the other cases of an existing output file (replace only the cases run now)")
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "CONFIG", "SCALE"), help=argparse.SUPPRESS)
+    ap.add_argument("--markdown", action="store_true",
+                    help="print docs/pytorch.md's table from the output file instead of running")
     args = ap.parse_args(argv)
+    if args.markdown:
+        with open(args.output) as f:
+            print(markdown(json.load(f)), end="")
+        return 0
     if args.one:
         print(json.dumps(measure(*args.one)))
         return 0

@@ -38,3 +38,14 @@ def test_run_all_rejects_an_unknown_benchmark(capsys):
     assert load("run_all").main(["--only", "no_such_bench"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: benchmark no_such_bench: not one of ") and "\n" not in err
+
+
+def test_pytorch_doc_quotes_models_json():
+    """docs/pytorch.md's measured-models table is models_bench's rendering of the committed models.json."""
+    import json
+    bench = load("models_bench")
+    with open(os.path.join(BENCH, "results", "models.json")) as f:
+        table = bench.markdown(json.load(f))
+    with open(os.path.join(ROOT, "docs", "pytorch.md")) as f:
+        doc = f.read()
+    assert table in doc, "regenerate it: python benchmarks/models_bench.py --markdown"
