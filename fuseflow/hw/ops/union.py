@@ -26,16 +26,23 @@ class Union(OpComponent):
         m.d.comb += f.go.eq(all_of(s.valid for s in crds + refs))
         # key: control heads sort after every coordinate
         keys = [Cat(c.payload.data[:w], c.payload.ctrl) for c in crds]
-        low = Signal(w + 1)
-        m.d.comb += low.eq(reduce(lambda a, b: Mux(a <= b, a, b), keys))
-        any_data = ~low[w]
+        # input i holds the smallest key iff its key is <= every other: one comparison per pair, side by side
+        # (not the minimum first and an equality with it after: the references chosen by the hits feed the
+        # consumers' next-head memory reads, so the hits are on the critical path of a kernel)
+        hits = [Signal(name=f"hit{i}") for i in range(n)]
+        for i in range(n):
+            m.d.comb += hits[i].eq(all_of(keys[i] <= keys[j] for j in range(n) if j != i))
+        low = Signal(w)
+        m.d.comb += low.eq(reduce(lambda a, b: a | b, (Mux(hits[i], crds[i].payload.data[:w], 0)
+                                                       for i in range(n))))
+        any_data = ~all_of(c.payload.ctrl for c in crds)
         m.d.comb += f.push["crd"].eq(1)
         for i in range(n):
             m.d.comb += f.push[f"ref{i}"].eq(1)
         with m.If(any_data):
-            set_data(m, self.o_crd, low[:w])
+            set_data(m, self.o_crd, low)
             for i in range(n):
-                hit = keys[i] == low
+                hit = hits[i]
                 o = getattr(self, f"o_ref{i}")
                 m.d.comb += [f.pop[f"crd{i}"].eq(hit), f.pop[f"ref{i}"].eq(hit)]
                 with m.If(hit):
