@@ -485,9 +485,10 @@ class ProgramTop(wiring.Component):
             for r in plan.registers:
                 with m.Case(r.index):
                     m.d.sync += reg_rdata.eq(regs[r.name])
-        # block RAM data arrives late (the DP16KD's clock to output, about 6 ns on the ECP5): each block memory's
-        # data passes one LUT (an AND with its registered one-hot select) into a register of its own; the rest
-        # (LUT memories and registers) are multiplexed into another; host_rdata is the OR of those registers
+        # block RAM data arrives late (the DP16KD's clock to output, about 6 ns on the ECP5) and also feeds its
+        # op: each block memory's data goes straight into a register of its own (no LUT, one more load), and is
+        # selected after it (an AND with the one-hot select, registered twice); the rest (LUT memories and
+        # registers) are multiplexed into another register; host_rdata is the OR of those
         sel_q = Signal.like(self.host_sel)
         m.d.sync += sel_q.eq(self.host_sel)
         rest = Signal(plan.data_width, name="host_rdata_rest")
@@ -506,9 +507,10 @@ class ProgramTop(wiring.Component):
             if spec.storage != "block":
                 continue
             hot = Signal(name=f"host_sel_{_ident(spec.name)}")
+            hot_q = Signal(name=f"host_sel_q_{_ident(spec.name)}")
             data_q = Signal(plan.data_width, name=f"host_rdata_{_ident(spec.name)}")
-            m.d.sync += [hot.eq(self.host_sel == spec.sel), data_q.eq(Mux(hot, host_rd[spec.name].data, 0))]
-            picked.append(data_q)
+            m.d.sync += [hot.eq(self.host_sel == spec.sel), hot_q.eq(hot), data_q.eq(host_rd[spec.name].data)]
+            picked.append(Mux(hot_q, data_q, 0))
         m.d.comb += self.host_rdata.eq(_or_all(picked))
         assert HOST_READ_LATENCY == 2
         return m
