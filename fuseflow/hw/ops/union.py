@@ -29,12 +29,14 @@ class Union(OpComponent):
         # input i holds the smallest key iff its key is <= every other: one comparison per pair, side by side
         # (not the minimum first and an equality with it after: the references chosen by the hits feed the
         # consumers' next-head memory reads, so the hits are on the critical path of a kernel)
+        le = {(i, j): keys[i] <= keys[j] for i in range(n) for j in range(i + 1, n)}
         hits = [Signal(name=f"hit{i}") for i in range(n)]
         for i in range(n):
-            m.d.comb += hits[i].eq(all_of(keys[i] <= keys[j] for j in range(n) if j != i))
-        low = Signal(w)
-        m.d.comb += low.eq(reduce(lambda a, b: a | b, (Mux(hits[i], crds[i].payload.data[:w], 0)
-                                                       for i in range(n))))
+            m.d.comb += hits[i].eq(all_of([le[i, j] for j in range(i + 1, n)] +
+                                          [~le[j, i] | (keys[j] == keys[i]) for j in range(i)]))
+        low = Signal(w)                  # the data of the first input that hits
+        m.d.comb += low.eq(reduce(lambda acc, i: Mux(hits[i], crds[i].payload.data[:w], acc),
+                                  reversed(range(n - 1)), crds[n - 1].payload.data[:w]))
         any_data = ~all_of(c.payload.ctrl for c in crds)
         m.d.comb += f.push["crd"].eq(1)
         for i in range(n):
