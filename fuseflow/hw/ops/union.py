@@ -26,25 +26,16 @@ class Union(OpComponent):
         m.d.comb += f.go.eq(all_of(s.valid for s in crds + refs))
         # key: control heads sort after every coordinate
         keys = [Cat(c.payload.data[:w], c.payload.ctrl) for c in crds]
-        # input i holds the smallest key iff its key is <= every other: one comparison per pair, side by side
-        # (not the minimum first and an equality with it after: the references chosen by the hits feed the
-        # consumers' next-head memory reads, so the hits are on the critical path of a kernel)
-        le = {(i, j): keys[i] <= keys[j] for i in range(n) for j in range(i + 1, n)}
-        hits = [Signal(name=f"hit{i}") for i in range(n)]
-        for i in range(n):
-            m.d.comb += hits[i].eq(all_of([le[i, j] for j in range(i + 1, n)] +
-                                          [~le[j, i] | (keys[j] == keys[i]) for j in range(i)]))
-        low = Signal(w)                  # the data of the first input that hits
-        m.d.comb += low.eq(reduce(lambda acc, i: Mux(hits[i], crds[i].payload.data[:w], acc),
-                                  reversed(range(n - 1)), crds[n - 1].payload.data[:w]))
-        any_data = ~all_of(c.payload.ctrl for c in crds)
+        low = Signal(w + 1)
+        m.d.comb += low.eq(reduce(lambda a, b: Mux(a <= b, a, b), keys))
+        any_data = ~low[w]
         m.d.comb += f.push["crd"].eq(1)
         for i in range(n):
             m.d.comb += f.push[f"ref{i}"].eq(1)
         with m.If(any_data):
-            set_data(m, self.o_crd, low)
+            set_data(m, self.o_crd, low[:w])
             for i in range(n):
-                hit = hits[i]
+                hit = keys[i] == low
                 o = getattr(self, f"o_ref{i}")
                 m.d.comb += [f.pop[f"crd{i}"].eq(hit), f.pop[f"ref{i}"].eq(hit)]
                 with m.If(hit):
