@@ -8,8 +8,8 @@
 - :class:`BridgedTop`: a kernel top plus its bridge, with the UART lines ``rx`` (In) and ``tx`` (Out) and the
   ``busy``/``done`` status as its only ports: what the simulated host talks to and what a board wraps.
 
-The kernel top reads back its ``host_rdata`` one cycle after ``host_sel``/``host_addr`` (registered); the
-bridge waits two cycles per word before it latches it. Host writes go to the top's write ports, which the top
+The kernel top shows an entry on ``host_rdata`` ``HOST_READ_LATENCY`` (2) cycles after ``host_sel``/``host_addr``; the
+bridge waits that long per word before it latches it. Host writes go to the top's write ports, which the top
 ignores while a run is busy: the bridge then answers ``'B'`` instead of ``'K'``.
 """
 
@@ -19,6 +19,7 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
+from ..hw.memory import HOST_READ_LATENCY
 from . import protocol as P
 
 
@@ -151,7 +152,7 @@ class HostBridge(wiring.Component):
         tb_bytes = max(P.IDENT_BYTES, L.data_bytes, P.CYCLES_BYTES)
         txbuf = Signal(8 * tb_bytes)
         txn = Signal(range(tb_bytes + 1))
-        rwait = Signal(2)
+        rwait = Signal(range(HOST_READ_LATENCY + 1))
         quiet = Signal(range(self.timeout + 1))
         ident = int.from_bytes(P.ident_bytes(L, self.build_id), "little")
 
@@ -208,7 +209,7 @@ class HostBridge(wiring.Component):
                 s0, a0 = 8 * L.sel_bytes, 8 * (L.sel_bytes + L.addr_bytes)
                 n = hdr[a0:a0 + 16]
                 m.d.sync += [sel.eq(hdr[:s0]), addr.eq(hdr[s0:a0]), count.eq(n), db_n.eq(L.data_bytes),
-                             rwait.eq(2)]
+                             rwait.eq(HOST_READ_LATENCY)]
                 with m.If(cmd == P.CMD_WRITE):
                     with m.If(n == 0):
                         reply(P.ACK)
@@ -235,7 +236,8 @@ class HostBridge(wiring.Component):
                     m.d.sync += wbusy.eq(wbusy | self.busy)
                     m.next = "WDATA"
             with m.State("RWAIT"):
-                # host_rdata is registered: valid one cycle after sel/addr; wait two to be safe
+                # host_addr has shown addr since the cycle after PARSE (or SEND) set rwait: host_rdata has its
+                # entry HOST_READ_LATENCY cycles later, when rwait reaches 0
                 m.d.sync += rwait.eq(rwait - 1)
                 with m.If(rwait == 0):
                     m.d.sync += [txbuf.eq(self.host_rdata), txn.eq(L.data_bytes), addr.eq(addr + 1),
@@ -244,7 +246,7 @@ class HostBridge(wiring.Component):
             with m.State("SEND"):
                 with m.If(txn == 0):
                     with m.If((cmd == P.CMD_READ) & (count != 0)):
-                        m.d.sync += rwait.eq(2)
+                        m.d.sync += rwait.eq(HOST_READ_LATENCY)
                         m.next = "RWAIT"
                     with m.Else():
                         m.next = "IDLE"

@@ -15,8 +15,8 @@ Region r starts at ``r << (I + 2)``; :func:`axi_map` lists every base (the manif
 Protocol: one transaction at a time. A write needs AW and W together (both accepted in the same cycle; ``wstrb``
 is ignored: whole words only), performs the host-port write (or the start pulse) in that cycle, and answers OKAY
 on B in the next. A memory write while the kernel runs is ignored, like the host port's. A read is accepted on AR,
-addresses the host port in the next cycle, takes the registered ``host_rdata`` one cycle later and answers on R
-(OKAY) in the cycle after: the read latency is 3 cycles from the AR handshake to ``rvalid``. ``irq`` is the
+addresses the host port from the next cycle, takes ``host_rdata`` ``HOST_READ_LATENCY`` (2) cycles later and answers
+on R (OKAY) in the cycle after: the read latency is 4 cycles from the AR handshake to ``rvalid``. ``irq`` is the
 ``done`` flag (level: high from the end of a run until the next start).
 
 With ``streams`` (``--interface axis``) the wrapper also has two AXI4-Stream ports (32-bit ``tdata``, ``tlast``,
@@ -26,12 +26,12 @@ With ``streams`` (``--interface axis``) the wrapper also has two AXI4-Stream por
   ends the image (the next packet starts at entry 0 again). One word per cycle while the kernel is idle and no
   AXI4-Lite transaction is being accepted; ``tready`` is low while the kernel runs (nothing is dropped).
 - ``m_axis_`` (out): writing STREAM_COUNT (``0xc``) = n streams entries 0..n-1 of memory STREAM_SEL (``0x8``, written
-  before) as one packet (``tdest`` = sel, ``tlast`` on the last word), one word every 2 cycles (the registered host
-  read); the write's B response comes once the packet has been sent. n = 0 sends nothing.
+  before) as one packet (``tdest`` = sel, ``tlast`` on the last word), one word every 3 cycles (the host read's
+  latency and the handshake); the write's B response comes once the packet has been sent. n = 0 sends nothing.
 
 Timing: the start write's handshake is the host port's start pulse, so the kernel's ``cycles`` are exactly the
 simulator's and ``wall_cycles`` (start to done) those of the host-port top; what AXI adds is the transfer cost
-outside the run: 2 cycles per word written (handshake, response) and 4 per word read, plus the master's own
+outside the run: 2 cycles per word written (handshake, response) and 5 per word read, plus the master's own
 latency (measured in tests/hw/test_testbench.py).
 """
 
@@ -40,6 +40,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
+from .memory import HOST_READ_LATENCY
 
 AXI_DATA_WIDTH = 32
 #: the control region's words (index -> name)
@@ -101,6 +102,7 @@ class AxiLiteTop(wiring.Component):
         aw_region, aw_index = self._decode(self.s_axil_awaddr)
         rd_region = Signal(self.region_bits)
         rd_index = Signal(ib)
+        rd_wait = Signal(range(HOST_READ_LATENCY + 1))      # cycles until host_rdata shows the addressed entry
         rdata = Signal(AXI_DATA_WIDTH)
         m.d.comb += [self.s_axil_bresp.eq(0), self.s_axil_rresp.eq(0), self.s_axil_rdata.eq(rdata),
                      self.irq.eq(top.done)]
@@ -109,7 +111,7 @@ class AxiLiteTop(wiring.Component):
         control = [top.busy | (top.done << 1), top.cycles]
         if self.streams:
             out_sel, out_count, out_index = Signal(self.dest_width), Signal(ib + 1), Signal(ib + 1)
-            out_ready = Signal()        # host_rdata shows entry out_index (one cycle after it was addressed)
+            out_wait = Signal(range(HOST_READ_LATENCY + 1))  # 0: host_rdata shows entry out_index
             in_index = Signal(ib)
             control += [out_sel, out_count]
             m.d.comb += [self.m_axis_tdata.eq(top.host_rdata), self.m_axis_tdest.eq(out_sel),
@@ -127,7 +129,8 @@ class AxiLiteTop(wiring.Component):
                         with m.If((aw_region == 0) & (aw_index == 2)):
                             m.d.sync += out_sel.eq(self.s_axil_wdata)
                         with m.If((aw_region == 0) & (aw_index == 3) & (self.s_axil_wdata != 0)):
-                            m.d.sync += [out_count.eq(self.s_axil_wdata), out_index.eq(0), out_ready.eq(0)]
+                            m.d.sync += [out_count.eq(self.s_axil_wdata), out_index.eq(0),
+                                         out_wait.eq(HOST_READ_LATENCY)]
                             m.next = "STREAM_OUT"
                         with m.Else():
                             m.d.sync += self.s_axil_bvalid.eq(1)
@@ -138,7 +141,7 @@ class AxiLiteTop(wiring.Component):
                 with m.Elif(self.s_axil_arvalid):
                     m.d.comb += self.s_axil_arready.eq(1)
                     region, index = self._decode(self.s_axil_araddr)
-                    m.d.sync += [rd_region.eq(region), rd_index.eq(index)]
+                    m.d.sync += [rd_region.eq(region), rd_index.eq(index), rd_wait.eq(HOST_READ_LATENCY - 1)]
                     m.next = "READ_ADDRESS"
                 if self.streams:
                     with m.Elif(self.s_axis_tvalid & ~top.busy):
@@ -150,10 +153,11 @@ class AxiLiteTop(wiring.Component):
             if self.streams:
                 with m.State("STREAM_OUT"):
                     m.d.comb += [top.host_sel.eq(out_sel), top.host_addr.eq(out_index),
-                                 self.m_axis_tvalid.eq(out_ready)]
-                    m.d.sync += out_ready.eq(1)
-                    with m.If(out_ready & self.m_axis_tready):
-                        m.d.sync += [out_index.eq(out_index + 1), out_ready.eq(0)]
+                                 self.m_axis_tvalid.eq(out_wait == 0)]
+                    with m.If(out_wait != 0):
+                        m.d.sync += out_wait.eq(out_wait - 1)
+                    with m.If((out_wait == 0) & self.m_axis_tready):
+                        m.d.sync += [out_index.eq(out_index + 1), out_wait.eq(HOST_READ_LATENCY)]
                         with m.If(self.m_axis_tlast):
                             m.d.sync += self.s_axil_bvalid.eq(1)
                             m.next = "WRITE_RESPONSE"
@@ -161,8 +165,10 @@ class AxiLiteTop(wiring.Component):
                 with m.If(self.s_axil_bready):
                     m.d.sync += self.s_axil_bvalid.eq(0)
                     m.next = "IDLE"
-            with m.State("READ_ADDRESS"):             # host_sel/host_addr show the address; rdata registers it
-                m.next = "READ_DATA"
+            with m.State("READ_ADDRESS"):             # host_sel/host_addr show the address until host_rdata has it
+                m.d.sync += rd_wait.eq(rd_wait - 1)
+                with m.If(rd_wait == 0):
+                    m.next = "READ_DATA"
             with m.State("READ_DATA"):
                 with m.If(rd_region == 0):
                     with m.Switch(rd_index):
@@ -196,7 +202,7 @@ def axi_map(wrapper: AxiLiteTop) -> dict:
                       "width": mm.width, "signed": mm.signed, "role": mm.role} for mm in plan.memories],
         "register_file": {"base": (plan.reg_sel + 1) * span,
                           "registers": {r.name: (plan.reg_sel + 1) * span + 4 * r.index for r in plan.registers}},
-        "read_latency": 3,
+        "read_latency": 2 + HOST_READ_LATENCY,
     }
     if wrapper.streams:
         out["streams"] = {
@@ -208,7 +214,7 @@ def axi_map(wrapper: AxiLiteTop) -> dict:
                     "dest_width": wrapper.dest_width, "signals": ["tdata", "tvalid", "tready", "tlast", "tdest"],
                     "packet": "entries 0..n-1 of memory stream_sel, started by writing n to stream_count "
                               "(B answers after the last word); tdest = sel, tlast on the last word",
-                    "cycles_per_word": 2, "first_word_after_write": 2},
+                    "cycles_per_word": 1 + HOST_READ_LATENCY, "first_word_after_write": 1 + HOST_READ_LATENCY},
         }
     return out
 

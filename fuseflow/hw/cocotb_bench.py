@@ -7,7 +7,8 @@ kernel runs -- and reads the registers and written tensors back. The result goes
 JSON (see :func:`fuseflow.hw.top.host_run`).
 
 Host-port timing: inputs change just after a falling clock edge and are sampled at the next rising edge;
-``host_rdata`` is registered, so a read returns at the following falling edge.
+``host_rdata`` shows the entry addressed ``HOST_READ_LATENCY`` (2) rising edges earlier; a burst is pipelined (one
+address per cycle).
 """
 
 import json
@@ -19,6 +20,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
+from .memory import HOST_READ_LATENCY
 from .top import HostDriver, host_run
 
 
@@ -47,13 +49,12 @@ class CocotbDriver(HostDriver):
             return out
         dut.host_we.value = 0
         dut.host_sel.value = sel
-        dut.host_addr.value = base
-        await FallingEdge(dut.clk)
-        for i in range(n):
-            out.append(int(dut.host_rdata.value))
-            if i + 1 < n:
-                dut.host_addr.value = base + i + 1
-                await FallingEdge(dut.clk)
+        # pipelined: entry base + i is addressed after falling edge i, on host_rdata HOST_READ_LATENCY edges later
+        for i in range(n + HOST_READ_LATENCY - 1):
+            dut.host_addr.value = base + min(i, n - 1)
+            await FallingEdge(dut.clk)
+            if i >= HOST_READ_LATENCY - 1:
+                out.append(int(dut.host_rdata.value))
         return out
 
     async def pulse_start(self):

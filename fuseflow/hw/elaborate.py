@@ -169,13 +169,16 @@ class AmaranthDriver:
         ctx.set(t.host_we, 0)
 
     async def read_burst(self, sel, base, n):
+        # pipelined: entry base + i is addressed in cycle i and on host_rdata HOST_READ_LATENCY cycles later
+        from .memory import HOST_READ_LATENCY
         ctx, t = self.ctx, self.top
         ctx.set(t.host_sel, sel)
         out = []
-        for i in range(n):
-            ctx.set(t.host_addr, base + i)
+        for i in range(n + HOST_READ_LATENCY - 1):
+            ctx.set(t.host_addr, base + min(i, n - 1))
             await ctx.tick()
-            out.append(ctx.get(t.host_rdata))
+            if i >= HOST_READ_LATENCY - 1:
+                out.append(ctx.get(t.host_rdata))
         return out
 
     async def pulse_start(self):

@@ -20,8 +20,9 @@ next head of their input, so the timing is unchanged) goes to block RAM (``ram_s
 DP16KD, iCE40 SB_RAM40_4K) once it holds :data:`BLOCK_RAM_MIN_BITS` bits; below that, and for the seg arrays
 and first arrays (level_scan reads them combinationally at both candidates of its next head), Yosys
 picks LUT RAM or flip-flops. Writer ops drive one write port per memory, shared with the host (the writer
-wins; the host only writes while the top is idle). The host reads through one more synchronous read port
-(one cycle of latency).
+wins; the host only writes while the top is idle). The host reads through a synchronous read port (shared
+with the first op that reads the memory synchronously) and one more register after the selection of the memory:
+:data:`HOST_READ_LATENCY` cycles from address to data, outside every kernel's cycle count.
 
 Host address map: ``host_sel`` picks a memory by its index in :attr:`MemoryPlan.memories` (``sel`` in the
 manifest), or the register file at ``sel = len(memories)``; ``host_addr`` is the entry. Registers are listed
@@ -36,6 +37,11 @@ from ..samml.blocks import tensor_block
 
 #: width of the registers of the register file (cycle counters, counts)
 REG_WIDTH = 32
+
+#: cycles from ``host_sel``/``host_addr`` to the entry on ``host_rdata``: the memory's synchronous read, then a
+#: register after the multiplexer of the memories (a block RAM's late data would otherwise run through that
+#: multiplexer to whatever takes ``host_rdata``); the manifest's ``host.read_latency``
+HOST_READ_LATENCY = 2
 
 #: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
 #: (18 with parity) and one iCE40 SB_RAM40_4K 4 Kbit; a 1 Kbit memory costs about 16 ECP5 LUT-RAM cells
@@ -125,7 +131,7 @@ class MemoryPlan:
     def to_json(self):
         return {
             "data_width": self.data_width, "addr_width": self.addr_width, "sel_width": self.sel_width,
-            "reg_sel": self.reg_sel, "crd_width": self.crd_width,
+            "reg_sel": self.reg_sel, "read_latency": HOST_READ_LATENCY, "crd_width": self.crd_width,
             "value": {"width": self.value_width, "frac": self.value_frac},
             "capacities": self.capacities, "capacity_source": self.capacity_source,
             "index_widths": self.index_widths,

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import HardwareError
 from .verilator import CLOCK_PERIOD_NS
 
-VECTORS_VERSION = 1
+VECTORS_VERSION = 2                     # 2: host.read_latency
 STANDALONE = Path(__file__).resolve().parent / "standalone"
 #: density of the random inputs of a graph without data (a tensor's declared density wins)
 RANDOM_DENSITY = 0.3
@@ -76,7 +76,7 @@ def testbench_vectors(b) -> dict:
         "module": b.name,
         "clock_period_ns": CLOCK_PERIOD_NS,
         "max_cycles": 4 * int(ref.cycles) + 10_000,
-        "host": {"reg_sel": host["reg_sel"], "registers": {r["name"]: r["index"] for r in host["registers"]
+        "host": {"reg_sel": host["reg_sel"], "read_latency": host["read_latency"], "registers": {r["name"]: r["index"] for r in host["registers"]
                                                            if not r["name"].startswith("probe.")}},
         "inputs": inputs,
         "expected": {"cycles": int(ref.cycles),

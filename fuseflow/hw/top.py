@@ -10,8 +10,9 @@ Ports (all in the ``sync`` domain)::
     host_addr   In(a)    entry of the selected memory / register index
     host_wdata  In(d)    data to write (raw bits; values in two's complement)
     host_we     In(1)    write enable (memories only; ignored while busy)
-    host_rdata  Out(d)   the entry selected by host_sel/host_addr in the previous cycle (a synchronous read;
-                         memories read back while idle: a block RAM shares its op's read port with the host)
+    host_rdata  Out(d)   the entry selected by host_sel/host_addr HOST_READ_LATENCY (2) cycles earlier (a
+                         synchronous read, then registers before the last OR; memories read back while idle: a
+                         block RAM shares its op's read port with the host)
 
 Per kernel: one op module per node (``fuseflow.hw.ops.MODULES``), one channel FIFO per stream consumer (depth
 from the stream or the program's ``fifo_depth``), fan-out written together when every consumer has room, and
@@ -41,7 +42,7 @@ from ..samml.blocks import block_shape
 from ..samml.widths import INDEX_KINDS, stream_width
 from ..tensors.fixed import FixedFormat
 from . import token as tk
-from .memory import REG_WIDTH, make_memory
+from .memory import HOST_READ_LATENCY, REG_WIDTH, make_memory
 from .ops.lanes import LANE_OPS, BlockLanes
 from .stream import StreamFIFO
 
@@ -476,20 +477,24 @@ class ProgramTop(wiring.Component):
         for ki, ci, r1, r2 in self.probe_regs:
             cnt, lvl = fifo_stats[ki][ci]
             regs[r1.name], regs[r2.name] = cnt, lvl
-        # host read: the memories' synchronous read ports and the register picked in the previous cycle
+        # host read (HOST_READ_LATENCY = 2): the memories' synchronous read ports and the register picked in
+        # the previous cycle, then one register per block memory and one for the rest, ORed on host_rdata
         reg_rdata = Signal(plan.data_width)
         m.d.sync += reg_rdata.eq(0)
         with m.Switch(self.host_addr):
             for r in plan.registers:
                 with m.Case(r.index):
                     m.d.sync += reg_rdata.eq(regs[r.name])
-        # block RAM data arrives late (the DP16KD's clock to output, about 6 ns on the ECP5): each block memory
-        # enters an AND-OR with a registered one-hot select, the rest (LUT memories and registers) multiplexed
-        # beforehand, so a block's data passes one or two LUTs instead of the whole selection tree
+        # block RAM data arrives late (the DP16KD's clock to output, about 6 ns on the ECP5) and also feeds its
+        # op: each block memory's data goes straight into a register of its own (no LUT, one more load), and is
+        # selected after it (an AND with the one-hot select, registered twice); the rest (LUT memories and
+        # registers) are multiplexed into another register; host_rdata is the OR of those
         sel_q = Signal.like(self.host_sel)
         m.d.sync += sel_q.eq(self.host_sel)
-        rest = Signal(plan.data_width, name="host_rdata_rest", attrs={"keep": 1})
-        picked = [rest]
+        rest = Signal(plan.data_width, name="host_rdata_rest")
+        rest_q = Signal(plan.data_width, name="host_rdata_rest_q")
+        m.d.sync += rest_q.eq(rest)
+        picked = [rest_q]
         with m.Switch(sel_q):
             for spec in plan.memories:
                 if spec.storage == "block":
@@ -502,9 +507,12 @@ class ProgramTop(wiring.Component):
             if spec.storage != "block":
                 continue
             hot = Signal(name=f"host_sel_{_ident(spec.name)}")
-            m.d.sync += hot.eq(self.host_sel == spec.sel)
-            picked.append(Mux(hot, host_rd[spec.name].data, 0))
+            hot_q = Signal(name=f"host_sel_q_{_ident(spec.name)}")
+            data_q = Signal(plan.data_width, name=f"host_rdata_{_ident(spec.name)}")
+            m.d.sync += [hot.eq(self.host_sel == spec.sel), hot_q.eq(hot), data_q.eq(host_rd[spec.name].data)]
+            picked.append(Mux(hot_q, data_q, 0))
         m.d.comb += self.host_rdata.eq(_or_all(picked))
+        assert HOST_READ_LATENCY == 2
         return m
 
 

@@ -87,7 +87,8 @@ class LevelScan(OpComponent):
         nq = Signal(w + 1)
         m.d.comb += [nstate.eq(state), nq.eq(q)]
         m.d.sync += [state.eq(nstate), q.eq(nq)]
-        hi = Signal(w + 1)           # end of the current fibre
+        last_q = Signal(w + 1)       # position of the current fibre's last coordinate (its end - 1; the fibre is
+                                     # not empty): SCAN compares q with it, no q + 1 before the comparison
         c = Signal(w + 1)            # next coordinate of a dense fibre (SCAN)
         lo_now = Signal(w + 1)
         hi_now = Signal(w + 1)
@@ -158,7 +159,7 @@ class LevelScan(OpComponent):
                     set_data(m, oc, first_crd)
                     set_data(m, orf, lo_now)
                     with m.If(f.fire):
-                        m.d.sync += [hi.eq(hi_now), c.eq(1)]
+                        m.d.sync += [last_q.eq(hi_now - 1), c.eq(1)]
                         m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
@@ -167,7 +168,7 @@ class LevelScan(OpComponent):
                 with m.If(f.fire):
                     m.d.sync += c.eq(c + 1)
                     m.d.comb += nq.eq(q + 1)
-                    with m.If(q + 1 >= hi):
+                    with m.If(q >= last_q):          # q + 1 >= the fibre's end
                         m.d.comb += nstate.eq(END)
             with m.Case(END):
                 m.d.comb += [f.go.eq(inv), f.push["crd"].eq(1), f.push["ref"].eq(1)]

@@ -11,11 +11,11 @@ fibre's first coordinate writes ``first[fibre] = crd << 1``, a fibre that ends w
 ``count`` (crd entries written), ``seg_count`` (seg entries, seg[0] included) and ``fibre_count`` (first
 entries, ``seg_count - 1``), ``done``
 (1 from the cycle after the D firing once every write has landed). ``seg[0] = 0`` is written by the
-level writer itself in the first cycle in which the seg port is free (cycle 0 in a kernel, since a
-writer's input is at least two ops downstream of a root), so the memory needs no initialisation.
+level writer itself in the first cycle without an input head, or after the D firing (cycle 0 in a kernel,
+since a writer's input is at least two ops downstream of a root), so the memory needs no initialisation.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.wiring import Out
 
 from ..token import is_done, is_stop, stop_level
@@ -52,7 +52,10 @@ class LevelWrite(OpComponent):
                      self.crd_waddr.eq(cnt), self.crd_wdata.eq(x.data[:w])]
         # the fibre being written is fibre scnt - 1 (its end writes seg[scnt]); last != DATA: it has no
         # coordinate yet
-        m.d.comb += [self.first_waddr.eq(scnt - 1), self.first_wdata.eq(x.data[:w] << 1)]
+        # the written words and addresses come from registers and the head, not from the firing (they reach
+        # the top's capacity check and the memories' write ports; only the enables follow the firing): a
+        # coordinate writes first = crd << 1, a stop that ends an empty fibre first = 1
+        m.d.comb += [self.first_waddr.eq(scnt - 1), self.first_wdata.eq(Mux(x.ctrl, 1, x.data[:w] << 1))]
         with m.If(~x.ctrl):
             m.d.comb += [self.crd_wen.eq(f.fire), self.first_wen.eq(f.fire & (last != DATA))]
             with m.If(f.fire):
@@ -71,13 +74,18 @@ class LevelWrite(OpComponent):
                 m.d.comb += seg_write.eq(f.fire & (scnt == 1))
             with m.If(f.fire):
                 m.d.sync += finished.eq(1)
+        # seg[0] = 0 is written in a cycle without an input head (cycle 0 in a kernel) or once finished, so
+        # never with a fibre's end (which needs a head and no finish): the seg address and word then depend on
+        # registers only
+        seg0_now = Signal()
+        m.d.comb += [seg0_now.eq(seg0 & (~xv | finished)),
+                     self.seg_waddr.eq(Mux(seg0_now, 0, scnt)), self.seg_wdata.eq(Mux(seg0_now, 0, cnt)),
+                     self.seg_wen.eq(seg_write | seg0_now)]
         with m.If(seg_write):
-            m.d.comb += [self.seg_waddr.eq(scnt), self.seg_wdata.eq(cnt), self.seg_wen.eq(1)]
             with m.If(last != DATA):              # the fibre ends empty
-                m.d.comb += [self.first_wdata.eq(1), self.first_wen.eq(1)]
+                m.d.comb += self.first_wen.eq(1)
             m.d.sync += scnt.eq(scnt + 1)
-        with m.Elif(seg0):
-            m.d.comb += [self.seg_waddr.eq(0), self.seg_wdata.eq(0), self.seg_wen.eq(1)]
+        with m.If(seg0_now):
             m.d.sync += seg0.eq(0)
         f.build(m)
         return m

@@ -9,7 +9,8 @@ memory back and checks each word against the reference simulator's fixed-mode ru
 against the simulator's cycle counts.
 
 Host-port timing: inputs change just after a falling clock edge and are sampled at the next rising edge;
-``host_rdata`` is registered, so the word addressed in one cycle is on ``host_rdata`` in the next.
+the word addressed in one cycle is on ``host_rdata`` ``host.read_latency`` cycles later (2: a synchronous read, then
+a register).
 """
 
 import json
@@ -36,15 +37,17 @@ async def write_burst(dut, sel, words):
     dut.host_we.value = 0
 
 
-async def read_burst(dut, sel, n):
-    """Read entries 0..n-1 of memory (or register file) ``sel``, one per cycle."""
+async def read_burst(dut, sel, n, latency):
+    """Read entries 0..n-1 of memory (or register file) ``sel``, one per cycle: entry i is addressed after falling
+    edge i and is on ``host_rdata`` ``latency`` edges later (``vectors.json``'s ``host.read_latency``)."""
     out = []
     dut.host_we.value = 0
     dut.host_sel.value = sel
-    for addr in range(n):
-        dut.host_addr.value = addr
-        await FallingEdge(dut.clk)          # registered read: the word is there one edge later
-        out.append(int(dut.host_rdata.value))
+    for i in range(n + latency - 1):
+        dut.host_addr.value = min(i, n - 1)
+        await FallingEdge(dut.clk)
+        if i >= latency - 1:
+            out.append(int(dut.host_rdata.value))
     return out
 
 
@@ -92,7 +95,7 @@ async def kernel_matches_reference(dut):
                                  f"(reference: {expected['cycles']} kernel cycles)")
     elapsed = round((get_sim_time("ns") - t_start) / period)
 
-    words = await read_burst(dut, host["reg_sel"], max(regs.values()) + 1)
+    words = await read_burst(dut, host["reg_sel"], max(regs.values()) + 1, host["read_latency"])
     reg = {name: words[index] for name, index in regs.items()}
     problems = []
     if reg["overflow"]:
@@ -101,7 +104,7 @@ async def kernel_matches_reference(dut):
         problems.append(f"an op exceeded its capacity (op_overflow register {reg['op_overflow']:#x})")
     checked = 0
     for mem in expected["memories"]:
-        have = await read_burst(dut, mem["sel"], len(mem["words"]))
+        have = await read_burst(dut, mem["sel"], len(mem["words"]), host["read_latency"])
         problems += compare(mem["memory"], mem["words"], have)
         checked += len(mem["words"])
     for kernel, want in expected["kernel_cycles"].items():
