@@ -23,7 +23,8 @@ and the speedup over factor 1 (``"rtl_results"`` in benchmarks/results/parallel.
 them when it rewrites the file).
 ``--section synth``: SpMV 16 x 16 CSR at factors 1, 2, 4 on ECP5-85F (Yosys + nextpnr via
 ``fuseflow.boards.synth``, the kernel top in the registered-I/O wrapper, one synthesis at a time): LUTs, FFs,
-block RAMs, DSPs, Fmax (default output benchmarks/results/parallel_synth.json).
+block RAMs, DSPs, Fmax and nextpnr's critical path (default output benchmarks/results/parallel_synth.json).
+``--factors 4`` synthesises only those factors and replaces their rows in the output, keeping the others.
 """
 
 import argparse
@@ -201,14 +202,14 @@ def rtl_rows():
     return rows
 
 
-def synth_rows():
-    """SpMV at factors 1, 2, 4 on ECP5-85F, one synthesis at a time."""
+def synth_rows(factors=(1, 2, 4)):
+    """SpMV at ``factors`` on ECP5-85F, one synthesis at a time."""
     from fuseflow.boards.synth import synth_component
     from fuseflow.errors import FuseFlowError
     from fuseflow.hw.elaborate import build
     from fuseflow.samml import kernels
     rows = []
-    for factor in (1, 2, 4):
+    for factor in factors:
         prog = compile_text(small_program("spmv", SYNTH_N), name="spmv", parallel={"i": factor}).program
         inputs = kernels.random_inputs(prog, density=0.3, seed=1)
         t0 = time.perf_counter()
@@ -218,6 +219,9 @@ def synth_rows():
             row["memory_bits"] = sum(m.depth * m.width for m in b.plan.memories)
             d = synth_component(b.top, f"spmv_x{factor}", "ecp5-85f", 100.0, timeout=3000).to_json()
             row.update({k: d[k] for k in ("luts", "ffs", "brams", "dsps", "lutram_luts", "fmax_mhz")})
+            cp = d["critical_path"]
+            row["critical_path"] = {k: cp.get(k) for k in ("summary", "delay_ns", "logic_levels", "modules",
+                                                          "sources")}
         except FuseFlowError as exc:
             row["error"] = f"{exc.what}: {exc.why}"
         row["seconds"] = round(time.perf_counter() - t0, 1)
@@ -232,6 +236,9 @@ def main(argv=None):
                                                           "--section synth: parallel_synth.json)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--section", choices=("sim", "rtl", "synth"), default="sim")
+    ap.add_argument("--factors", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4],
+                    help="--section synth: the factors to synthesise, e.g. 4 or 1,2 (default 1,2,4); rows of "
+                         "other factors already in the output are kept")
     args = ap.parse_args(argv)
     if args.section == "rtl":
         # the Verilator rows join the simulator's in parallel.json ("rtl_results"), the rest of it kept
@@ -248,8 +255,12 @@ def main(argv=None):
         print(f"wrote {out} (rtl_results)")
         return 0
     if args.section == "synth":
-        rows = synth_rows()
+        rows = synth_rows(args.factors)
         out = args.output or os.path.join(HERE, "results", "parallel_synth.json")
+        if os.path.exists(out):                   # the factors not synthesised now keep their rows
+            with open(out) as f:
+                kept = [r for r in json.load(f).get("results", []) if r.get("factor") not in args.factors]
+            rows = sorted(kept + rows, key=lambda r: r["factor"])
         doc = {"benchmark": "parallel lanes: synth", "machine": platform.platform(),
                "python": platform.python_version(), "results": rows}
         with atomic_write(out) as f:

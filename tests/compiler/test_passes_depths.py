@@ -1,6 +1,7 @@
 """The depths pass (fuseflow.compiler.passes.depths): floors, reconvergent paths, budget, override, report."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,10 +11,13 @@ import pytest
 from fuseflow.compiler import compile_text
 from fuseflow.compiler.passes import PIPELINE, run_passes
 from fuseflow.compiler.passes.depths import (BURST_DEPTH, DEFAULT_BUDGET_BITS, assign_depths, channel_bits,
-                                             deadlock_floors, fifo_bits, structural_depths)
+                                             deadlock_floors, fifo_bits, serializer_inputs, structural_depths)
 from fuseflow.samml import kernels
+from fuseflow.samml.lanes import LANE_SLACK
 from fuseflow.samml.registry import op_latency
 from fuseflow.sim import run
+
+PROGRAMS = os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "programs")
 
 
 def test_pipeline_order():
@@ -254,9 +258,32 @@ def test_lanes_are_charged_on_top_of_the_budget(schedule):
 
 
 def test_lanes_still_trim_their_lane_zero_within_the_budget():
-    # a budget the one-lane kernel does not fit trims lane 0, and every other lane follows it
+    # a budget the one-lane kernel does not fit trims lane 0, and every other lane follows it; the channels into
+    # the serializers, which the one-lane kernel does not have, are charged on top and keep their depth
     got = compile_text(GUSTAVSON_256, name="spmspm", parallel={"i": 4}, passes={"budget_bits": 0})
-    k = got.program.kernels[0]
+    free = compile_text(GUSTAVSON_256, name="spmspm", parallel={"i": 4}, passes={"budget_bits": 1 << 24})
+    k, wide = got.program.kernels[0], free.program.kernels[0]
     floors = deadlock_floors(k)
+    merged = {s.id for s in serializer_inputs(got.program)}
+    assert len(merged) == 16       # 2 serializers (C's j coordinates, its values) x 4 lanes x key and payload
     for s in k.streams.values():
-        assert (s.depth or 2) == max(2, floors.get(s.id, 0)), s.id
+        if s.id in merged:
+            assert s.depth == wide.streams[s.id].depth >= LANE_SLACK, s.id
+        else:
+            assert (s.depth or 2) == max(2, floors.get(s.id, 0)), s.id
+
+
+def test_serializer_inputs_do_not_squeeze_the_kernels_without_lanes():
+    # the decoder on its heads h: the one-lane design fits the budget; the kernels h does not reach (the layer
+    # norms, the feed-forward) keep every depth of the one-lane compile (when the serializers' inputs were
+    # fitted to the budget they were trimmed, and F and Out ran 37% slower)
+    text = open(os.path.join(PROGRAMS, "decoder.ff")).read()
+    one = compile_text(text, name="decoder", fuse="none")
+    assert one.reports["depths"]["wanted_bits"] <= DEFAULT_BUDGET_BITS
+    got = compile_text(text, name="decoder", fuse="none", parallel={"h": 2})
+    laneless = [k for k in got.program.kernels if not any(n.op == "serialize" for n in k.nodes.values())]
+    assert {"F", "Out", "Xn", "Y"} <= {k.name for k in laneless}
+    before = {k.name: k for k in one.program.kernels}
+    for k in laneless:
+        assert {s.id: s.depth for s in k.streams.values()} == \
+            {s.id: s.depth for s in before[k.name].streams.values()}, k.name

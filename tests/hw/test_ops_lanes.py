@@ -1,5 +1,6 @@
 """parallelize and serialize RTL vs run_op, under random valid/ready stalls."""
 
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -91,3 +92,33 @@ def test_parallelize_random(lanes, data, stalls, seed):
     toks = data + ["S0", "D"]
     got, _, _ = check_op("parallelize", {"lanes": lanes}, {"in": toks}, any_kind="ref", stalls=stalls, seed=seed)
     assert got == {f"out{i}": data[i::lanes] + ["S0", "D"] for i in range(lanes)}
+
+
+@pytest.mark.parametrize("lanes", [2, 3, 4, 5, 8])
+def test_serialize_smallest_is_numpy_argmin(lanes):
+    """The serializer's comparison tree: the minimum and the first lane holding it (NumPy's argmin), ties
+    included (values drawn from a few so equal heads are common)."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.ops.serialize import smallest
+
+    rng = np.random.default_rng(lanes)
+    cases = rng.integers(0, 6, (60, lanes))
+    heads = [Signal(3, name=f"head{i}") for i in range(lanes)]
+    m = Module()
+    low, lane = Signal(3), Signal(range(lanes))
+    value, index = smallest(heads)
+    m.d.comb += [low.eq(value), lane.eq(index)]
+    got = []
+
+    async def tb(ctx):
+        for row in cases:
+            for h, v in zip(heads, row):
+                ctx.set(h, int(v))
+            got.append((ctx.get(low), ctx.get(lane)))
+
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == [(int(row.min()), int(np.argmin(row))) for row in cases]

@@ -29,9 +29,11 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
    30-200 ms); it is there for graphs whose structure does not show where they stall.
 4. **Budget** (:func:`fit_budget`): while the channels cost more than ``budget_bits``, the channel with the
    most bits above its floor gives back half its extra depth. The budget sizes the one-lane design: with
-   parallel lanes, the lanes' input channels at their floors and every channel of lanes 1..N-1 (which then take
-   lane 0's depths, :func:`lane_mirrors`) are charged on top (``lane_bits`` in the report), so N lanes cost
-   about N times the lane region's FIFOs and do not squeeze the rest of the kernel.
+   parallel lanes, the lanes' input channels at their floors, the channels into serializers and every channel
+   of lanes 1..N-1 (which then take lane 0's depths, :func:`lane_mirrors`) are charged on top (``lane_bits`` in
+   the report), so N lanes cost about N times the lane region's FIFOs and do not squeeze the rest of the
+   program (the serializers' inputs, 16-64 deep, once did: the decoder at h = 2 ran 134,986 cycles against
+   107,895 on one lane, its kernels without lanes trimmed; 102,240 since).
 
 ``fifo_depth`` (``--fifo-depth``) overrides all of it: every channel gets that depth (deadlock floors kept).
 
@@ -55,7 +57,7 @@ from ...samml.widths import stream_width
 from ...tensors.fixed import FixedFormat
 
 __all__ = ["DEFAULT_BUDGET_BITS", "assign_depths", "deadlock_floors", "structural_depths", "profile_depths",
-           "fit_budget", "fifo_bits", "channel_bits", "depth_table", "lane_mirrors"]
+           "fit_budget", "fifo_bits", "channel_bits", "depth_table", "lane_mirrors", "serializer_inputs"]
 
 #: default budget of FIFO bits (ULX3S-85F: a tenth of the ECP5-85F's distributed RAM, see the module doc)
 DEFAULT_BUDGET_BITS = 64 * 1024
@@ -311,15 +313,22 @@ def assign_depths(program, options=None) -> dict:
                         s.depth = d
                         why[(kname, sid)] = "profile"
         # parallel lanes are charged on top of the budget, which sizes the one-lane design: the lanes' input
-        # channels at their floors and every channel of the lanes other than lane 0, which then take lane 0's
-        # depths (so N lanes do not squeeze the rest of the kernel back to the default depth)
+        # channels at their floors, lane 0's channels into serializers (16-64 deep, absent from the one-lane
+        # design) and every channel of the lanes other than lane 0, which then take lane 0's depths (so N lanes
+        # do not squeeze the rest of the program back to the default depth)
         wanted = fifo_bits(program)
         mirrors = lane_mirrors(program)
-        on_top = lane_floor_bits(program, floors) + sum(channel_bits(program, s) for s, _ in mirrors)
-        fit_budget(program, floors, budget + on_top, keep={id(s) for s, _ in mirrors})
+        mirrored = {id(s) for s, _ in mirrors}
+        merged = [s for s in serializer_inputs(program) if id(s) not in mirrored]
+
+        def lane_cost():
+            return lane_floor_bits(program, floors) + sum(channel_bits(program, s) for s, _ in mirrors) \
+                + sum(channel_bits(program, s) for s in merged)
+
+        fit_budget(program, floors, budget + lane_cost(), keep=mirrored | {id(s) for s in merged})
         for s, lane0 in mirrors:
             s.depth = lane0.depth
-        lane_bits = lane_floor_bits(program, floors) + sum(channel_bits(program, s) for s, _ in mirrors)
+        lane_bits = lane_cost()
         return depth_table(program, budget, why, profile, wanted, lane_bits)
     return depth_table(program, budget, why, profile, lane_bits=0)
 
@@ -336,6 +345,12 @@ def lane_mirrors(program) -> list:
             if lane0 is not None:
                 out.append((s, lane0))
     return out
+
+
+def serializer_inputs(program) -> list:
+    """Every channel into a ``serialize`` node (lanes' keys and payloads; empty without parallel lanes)."""
+    return [s for k in program.kernels for s in k.streams.values()
+            if any(k.nodes[d.node].op == "serialize" for d in s.dsts)]
 
 
 def lane_floor_bits(program, floors) -> int:

@@ -12,15 +12,28 @@ States:
   pops it; a closing stop becomes S_(d+m) when every key is at a stop S_m, else S_(d-1), and returns to SELECT.
 """
 
-from functools import reduce
-
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 
 from ..stream import all_of
 from ..token import is_done, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_tok, set_done, set_stop
 
 SELECT, COPY, FIN = 0, 1, 2
+
+
+def smallest(order):
+    """The smallest of the values ``order`` and its index, the lowest index among equal values: a balanced tree
+    of comparisons, ceil(log2 n) deep rather than a chain of n - 1 (docs/hardware.md, "Parallel lanes"). Each
+    comparison carries its winner's index, so no equality test per lane follows the minimum."""
+    level = [(v, Const(i, range(len(order)))) for i, v in enumerate(order)]
+    while len(level) > 1:
+        pairs = [(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        nxt = []
+        for (va, ia), (vb, ib) in pairs:
+            right = vb < va                  # strict: the left (lower index) wins a tie
+            nxt.append((Mux(right, vb, va), Mux(right, ib, ia)))
+        level = nxt + level[len(pairs) * 2:]
+    return level[0]
 
 
 class Serialize(OpComponent):
@@ -41,14 +54,11 @@ class Serialize(OpComponent):
 
         keys_valid = all_of(k.valid for k in keys)
         order = [Cat(k.payload.data[:w], k.payload.ctrl) for k in keys]
-        low = Signal(w + 1)
-        m.d.comb += low.eq(reduce(lambda a, b: Mux(a <= b, a, b), order))
+        low, sel = Signal(w + 1), Signal(range(n))
+        # the smallest head and its lane (keys are disjoint; the first lane among equals otherwise)
+        low_value, low_lane = smallest(order)
+        m.d.comb += [low.eq(low_value), sel.eq(low_lane)]
         any_data = ~low[w]
-        # the lane of the smallest coordinate (keys are disjoint; the first match otherwise)
-        sel = Signal(range(n))
-        for i in reversed(range(n)):
-            with m.If(order[i] == low):
-                m.d.comb += sel.eq(i)
         width = self.port_info["i_in0"][1]
 
         def pick(index, name):
