@@ -254,6 +254,11 @@ def parallel_kernel(program: Program, kernel: Kernel, lanes: int, dim: int | Non
             else:
                 # a lane stream into the tail (a writer, or a reduction over the index): merge the lanes on the
                 # coordinates of the parallelized level its units hang under
+                if s.kind == "repsig":
+                    # a serializer merges coordinates, references and values; a repeat signal's tokens carry no
+                    # coordinate to order them by (found by test_random_programs_on_lanes)
+                    raise ProgramError(where, f"the lanes would end in the repeat signal {s.id} (into node "
+                                              f"{d.node}), which no serializer merges: parallelize another index")
                 key = anchors.key(s)
                 lane_keys = [lane_source(key, lane) for lane in range(lanes)] if key is not None else \
                     _kept_keys(new, anchors, s, lanes, lane_source)
