@@ -61,9 +61,8 @@ def main(argv=None) -> int:
         if n not in names:
             print(f"error: benchmark {n}: not one of {', '.join(names)}", file=sys.stderr)
             return 2
-    todo = [b for b in BENCHMARKS if not args.only or b[0] in args.only]
-    if args.start:
-        todo = todo[names.index(args.start):] if not args.only else todo
+    # --from resumes at a benchmark (with --only too), --only picks among those
+    todo = [b for b in BENCHMARKS[names.index(args.start) if args.start else 0:] if not args.only or b[0] in args.only]
     path = os.path.join(RESULTS, "bench_run.json")
     runs = {}
     if os.path.exists(path):       # a partial run (--only, --from) keeps the other benchmarks' records
