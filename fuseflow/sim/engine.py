@@ -177,13 +177,33 @@ def _width_checked(out_class):
     if cls is None:
         push = out_class.push
 
-        def checked_push(self, tok, t):
-            if tok.__class__ is not str and tok >= self.limit:
-                need = int(tok).bit_length()
-                raise TensorError(f"stream {self.name}", f"token {tok} needs {need} bits, the stream is "
-                                                         f"{self.limit.bit_length() - 1} bits wide (the graph's "
-                                                         f"widths do not hold this data: recompile it)")
-            push(self, tok, t)
+        def too_wide(self, tok):
+            need = int(tok).bit_length()
+            return TensorError(f"stream {self.name}", f"token {tok} needs {need} bits, the stream is "
+                                                      f"{self.limit.bit_length() - 1} bits wide (the graph's "
+                                                      f"widths do not hold this data: recompile it)")
+
+        if out_class is Out:
+            # Out.push inlined: this runs once per token of every index stream
+            def checked_push(self, tok, t):
+                if tok.__class__ is not str and tok >= self.limit:
+                    raise too_wide(self, tok)
+                self.count += 1
+                toks = self.toks
+                if toks is not None:
+                    self.credits.popleft()
+                    toks.append(tok)
+                    self.times.append(t)
+                    return
+                for ch in self.chans:
+                    ch.credits.popleft()
+                    ch.toks.append(tok)
+                    ch.times.append(t)
+        else:
+            def checked_push(self, tok, t):
+                if tok.__class__ is not str and tok >= self.limit:
+                    raise too_wide(self, tok)
+                push(self, tok, t)
         cls = _CHECKED[out_class] = type(f"WidthChecked{out_class.__name__}", (out_class,),
                                          {"__slots__": ("limit",), "push": checked_push})
     return cls
