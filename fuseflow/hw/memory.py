@@ -16,10 +16,10 @@ with neither, building is an error.
 
 Storage (:func:`memory_storage`, one rule): a memory read only through synchronous read ports (crd and vals:
 level_scan's crd port and array's vals port address them one cycle ahead, from their next state and the
-next head of their input, so the timing is unchanged) goes to block RAM (``ram_style = "block"``: ECP5
-DP16KD, iCE40 SB_RAM40_4K) once it holds :data:`BLOCK_RAM_MIN_BITS` bits; below that, and for the seg arrays
-and first arrays (level_scan reads them combinationally at both candidates of its next head), Yosys
-picks LUT RAM or flip-flops. Writer ops drive one write port per memory, shared with the host (the writer
+next head of their input, and register the data once more: ``registry.MEMORY_READ_LATENCY``) goes to
+block RAM (``ram_style = "block"``: ECP5 DP16KD, iCE40 SB_RAM40_4K) once it holds :data:`BLOCK_RAM_MIN_BITS`
+bits; below that, and for the seg arrays and first arrays (level_scan reads them combinationally at both
+candidates of its next head), Yosys picks LUT RAM or flip-flops. Writer ops drive one write port per memory, shared with the host (the writer
 wins; the host only writes while the top is idle). The host reads through a synchronous read port (shared
 with the first op that reads the memory synchronously) and one more register after the selection of the memory:
 :data:`HOST_READ_LATENCY` cycles from address to data, outside every kernel's cycle count.

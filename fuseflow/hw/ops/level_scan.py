@@ -19,8 +19,9 @@ port of the crd array (block RAM). The seg and first ports read both candidates 
 (``i_ref_stay``, ``i_ref_behind``; this cycle's firing chooses between them after the reads) into registers,
 so an IDLE step emits its first coordinate and decides an empty fibre from registers. ``crd_addr`` is the next
 position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN step), so crd_data holds crd[q] in each SCAN step;
-no memory read depends on another within a cycle, and the timing is that of the combinational chain
-seg -> crd the op once had (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no
+no memory read depends on another within a cycle. A compressed level registers crd_data once more
+(``crd_data_p1``) and its tokens leave through an :class:`OutputPipeline` of latency
+``registry.op_latency`` (2; docs/samml.md, "Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no
 memory: refs are ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered
 like the seg reads, from both candidates (so the ref a dense level emits comes from a register, not from a
 multiply of its channel's head).
@@ -31,8 +32,10 @@ from types import SimpleNamespace
 from amaranth.hdl import Module, Mux, Signal
 
 from ...errors import HardwareError
+from ...samml.registry import op_latency
 from ..token import is_done, is_empty, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
+from ._pipe import OutputPipeline
 
 IDLE, SCAN, END = 0, 1, 2
 
@@ -76,7 +79,9 @@ class LevelScan(OpComponent):
         w = self.crd_width
         f = self.fire_logic()
         inp, inv = self.i_ref.payload, self.i_ref.valid
-        orf = self.o_ref
+        # the ref output is built in or_tok (below: straight to o_ref, or into the output pipeline)
+        or_tok = Signal(token_layout(self.port_info["o_ref"][1]))
+        orf = SimpleNamespace(payload=or_tok)
         # the crd output is built in oc_tok; a SCAN step's coordinate (crd_data, late: the block RAM's clock to
         # output) passes one multiplexer after it (below), not the whole state decode
         oc_tok = Signal(token_layout(w))
@@ -189,7 +194,25 @@ class LevelScan(OpComponent):
                     set_stop(m, orf, 0)
                 with m.If(f.fire):
                     m.d.comb += nstate.eq(IDLE)
-        m.d.comb += [self.o_crd.payload.ctrl.eq(oc_tok.ctrl),
-                     self.o_crd.payload.data.eq(Mux(state == SCAN, next_crd, kept(m, oc_tok.data)))]
-        f.build(m)
+        latency = op_latency(self.op_name, self.params)
+        if latency == 1:
+            m.d.comb += [self.o_crd.payload.ctrl.eq(oc_tok.ctrl),
+                         self.o_crd.payload.data.eq(Mux(state == SCAN, next_crd, kept(m, oc_tok.data))),
+                         self.o_ref.payload.eq(or_tok)]
+            f.build(m)
+            return m
+        # compressed: the block RAM's crd_data goes straight into a register; both tokens leave through the
+        # output pipeline (every firing that pushes writes both outputs)
+        pipe = OutputPipeline(m, [self.o_crd, self.o_ref], latency, f.go, push=f.push["crd"], fire=f.fire)
+        m.d.comb += self.i_ref.ready.eq(f.fire & f.pop["ref"])
+        crd_now = next_crd
+        for i in range(1, latency):
+            r = Signal.like(next_crd, name=f"crd_data_p{i}")
+            m.d.sync += r.eq(crd_now)
+            crd_now = r
+        scan = pipe.beside(state == SCAN, "scan")
+        oc_last = token_layout(self.port_info["o_crd"][1])(pipe.beside(oc_tok, "crd"))
+        crd_last = Signal.like(oc_tok)
+        m.d.comb += [crd_last.ctrl.eq(oc_last.ctrl), crd_last.data.eq(Mux(scan, crd_now, oc_last.data))]
+        pipe.connect([crd_last, pipe.beside(or_tok, "ref")])
         return m
