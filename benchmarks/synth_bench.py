@@ -2,7 +2,7 @@
 
     python benchmarks/synth_bench.py [-o benchmarks/results/synth.json] [--md benchmarks/results/synth.md]
                                      [--target ecp5-85f|ice40-up5k] [--only ops|kernels] [--match TEXT] [-j 2]
-                                     [--names "alu sigmoid" "alu tanh" ...]
+                                     [--names "alu sigmoid" "alu tanh" ...] [--merge other.json ...]
 
 Ops are synthesised alone with representative parameters (every variant that changes the datapath: alu per
 operation, level_scan dense/compressed, spacc orders, ...), inside a registered-I/O wrapper
@@ -14,7 +14,9 @@ scale) in the same wrapper. Targets: >= 150 MHz per op alone, >= 100 MHz per ker
 
 Writes JSON (default benchmarks/results/synth.json) and a Markdown table (default benchmarks/results/synth.md).
 ``--names`` synthesises only the named rows and merges them into the existing JSON (rows of the same name are
-replaced, new ones added in table order); the Markdown table is rewritten from the merged rows.
+replaced, new ones added in table order); the Markdown table is rewritten from the merged rows. ``--merge``
+synthesises nothing: it folds the rows of other result files (``--names`` runs made in another checkout, with
+``-o`` pointing elsewhere) into ``--out`` the same way.
 """
 
 import argparse
@@ -277,6 +279,36 @@ def merge_rows(old, new, order):
                                                             else 0))]
 
 
+def merge_files(out, md, files, order):
+    """``--merge``: the rows of ``files`` (later files win) replace or join those of ``out``; tools, machine and
+    targets stay ``out``'s, the seconds add up; the table is rendered again."""
+    from fuseflow.cli import atomic_write
+    try:
+        with open(out) as f:
+            doc = json.load(f)
+        news = []
+        for path in files:
+            with open(path) as f:
+                other = json.load(f)
+            if other.get("target") != doc.get("target"):
+                print(f"error: --merge: {path}: target {other.get('target')!r} is not {doc.get('target')!r}",
+                      file=sys.stderr)
+                return 2
+            news += other["results"]
+            doc["seconds"] = round((doc.get("seconds") or 0) + (other.get("seconds") or 0), 1)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: --merge: {e}", file=sys.stderr)
+        return 2
+    doc["results"] = merge_rows(doc["results"], news, order)
+    doc["notes"] = notes(doc["results"])
+    with atomic_write(out) as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    with atomic_write(md or os.path.splitext(out)[0] + ".md") as f:
+        f.write(markdown(doc))
+    print(f"{out}: {len(news)} row(s) merged from {len(files)} file(s)")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--out", default="benchmarks/results/synth.json")
@@ -287,6 +319,9 @@ def main(argv=None):
     ap.add_argument("--names", nargs="+", metavar="NAME",
                     help="synthesise only these rows (e.g. 'alu sigmoid') and merge them into --out")
     ap.add_argument("--match", help="only the designs whose name contains this text (e.g. mask_scan)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="synthesise nothing: merge the rows of these result files (runs made elsewhere, e.g. "
+                         "with --names -o other.json) into --out and re-render its table")
     args = ap.parse_args(argv)
     from fuseflow.boards.synth import TARGETS
     from fuseflow.cli import atomic_write
@@ -294,6 +329,8 @@ def main(argv=None):
         print(f"error: --target: unknown target {args.target!r} (have: {', '.join(TARGETS)})", file=sys.stderr)
         return 2
     all_cases = ([] if args.only == "kernels" else op_cases()) + ([] if args.only == "ops" else kernel_cases())
+    if args.merge:
+        return merge_files(args.out, args.md, args.merge, [c["name"] for c in all_cases])
     cases = all_cases
     if args.names:
         known = {c["name"] for c in all_cases}

@@ -1,7 +1,7 @@
 """RTL-vs-simulator correlation report: every kernel of a suite through the reference simulator and the RTL.
 
     python -m fuseflow.reports.correlation [--suite default|quick|models] [-o report/] [--simulator verilator|amaranth]
-                                           [--only TEXT] [--cache DIR] [--no-trace] [--no-progress] [--strict]
+                                           [--only TEXT] [--exclude TEXT] [--cache DIR] [--no-trace] [--no-progress] [--strict]
 
 For every entry of the suite (:mod:`fuseflow.reports.suites`) the fixed-mode reference simulator
 (``fuseflow.sim.run(..., mode="fixed")``) gives the golden tensors and cycles; the elaborated kernel top
@@ -451,12 +451,14 @@ def _diagnose(rec, entry, ref, rtl_program, opts):
 # --- the whole suite ----------------------------------------------------------------------------------
 
 def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True, trace=True,
-              max_trace_cycles=MAX_TRACE_CYCLES, only=None, rtl_variant=None, stream=None, scheduler=None):
+              max_trace_cycles=MAX_TRACE_CYCLES, only=None, exclude=None, rtl_variant=None, stream=None,
+              scheduler=None):
     """Run ``suite`` (a name or a :class:`~fuseflow.reports.suites.Suite`) through the reference simulator and
     the RTL, and write ``outdir/correlation.{md,json,png}``. Returns the report (the JSON's content).
 
     ``simulator``: ``verilator`` (cached builds under ``cache``, default :func:`fuseflow.hw.verilator.cache_root`)
-    or ``amaranth``. ``only``: keep entries whose name contains this text. ``trace``: trace push times of
+    or ``amaranth``. ``only``: keep entries whose name contains this text; ``exclude``: drop those whose name contains
+    this one (e.g. ``decoder.ff``, whose Verilator builds take an hour). ``trace``: trace push times of
     disagreeing runs (up to ``max_trace_cycles`` reference cycles). ``rtl_variant(program) -> program``: changes
     the program on the RTL side only (fault injection, for testing the diagnosis). ``scheduler``: where the
     families of entries (entries sharing capacities and so builds) run: ``serial`` (default), ``local[:N]`` or a
@@ -471,9 +473,10 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
         vl.ensure_verilator()
         cache = os.fspath(cache) if cache else str(vl.cache_root())
     suite = get_suite(suite)
-    entries = [e for e in suite.entries if not only or only in e.name]
+    entries = [e for e in suite.entries if (not only or only in e.name) and not (exclude and exclude in e.name)]
     if not entries:
-        raise ReportError("--only", f"no entry of suite '{suite.name}' matches {only!r}")
+        raise ReportError("--only" if only else "--exclude", f"no entry of suite '{suite.name}' is left "
+                          f"(--only {only!r}, --exclude {exclude!r})")
     opts = {"trace": trace, "max_trace_cycles": max_trace_cycles}
     t_start = time.monotonic()
     # entries of one family share capacities (and so Verilator builds): a family is one task of the sweep
@@ -835,6 +838,7 @@ def parser(prog="python -m fuseflow.reports.correlation"):
     ap.add_argument("-o", "--out", default="report", type=output_dir, help="output directory (default: report)")
     ap.add_argument("--simulator", default="verilator", help="verilator (default) or amaranth")
     ap.add_argument("--only", help="run only the entries whose name contains this text")
+    ap.add_argument("--exclude", help="leave out the entries whose name contains this text")
     ap.add_argument("--cache", help="Verilator build cache (default: $FUSEFLOW_HW_CACHE or "
                                     "~/.cache/fuseflow/verilator)")
     ap.add_argument("--no-trace", action="store_true", help="do not trace push times of disagreeing kernels")
@@ -880,7 +884,7 @@ def _main(argv, prog=None):
         return 0
     report = correlate(args.suite, args.out, args.simulator, cache=args.cache, progress=not args.no_progress,
                        trace=not args.no_trace, max_trace_cycles=args.max_trace_cycles, only=args.only,
-                       scheduler=args.scheduler)
+                       exclude=args.exclude, scheduler=args.scheduler)
     m = report["metrics"]
     print(f"{os.path.join(args.out, 'correlation.md')}: {report['entries']} kernels ({report['suite']}, "
           f"{report['simulator']}), {report['bit_identical']} bit-identical, {report['failures']} failure(s), "

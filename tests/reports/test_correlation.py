@@ -368,6 +368,8 @@ def test_cli_errors_write_nothing(tmp_path):
     one_line_error(cli("--bogus"), "arguments")
     one_line_error(cli("--suite", "quick", "--only", "no-such-kernel", "-o", str(out), "--simulator", "amaranth"),
                    "--only")
+    one_line_error(cli("--suite", "quick", "--exclude", "/", "-o", str(out), "--simulator", "amaranth"),
+                   "--exclude")
     f = tmp_path / "file"
     f.write_text("x")
     one_line_error(cli("--suite", "quick", "-o", str(f), "--simulator", "amaranth"), "not a directory")
@@ -376,12 +378,14 @@ def test_cli_errors_write_nothing(tmp_path):
 
 def test_cli_amaranth_subset(tmp_path):
     out = tmp_path / "rep"
-    p = cli("--suite", "quick", "--only", "vector_add", "-o", str(out), "--simulator", "amaranth")
+    p = cli("--suite", "quick", "--only", "vector_add", "--exclude", "d0.9", "-o", str(out),
+            "--simulator", "amaranth")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "3 kernels" in p.stdout and "R^2 1.000000" in p.stdout
-    assert "3/3" in p.stderr                     # the progress bar
+    assert "2 kernels" in p.stdout and "R^2 1.000000" in p.stdout
+    assert "2/2" in p.stderr                     # the progress bar
     md, js = _read_report(out)
-    assert js["entries"] == 3 and js["simulator"] == "amaranth"
+    assert js["entries"] == 2 and js["simulator"] == "amaranth"
+    assert not any("d0.9" in r["name"] for r in js["records"])   # --exclude
     # re-render from the JSON: same tables, nothing run
     again = tmp_path / "again"
     p = cli("--render", str(out / "correlation.json"), "-o", str(again))

@@ -100,9 +100,6 @@ class LevelScan(OpComponent):
         # the head's fibre is empty: from a register (compressed: the first array's flag; dense: compared when
         # the bounds are read), so no comparison sits in the firing decision
         no_crd = Signal()
-        # the head's fibre has more than one coordinate: registered with the bounds (compared on both
-        # candidates of the next head), so an IDLE step's next state passes no carry chain
-        more = Signal()
         first_crd = Signal(w)
         next_crd = Signal(w)
         if self.dense:
@@ -117,9 +114,7 @@ class LevelScan(OpComponent):
             dense_empty = Signal()
             m.d.sync += [lo_reg.eq(Mux(taken, lo_b, lo_s)), hi_reg.eq(Mux(taken, hi_b, hi_s)),
                          dense_empty.eq(Mux(taken, lo_b >= hi_b, lo_s >= hi_s))]
-            more_reg = Signal()
-            m.d.sync += more_reg.eq(Mux(taken, lo_b + 1 < hi_b, lo_s + 1 < hi_s))
-            m.d.comb += [no_crd.eq(dense_empty), more.eq(more_reg)]
+            m.d.comb += no_crd.eq(dense_empty)
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
             stay, behind = self.i_ref_stay.data[:w], self.i_ref_behind.data[:w]
@@ -130,10 +125,7 @@ class LevelScan(OpComponent):
             lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
             first = Signal(w + 1)                     # first[head]: crd[seg[head]] << 1 | fibre empty
             first_s, first_b = kept(m, self.first_s_data), kept(m, self.first_b_data)
-            more_reg = Signal()
-            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), first.eq(Mux(taken, first_b, first_s)),
-                         more_reg.eq(Mux(taken, seg_lo_b + 1 < seg_hi_b, seg_lo_s + 1 < seg_hi_s))]
-            m.d.comb += more.eq(more_reg)
+            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), first.eq(Mux(taken, first_b, first_s))]
             m.d.comb += [
                 self.seg_lo_addr.eq(stay),
                 self.seg_hi_addr.eq(stay + 1),
@@ -173,7 +165,7 @@ class LevelScan(OpComponent):
                     set_data(m, orf, lo_now)
                     with m.If(f.fire):
                         m.d.sync += [last_q.eq(hi_now - 1), c.eq(1)]
-                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(more, SCAN, END))]
+                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 set_data(m, oc, 0)               # the data is next_crd, multiplexed last (below)
