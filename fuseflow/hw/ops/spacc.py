@@ -161,9 +161,14 @@ class Spacc(OpComponent):
         oc, ov = self.o_crd_inner, self.o_val
         x = Signal(signed(W))
         m.d.comb += x.eq(Mux(is_empty(v), 0, v.data[:W].as_signed()))
+        # a new entry merges v with the operation's identity (0, min_raw, max_raw: merge(identity, v) = v), so the
+        # choice between stored and new sits beside the read's bypass before the merge, not after it
+        merge = REDUCE_MERGE[self.params["op"]]
+        identity = {"add": 0, "max": fx.min_raw, "min": fx.max_raw}[merge]
+        occupied = Signal()                            # entry set_addr of bank ab holds a value
         cur_val = Signal(signed(W))
-        m.d.comb += cur_val.eq(rpa.data.as_signed())
-        merged = fixed_op(m, REDUCE_MERGE[self.params["op"]], cur_val, x, fx, prefix="acc")
+        m.d.comb += cur_val.eq(Mux(occupied, rpa.data.as_signed(), identity))
+        merged = fixed_op(m, merge, cur_val, x, fx, prefix="acc")
 
         # ---- accumulate side
         dep = Signal(range(max(order, 2)))
@@ -174,7 +179,6 @@ class Spacc(OpComponent):
         m.d.sync += [pre[d].eq(npre[d]) for d in range(order - 1)]
         set_bit = Signal()
         set_addr = Signal(range(max(n, 2)))
-        occupied = Signal()                            # entry set_addr of bank ab holds a value
         close = Signal()                               # this firing hands the bank over
         close_base = Signal(8)
 
@@ -189,7 +193,7 @@ class Spacc(OpComponent):
             m.d.comb += set_addr.eq(lin * dim + j if order > 1 else j)
             m.d.comb += occupied.eq(abits.bit_select(set_addr, 1))
             m.d.comb += [wp.addr.eq(ab * n + set_addr),
-                         wp.data.eq(Mux(occupied, merged, x)), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
+                         wp.data.eq(merged), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
             with m.If(fa.fire & ~ok):
                 m.d.sync += overflow.eq(1)
 
@@ -306,16 +310,19 @@ class Spacc(OpComponent):
             with m.If(clr_bit & (eb == k)):
                 m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(low_entry), nv[k].eq(any_rest),
                              rest[k].eq(rest[k] & ~low_onehot)]
-            with m.Elif(set_bit & (ab == k) & ~occupied):
+            # the insertion compares the entry with the registered head and second only (an entry already there
+            # equals one of them or lies in rest, where setting its bit again changes nothing), so the late
+            # firing is the last input and the bitmap read (occupied) is not on the way
+            with m.Elif(set_bit & (ab == k)):
                 with m.If(~hv[k] | (set_addr < h_lin)):
                     m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k])]
                     with m.If(nv[k]):
                         m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
-                with m.Elif(~nv[k] | (set_addr < n_lin)):
+                with m.Elif((set_addr != h_lin) & (~nv[k] | (set_addr < n_lin))):
                     m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1)]
                     with m.If(nv[k]):
                         m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
-                with m.Else():
+                with m.Elif(nv[k] & (n_lin < set_addr)):
                     m.d.sync += rest[k].bit_select(set_addr, 1).eq(1)
         # the synchronous read: bank eb's head, its second after an emission, the other bank's head after the
         # release. A bank that gains an entry in this cycle is not full in the next, so the address a gain
