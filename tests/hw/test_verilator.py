@@ -108,6 +108,15 @@ def test_intersect_lookahead_on_verilator(cache):
     assert any(op.peek_ports() for ops in b.top.ops for op in ops.values())
 
 
+def test_finished_build_keeps_only_what_a_run_needs(cache):
+    """What stays in a cached build's directory is the simulator executable, the build log and the stamp (the
+    other tests run from such builds); a second request for the same design is a cache hit."""
+    b, bdir, _ = kernel_build("vector_add", cache)
+    assert sorted(p.name for p in bdir.iterdir()) == sorted([b.name, "build.log", "fuseflow-build.ok"])
+    assert os.access(bdir / b.name, os.X_OK)
+    assert verilator.build_verilator(b.verilog(), b.name, root=cache) == bdir
+
+
 def test_cli_sim_verilator(tmp_path, cache):
     """The command line: load through the host port, compare, print cycles side by side. The graph declares the
     capacities of the session's vector_add build, so the CLI reuses that Verilator build."""

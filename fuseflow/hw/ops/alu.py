@@ -130,6 +130,8 @@ def _restoring_div(P, num, den, qbits, rw, carry=()):
     r = num >> qbits
     q = Const(0, 1)
     fixed_num = isinstance(num, Const)
+    if fixed_num and num.value >> qbits == 0:
+        return _const_restoring_div(P, num, den, qbits, rw, carry)
     for i in reversed(range(qbits)):
         t = P.fit(Cat(num[i], r), rw + 1)
         diff = t - den
@@ -139,6 +141,31 @@ def _restoring_div(P, num, den, qbits, rw, carry=()):
         if not fixed_num:
             num = carry.pop()
     return q, r, carry
+
+
+def _const_restoring_div(P, num, den, qbits, rw, carry=()):
+    """:func:`_restoring_div` of a constant ``num`` below ``2**qbits`` (rsqrt's ``2**(3F)``), with the same
+    stages. Before the stage of bit ``qbits-1-k`` the remainder is below ``2**k``, so while ``den`` is wider than
+    ``k+1`` bits the stage compares ``den``'s low ``k+1`` bits only, gated by a flag registered a stage ahead
+    (``den < 2**(k+1)``): short subtractions on the early stages, whose ``den`` comes straight from the input."""
+    dw = len(den)
+    r, q = Const(0, 1), Const(0, 1)
+    small = den[1:] == 0 if dw > 1 else Const(1, 1)
+    for k, i in enumerate(reversed(range(qbits))):
+        t = Cat(num[i], r)
+        if k + 1 < dw:
+            tw = k + 1
+            diff = P.fit(t, tw + 1) - den[:tw]
+            ge = small & ~diff[-1]
+            nxt_small = den[k + 2:] == 0 if k + 2 < dw else Const(1, 1)
+            r, q, den, small, *carry = P.stage_tuple(P.fit(Mux(ge, diff, t), tw), P.fit(Cat(ge, q), qbits), den,
+                                                     nxt_small, *carry)
+        else:
+            t = P.fit(t, rw + 1)
+            diff = t - den
+            ge = ~diff[-1]
+            r, q, den, *carry = P.stage_tuple(P.fit(Mux(ge, diff, t), rw), P.fit(Cat(ge, q), qbits), den, *carry)
+    return q, P.fit(r, rw), carry
 
 
 def _div(m, P, a, b, fixed, prefix):

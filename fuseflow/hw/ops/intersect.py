@@ -14,7 +14,7 @@ simulator decides it from the same depths.
 
 from functools import reduce
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.wiring import In
 
 from ...samml.registry import get_op
@@ -40,19 +40,21 @@ class Intersect(OpComponent):
         m = Module()
         n = self.params["arity"]
         w = self.crd_width
-        f = self.fire_logic()
+        go = Signal(name="go")
         crds = [getattr(self, f"i_crd{i}") for i in range(n)]
         refs = [getattr(self, f"i_ref{i}") for i in range(n)]
         heads_valid = all_of(s.valid for s in crds + refs)
         cv = [c.payload.data[:w] for c in crds]
         all_data = all_of(~c.payload.ctrl for c in crds)
         all_ctrl = all_of(c.payload.ctrl for c in crds)
-        all_eq = all_of(c == cv[0] for c in cv[1:])
         # below the largest head <=> below some head; above the largest <=> above every head: pairwise
         # comparisons side by side, instead of a comparison behind the maximum's own comparator and multiplexer
         low = [Signal(name=f"low{i}") for i in range(n)]
         m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [cv[i] < cv[j] for j in range(n) if j != i]))
                      for i in range(n)]
+        # all coordinates equal <=> none below another (used with all data only): from the same comparators,
+        # no equality trees beside them on the coordinates
+        all_eq = ~reduce(lambda a, b: a | b, low)
         skip = Signal()                  # some LOW input's second coordinate passes the largest head
         if self.lookahead:
             nxt = [getattr(self, f"i_crd{i}_next") for i in range(n)]
@@ -61,29 +63,33 @@ class Intersect(OpComponent):
             passes = [all_of(nxt[i].data[:w] > cv[j] for j in range(n)) for i in range(n)]
             m.d.comb += skip.eq(reduce(lambda a, b: a | b,
                                        [low[i] & (nxt[i].ctrl | passes[i]) for i in range(n)]))
-            m.d.comb += f.go.eq(heads_valid & (~all_data | all_eq | seconds))
+            m.d.comb += go.eq(heads_valid & (~all_data | all_eq | seconds))
         else:
-            m.d.comb += f.go.eq(heads_valid)
-        with m.If(all_data):
-            with m.If(all_eq):
-                m.d.comb += f.push["crd"].eq(1)
-                set_data(m, self.o_crd, cv[0])
-                for i in range(n):
-                    m.d.comb += [f.push[f"ref{i}"].eq(1), f.pop[f"crd{i}"].eq(1), f.pop[f"ref{i}"].eq(1)]
-                    copy_tok(m, getattr(self, f"o_ref{i}"), refs[i].payload)
-            with m.Else():
-                for i in range(n):
-                    # inputs not LOW hold the largest head: popped when it cannot match
-                    m.d.comb += [f.pop[f"crd{i}"].eq(low[i] | skip), f.pop[f"ref{i}"].eq(low[i] | skip)]
-        with m.Elif(all_ctrl):
-            m.d.comb += f.push["crd"].eq(1)
+            m.d.comb += go.eq(heads_valid)
+        # the payloads do not wait for the comparisons (they matter only when pushed): control tokens when every
+        # head is one, else the coordinate and the references
+        with m.If(all_ctrl):
             copy_ctrl(m, self.o_crd, crds[0].payload)
             for i in range(n):
-                m.d.comb += [f.push[f"ref{i}"].eq(1), f.pop[f"crd{i}"].eq(1), f.pop[f"ref{i}"].eq(1)]
                 copy_ctrl(m, getattr(self, f"o_ref{i}"), crds[0].payload)
         with m.Else():
+            set_data(m, self.o_crd, cv[0])
             for i in range(n):
-                d = ~crds[i].payload.ctrl
-                m.d.comb += [f.pop[f"crd{i}"].eq(d), f.pop[f"ref{i}"].eq(d)]
-        f.build(m)
+                copy_tok(m, getattr(self, f"o_ref{i}"), refs[i].payload)
+        # The firing rule of ``_common.Fire`` (fire = go & AND_q(~push_q | ready_q), i.ready = fire & pop,
+        # o.valid = go & push & AND_{q != p}(~push_q | ready_q)) written out for intersect, whose outputs are all
+        # pushed or none (push = all data & all equal | all control), so that the comparisons enter at the last
+        # multiplexers instead of passing through push and fire. Per case, with R = every output ready:
+        # all data, all equal: push, pop all (ready = go & R); all data, not equal: pop LOW (and skip), no push;
+        # all control: push, pop all; else pop the data heads, no push.
+        outs = [self.o_crd] + [getattr(self, f"o_ref{i}") for i in range(n)]
+        ready_all = all_of(o.ready for o in outs)
+        for k in range(n):
+            pop_uneq = low[k] | skip                     # all data, not equal
+            ready = Mux(all_data, go & Mux(all_eq, ready_all, pop_uneq),
+                        go & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl))
+            m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
+        push = Mux(all_data, all_eq, all_ctrl)
+        for p, o in enumerate(outs):
+            m.d.comb += o.valid.eq(go & all_of(q.ready for j, q in enumerate(outs) if j != p) & push)
         return m

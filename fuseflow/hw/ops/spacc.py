@@ -8,14 +8,18 @@ streams of order 3 (2; order 1: ``dim``).
 Storage (owned by the op, not a tensor memory), two banks: an accumulator array ``acc`` of ``2 * prod(dims)``
 values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two synchronous read ports, one
 per side, addressed one cycle ahead from the next state (the accumulate side's from ``after("crd_inner")``,
-the next head, and transparent to the write port; the emit side's from the next bitmap), so the data is there
-in the cycle a combinational read would give it and the timing is unchanged; block RAM from
+the next head, and transparent to the write port; the emit side's from the emit queue below), so the data is
+there in the cycle a combinational read would give it and the timing is unchanged; block RAM from
 :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`; one synchronous write port, the accumulate side's) and an
-occupancy bitmap register of
-``prod(dims)`` bits per bank. Emission walks its bank's bitmap with find-first-set (order 2: lowest non-empty
-row, then its lowest bit; order 3: lowest non-empty plane, row, bit), so entries leave in sorted order one per
-cycle; the find-first-set runs on the next bitmap and its result is registered. Capacity: a coordinate of stream d must be ``< dims[d]``; an entry beyond is not accumulated and sets
-the sticky ``overflow`` output. The bitmaps and priority encoders cost O(prod(dims)) logic: meant for small
+occupancy bitmap register of ``prod(dims)`` bits per bank. Entries leave in sorted order of their linear
+address, one per cycle (lexicographic: order 2 row by row, order 3 plane by plane). Per bank an emit queue in
+registers holds the two lowest entries (``head``, ``second``: linear address, memory address and coordinates)
+and a bitmap ``rest`` of the others: emitting pops the head (second moves up, the lowest entry of rest, a
+find-first-set on registers, becomes second), accumulating a new entry inserts it (two comparisons with the
+registered entries; the displaced one goes to rest). So the emitted coordinates, the row and plane ends (the
+second entry is in another row, plane) and the emit read's address come from registers; the firings only choose
+among them. Capacity: a coordinate of stream d must be ``< dims[d]``; an entry beyond is not accumulated and
+sets the sticky ``overflow`` output. The bitmaps and find-first-set cost O(prod(dims)) logic: meant for small
 capacities (up to a few hundred entries; order 3 is for small tensors).
 
 Two processes, each with its own firing rule (``_common.Fire``): the accumulate side pops the inputs and never
@@ -46,7 +50,7 @@ every output, once.
 
 from math import prod
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
@@ -61,85 +65,32 @@ from .alu import fixed_op
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
 
 
-def _ffs(m, bits, n, name):
-    """Index of the lowest set bit of ``bits`` (n bits); 0 when none. A tree (log2 n levels of multiplexers
-    beside OR reductions), not a priority chain of n multiplexers."""
-    def lowest(lo, width):              # (any bit set, index within bits[lo:lo + width])
-        if width == 1:
-            return bits[lo], Const(0, 0)
-        h = 1 << ((width - 1).bit_length() - 1)       # the largest power of two below width
-        a_any, a_idx = lowest(lo, h)
-        b_any, b_idx = lowest(lo + h, width - h)
-        k = (h - 1).bit_length()                      # index bits within a half
-        return a_any | b_any, Cat(Mux(a_any, a_idx, b_idx)[:k] if k else Const(0, 0), ~a_any)
-    idx = Signal(range(max(n, 2)), name=name)
-    if n > 1:
-        found, at = lowest(0, n)
-        m.d.comb += idx.eq(Mux(found, at, 0))
-    return idx
+def _prefix_below(bits, n):
+    """``below[i]`` = OR of ``bits[0:i]``: a Sklansky prefix tree (log2 n levels of 2-input ORs, which the
+    mapper packs into about half as many LUT levels), not a chain."""
+    p = [bits[i] for i in range(n)]
+    span = 1
+    while span < n:
+        p = [p[i] | p[(i // (2 * span)) * 2 * span + span - 1] if i % (2 * span) >= span else p[i]
+             for i in range(n)]
+        span *= 2
+    return [Const(0, 1)] + p[:-1]
 
 
-def _one_bit(x):
-    """At most one bit of ``x`` is set."""
-    return (x & (x - 1)) == 0
-
-
-def _emit_index(m, bits, order, dims, prefix):
-    """Find-first-set over a bank's bitmap ``bits``, outermost level first: ``(crds, row_idx, row_one,
-    plane_last)``, the coordinates of the lowest entry per stream, its row, whether that row holds one entry
-    and (order 3) whether the row is its plane's last non-empty one."""
-    n, dim = prod(dims), dims[-1]
-    if order == 1:
-        return [_ffs(m, bits, n, f"{prefix}emit_j")], None, _one_bit(bits), None
-    nrows = n // dim
-    row_nz = Signal(nrows, name=f"{prefix}row_nz")
-    for r in range(nrows):
-        m.d.comb += row_nz[r].eq(bits[r * dim:(r + 1) * dim].any())
-    plane_last = None
-    if order == 2:
-        ea = _ffs(m, row_nz, nrows, f"{prefix}emit_a")
-        crds, row_idx = [ea], ea
-    else:
-        d0, d1 = dims[0], dims[1]
-        plane_nz = Signal(d0, name=f"{prefix}plane_nz")
-        for a in range(d0):
-            m.d.comb += plane_nz[a].eq(row_nz[a * d1:(a + 1) * d1].any())
-        ea = _ffs(m, plane_nz, d0, f"{prefix}emit_a")
-        plane_rows = Signal(d1, name=f"{prefix}plane_rows")
-        m.d.comb += plane_rows.eq(row_nz.word_select(ea, d1))
-        eb_ = _ffs(m, plane_rows, d1, f"{prefix}emit_b")
-        row_idx = Signal(range(max(nrows, 2)), name=f"{prefix}row_idx")
-        m.d.comb += row_idx.eq(ea * d1 + eb_)
-        crds = [ea, eb_]
-        plane_last = _one_bit(plane_rows)
-    row_bits = Signal(dim, name=f"{prefix}row_bits")
-    m.d.comb += row_bits.eq(bits.word_select(row_idx, dim))
-    crds.append(_ffs(m, row_bits, dim, f"{prefix}emit_j"))
-    return crds, row_idx, _one_bit(row_bits), plane_last
-
-
-def _next_ffs(m, bm, eb, neb, eaddr, ab, set_bit, set_addr, clr_bit, n):
-    """Order 1: find-first-set of the next emit bank's next bitmap, from candidates computed on the registered
-    bitmaps only (per bank, so no bank multiplexer precedes them), chosen by this cycle's firings (which arrive
-    late): bank eb loses at most its lowest bit (an emitted entry: then the next lowest, ffs with ``eaddr``
-    cleared), the next emit bank gains at most one bit (an accumulated entry: then the smaller of its ffs and
-    ``set_addr``, compared beside the candidates). Never both on one bank: while bank eb is full the accumulate
-    side writes the other one. The same value as ffs(next bitmap), 0 when empty."""
-    first = [_ffs(m, bm[k], n, f"emit_first{k}") for k in range(2)]
-    rest = [Signal(n, name=f"emit_rest{k}") for k in range(2)]          # bank k without entry eaddr
-    m.d.comb += [rest[k].eq(bm[k] & ~(1 << eaddr)[:n]) for k in range(2)]
-    second = [_ffs(m, rest[k], n, f"emit_second{k}") for k in range(2)]
-    nz = [bm[k].any() for k in range(2)]
-    before = [set_addr < first[k] for k in range(2)]                   # the added entry comes first
-    same = neb == eb
-    gains = set_bit & (ab == neb)
-    own = Mux(clr_bit, Mux(eb, second[1], second[0]),
-              Mux(gains & (~Mux(eb, nz[1], nz[0]) | (set_addr < eaddr)), set_addr, eaddr))
-    other = Mux(gains & ~Mux(eb, nz[0], nz[1]) | gains & Mux(eb, before[0], before[1]), set_addr,
-                Mux(eb, first[0], first[1]))
-    nxt = Signal(range(max(n, 2)), name="next_emit_j")
-    m.d.comb += nxt.eq(Mux(same, own, other))
-    return nxt
+def _lowest(m, bits, n, payloads, name):
+    """The lowest set bit of ``bits`` (n bits): ``(any, onehot, payload)``, ``onehot`` its one-hot mask (0 when
+    none) and ``payload`` the constant ``payloads[i]`` of that bit (0 when none): the OR of the constants
+    over the one-hot mask, so the depth is the prefix tree's plus an OR tree, with no multiplexer chain."""
+    below = _prefix_below(bits, n)
+    onehot = Signal(n, name=f"{name}_onehot")
+    m.d.comb += onehot.eq(Cat(bits[i] & ~below[i] for i in range(n)))
+    width = max(max(int(p).bit_length() for p in payloads), 1)
+    payload = Signal(width, name=f"{name}_payload")
+    for b in range(width):
+        terms = [onehot[i] for i in range(n) if (int(payloads[i]) >> b) & 1]
+        if terms:
+            m.d.comb += payload[b].eq(Cat(terms).any())
+    return bits.any(), onehot, payload
 
 
 class Spacc(OpComponent):
@@ -182,9 +133,6 @@ class Spacc(OpComponent):
         rpa = acc.read_port(transparent_for=[wp])      # sees the write of the cycle before, as a comb read
         rpe = acc.read_port()
         bm = [Signal(n, name=f"bitmap{k}") for k in range(2)]
-        nbm = [Signal(n, name=f"next_bitmap{k}") for k in range(2)]
-        m.d.comb += [nbm[k].eq(bm[k]) for k in range(2)]
-        m.d.sync += [bm[k].eq(nbm[k]) for k in range(2)]
         full = [Signal(name=f"full{k}") for k in range(2)]
         base = [Signal(8, name=f"base{k}") for k in range(2)]   # m - group of the stop that closed the bank
         ab = Signal()                                  # the accumulate side's bank
@@ -200,8 +148,6 @@ class Spacc(OpComponent):
         m.d.comb += a_free.eq(Mux(ab, ~full[1], ~full[0]) & ~done_in)
         abits = Signal(n)
         m.d.comb += abits.eq(Mux(ab, bm[1], bm[0]))
-        ebits = Signal(n)
-        m.d.comb += ebits.eq(Mux(eb, bm[1], bm[0]))
         e_full = Signal()
         m.d.comb += e_full.eq(Mux(eb, full[1], full[0]))
         ebase = Signal(8)
@@ -215,9 +161,14 @@ class Spacc(OpComponent):
         oc, ov = self.o_crd_inner, self.o_val
         x = Signal(signed(W))
         m.d.comb += x.eq(Mux(is_empty(v), 0, v.data[:W].as_signed()))
+        # a new entry merges v with the operation's identity (0, min_raw, max_raw: merge(identity, v) = v), so the
+        # choice between stored and new sits beside the read's bypass before the merge, not after it
+        merge = REDUCE_MERGE[self.params["op"]]
+        identity = {"add": 0, "max": fx.min_raw, "min": fx.max_raw}[merge]
+        occupied = Signal()                            # entry set_addr of bank ab holds a value
         cur_val = Signal(signed(W))
-        m.d.comb += cur_val.eq(rpa.data.as_signed())
-        merged = fixed_op(m, REDUCE_MERGE[self.params["op"]], cur_val, x, fx, prefix="acc")
+        m.d.comb += cur_val.eq(Mux(occupied, rpa.data.as_signed(), identity))
+        merged = fixed_op(m, merge, cur_val, x, fx, prefix="acc")
 
         # ---- accumulate side
         dep = Signal(range(max(order, 2)))
@@ -240,9 +191,9 @@ class Spacc(OpComponent):
                 lin = lin * dims[d] + pre[d] if d else pre[d]
                 ok = ok & (pre[d] < dims[d])
             m.d.comb += set_addr.eq(lin * dim + j if order > 1 else j)
-            occupied = abits.bit_select(set_addr, 1)
+            m.d.comb += occupied.eq(abits.bit_select(set_addr, 1))
             m.d.comb += [wp.addr.eq(ab * n + set_addr),
-                         wp.data.eq(Mux(occupied, merged, x)), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
+                         wp.data.eq(merged), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
             with m.If(fa.fire & ~ok):
                 m.d.sync += overflow.eq(1)
 
@@ -303,31 +254,84 @@ class Spacc(OpComponent):
             nlin = nlin * dims[d] + npre[d] if d else npre[d]
         m.d.comb += rpa.addr.eq(nab * n + (nlin * dim + nj if order > 1 else nj))
 
-        # ---- emit side: find-first-set over bank eb, outermost level first, on the next bitmap (registered:
-        # the emit address is the synchronous read's, one cycle ahead)
-        nebits = Signal(n)
-        m.d.comb += nebits.eq(Mux(neb, nbm[1], nbm[0]))
-        n_ecrd, n_row_idx, n_row_one, n_plane_last = _emit_index(m, nebits, order, dims, "next_")
-        ecrd = [Signal.like(x, name=f"emit_crd{d}") for d, x in enumerate(n_ecrd)]
-        row_one = Signal(init=1)                       # the emitted row holds one entry (reset: empty bitmap)
-        plane_last = Signal(init=1) if order == 3 else None
-        m.d.sync += row_one.eq(n_row_one)
+        release = Signal()                             # this firing emits the closing stops: frees bank eb
+        # ---- emit side: per bank, its two lowest entries in registers (``head``, ``nxt``: a sorted queue) and
+        # the bitmap of the others (``rest``). Emitting pops the head: nxt moves up and the lowest entry of rest
+        # (a find-first-set on registers only) becomes nxt; accumulating inserts into the queue (comparisons
+        # with the two registered entries). So the emitted entry, its row's end and the synchronous read's
+        # address come from registers, the firings only choose among them.
+        lw = Shape.cast(range(max(n, 2))).width
+        aw = Shape.cast(range(max(2 * n, 2))).width
+        cws = [Shape.cast(range(max(dd, 2))).width for dd in dims] if order > 1 else []
+
+        def entry_const(k, i):
+            """Packed entry i of bank k: linear index, memory address, then the coordinates (orders 2, 3)."""
+            word, at = i | (k * n + i) << lw, lw + aw
+            for d, cw in enumerate(cws):
+                word |= (i // prod(dims[d + 1:]) % dims[d]) << at
+                at += cw
+            return word
+
+        def fields(e):
+            """(linear index, memory address, coordinates per stream) of a packed entry."""
+            lin, addr, crds, at = e[:lw], e[lw:lw + aw], [], lw + aw
+            for cw in cws:
+                crds.append(e[at:at + cw])
+                at += cw
+            return lin, addr, crds or [lin]
+
+        ew = lw + aw + sum(cws)
+        head = [Signal(ew, name=f"head{k}") for k in range(2)]
+        hv = [Signal(name=f"head_valid{k}") for k in range(2)]
+        nxt = [Signal(ew, name=f"second{k}") for k in range(2)]
+        nv = [Signal(name=f"second_valid{k}") for k in range(2)]
+        rest = [Signal(n, name=f"rest{k}") for k in range(2)]
+        clr_bit = Signal()                             # this firing emits bank eb's head
+        ehead = Signal(ew)
+        m.d.comb += ehead.eq(Mux(eb, head[1], head[0]))
+        enxt = Signal(ew)
+        m.d.comb += enxt.eq(Mux(eb, nxt[1], nxt[0]))
+        e_nv = Mux(eb, nv[1], nv[0])
+        e_empty = ~Mux(eb, hv[1], hv[0])
+        eaddr, _, ecrd = fields(ehead)
+        _, _, ncrd = fields(enxt)
+        plane_last = None
+        if order > 1:                                  # the head is its row's last entry (its plane's last row)
+            row_one = ~e_nv | (Cat(*ncrd[:-1]) != Cat(*ecrd[:-1]))
         if order == 3:
-            m.d.sync += plane_last.eq(n_plane_last)
-        eaddr = Signal(range(max(n, 2)))             # the emitted entry: ffs of bank eb's bitmap
-        clr_bit = Signal()                             # this firing emits entry eaddr (clears its bit)
-        if order == 1:
-            n_eaddr = _next_ffs(m, bm, eb, neb, eaddr, ab, set_bit, set_addr, clr_bit, n)
-            m.d.sync += ecrd[0].eq(n_eaddr)
-        else:
-            n_eaddr = n_row_idx * dim + n_ecrd[-1]
-            m.d.sync += [r.eq(x) for r, x in zip(ecrd, n_ecrd)]
-        m.d.sync += eaddr.eq(n_eaddr)
-        m.d.comb += rpe.addr.eq(neb * n + n_eaddr)
+            plane_last = ~e_nv | (ncrd[0] != ecrd[0])
+        ins_entry = Signal(ew)                         # the accumulated entry, packed, bank ab's address
+        s_crds = Cat(*(pre[d][:cws[d]] for d in range(order - 1)), c.data[:cws[-1]]) if order > 1 else Cat()
+        m.d.comb += ins_entry.eq(Cat(set_addr, (ab * n + set_addr)[:aw], s_crds))
+        for k in range(2):
+            any_rest, low_onehot, low_entry = _lowest(m, rest[k], n, [entry_const(k, i) for i in range(n)],
+                                                      f"rest{k}_lowest")
+            h_lin, n_lin = fields(head[k])[0], fields(nxt[k])[0]
+            with m.If(clr_bit & (eb == k)):
+                m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(low_entry), nv[k].eq(any_rest),
+                             rest[k].eq(rest[k] & ~low_onehot)]
+            # the insertion compares the entry with the registered head and second only (an entry already there
+            # equals one of them or lies in rest, where setting its bit again changes nothing), so the late
+            # firing is the last input and the bitmap read (occupied) is not on the way
+            with m.Elif(set_bit & (ab == k)):
+                with m.If(~hv[k] | (set_addr < h_lin)):
+                    m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k])]
+                    with m.If(nv[k]):
+                        m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
+                with m.Elif((set_addr != h_lin) & (~nv[k] | (set_addr < n_lin))):
+                    m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1)]
+                    with m.If(nv[k]):
+                        m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
+                with m.Elif(nv[k] & (n_lin < set_addr)):
+                    m.d.sync += rest[k].bit_select(set_addr, 1).eq(1)
+        # the synchronous read: bank eb's head, its second after an emission, the other bank's head after the
+        # release. A bank that gains an entry in this cycle is not full in the next, so the address a gain
+        # would change is never used (and the emit bank is never written while it is read)
+        m.d.comb += rpe.addr.eq(Mux(release, fields(Mux(eb, head[0], head[1]))[1],
+                                    Mux(clr_bit, fields(enxt)[1], fields(ehead)[1])))
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
-        release = Signal()                             # this firing emits the closing stops: frees bank eb
 
         def final_stops():
             m.d.comb += [fe.push[p].eq(1) for p in fe.push]
@@ -341,7 +345,7 @@ class Spacc(OpComponent):
 
         with m.If(e_full):
             m.d.comb += fe.go.eq(1)
-            with m.If(ebits == 0):
+            with m.If(e_empty):
                 final_stops()
             with m.Elif(ephase == 0):
                 m.d.comb += [fe.push["crd_inner"].eq(1), fe.push["val"].eq(1)]
@@ -384,9 +388,9 @@ class Spacc(OpComponent):
         # ---- bank registers (the two sides never work on the same bank)
         for k in range(2):
             with m.If(set_bit & (ab == k)):
-                m.d.comb += nbm[k].bit_select(set_addr, 1).eq(1)
+                m.d.sync += bm[k].bit_select(set_addr, 1).eq(1)
             with m.If(clr_bit & (eb == k)):
-                m.d.comb += nbm[k].bit_select(eaddr, 1).eq(0)
+                m.d.sync += bm[k].bit_select(eaddr, 1).eq(0)
             with m.If(close & (ab == k)):
                 m.d.sync += [full[k].eq(1), base[k].eq(close_base)]
             with m.If(release & (eb == k)):
