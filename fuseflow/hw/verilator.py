@@ -365,8 +365,8 @@ def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=Non
     return run_verilator(bdir, b.name, b.manifest(), images, max_cycles, vcd=vcd, read_probes=read_probes)
 
 
-__all__ = ["ensure_verilator", "build_verilator", "prune_cache", "run_verilator", "run_build", "SimulatorError", "HardwareError",
-           "TIMESCALE", "cache_root"]
+__all__ = ["ensure_verilator", "build_verilator", "prune_cache", "run_verilator", "run_build", "SimulatorError",
+           "HardwareError", "TIMESCALE", "cache_root"]
 
 if __name__ == "__main__":  # pragma: no cover
     print(ensure_verilator(), file=sys.stderr)

@@ -96,8 +96,8 @@ def test_parallelize_random(lanes, data, stalls, seed):
 
 @pytest.mark.parametrize("lanes", [2, 3, 4, 5, 8])
 def test_serialize_smallest_is_numpy_argmin(lanes):
-    """The serializer's comparison tree: the minimum and the first lane holding it (NumPy's argmin), ties
-    included (values drawn from a few so equal heads are common)."""
+    """The serializer's lane choice (all-pairs comparisons): the minimum and the first lane holding it (NumPy's
+    argmin), ties included (values drawn from a few so equal heads are common)."""
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
 

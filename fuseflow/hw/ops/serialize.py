@@ -22,18 +22,28 @@ SELECT, COPY, FIN = 0, 1, 2
 
 
 def smallest(order):
-    """The smallest of the values ``order`` and its index, the lowest index among equal values: a balanced tree
-    of comparisons, ceil(log2 n) deep rather than a chain of n - 1 (docs/hardware.md, "Parallel lanes"). Each
-    comparison carries its winner's index, so no equality test per lane follows the minimum."""
-    level = [(v, Const(i, range(len(order)))) for i, v in enumerate(order)]
-    while len(level) > 1:
-        pairs = [(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        nxt = []
-        for (va, ia), (vb, ib) in pairs:
-            right = vb < va                  # strict: the left (lower index) wins a tie
-            nxt.append((Mux(right, vb, va), Mux(right, ib, ia)))
-        level = nxt + level[len(pairs) * 2:]
-    return level[0]
+    """The smallest of the values ``order`` and its index, the lowest index among equal values: one comparator
+    per pair of lanes, all side by side, so the choice is one comparison deep whatever the number of lanes
+    (a tree of compare-and-mux stages is ceil(log2 n) comparisons deep, each waiting on the mux before it;
+    docs/hardware.md, "Parallel lanes"). Lane i wins when it is below every lower lane and not above any higher
+    one; the value is an AND-OR over the one-hot winner."""
+    n = len(order)
+    if n == 1:
+        return order[0], Const(0, range(1))
+    beats = {}                               # beats[a, b], a < b: lane b's value is below lane a's
+    for a in range(n):
+        for b in range(a + 1, n):
+            beats[a, b] = order[b] < order[a]
+    value = 0
+    index = 0
+    for i in range(n):
+        terms = [beats[a, i] for a in range(i)] + [~beats[i, b] for b in range(i + 1, n)]
+        cond = terms[0]
+        for t in terms[1:]:
+            cond = cond & t
+        value = value | Mux(cond, order[i], 0)
+        index = index | Mux(cond, i, 0)
+    return value, index
 
 
 class Serialize(OpComponent):
