@@ -49,9 +49,10 @@ class MemPorts:
     """How an op reaches one tensor array.
 
     ``reads``: prefixes of read interfaces (``<prefix>_addr`` Out, ``<prefix>_data`` In). A prefix in
-    ``sync_reads`` is a synchronous read (to be connected to ``Memory.read_port()``): ``<prefix>_addr`` in
-    cycle t is the address of the data in cycle t + 1, so the op drives it from its next state and its inputs'
-    next heads (``i_<p>_after``); the others are combinational (``read_port(domain="comb")``).
+    ``sync_reads`` is a read of latency ``registry.MEMORY_READ_LATENCY`` (2; a
+    :meth:`fuseflow.hw.memory.TensorMemory.read_port`): ``<prefix>_addr`` in cycle t is the address of the data
+    in cycle t + 2, so the op drives it from its next state and its inputs' next heads (``i_<p>_after``) and
+    takes the data one cycle after its firing; the others are combinational (latency 0).
     ``writes``: prefixes of write interfaces (``<prefix>_waddr``, ``<prefix>_wdata``, ``<prefix>_wen``,
     all Out; the memory's write port is synchronous). ``count``: name of the Out signal holding the number
     of entries written. ``width``/``signed``: element width (values: the fixed-point width, signed).
