@@ -175,7 +175,8 @@ def RegisteredIO(component, mem_depth=None):
                     m.submodules[f"mem_{array}"] = mem
                     abits = mem.addr_width
                     for prefix in mp.reads:
-                        rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0)
+                        rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0,
+                                           mp.offsets.get(prefix, 0))
                         m.d.comb += [rp.addr.eq(getattr(component, f"{prefix}_addr")[:abits]),
                                      getattr(component, f"{prefix}_data").eq(rp.data)]
                         attached |= {f"{prefix}_data"}

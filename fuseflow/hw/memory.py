@@ -351,17 +351,22 @@ class TensorMemory(Elaboratable):
         """The memory of one planned array (``init``: raw unsigned words)."""
         return cls(spec.depth, spec.width, init, block=spec.storage == "block", name=spec.name, impl=impl)
 
-    def read_port(self, latency: int = MEMORY_READ_LATENCY) -> SimpleNamespace:
-        """A read port (``addr`` in, ``data`` out): ``data`` shows the entry ``addr`` named ``latency`` cycles
-        earlier (0: in the same cycle)."""
+    def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0) -> SimpleNamespace:
+        """A read port (``addr`` in, ``data`` out): ``data`` shows the entry ``addr + offset`` named ``latency``
+        cycles earlier (0: in the same cycle). A port with an ``offset`` (LUT memories only) reads a copy of the
+        memory shifted by ``offset`` entries, written with the memory (LUT RAM gives every read port a copy of
+        its own anyway), so no adder sits between the address and the read."""
         if latency not in (0, 1, MEMORY_READ_LATENCY):
             raise HardwareError(f"memory {self.name}", f"no read port of latency {latency}")
         if self.block and latency != MEMORY_READ_LATENCY:
             raise HardwareError(f"memory {self.name}", f"a block RAM is read with latency {MEMORY_READ_LATENCY}, "
                                                        f"not {latency}")
+        if offset and (self.block or offset < 0):
+            raise HardwareError(f"memory {self.name}", f"no read port with offset {offset} (LUT memories only, "
+                                                       f"offset >= 0)")
         n = len(self.reads)
         port = SimpleNamespace(addr=Signal(self.addr_width, name=f"r{n}_addr"),
-                               data=Signal(self.width, name=f"r{n}_data"), latency=latency)
+                               data=Signal(self.width, name=f"r{n}_data"), latency=latency, offset=offset)
         self.reads.append(port)
         return port
 
@@ -381,6 +386,7 @@ class TensorMemory(Elaboratable):
         return "dp16kd" if self.block and dsp_family(platform) == "ecp5" else "generic"
 
     def elaborate(self, platform):
+        from amaranth.lib.memory import Memory
         m = Module()
         impl = self.implementation(platform)
         if impl != "generic":
@@ -391,8 +397,13 @@ class TensorMemory(Elaboratable):
                              w.addr if w else None, w.data if w else None, w.en if w else None,
                              model=impl == "dp16kd-model")
             return m
-        m.submodules.storage = mem = self.storage
+        m.submodules.storage = self.storage
+        copies = {0: self.storage}                 # offset -> storage holding entry addr + offset at addr
+        for k in sorted({port.offset for port in self.reads} - {0}):
+            copies[k] = m.submodules[f"storage_plus{k}"] = Memory(
+                shape=self.width, depth=self.depth, init=self.words[k:] + [0] * min(k, self.depth))
         for i, port in enumerate(self.reads):
+            mem = copies[port.offset]
             if port.latency == 0:
                 rp = mem.read_port(domain="comb")
                 m.d.comb += port.data.eq(rp.data)
@@ -406,6 +417,8 @@ class TensorMemory(Elaboratable):
                 m.d.comb += port.data.eq(data)
             m.d.comb += rp.addr.eq(port.addr)
         if self.write is not None:
-            wp = mem.write_port()
-            m.d.comb += [wp.addr.eq(self.write.addr), wp.data.eq(self.write.data), wp.en.eq(self.write.en)]
+            for k, mem in copies.items():          # a copy takes entry a at a - k (none below k)
+                wp = mem.write_port()
+                m.d.comb += [wp.addr.eq(self.write.addr - k), wp.data.eq(self.write.data),
+                             wp.en.eq(self.write.en & (self.write.addr >= k) if k else self.write.en)]
         return m

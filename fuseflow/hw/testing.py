@@ -155,7 +155,7 @@ class OpHarness(Elaboratable):
         for array, mp in dut.memories.items():
             mem = m.submodules[f"mem_{array}"] = self.tmems[array]
             for prefix in mp.reads:
-                rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0)
+                rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0, mp.offsets.get(prefix, 0))
                 m.d.comb += [rp.addr.eq(getattr(dut, f"{prefix}_addr")),
                              getattr(dut, f"{prefix}_data").eq(rp.data)]
             for prefix in mp.writes:

@@ -379,7 +379,8 @@ class ProgramTop(wiring.Component):
                         if spec.storage == "block" and not sync:
                             raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
                                                                f"combinationally")
-                        rp = mems[spec.name].read_port(MEMORY_READ_LATENCY if sync else 0)
+                        rp = mems[spec.name].read_port(MEMORY_READ_LATENCY if sync else 0,
+                                                       mp.offsets.get(prefix, 0))
                         addr = getattr(op, f"{prefix}_addr")
                         if sync and spec.name not in host_rd:
                             # the host reads through the first synchronous op port while idle: a block RAM

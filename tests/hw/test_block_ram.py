@@ -149,6 +149,52 @@ def test_dp16kd_blocks_read_and_write_as_the_generic_memory(depth, width):
     assert blocks[2:] == generic[2:]
 
 
+def test_offset_read_port_reads_the_next_entry_through_writes():
+    """A LUT memory's read port of offset 1 (level_scan's seg[r + 1], addressed with r) shows the entry after
+    the one addressed, in the same cycle, through writes of every entry (the shifted copy is written with the
+    memory; golden: a Python list updated by the same writes)."""
+    import random
+
+    from amaranth.hdl import Module
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.memory import TensorMemory
+    depth, width = 21, 12
+    rng = random.Random(11)
+    init = [rng.getrandbits(width) for _ in range(depth)]
+    mem = TensorMemory(depth, width, init, name="seg")
+    plain, nxt, w = mem.read_port(0), mem.read_port(0, offset=1), mem.write_port()
+    m = Module()
+    m.submodules.mem = mem
+    golden, seen = list(init), []
+    script = [(rng.randrange(depth - 1), rng.randrange(depth), rng.getrandbits(width), rng.random() < 0.5)
+              for _ in range(200)]
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        for a, wa, wd, we in script:
+            ctx.set(plain.addr, a)
+            ctx.set(nxt.addr, a)
+            ctx.set(w.addr, wa)
+            ctx.set(w.data, wd)
+            ctx.set(w.en, we)
+            await ctx.delay(1e-9)
+            seen.append((ctx.get(plain.data), ctx.get(nxt.data)))
+            await ctx.tick()
+    sim.add_testbench(bench)
+    sim.run()
+    for (a, wa, wd, we), got in zip(script, seen):
+        assert got == (golden[a], golden[a + 1])
+        if we:
+            golden[wa] = wd
+    from fuseflow.errors import HardwareError
+    block = TensorMemory(64, 32, block=True, name="v")
+    block._MustUse__silence = True
+    with pytest.raises(HardwareError, match="offset"):      # block RAM reads at its address only
+        block.read_port(2, offset=1)
+
+
 def test_dp16kd_instances_of_a_block_memory():
     """On ECP5 a block memory elaborates to DP16KD instances (1024 x 18 each: 2500 x 40 takes 3 rows of 3)
     with the output register on the read side, the write on the other side with both byte enables."""

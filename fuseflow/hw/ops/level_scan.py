@@ -11,8 +11,9 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
   else -> emits ``S0`` without popping. Back to IDLE.
 
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_addr/seg_lo_data`` (seg[r]) and
-``seg_hi_addr/seg_hi_data`` (seg[r+1]) at the head that stays, ``seg_lo_b_*``/``seg_hi_b_*`` the same at the
-token behind it, four combinational read ports of the seg array; ``first_s_*``/``first_b_*``, two
+``seg_hi_addr/seg_hi_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg shifted
+by one entry, so no adder precedes the read) at the head that stays, ``seg_lo_b_*``/``seg_hi_b_*`` the same at
+the token behind it, four combinational read ports of the seg array; ``first_s_*``/``first_b_*``, two
 combinational read ports of the level's ``first`` array (per fibre: its first coordinate and whether it is
 empty, ``fuseflow.hw.memory.first_words``) at the same two tokens; and ``crd_addr/crd_data``, a read of latency
 ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data; block RAM with its output register
@@ -65,7 +66,8 @@ class LevelScan(OpComponent):
             # the head staying): the reads do not wait for this cycle's firing, which only chooses after them
             for which in ("", "_b"):
                 self._add_read(members, "seg", f"seg_lo{which}", w)
-                self._add_read(members, "seg", f"seg_hi{which}", w)
+                # seg[addr + 1] from a copy of seg shifted by one entry: no adder before the read
+                self._add_read(members, "seg", f"seg_hi{which}", w, offset=1)
             # per fibre: first coordinate << 1 | empty, for both candidates
             self._add_read(members, "first", "first_s", w + 1)
             self._add_read(members, "first", "first_b", w + 1)
@@ -129,9 +131,9 @@ class LevelScan(OpComponent):
             m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), first.eq(Mux(taken, first_b, first_s))]
             m.d.comb += [
                 self.seg_lo_addr.eq(stay),
-                self.seg_hi_addr.eq(stay + 1),
+                self.seg_hi_addr.eq(stay),              # the port reads entry addr + 1
                 self.seg_lo_b_addr.eq(behind),
-                self.seg_hi_b_addr.eq(behind + 1),
+                self.seg_hi_b_addr.eq(behind),
                 self.first_s_addr.eq(stay),
                 self.first_b_addr.eq(behind),
                 seg_lo.eq(Mux(taken, seg_lo_b, seg_lo_s)),
