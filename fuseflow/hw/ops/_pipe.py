@@ -127,11 +127,12 @@ def rom_outreg(m, P, words, width, addr, prefix):
     """A ROM read in two cycles on ECP5: DP16KD blocks (1024 x 18 each, side by side) whose address register
     takes ``addr`` (the value the previous pipeline stage registers) and whose output register (REGMODE
     OUTREG) is the current stage; Yosys maps a registered read to the block without its output register,
-    whose 5.8 ns clock-to-output then starts the next stage. ``P.dsp == "ecp5-model"``: the same two registers
-    around an Amaranth memory (tests). Returns the word (``width`` bits)."""
-    from amaranth.hdl import ClockSignal, Instance
-    if len(words) > 1024:
-        raise HardwareError("DP16KD", f"table of {len(words)} words is deeper than 1024")
+    whose 5.8 ns clock-to-output then starts the next stage (:mod:`fuseflow.hw.block_ram`).
+    ``P.dsp == "ecp5-model"``: the same two registers around an Amaranth memory (tests). Returns the word
+    (``width`` bits)."""
+    from ..block_ram import BLOCK_DEPTH, block_memory
+    if len(words) > BLOCK_DEPTH:
+        raise HardwareError("DP16KD", f"table of {len(words)} words is deeper than {BLOCK_DEPTH}")
     word = Signal(width, name=f"{prefix}_word")
     if P.dsp == "ecp5-model":
         rom = Memory(shape=unsigned(width), depth=len(words), init=words)
@@ -140,26 +141,7 @@ def rom_outreg(m, P, words, width, addr, prefix):
         m.d.comb += rp.addr.eq(addr)
         m.d.sync += word.eq(rp.data)
         return word
-    for blk in range((width + 17) // 18):
-        part = [(w >> (18 * blk)) & 0x3FFFF for w in words] + [0] * (1024 - len(words))
-        inits = {}
-        for j in range(64):                  # INITVAL_jj: words 16j .. 16j+15, each in a 20-bit slot
-            v = 0
-            for i in range(16):
-                v |= part[16 * j + i] << (20 * i)
-            inits[f"p_INITVAL_{j:02X}"] = Const(v, 320)
-        ports = {f"i_ADA{i}": (addr[i - 4] if 0 <= i - 4 < len(addr) else 0) for i in range(14)}
-        ports.update({f"i_ADB{i}": 0 for i in range(14)})
-        ports.update({f"i_DIA{i}": 0 for i in range(18)})
-        ports.update({f"i_DIB{i}": 0 for i in range(18)})
-        n = min(18, width - 18 * blk)
-        ports.update({f"o_DOA{i}": word[18 * blk + i] for i in range(n)})
-        m.submodules[f"{prefix}_table{blk}"] = Instance(
-            "DP16KD", p_DATA_WIDTH_A=18, p_DATA_WIDTH_B=18, p_REGMODE_A="OUTREG", p_REGMODE_B="NOREG",
-            p_RESETMODE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000", p_WRITEMODE_A="NORMAL",
-            p_WRITEMODE_B="NORMAL", p_GSR="DISABLED", **inits,
-            i_CLKA=ClockSignal("sync"), i_CEA=1, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
-            i_CLKB=0, i_CEB=0, i_OCEB=0, i_WEB=0, i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0, **ports)
+    block_memory(m, f"{prefix}_table", len(words), width, words, Value.cast(addr), word)
     return word
 
 

@@ -2,16 +2,17 @@
 token. A blocked value array (``blocks={"o_val": shape}``) holds one block per word and reads it in one beat
 (N gives the zero block).
 
-Memory interface: ``vals_addr`` (Out, crd_width bits) / ``vals_data`` (In, value width, raw bits), a
-synchronous read (block RAM) addressed from the next head (``after("ref")``), so ``vals_data`` holds
-vals[head] in the cycle the head fires. That data goes straight into a register (a block RAM's clock to
-output ends there), so the value leaves through an :class:`OutputPipeline` of latency
-``registry.op_latency("array")`` (2) (docs/samml.md, "Latency"; docs/hardware.md, "Memories").
+Memory interface: ``vals_addr`` (Out, crd_width bits) / ``vals_data`` (In, value width, raw bits), a read of
+latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data;
+:class:`fuseflow.hw.memory.TensorMemory`) addressed from the next head (``after("ref")``), so ``vals_data``
+holds vals[head] one cycle after the head fires, from a register (on ECP5 the block RAM's output register).
+The value leaves through an :class:`OutputPipeline` of latency ``registry.op_latency("array")`` (2)
+(docs/samml.md, "Latency"; docs/hardware.md, "Memories").
 """
 
 from amaranth.hdl import Module, Mux, Signal
 
-from ...samml.registry import op_latency
+from ...samml.registry import MEMORY_READ_LATENCY, op_latency
 from ..token import is_empty
 from ._common import OpComponent
 from ._pipe import OutputPipeline
@@ -38,8 +39,8 @@ class Array(OpComponent):
         pipe = OutputPipeline(m, [out], latency, self.i_ref.valid)
         m.d.comb += [self.i_ref.ready.eq(pipe.fire), self.vals_addr.eq(self.after("ref").data[:self.crd_width])]
         DW = len(out.payload.data)
-        value = self.vals_data
-        for i in range(1, latency):           # the read data, registered (free running, as the stages)
+        value = self.vals_data                # vals[head] at the last stage (a read of MEMORY_READ_LATENCY)
+        for i in range(MEMORY_READ_LATENCY, latency):   # none unless the op's latency grows beyond the read's
             r = Signal.like(value, name=f"vals_data_p{i}")
             m.d.sync += r.eq(value)
             value = r
