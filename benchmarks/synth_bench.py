@@ -183,10 +183,12 @@ def markdown(doc):
              "bit captured into one), so every path is register to register; the FF column includes those "
              "wrapper registers (in brackets), LUTs include the wrapper's output capture multiplexers (about one "
              "per output bit). Fmax is nextpnr's post-route estimate for the slowest clock path.", "",
-             "Tensor and accumulator memories keep the timing contract of docs/samml.md (an op uses the data "
-             "in the cycle its reference is the head) with synchronous reads addressed one cycle ahead, so "
-             "those of 1 Kbit and more (crd, vals, spacc's accumulator; the +mem rows' 64-entry crd and vals) map "
-             "to block RAM; level_scan's seg and first arrays (read combinationally) and smaller memories go to LUT RAM "
+             "Tensor and accumulator memories keep the timing contract of docs/samml.md with synchronous reads "
+             "addressed one cycle ahead (tensor reads: the data registered once more, MEMORY_READ_LATENCY 2), "
+             "so those of 1 Kbit and more (crd, vals, spacc's accumulator; the +mem rows' 64-entry crd and vals) "
+             "go to block RAM: tensor memories as DP16KD instances whose output register holds the read data "
+             "(Yosys would map them without it), spacc's accumulator as Yosys "
+             "maps it; level_scan's seg and first arrays (read combinationally) and smaller memories go to LUT RAM "
              "(TRELLIS_DPR16X4, counted in LUTs; the LUT-RAM column shows how many) (docs/hardware.md, "
              "\"Memories\"). Channel FIFOs keep their head and the entry behind it in registers. "
              + bram_note(rows) +

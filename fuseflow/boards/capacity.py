@@ -1,9 +1,10 @@
 """What a board's block RAM holds: the blocks of a kernel top's memory plan, its memory map, and the largest
 SpMV that fits.
 
-Block counts follow Yosys' mapping of a memory with one write and one read port (the kernel top shares a block
-RAM's op read port with the host, :mod:`fuseflow.hw.top`): the cheapest of the block's aspect ratios, ECP5
-DP16KD 16384 x 1 .. 1024 x 18, 512 x 36 (pseudo dual port), iCE40 SB_RAM40_4K 2048 x 2 .. 256 x 16. Memories
+Block counts are those of a memory with one write and one read port (the kernel top shares a block RAM's op
+read port with the host, :mod:`fuseflow.hw.top`): on the ECP5 the DP16KD instances with their output register
+that the kernel top builds (1024 x 18 each, side by side and stacked: :mod:`fuseflow.hw.block_ram`), on the
+iCE40 Yosys' mapping, the cheapest of SB_RAM40_4K 2048 x 2 .. 256 x 16. Memories
 below :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS` and the seg arrays stay in the fabric: LUT RAM on the ECP5
 (two LUT4s per 16 x 4 ``TRELLIS_DPR16X4``, one copy per read port), flip-flops on the iCE40.
 """
@@ -15,7 +16,6 @@ from .synth import TARGETS
 
 #: (depth, width) aspect ratios of one block RAM per family
 BLOCK_SHAPES = {
-    "ecp5": [(16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)],
     "ice40": [(2048, 2), (1024, 4), (512, 8), (256, 16)],
 }
 
@@ -26,7 +26,12 @@ SPMV_LOGIC_LUTS = {"ecp5": 6000, "ice40": 7240}
 
 
 def memory_blocks(depth: int, width: int, family: str) -> int:
-    """Block RAMs of one memory of ``depth`` x ``width`` bits (one write port, one read port)."""
+    """Block RAMs of one memory of ``depth`` x ``width`` bits (one write port, one read port): on the ECP5
+    the DP16KD instances the kernel top builds (1024 x 18 each, :func:`fuseflow.hw.block_ram.dp16kd_blocks`),
+    on the iCE40 Yosys' cheapest aspect ratio."""
+    if family == "ecp5":
+        from ..hw.block_ram import dp16kd_blocks
+        return dp16kd_blocks(depth, width)
     return min(ceil(depth / d) * ceil(width / w) for d, w in BLOCK_SHAPES[family])
 
 

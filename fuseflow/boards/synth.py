@@ -143,15 +143,16 @@ def RegisteredIO(component, mem_depth=None):
     plus a LUT per output bit.
 
     ``mem_depth``: attach op memory interfaces (``component.memories``, see docs/hardware.md) to memories of
-    this depth with the op's read ports (combinational or synchronous; block RAM by the kernel top's rule,
-    :func:`fuseflow.hw.memory.memory_storage`) and a write port from the shift register, or from the op's own
+    this depth with the op's read ports (combinational or of latency 2; block RAM by the kernel top's rule,
+    :func:`fuseflow.hw.memory.memory_storage`, DP16KD instances with their output register on ECP5:
+    :class:`fuseflow.hw.memory.TensorMemory`) and a write port from the shift register, or from the op's own
     write interface, so the memory read path is part of the timing."""
     from amaranth.hdl import Cat, Module, Signal
     from amaranth.lib import wiring
-    from amaranth.lib.memory import Memory
     from amaranth.lib.wiring import In, Out
 
-    from ..hw.memory import memory_storage
+    from ..hw.memory import TensorMemory, memory_storage
+    from ..samml.registry import MEMORY_READ_LATENCY
 
     class _Wrapper(wiring.Component):
         def __init__(self):
@@ -167,13 +168,15 @@ def RegisteredIO(component, mem_depth=None):
             mems = []
             if mem_depth:
                 for array, mp in getattr(component, "memories", {}).items():
-                    block = memory_storage(array, mem_depth * mp.width) == "block"
-                    mem = Memory(shape=mp.width, depth=mem_depth, init=[],
-                                 attrs={"ram_style": "block"} if block else None)
+                    # a memory read combinationally stays in the fabric (as Yosys would map it anyway)
+                    block = (memory_storage(array, mem_depth * mp.width) == "block"
+                             and set(mp.reads) <= set(mp.sync_reads))
+                    mem = TensorMemory(mem_depth, mp.width, block=block, name=array)
                     m.submodules[f"mem_{array}"] = mem
-                    abits = max(1, (mem_depth - 1).bit_length())
+                    abits = mem.addr_width
                     for prefix in mp.reads:
-                        rp = mem.read_port() if prefix in mp.sync_reads else mem.read_port(domain="comb")
+                        rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0,
+                                           mp.offsets.get(prefix, 0))
                         m.d.comb += [rp.addr.eq(getattr(component, f"{prefix}_addr")[:abits]),
                                      getattr(component, f"{prefix}_data").eq(rp.data)]
                         attached |= {f"{prefix}_data"}

@@ -14,15 +14,25 @@ Capacities come from ``TensorDecl.capacity`` (entries per level, then values, as
 the user gave (inputs packed, outputs and intermediates sized by the reference simulator's run on that data);
 with neither, building is an error.
 
-Storage (:func:`memory_storage`, one rule): a memory read only through synchronous read ports (crd and vals:
-level_scan's crd port and array's vals port address them one cycle ahead, from their next state and the
-next head of their input, so the timing is unchanged) goes to block RAM (``ram_style = "block"``: ECP5
-DP16KD, iCE40 SB_RAM40_4K) once it holds :data:`BLOCK_RAM_MIN_BITS` bits; below that, and for the seg arrays
-and first arrays (level_scan reads them combinationally at both candidates of its next head), Yosys
-picks LUT RAM or flip-flops. Writer ops drive one write port per memory, shared with the host (the writer
-wins; the host only writes while the top is idle). The host reads through a synchronous read port (shared
-with the first op that reads the memory synchronously) and one more register after the selection of the memory:
-:data:`HOST_READ_LATENCY` cycles from address to data, outside every kernel's cycle count.
+Storage (:func:`memory_storage`, one rule): a memory read only through read ports of latency
+``registry.MEMORY_READ_LATENCY`` (2: crd and vals; level_scan's crd port and array's vals port address them
+one cycle ahead, from their next state and the next head of their input, and take the registered data one
+cycle after their firing) goes to block RAM once it holds :data:`BLOCK_RAM_MIN_BITS` bits; below that, and
+for the seg arrays and first arrays (level_scan reads them combinationally at both candidates of its next
+head), Yosys picks LUT RAM or flip-flops. :class:`TensorMemory` builds every read port: on ECP5 a block
+memory is DP16KD instances whose output register holds the read data (:mod:`fuseflow.hw.block_ram`: Yosys
+maps a synchronous read without that register and does not absorb a fabric register into it); elsewhere
+(Verilator, the Amaranth simulator, iCE40, and every LUT memory) an Amaranth ``Memory`` synchronous read
+port and one register after it (a block memory's ``Memory`` carries ``ram_style = "block"``: iCE40
+SB_RAM40_4K). Read during write of one entry in one cycle: the DP16KD's read data is undefined, the generic
+model gives the old entry; no kernel both writes and reads a block memory
+(:func:`fuseflow.hw.top.check_block_reads`), and the host writes and reads only while the top is idle.
+
+Writer ops drive one write port per memory, shared with the host (the writer wins; the host only writes
+while the top is idle). The host reads through a read port of latency 2 shared with the first op that reads
+the memory with one (or a port of its own: latency 2 for a block memory, else 1 and a register after the
+selection of the memory): :data:`HOST_READ_LATENCY` cycles from address to data, outside every kernel's
+cycle count.
 
 Host address map: ``host_sel`` picks a memory by its index in :attr:`MemoryPlan.memories` (``sel`` in the
 manifest), or the register file at ``sel = len(memories)``; ``host_addr`` is the entry. Registers are listed
@@ -31,16 +41,20 @@ in :attr:`MemoryPlan.registers` (name, index, writable).
 
 import math
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
+
+from amaranth.hdl import Elaboratable, Module, Signal
 
 from ..errors import HardwareError
 from ..samml.blocks import tensor_block
+from ..samml.registry import MEMORY_READ_LATENCY
 
 #: width of the registers of the register file (cycle counters, counts)
 REG_WIDTH = 32
 
-#: cycles from ``host_sel``/``host_addr`` to the entry on ``host_rdata``: the memory's synchronous read, then a
-#: register after the multiplexer of the memories (a block RAM's late data would otherwise run through that
-#: multiplexer to whatever takes ``host_rdata``); the manifest's ``host.read_latency``
+#: cycles from ``host_sel``/``host_addr`` to the entry on ``host_rdata``: a read of latency 2 (its data from a
+#: register, then an AND-OR with the registered select), or a read of latency 1 and a register after the
+#: multiplexer of the memories; the manifest's ``host.read_latency``
 HOST_READ_LATENCY = 2
 
 #: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
@@ -303,12 +317,108 @@ def to_signed(word, width):
 
 # --- Amaranth side ---------------------------------------------------------------------------------
 
-def make_memory(spec, init=None):
-    """The Amaranth memory of one planned array (``init``: raw unsigned words)."""
-    from amaranth.lib.memory import Memory
-    words = list(init or [])
-    if len(words) > spec.depth:
-        raise HardwareError(f"memory {spec.name}", f"{len(words)} entries exceed the depth {spec.depth}")
-    words += [0] * (spec.depth - len(words))
-    attrs = {"ram_style": "block"} if spec.storage == "block" else None
-    return Memory(shape=spec.width, depth=spec.depth, init=words, attrs=attrs)
+class TensorMemory(Elaboratable):
+    """One tensor array in hardware: its storage, read ports of latency 0 (combinational), 1 or
+    ``registry.MEMORY_READ_LATENCY`` (:meth:`read_port`) and at most one write port (:meth:`write_port`).
+
+    A read port of latency ``MEMORY_READ_LATENCY`` (2) shows in cycle t + 2 the entry addressed in cycle t,
+    from a register: in block RAM on ECP5 (``impl="dp16kd"``: DP16KD blocks with their output register,
+    :mod:`fuseflow.hw.block_ram`; one set of blocks per such port, all written together), elsewhere
+    (``"generic"``: Verilator, the Amaranth simulator, iCE40) an Amaranth ``Memory`` synchronous read port and
+    one register after it. ``impl=None`` picks by the platform: ``"dp16kd"`` for a block memory elaborated for
+    an ECP5, else ``"generic"``; ``"dp16kd-model"`` runs the same blocks in the Amaranth simulator. The
+    generic ``Memory`` (:attr:`storage`) carries ``ram_style = "block"`` for a block memory."""
+
+    def __init__(self, depth: int, width: int, init=None, *, block: bool = False, name: str = "mem",
+                 impl: str | None = None):
+        from amaranth.lib.memory import Memory
+        words = list(init or [])
+        if len(words) > depth:
+            raise HardwareError(f"memory {name}", f"{len(words)} entries exceed the depth {depth}")
+        if impl not in (None, "generic", "dp16kd", "dp16kd-model"):
+            raise HardwareError(f"memory {name}", f"unknown implementation {impl!r}")
+        self.depth, self.width, self.block, self.name, self.impl = depth, width, block, name, impl
+        self.words = words + [0] * (depth - len(words))
+        self.storage = Memory(shape=width, depth=depth, init=self.words,
+                              attrs={"ram_style": "block"} if block else None)
+        self.storage._MustUse__silence = True       # elaborated only by the generic implementation
+        self.addr_width = max(1, (depth - 1).bit_length())
+        self.reads = []
+        self.write = None
+
+    @classmethod
+    def from_spec(cls, spec: MemSpec, init=None, impl: str | None = None) -> "TensorMemory":
+        """The memory of one planned array (``init``: raw unsigned words)."""
+        return cls(spec.depth, spec.width, init, block=spec.storage == "block", name=spec.name, impl=impl)
+
+    def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0) -> SimpleNamespace:
+        """A read port (``addr`` in, ``data`` out): ``data`` shows the entry ``addr + offset`` named ``latency``
+        cycles earlier (0: in the same cycle). A port with an ``offset`` (LUT memories only) reads a copy of the
+        memory shifted by ``offset`` entries, written with the memory (LUT RAM gives every read port a copy of
+        its own anyway), so no adder sits between the address and the read."""
+        if latency not in (0, 1, MEMORY_READ_LATENCY):
+            raise HardwareError(f"memory {self.name}", f"no read port of latency {latency}")
+        if self.block and latency != MEMORY_READ_LATENCY:
+            raise HardwareError(f"memory {self.name}", f"a block RAM is read with latency {MEMORY_READ_LATENCY}, "
+                                                       f"not {latency}")
+        if offset and (self.block or offset < 0):
+            raise HardwareError(f"memory {self.name}", f"no read port with offset {offset} (LUT memories only, "
+                                                       f"offset >= 0)")
+        n = len(self.reads)
+        port = SimpleNamespace(addr=Signal(self.addr_width, name=f"r{n}_addr"),
+                               data=Signal(self.width, name=f"r{n}_data"), latency=latency, offset=offset)
+        self.reads.append(port)
+        return port
+
+    def write_port(self) -> SimpleNamespace:
+        """The write port (``addr``, ``data``, ``en`` in; written at the clock edge ending the cycle)."""
+        if self.write is not None:
+            raise HardwareError(f"memory {self.name}", "has one write port")
+        self.write = SimpleNamespace(addr=Signal(self.addr_width, name="w_addr"),
+                                     data=Signal(self.width, name="w_data"), en=Signal(name="w_en"))
+        return self.write
+
+    def implementation(self, platform) -> str:
+        """``"generic"``, ``"dp16kd"`` or ``"dp16kd-model"`` (class doc)."""
+        if self.impl is not None:
+            return self.impl if self.block else "generic"
+        from .ops._pipe import dsp_family
+        return "dp16kd" if self.block and dsp_family(platform) == "ecp5" else "generic"
+
+    def elaborate(self, platform):
+        from amaranth.lib.memory import Memory
+        m = Module()
+        impl = self.implementation(platform)
+        if impl != "generic":
+            from .block_ram import block_memory
+            w = self.write
+            for i, port in enumerate(self.reads):
+                block_memory(m, f"blocks{i}", self.depth, self.width, self.words, port.addr, port.data,
+                             w.addr if w else None, w.data if w else None, w.en if w else None,
+                             model=impl == "dp16kd-model")
+            return m
+        m.submodules.storage = self.storage
+        copies = {0: self.storage}                 # offset -> storage holding entry addr + offset at addr
+        for k in sorted({port.offset for port in self.reads} - {0}):
+            copies[k] = m.submodules[f"storage_plus{k}"] = Memory(
+                shape=self.width, depth=self.depth, init=self.words[k:] + [0] * min(k, self.depth))
+        for i, port in enumerate(self.reads):
+            mem = copies[port.offset]
+            if port.latency == 0:
+                rp = mem.read_port(domain="comb")
+                m.d.comb += port.data.eq(rp.data)
+            else:
+                rp = mem.read_port()
+                data = rp.data
+                for k in range(1, port.latency):     # the data registered once more (a block's output register)
+                    r = Signal.like(data, name=f"r{i}_data_p{k}")
+                    m.d.sync += r.eq(data)
+                    data = r
+                m.d.comb += port.data.eq(data)
+            m.d.comb += rp.addr.eq(port.addr)
+        if self.write is not None:
+            for k, mem in copies.items():          # a copy takes entry a at a - k (none below k)
+                wp = mem.write_port()
+                m.d.comb += [wp.addr.eq(self.write.addr - k), wp.data.eq(self.write.data),
+                             wp.en.eq(self.write.en & (self.write.addr >= k) if k else self.write.en)]
+        return m

@@ -24,14 +24,13 @@ import random
 
 import numpy as np
 
-from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value, unsigned
-from amaranth.lib.memory import Memory
+from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value
 from amaranth.sim import Simulator
 
 from ..errors import HardwareError
-from ..samml.registry import get_op, op_latency
+from ..samml.registry import MEMORY_READ_LATENCY, get_op, op_latency
 from ..tensors.fixed import FixedFormat
-from .memory import first_words
+from .memory import TensorMemory, first_words
 from .stream import StreamFIFO
 from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
@@ -113,10 +112,13 @@ class OpHarness(Elaboratable):
         self.mem_depth = dict(mem_depth or {})
         self.fifo_depth = fifo_depth
         self.mems = {}
+        self.tmems = {}
         for array, mp in dut.memories.items():
             init = [int(x) & ((1 << mp.width) - 1) for x in self.mem_init.get(array, [])]
             depth = max(len(init), self.mem_depth.get(array, 0), 1)
-            self.mems[array] = Memory(shape=unsigned(mp.width), depth=depth, init=init)
+            # the kernel top's memory (generic: an Amaranth Memory, which ``mems`` gives for inspection)
+            self.tmems[array] = TensorMemory(depth, mp.width, init, name=array, impl="generic")
+            self.mems[array] = self.tmems[array].storage
         self.fifos_in, self.fifos_out = {}, {}
         self.ins, self.outs = {}, {}
         self.peeks = {}
@@ -151,9 +153,9 @@ class OpHarness(Elaboratable):
         dut = self.dut
         m.submodules.dut = dut
         for array, mp in dut.memories.items():
-            mem = m.submodules[f"mem_{array}"] = self.mems[array]
+            mem = m.submodules[f"mem_{array}"] = self.tmems[array]
             for prefix in mp.reads:
-                rp = mem.read_port() if prefix in mp.sync_reads else mem.read_port(domain="comb")
+                rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0, mp.offsets.get(prefix, 0))
                 m.d.comb += [rp.addr.eq(getattr(dut, f"{prefix}_addr")),
                              getattr(dut, f"{prefix}_data").eq(rp.data)]
             for prefix in mp.writes:

@@ -11,8 +11,8 @@ Ports (all in the ``sync`` domain)::
     host_wdata  In(d)    data to write (raw bits; values in two's complement)
     host_we     In(1)    write enable (memories only; ignored while busy)
     host_rdata  Out(d)   the entry selected by host_sel/host_addr HOST_READ_LATENCY (2) cycles earlier (a
-                         synchronous read, then registers before the last OR; memories read back while idle: a
-                         block RAM shares its op's read port with the host)
+                         read of latency 2, or of latency 1 and a register, before the last OR; memories read
+                         back while idle: a memory shares its op's read port of latency 2 with the host)
 
 Per kernel: one op module per node (``fuseflow.hw.ops.MODULES``), one channel FIFO per stream consumer (depth
 from the stream or the program's ``fifo_depth``), fan-out written together when every consumer has room, and
@@ -42,7 +42,8 @@ from ..samml.blocks import block_shape
 from ..samml.widths import INDEX_KINDS, stream_width
 from ..tensors.fixed import FixedFormat
 from . import token as tk
-from .memory import HOST_READ_LATENCY, REG_WIDTH, make_memory
+from ..samml.registry import MEMORY_READ_LATENCY
+from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory
 from .ops.lanes import LANE_OPS, BlockLanes
 from .stream import StreamFIFO
 
@@ -167,10 +168,12 @@ def _token_eq(dst, src):
 class ProgramTop(wiring.Component):
     """A whole program in hardware. ``plan``: :class:`fuseflow.hw.memory.MemoryPlan`; ``init``: optional
     ``{memory name: [raw words]}`` baked into the memories; ``op_factory(program, kernel, node)`` builds op
-    modules (default: :func:`default_factory`)."""
+    modules (default: :func:`default_factory`); ``block_ram``: the implementation of the block memories
+    (:class:`fuseflow.hw.memory.TensorMemory`'s ``impl``; None: by the platform)."""
 
-    def __init__(self, program, plan, init=None, op_factory=None, probes=True):
+    def __init__(self, program, plan, init=None, op_factory=None, probes=True, block_ram=None):
         self.program = program
+        self.block_ram = block_ram
         self.plan = plan = copy.deepcopy(plan)      # the top adds its registers to its own copy
         self.init = dict(init or {})
         self.probes = probes
@@ -199,6 +202,7 @@ class ProgramTop(wiring.Component):
                     chans.append(Channel(k.name, sid, str(s.src), str(d), s.kind, int(s.depth or depth_default),
                                          channel_width(program, s, src)))
             self.channels.append(chans)
+        check_block_reads(program, plan, self.ops)
         # what can fire in each kernel, in the order elaborate() lists it (for the last_event register)
         self.events = []
         for k in program.kernels:
@@ -261,7 +265,7 @@ class ProgramTop(wiring.Component):
         host_rd = {}
         writers = {}                      # memory name -> [(waddr, wdata, wen)]
         for spec in plan.memories:
-            mem = make_memory(spec, self.init.get(spec.name))
+            mem = TensorMemory.from_spec(spec, self.init.get(spec.name), impl=self.block_ram)
             mems[spec.name] = mem
             m.submodules[f"mem_{_ident(spec.name)}"] = mem
             writers[spec.name] = []
@@ -375,7 +379,8 @@ class ProgramTop(wiring.Component):
                         if spec.storage == "block" and not sync:
                             raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
                                                                f"combinationally")
-                        rp = mems[spec.name].read_port() if sync else mems[spec.name].read_port(domain="comb")
+                        rp = mems[spec.name].read_port(MEMORY_READ_LATENCY if sync else 0,
+                                                       mp.offsets.get(prefix, 0))
                         addr = getattr(op, f"{prefix}_addr")
                         if sync and spec.name not in host_rd:
                             # the host reads through the first synchronous op port while idle: a block RAM
@@ -457,8 +462,9 @@ class ProgramTop(wiring.Component):
                     m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wdata), wp.en.eq(fits)]
                     with m.If(~fits):
                         m.d.sync += overflow[spec.sel].eq(1)
-            if spec.name not in host_rd:          # no synchronous op port to share: one of its own
-                host_rd[spec.name] = mem.read_port()
+            if spec.name not in host_rd:          # no op port of latency 2 to share: one of its own (a block
+                # memory's of latency 2 like every block read, the others' of 1, registered after their multiplexer)
+                host_rd[spec.name] = mem.read_port(MEMORY_READ_LATENCY if spec.storage == "block" else 1)
                 m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
 
         # register file ---------------------------------------------------------------------------------
@@ -477,18 +483,17 @@ class ProgramTop(wiring.Component):
         for ki, ci, r1, r2 in self.probe_regs:
             cnt, lvl = fifo_stats[ki][ci]
             regs[r1.name], regs[r2.name] = cnt, lvl
-        # host read (HOST_READ_LATENCY = 2): the memories' synchronous read ports and the register picked in
-        # the previous cycle, then one register per block memory and one for the rest, ORed on host_rdata
+        # host read (HOST_READ_LATENCY = 2): a memory read through a port of latency 2 (its op's, or a block
+        # memory's own) shows the entry from a register (on ECP5 a block memory's is the DP16KD's output
+        # register) and is picked after it by an AND with its one-hot select registered twice; memories with a
+        # port of latency 1 of their own and the register file (picked by the select of the previous cycle) are
+        # multiplexed into one more register; host_rdata is the OR of those
         reg_rdata = Signal(plan.data_width)
         m.d.sync += reg_rdata.eq(0)
         with m.Switch(self.host_addr):
             for r in plan.registers:
                 with m.Case(r.index):
                     m.d.sync += reg_rdata.eq(regs[r.name])
-        # block RAM data arrives late (the DP16KD's clock to output, about 6 ns on the ECP5) and also feeds its
-        # op: each block memory's data goes straight into a register of its own (no LUT, one more load), and is
-        # selected after it (an AND with the one-hot select, registered twice); the rest (LUT memories and
-        # registers) are multiplexed into another register; host_rdata is the OR of those
         sel_q = Signal.like(self.host_sel)
         m.d.sync += sel_q.eq(self.host_sel)
         rest = Signal(plan.data_width, name="host_rdata_rest")
@@ -497,23 +502,43 @@ class ProgramTop(wiring.Component):
         picked = [rest_q]
         with m.Switch(sel_q):
             for spec in plan.memories:
-                if spec.storage == "block":
-                    continue
-                with m.Case(spec.sel):
-                    m.d.comb += rest.eq(host_rd[spec.name].data)
+                if host_rd[spec.name].latency == 1:
+                    with m.Case(spec.sel):
+                        m.d.comb += rest.eq(host_rd[spec.name].data)
             with m.Case(plan.reg_sel):
                 m.d.comb += rest.eq(reg_rdata)
         for spec in plan.memories:
-            if spec.storage != "block":
+            if host_rd[spec.name].latency != MEMORY_READ_LATENCY:
                 continue
             hot = Signal(name=f"host_sel_{_ident(spec.name)}")
             hot_q = Signal(name=f"host_sel_q_{_ident(spec.name)}")
-            data_q = Signal(plan.data_width, name=f"host_rdata_{_ident(spec.name)}")
-            m.d.sync += [hot.eq(self.host_sel == spec.sel), hot_q.eq(hot), data_q.eq(host_rd[spec.name].data)]
-            picked.append(Mux(hot_q, data_q, 0))
+            m.d.sync += [hot.eq(self.host_sel == spec.sel), hot_q.eq(hot)]
+            picked.append(Mux(hot_q, host_rd[spec.name].data, 0))
         m.d.comb += self.host_rdata.eq(_or_all(picked))
-        assert HOST_READ_LATENCY == 2
+        assert HOST_READ_LATENCY == MEMORY_READ_LATENCY == 2
         return m
+
+
+def check_block_reads(program, plan, ops):
+    """Raise :class:`HardwareError` when a kernel both writes and reads a block memory: a DP16KD read of the
+    entry its other port writes in the same cycle is undefined (:mod:`fuseflow.hw.block_ram`), and the
+    generic model's old entry must not be what a kernel relies on. ``ops``: per kernel {node id: module}."""
+    for k, kops in zip(program.kernels, ops):
+        written, read = {}, {}
+        for nid, op in kops.items():
+            node = k.nodes[nid]
+            for array, mp in getattr(op, "memories", {}).items():
+                spec = plan.memory(node.params.get("tensor"), node.params.get("level", 0), array)
+                if spec is None or spec.storage != "block":
+                    continue
+                if mp.writes:
+                    written[spec.name] = nid
+                if mp.reads:
+                    read[spec.name] = nid
+        for name in sorted(set(written) & set(read)):
+            raise HardwareError(f"kernel {k.name}", f"{written[name]} writes block memory {name} while "
+                                                    f"{read[name]} reads it (read during write is undefined "
+                                                    f"in block RAM)")
 
 
 def _highest(bits):

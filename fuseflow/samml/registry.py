@@ -190,7 +190,8 @@ _op(OpSpec(
     memory="read",
     timing="A fibre of L coordinates takes L+1 cycles: the first coordinate leaves in the cycle the "
            "reference is taken, the closing stop one cycle after the last coordinate; a bare stop, N or D "
-           "takes 1 cycle; an empty fibre 2.",
+           "takes 1 cycle; an empty fibre 2. Compressed: every output token is visible MEMORY_READ_LATENCY "
+           "(2) cycles after its firing (op_latency), as a pipelined op's.",
 ))
 _op(OpSpec(
     "locate", "Locates coordinates in a dense level (TACO's locate capability): for each coordinate c of a fibre "
@@ -279,7 +280,8 @@ _op(OpSpec(
     outputs=(Port("val", "val", "values"),),
     params=(_TENSOR, Param("vals", "numbers", None, doc="value array (run_op; else from the tensor)")),
     memory="read",
-    timing="1 cycle per token.",
+    timing="1 cycle per token; a value is visible MEMORY_READ_LATENCY (2) cycles after its firing (op_latency), "
+           "as a pipelined op's.",
 ))
 _op(OpSpec(
     "alu", "Element-wise arithmetic on aligned value streams (binary: add sub mul div max min; unary: neg "
@@ -340,7 +342,7 @@ _op(OpSpec(
 
 #: pipeline stages of the alu ops that are pipelined, as functions of the value format (a FixedFormat):
 #: the RTL (fuseflow/hw/ops/alu.py) registers its datapath this many times, the simulator delays the result
-#: the same number of cycles. Every other op (and alu op) has latency 1.
+#: the same number of cycles. Every other alu op has latency 1 (other ops: :func:`op_latency`).
 def _alu_stages(fixed):
     w, f = fixed.width, fixed.frac
     return {
@@ -370,6 +372,22 @@ def block_matmul_latency(block: int) -> int:
     return 1 + BLOCK_MUL_STAGES + math.ceil(math.log2(block)) + (block - 1)
 
 
+#: latency of the ops that read a tensor memory (array's values, a compressed level_scan's coordinates): the
+#: memory's synchronous read, addressed from the next head as before, is registered once more, so a block
+#: RAM's clock-to-output ends at a flip-flop instead of running on through the op and its output channel
+#: (docs/hardware.md, "Memories")
+MEMORY_READ_LATENCY = 2
+
+
+def memory_read_latency(op: str, params: dict | None = None) -> int:
+    """:data:`MEMORY_READ_LATENCY` for ``array`` and a compressed ``level_scan``, else 1."""
+    if op == "array":
+        return MEMORY_READ_LATENCY
+    if op == "level_scan" and (params or {}).get("format", "compressed") == "compressed":
+        return MEMORY_READ_LATENCY
+    return 1
+
+
 def op_interval(op: str, params: dict | None = None) -> int:
     """Cycles between two firings of an op that computes (its initiation interval): B for ``block_matmul``
     (one output row per cycle), 1 for every other op. A block_matmul firing that passes a stop or D costs 1."""
@@ -382,13 +400,16 @@ def op_latency(op: str, params: dict | None = None, fixed=None) -> int:
     """Cycles from an op's firing to its output token being visible downstream, when nothing stalls.
 
     1 for every op but the pipelined alu operations (``mul``, ``square``, ``div``, ``exp`` and the function
-    units); ``fixed`` is the value format (a :class:`fuseflow.tensors.fixed.FixedFormat`, default 32/16), of
+    units), ``block_matmul`` and the memory readers (``array``, a compressed ``level_scan``:
+    :data:`MEMORY_READ_LATENCY`); ``fixed`` is the value format (a :class:`fuseflow.tensors.fixed.FixedFormat`, default 32/16), of
     which the divider's and the square root's depths depend. One definition, read by the simulator, the RTL,
     the depths pass and the docs. A pipelined op still fires once per cycle; while its output is refused it
     keeps at most ``op_latency`` tokens in flight (docs/samml.md, "Latency").
     """
     if op == "block_matmul" and params:
         return block_matmul_latency(int(params.get("block") or 1))
+    if op in ("array", "level_scan"):
+        return memory_read_latency(op, params)
     if op != "alu" or not params:
         return 1
     if fixed is None:

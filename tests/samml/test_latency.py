@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from fuseflow.samml.registry import OPS, UNARY_ALU_OPS, BINARY_ALU_OPS, op_latency
+from fuseflow.samml.registry import BINARY_ALU_OPS, MEMORY_READ_LATENCY, OPS, UNARY_ALU_OPS, op_latency
 from fuseflow.sim.engine import run_op
 from fuseflow.tensors.fixed import FixedFormat
 
@@ -33,8 +33,16 @@ def test_docs_table_states_the_registry():
 
 def test_every_other_op_has_latency_one():
     for name in OPS:
-        if name not in ("alu", "block_matmul"):       # block_matmul: tests/samml/test_blocks.py
+        if name not in ("alu", "block_matmul", "array", "level_scan"):   # block_matmul: tests/samml/test_blocks.py
             assert op_latency(name, {}) == 1
+
+
+def test_memory_readers_register_their_read():
+    assert MEMORY_READ_LATENCY == 2
+    assert op_latency("array", {"tensor": "B"}) == MEMORY_READ_LATENCY
+    assert op_latency("level_scan", {"format": "compressed"}) == MEMORY_READ_LATENCY
+    assert op_latency("level_scan", {}) == MEMORY_READ_LATENCY          # the format's default is compressed
+    assert op_latency("level_scan", {"format": "dense", "dim": 4}) == 1   # no memory
 
 
 @pytest.mark.parametrize("fx", [FixedFormat(32, 16), FixedFormat(16, 8), FixedFormat(24, 12)], ids=str)

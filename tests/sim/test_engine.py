@@ -23,18 +23,19 @@ def chain(d, depth):
 
 @pytest.mark.parametrize("d", [1, 5, 20])
 def test_depth2_chain_runs_at_one_token_per_cycle(d):
-    # root: 0 @0; scan: coordinates @1..d, S0 @d+1, D @d+2; array and writer one cycle behind each
+    # root: 0 @0; scan: coordinates @1..d, S0 @d+1, D @d+2; the array (a memory reader, latency 2) pushes two
+    # cycles after each, the writer takes each one cycle after that
     res = run(chain(d, 2), {"v": np.arange(1.0, d + 1)})
-    assert res.cycles == d + 5
+    assert res.cycles == d + 6
     np.testing.assert_array_equal(res.outputs["o"], np.arange(1.0, d + 1))
 
 
 @pytest.mark.parametrize("d", [1, 5, 20])
 def test_depth1_fifos_halve_the_rate(d):
     # a slot freed at t refills at t+1, so each stream carries a token every other cycle: D leaves the
-    # scanner at 2d+3 and reaches the writer at 2d+5
+    # scanner at 2d+3, the array pushes it two cycles after taking it and the writer takes it at 2d+6
     res = run(chain(d, 1), {"v": np.arange(1.0, d + 1)})
-    assert res.cycles == 2 * d + 6
+    assert res.cycles == 2 * d + 7
 
 
 def reconvergent(depth):
@@ -95,10 +96,11 @@ def test_lower_bounds():
 
 
 def test_trace_records_every_push():
-    # chain of depth 2 runs at one token per cycle: the scanner pushes at 1..d+2, the array one cycle later
+    # chain of depth 2 runs at one token per cycle: the scanner pushes at 1..d+2, the array (latency 2) two
+    # cycles later
     res = run(chain(3, 2), {"v": np.arange(1.0, 4)}, trace=True)
     (t,) = res.trace
     assert t["root0.ref"] == [0, 1]
     assert t["level_scan0.ref"] == [1, 2, 3, 4, 5]
-    assert t["array0.val"] == [2, 3, 4, 5, 6]
+    assert t["array0.val"] == [3, 4, 5, 6, 7]
     assert run(chain(3, 2), {"v": np.arange(1.0, 4)}).trace is None

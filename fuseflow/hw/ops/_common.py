@@ -49,9 +49,12 @@ class MemPorts:
     """How an op reaches one tensor array.
 
     ``reads``: prefixes of read interfaces (``<prefix>_addr`` Out, ``<prefix>_data`` In). A prefix in
-    ``sync_reads`` is a synchronous read (to be connected to ``Memory.read_port()``): ``<prefix>_addr`` in
-    cycle t is the address of the data in cycle t + 1, so the op drives it from its next state and its inputs'
-    next heads (``i_<p>_after``); the others are combinational (``read_port(domain="comb")``).
+    ``sync_reads`` is a read of latency ``registry.MEMORY_READ_LATENCY`` (2; a
+    :meth:`fuseflow.hw.memory.TensorMemory.read_port`): ``<prefix>_addr`` in cycle t is the address of the data
+    in cycle t + 2, so the op drives it from its next state and its inputs' next heads (``i_<p>_after``) and
+    takes the data one cycle after its firing; the others are combinational (latency 0). ``offsets``: prefix ->
+    k for a port whose data is the entry ``<prefix>_addr + k`` (a shifted copy of a LUT memory:
+    :meth:`fuseflow.hw.memory.TensorMemory.read_port`; no adder before the read).
     ``writes``: prefixes of write interfaces (``<prefix>_waddr``, ``<prefix>_wdata``, ``<prefix>_wen``,
     all Out; the memory's write port is synchronous). ``count``: name of the Out signal holding the number
     of entries written. ``width``/``signed``: element width (values: the fixed-point width, signed).
@@ -60,6 +63,7 @@ class MemPorts:
     signed: bool = False
     reads: list = field(default_factory=list)
     sync_reads: set = field(default_factory=set)
+    offsets: dict = field(default_factory=dict)
     writes: list = field(default_factory=list)
     count: str | None = None
     addr_width: int = 16
@@ -152,11 +156,13 @@ class OpComponent(wiring.Component):
         """Add memory interface / status members (subclasses)."""
 
     # helpers ---------------------------------------------------------------------------------
-    def _add_read(self, members, array, prefix, width, signed=False, sync=False):
+    def _add_read(self, members, array, prefix, width, signed=False, sync=False, offset=0):
         mp = self.memories.setdefault(array, MemPorts(width, signed, addr_width=self.crd_width))
         mp.reads.append(prefix)
         if sync:
             mp.sync_reads.add(prefix)
+        if offset:
+            mp.offsets[prefix] = offset
         members[f"{prefix}_addr"] = Out(self.crd_width)
         members[f"{prefix}_data"] = In(width)
 

@@ -3,7 +3,7 @@ for ECP5: MULT18X18D with its input and output registers (the multiplies of ``al
 register (the function tables), which Yosys would map without those registers (docs/hardware.md, "alu
 datapath")."""
 
-from amaranth.hdl import ClockSignal, Const, Instance, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, signed, unsigned
 from amaranth.lib.memory import Memory
 
 from ...errors import HardwareError
@@ -127,11 +127,12 @@ def rom_outreg(m, P, words, width, addr, prefix):
     """A ROM read in two cycles on ECP5: DP16KD blocks (1024 x 18 each, side by side) whose address register
     takes ``addr`` (the value the previous pipeline stage registers) and whose output register (REGMODE
     OUTREG) is the current stage; Yosys maps a registered read to the block without its output register,
-    whose 5.8 ns clock-to-output then starts the next stage. ``P.dsp == "ecp5-model"``: the same two registers
-    around an Amaranth memory (tests). Returns the word (``width`` bits)."""
-    from amaranth.hdl import ClockSignal, Instance
-    if len(words) > 1024:
-        raise HardwareError("DP16KD", f"table of {len(words)} words is deeper than 1024")
+    whose 5.8 ns clock-to-output then starts the next stage (:mod:`fuseflow.hw.block_ram`).
+    ``P.dsp == "ecp5-model"``: the same two registers around an Amaranth memory (tests). Returns the word
+    (``width`` bits)."""
+    from ..block_ram import BLOCK_DEPTH, block_memory
+    if len(words) > BLOCK_DEPTH:
+        raise HardwareError("DP16KD", f"table of {len(words)} words is deeper than {BLOCK_DEPTH}")
     word = Signal(width, name=f"{prefix}_word")
     if P.dsp == "ecp5-model":
         rom = Memory(shape=unsigned(width), depth=len(words), init=words)
@@ -140,24 +141,66 @@ def rom_outreg(m, P, words, width, addr, prefix):
         m.d.comb += rp.addr.eq(addr)
         m.d.sync += word.eq(rp.data)
         return word
-    for blk in range((width + 17) // 18):
-        part = [(w >> (18 * blk)) & 0x3FFFF for w in words] + [0] * (1024 - len(words))
-        inits = {}
-        for j in range(64):                  # INITVAL_jj: words 16j .. 16j+15, each in a 20-bit slot
-            v = 0
-            for i in range(16):
-                v |= part[16 * j + i] << (20 * i)
-            inits[f"p_INITVAL_{j:02X}"] = Const(v, 320)
-        ports = {f"i_ADA{i}": (addr[i - 4] if 0 <= i - 4 < len(addr) else 0) for i in range(14)}
-        ports.update({f"i_ADB{i}": 0 for i in range(14)})
-        ports.update({f"i_DIA{i}": 0 for i in range(18)})
-        ports.update({f"i_DIB{i}": 0 for i in range(18)})
-        n = min(18, width - 18 * blk)
-        ports.update({f"o_DOA{i}": word[18 * blk + i] for i in range(n)})
-        m.submodules[f"{prefix}_table{blk}"] = Instance(
-            "DP16KD", p_DATA_WIDTH_A=18, p_DATA_WIDTH_B=18, p_REGMODE_A="OUTREG", p_REGMODE_B="NOREG",
-            p_RESETMODE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000", p_WRITEMODE_A="NORMAL",
-            p_WRITEMODE_B="NORMAL", p_GSR="DISABLED", **inits,
-            i_CLKA=ClockSignal("sync"), i_CEA=1, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
-            i_CLKB=0, i_CEB=0, i_OCEB=0, i_WEB=0, i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0, **ports)
+    block_memory(m, f"{prefix}_table", len(words), width, words, Value.cast(addr), word)
     return word
+
+
+class OutputPipeline:
+    """The output side of an op of latency L >= 2 (``registry.op_latency``; docs/hardware.md, "Pipelines"):
+    the op fires while fewer than L tokens are in flight (a firing that pushes nothing needs no room); a valid
+    bit travels beside the op's free-running stages (:meth:`beside` registers other values the same way); the
+    last stage's tokens leave at once when every output is ready and nothing waits before them, else they wait
+    in a first-word-fall-through FIFO of depth L. Several outputs leave together (one firing writes all of
+    them), as :class:`._common.Fire` pushes them.
+
+    ``go``: the op could fire; ``push``: the firing writes its outputs (None: always); ``fire``: a signal
+    to drive (else one is made). Call :meth:`connect` with the last stage's payloads."""
+
+    def __init__(self, m, outs, latency, go, push=None, fire=None):
+        if latency < 2:
+            raise HardwareError("output pipeline", f"latency {latency} needs no pipeline")
+        self.m, self.outs, self.latency = m, list(outs), latency
+        self.fire = Signal(name="fire") if fire is None else fire
+        self.valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
+        self.inflight = Signal(range(latency + 1))     # fired, not yet transferred (= stage valids + skid level)
+        room = self.inflight != latency
+        if push is None:
+            m.d.comb += [self.fire.eq(go & room), self.valid[0].eq(self.fire)]
+        else:
+            m.d.comb += [self.fire.eq(go & (~push | room)), self.valid[0].eq(self.fire & push)]
+        m.d.sync += [self.valid[i].eq(self.valid[i - 1]) for i in range(1, latency)]
+
+    def beside(self, value, name):
+        """``value`` (taken in the firing's cycle) registered L - 1 times beside the stages: its copy at the last
+        stage."""
+        v = Value.cast(value)
+        prev = Signal(v.shape(), name=f"stage0_{name}")
+        self.m.d.comb += prev.eq(v)
+        for i in range(1, self.latency):
+            r = Signal(v.shape(), name=f"stage{i}_{name}")
+            self.m.d.sync += r.eq(prev)
+            prev = r
+        return prev
+
+    def connect(self, lasts):
+        """Drive the outputs from ``lasts``, the last stage's payload of each output (as raw bits)."""
+        from amaranth.lib.fifo import SyncFIFO
+
+        from ..stream import all_of
+        m = self.m
+        widths = [len(Value.cast(o.payload)) for o in self.outs]
+        last = Signal(sum(widths))
+        m.d.comb += last.eq(Cat(*[Value.cast(v)[:w] for v, w in zip(lasts, widths)]))
+        fifo = m.submodules.skid = SyncFIFO(width=len(last), depth=self.latency)
+        head = Mux(fifo.r_rdy, fifo.r_data, last)
+        have = self.valid[-1] | fifo.r_rdy
+        ready = [o.ready for o in self.outs]
+        lo = 0
+        for i, (o, w) in enumerate(zip(self.outs, widths)):
+            m.d.comb += [o.valid.eq(have & all_of(r for j, r in enumerate(ready) if j != i)),
+                         Value.cast(o.payload).eq(head[lo:lo + w])]
+            lo += w
+        all_ready = all_of(ready)
+        m.d.sync += self.inflight.eq(self.inflight + self.valid[0] - (have & all_ready))
+        m.d.comb += [fifo.r_en.eq(all_ready), fifo.w_data.eq(last),
+                     fifo.w_en.eq(self.valid[-1] & (fifo.r_rdy | ~all_ready))]

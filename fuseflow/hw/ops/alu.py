@@ -16,7 +16,6 @@ primitives (registered MULT18X18D, DP16KD with output register) when elaborated 
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 
 from ...errors import HardwareError
@@ -26,7 +25,7 @@ from ...tensors.fixedfn import (FN_GUARD_BITS, FN_RANGE_LOG2, LN2_BITS, LN2_Q, g
                                 log2_table, tanh_table)
 from ..token import is_empty
 from ._common import OpComponent, copy_ctrl, set_data
-from ._pipe import Pipe, dsp_family, rom_outreg
+from ._pipe import OutputPipeline, Pipe, dsp_family, rom_outreg
 
 
 def pipelined_mul(P, a, b, add=0):
@@ -428,39 +427,24 @@ def operand_cases(m, op, a, b, y, fixed):
 
 
 def pipelined_output(op, m, go, is_ctrl, ctrl_data, res, latency, has_b, empty=None, fire=None):
-    """The output side of a pipelined op (docs/hardware.md, "Pipelines"): the op fires (pops its inputs)
-    while fewer than ``latency`` tokens are in flight; a valid bit and the control token travel beside the
-    datapath's free-running stages; the last stage's token leaves at once when the output is ready and
-    nothing waits before it, else it waits in a first-word-fall-through FIFO of depth ``latency``.
-    ``empty``: ``(is N, result for N)``: that bit travels beside too and picks the constant result. ``fire``: the
-    op's own firing signal when it needs it elsewhere (block_matmul's interval), else one is made here."""
+    """The output side of a pipelined op with one output ``o_out`` and inputs ``i_a`` (and ``i_b``):
+    an :class:`OutputPipeline` whose last stage carries the result, or the control token that travelled
+    beside the datapath's stages. ``empty``: ``(is N, result for N)``: that bit travels beside too and picks the
+    constant result. ``fire``: the op's own firing signal when it needs it elsewhere (block_matmul's
+    interval), else one is made here."""
     out = op.o_out
     DW = len(out.payload.data)
-    fifo = m.submodules.skid = SyncFIFO(width=DW + 1, depth=latency)
-    valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
-    ctrl = [Signal(name=f"stage{i}_ctrl") for i in range(latency)]
-    cdata = [Signal(10, name=f"stage{i}_cdata") for i in range(latency)]
-    inflight = Signal(range(latency + 1))        # fired, not yet transferred (= stage valids + skid level)
-    fire = Signal() if fire is None else fire
-    m.d.sync += inflight.eq(inflight + fire - (out.valid & out.ready))
-    m.d.comb += [fire.eq(go & (inflight != latency)),
-                 op.i_a.ready.eq(fire), valid[0].eq(fire), ctrl[0].eq(is_ctrl), cdata[0].eq(ctrl_data)]
+    pipe = OutputPipeline(m, [out], latency, go, fire=fire)
+    m.d.comb += op.i_a.ready.eq(pipe.fire)
     if has_b:
-        m.d.comb += op.i_b.ready.eq(fire)
-    for i in range(1, latency):
-        m.d.sync += [valid[i].eq(valid[i - 1]), ctrl[i].eq(ctrl[i - 1]), cdata[i].eq(cdata[i - 1])]
+        m.d.comb += op.i_b.ready.eq(pipe.fire)
+    ctrl = pipe.beside(is_ctrl, "ctrl")
+    cdata = pipe.beside(ctrl_data, "cdata")
     if empty is not None:
-        is_n = [Signal(name=f"stage{i}_empty") for i in range(latency)]
-        m.d.comb += is_n[0].eq(empty[0])
-        m.d.sync += [is_n[i].eq(is_n[i - 1]) for i in range(1, latency)]
-        res = Mux(is_n[-1], Const(empty[1], signed(len(res))), res)
+        res = Mux(pipe.beside(empty[0], "empty"), Const(empty[1], signed(len(res))), res)
     last = Signal(DW + 1)                       # {ctrl, data} of the last stage's token
-    m.d.comb += [last[:DW].eq(Mux(ctrl[-1], cdata[-1], res)), last[DW].eq(ctrl[-1])]
-    head = Mux(fifo.r_rdy, fifo.r_data, last)
-    m.d.comb += [out.valid.eq(valid[-1] | fifo.r_rdy),
-                 out.payload.data.eq(head[:DW]), out.payload.ctrl.eq(head[DW]),
-                 fifo.r_en.eq(out.ready),
-                 fifo.w_data.eq(last), fifo.w_en.eq(valid[-1] & (fifo.r_rdy | ~out.ready))]
+    m.d.comb += [last[:DW].eq(Mux(ctrl, cdata, res)), last[DW].eq(ctrl)]
+    pipe.connect([last])
 
 
 class Alu(OpComponent):

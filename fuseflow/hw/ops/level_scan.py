@@ -11,17 +11,20 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
   else -> emits ``S0`` without popping. Back to IDLE.
 
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_addr/seg_lo_data`` (seg[r]) and
-``seg_hi_addr/seg_hi_data`` (seg[r+1]) at the head that stays, ``seg_lo_b_*``/``seg_hi_b_*`` the same at the
-token behind it, four combinational read ports of the seg array; ``first_s_*``/``first_b_*``, two
+``seg_hi_addr/seg_hi_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg shifted
+by one entry, so no adder precedes the read) at the head that stays, ``seg_lo_b_*``/``seg_hi_b_*`` the same at
+the token behind it, four combinational read ports of the seg array; ``first_s_*``/``first_b_*``, two
 combinational read ports of the level's ``first`` array (per fibre: its first coordinate and whether it is
-empty, ``fuseflow.hw.memory.first_words``) at the same two tokens; and ``crd_addr/crd_data``, a synchronous read
-port of the crd array (block RAM). The seg and first ports read both candidates of the next head
-(``i_ref_stay``, ``i_ref_behind``; this cycle's firing chooses between them after the reads) into registers,
-so an IDLE step emits its first coordinate and decides an empty fibre from registers. ``crd_addr`` is the next
-position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN step), so crd_data holds crd[q] in each SCAN step;
-no memory read depends on another within a cycle, and the timing is that of the combinational chain
-seg -> crd the op once had (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no
-memory: refs are ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered
+empty, ``fuseflow.hw.memory.first_words``) at the same two tokens; and ``crd_addr/crd_data``, a read of latency
+``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data; block RAM with its output register
+on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and first ports read both
+candidates of the next head (``i_ref_stay``, ``i_ref_behind``; this cycle's firing chooses between them after
+the reads) into registers, so an IDLE step emits its first coordinate and decides an empty fibre from
+registers. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN step), so
+crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
+compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2;
+docs/samml.md, "Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param)
+use no memory: refs are ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered
 like the seg reads, from both candidates (so the ref a dense level emits comes from a register, not from a
 multiply of its channel's head).
 """
@@ -31,8 +34,10 @@ from types import SimpleNamespace
 from amaranth.hdl import Module, Mux, Signal
 
 from ...errors import HardwareError
+from ...samml.registry import MEMORY_READ_LATENCY, op_latency
 from ..token import is_done, is_empty, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
+from ._pipe import OutputPipeline
 
 IDLE, SCAN, END = 0, 1, 2
 
@@ -61,7 +66,8 @@ class LevelScan(OpComponent):
             # the head staying): the reads do not wait for this cycle's firing, which only chooses after them
             for which in ("", "_b"):
                 self._add_read(members, "seg", f"seg_lo{which}", w)
-                self._add_read(members, "seg", f"seg_hi{which}", w)
+                # seg[addr + 1] from a copy of seg shifted by one entry: no adder before the read
+                self._add_read(members, "seg", f"seg_hi{which}", w, offset=1)
             # per fibre: first coordinate << 1 | empty, for both candidates
             self._add_read(members, "first", "first_s", w + 1)
             self._add_read(members, "first", "first_b", w + 1)
@@ -76,9 +82,11 @@ class LevelScan(OpComponent):
         w = self.crd_width
         f = self.fire_logic()
         inp, inv = self.i_ref.payload, self.i_ref.valid
-        orf = self.o_ref
-        # the crd output is built in oc_tok; a SCAN step's coordinate (crd_data, late: the block RAM's clock to
-        # output) passes one multiplexer after it (below), not the whole state decode
+        # the ref output is built in or_tok (below: straight to o_ref, or into the output pipeline)
+        or_tok = Signal(token_layout(self.port_info["o_ref"][1]))
+        orf = SimpleNamespace(payload=or_tok)
+        # the crd output is built in oc_tok; a SCAN step's coordinate (crd_data, from the read's register)
+        # passes one multiplexer after it (below), not the whole state decode
         oc_tok = Signal(token_layout(w))
         oc = SimpleNamespace(payload=oc_tok)
         state = Signal(range(3))
@@ -123,9 +131,9 @@ class LevelScan(OpComponent):
             m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), first.eq(Mux(taken, first_b, first_s))]
             m.d.comb += [
                 self.seg_lo_addr.eq(stay),
-                self.seg_hi_addr.eq(stay + 1),
+                self.seg_hi_addr.eq(stay),              # the port reads entry addr + 1
                 self.seg_lo_b_addr.eq(behind),
-                self.seg_hi_b_addr.eq(behind + 1),
+                self.seg_hi_b_addr.eq(behind),
                 self.first_s_addr.eq(stay),
                 self.first_b_addr.eq(behind),
                 seg_lo.eq(Mux(taken, seg_lo_b, seg_lo_s)),
@@ -181,7 +189,25 @@ class LevelScan(OpComponent):
                     set_stop(m, orf, 0)
                 with m.If(f.fire):
                     m.d.comb += nstate.eq(IDLE)
-        m.d.comb += [self.o_crd.payload.ctrl.eq(oc_tok.ctrl),
-                     self.o_crd.payload.data.eq(Mux(state == SCAN, next_crd, kept(m, oc_tok.data)))]
-        f.build(m)
+        latency = op_latency(self.op_name, self.params)
+        if latency == 1:
+            m.d.comb += [self.o_crd.payload.ctrl.eq(oc_tok.ctrl),
+                         self.o_crd.payload.data.eq(Mux(state == SCAN, next_crd, kept(m, oc_tok.data))),
+                         self.o_ref.payload.eq(or_tok)]
+            f.build(m)
+            return m
+        # compressed: crd_data arrives from the read's register one cycle after the firing; both tokens leave
+        # through the output pipeline (every firing that pushes writes both outputs)
+        pipe = OutputPipeline(m, [self.o_crd, self.o_ref], latency, f.go, push=f.push["crd"], fire=f.fire)
+        m.d.comb += self.i_ref.ready.eq(f.fire & f.pop["ref"])
+        crd_now = next_crd                      # crd[q] at the last stage (a read of MEMORY_READ_LATENCY)
+        for i in range(MEMORY_READ_LATENCY, latency):   # none unless the op's latency grows beyond the read's
+            r = Signal.like(next_crd, name=f"crd_data_p{i}")
+            m.d.sync += r.eq(crd_now)
+            crd_now = r
+        scan = pipe.beside(state == SCAN, "scan")
+        oc_last = token_layout(self.port_info["o_crd"][1])(pipe.beside(oc_tok, "crd"))
+        crd_last = Signal.like(oc_tok)
+        m.d.comb += [crd_last.ctrl.eq(oc_last.ctrl), crd_last.data.eq(Mux(scan, crd_now, oc_last.data))]
+        pipe.connect([crd_last, pipe.beside(or_tok, "ref")])
         return m

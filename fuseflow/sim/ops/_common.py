@@ -82,7 +82,13 @@ def pipeline(st, out, latency):
     ``f + latency - 1`` and leaves at ``p_k = max(f + latency - 1, p_(k-1) + 1, out's room)`` (a skid FIFO
     holds it until then); the op fires only while fewer than ``latency`` tokens are in flight, i.e. token ``k``
     fires no earlier than ``p_(k - latency) + 1``: an internal channel of depth ``latency`` whose tokens become
-    visible ``latency - 1`` cycles after their push."""
+    visible ``latency - 1`` cycles after their push.
+
+    ``out`` may be a tuple of outputs that every firing writes together (level_scan's crd and ref): then
+    ``stage_in`` is a tuple too, one per output, and a firing's tokens leave together, when every output has
+    room."""
+    if out.__class__ is tuple:
+        return _pipeline_group(st, out, latency)
     ch = Channel(f"{st.id} pipeline", latency, f"{st.id} pipeline")
     stage_in = _Delayed(f"{st.id} pipeline", [ch], latency - 2)
 
@@ -111,6 +117,44 @@ def pipeline(st, out, latency):
                 return
 
     return stage_in, drain()
+
+
+def _pipeline_group(st, outs, latency):
+    """:func:`pipeline` for outputs written together: one internal channel per output, in lockstep (the
+    firing side pushes all of them in the same cycle)."""
+    chans = [Channel(f"{st.id} pipeline {i}", latency, f"{st.id} pipeline") for i in range(len(outs))]
+    stage_ins = tuple(_Delayed(f"{st.id} pipeline {i}", [ch], latency - 2) for i, ch in enumerate(chans))
+    first = chans[0]
+
+    def drain():
+        last = -1
+        while True:
+            for ch in chans:
+                while not ch.toks:
+                    yield ch
+            t = first.times[0] + 1
+            if t <= last:
+                t = last + 1
+            for o in outs:
+                r = o.room()
+                while r is None:
+                    yield o
+                    r = o.room()
+                if t < r:
+                    t = r
+            done = False
+            for ch, o in zip(chans, outs):
+                tok = ch.pop(t)
+                o.push(tok, t)
+                done = tok == "D"
+            last = t
+            if t > st.clock:
+                st.clock = t
+            st.moved += 1
+            if done:
+                return
+
+    return stage_ins, drain()
 
 
 class _Delayed(Out):

@@ -1,10 +1,19 @@
-"""array: loads values; reference r gives vals[r], N gives 0; stops and D pass through."""
+"""array: loads values; reference r gives vals[r], N gives 0; stops and D pass through.
 
-from ._common import LEVEL, bad
+A value leaves ``registry.op_latency`` (2) cycles after its firing (the memory read is registered), through
+the output pipeline of :func:`._common.pipeline`."""
+
+from ...samml.registry import op_latency
+from ._common import LEVEL, bad, pipeline
 
 
 def run(st, ins, outs):
-    inp, out = ins["ref"], outs["val"]
+    stage_in, drain = pipeline(st, outs["val"], op_latency("array", st.params))
+    return load(st, ins["ref"], stage_in), drain
+
+
+def load(st, inp, out):
+    """The firing side: one value per reference into ``out`` (the pipeline's stage input)."""
     itoks, itimes = inp.toks, inp.times
     vals = st.params["vals"]
     nvals = len(vals)

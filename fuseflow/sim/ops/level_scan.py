@@ -1,12 +1,24 @@
-"""level_scan: one reference in, that fibre's coordinates and child references out, with stop promotion."""
+"""level_scan: one reference in, that fibre's coordinates and child references out, with stop promotion.
 
-from ._common import LEVEL, STOPS, bad
+A compressed level reads its coordinates from memory: its tokens leave ``registry.op_latency`` (2) cycles
+after their firing, through the output pipeline of :func:`._common.pipeline` (a second process delivers them)."""
+
+from ...samml.registry import op_latency
+from ._common import LEVEL, STOPS, bad, pipeline
 
 
 def run(st, ins, outs):
+    latency = op_latency("level_scan", st.params)
+    if latency == 1:
+        return scan(st, ins, outs["crd"], outs["ref"])
+    (ocrd, oref), drain = pipeline(st, (outs["crd"], outs["ref"]), latency)
+    return scan(st, ins, ocrd, oref), drain
+
+
+def scan(st, ins, ocrd, oref):
+    """The firing side: writes ``ocrd``/``oref`` (the outputs, or the pipeline's stage inputs)."""
     p = st.params
     inp = ins["ref"]
-    ocrd, oref = outs["crd"], outs["ref"]
     itoks, itimes = inp.toks, inp.times
     dense = p["format"] == "dense"
     if dense:
