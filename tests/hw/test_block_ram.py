@@ -94,15 +94,13 @@ def test_yosys_maps_block_memories_to_dp16kd():
 
 # --- tensor memories of latency 2: the generic memory and the ECP5 DP16KD blocks ------------------------
 
-def _run_ports(impl, depth, width, init, script):
-    """Drive a TensorMemory (one write port, two read ports of latency 2) through ``script`` (per cycle:
-    (raddr0, raddr1, waddr, wdata, wen)); returns the read data of both ports in every cycle."""
+def _drive(mem, reads, write, script):
+    """Simulate ``mem`` (a TensorMemory) with its read ports ``reads`` and write port ``write`` through
+    ``script`` (per cycle: (read addresses, one per port), waddr, wdata, wen); returns every read port's data
+    in every cycle, sampled before the clock edge."""
     from amaranth.hdl import Module
     from amaranth.sim import Simulator
 
-    from fuseflow.hw.memory import TensorMemory
-    mem = TensorMemory(depth, width, init, block=True, name="t", impl=impl)
-    r0, r1, w = mem.read_port(), mem.read_port(), mem.write_port()
     m = Module()
     m.submodules.mem = mem
     sim = Simulator(m)
@@ -110,18 +108,27 @@ def _run_ports(impl, depth, width, init, script):
     seen = []
 
     async def bench(ctx):
-        for a0, a1, wa, wd, we in script:
-            ctx.set(r0.addr, a0)
-            ctx.set(r1.addr, a1)
-            ctx.set(w.addr, wa)
-            ctx.set(w.data, wd)
-            ctx.set(w.en, we)
+        for addrs, wa, wd, we in script:
+            for port, a in zip(reads, addrs):
+                ctx.set(port.addr, a)
+            ctx.set(write.addr, wa)
+            ctx.set(write.data, wd)
+            ctx.set(write.en, we)
             await ctx.delay(1e-9)
-            seen.append((ctx.get(r0.data), ctx.get(r1.data)))
+            seen.append(tuple(ctx.get(port.data) for port in reads))
             await ctx.tick()
     sim.add_testbench(bench)
     sim.run()
     return seen
+
+
+def _run_ports(impl, depth, width, init, script):
+    """Drive a TensorMemory (one write port, two read ports of latency 2) through ``script`` (per cycle:
+    (raddr0, raddr1, waddr, wdata, wen)); returns the read data of both ports in every cycle."""
+    from fuseflow.hw.memory import TensorMemory
+    mem = TensorMemory(depth, width, init, block=True, name="t", impl=impl)
+    r0, r1, w = mem.read_port(), mem.read_port(), mem.write_port()
+    return _drive(mem, (r0, r1), w, [((a0, a1), wa, wd, we) for a0, a1, wa, wd, we in script])
 
 
 @pytest.mark.parametrize("depth,width", [(64, 32), (1024, 16), (2500, 40)])
@@ -155,35 +162,16 @@ def test_offset_read_port_reads_the_next_entry_through_writes():
     memory; golden: a Python list updated by the same writes)."""
     import random
 
-    from amaranth.hdl import Module
-    from amaranth.sim import Simulator
-
     from fuseflow.hw.memory import TensorMemory
     depth, width = 21, 12
     rng = random.Random(11)
     init = [rng.getrandbits(width) for _ in range(depth)]
     mem = TensorMemory(depth, width, init, name="seg")
     plain, nxt, w = mem.read_port(0), mem.read_port(0, offset=1), mem.write_port()
-    m = Module()
-    m.submodules.mem = mem
-    golden, seen = list(init), []
+    golden = list(init)
     script = [(rng.randrange(depth - 1), rng.randrange(depth), rng.getrandbits(width), rng.random() < 0.5)
               for _ in range(200)]
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-
-    async def bench(ctx):
-        for a, wa, wd, we in script:
-            ctx.set(plain.addr, a)
-            ctx.set(nxt.addr, a)
-            ctx.set(w.addr, wa)
-            ctx.set(w.data, wd)
-            ctx.set(w.en, we)
-            await ctx.delay(1e-9)
-            seen.append((ctx.get(plain.data), ctx.get(nxt.data)))
-            await ctx.tick()
-    sim.add_testbench(bench)
-    sim.run()
+    seen = _drive(mem, (plain, nxt), w, [((a, a), wa, wd, we) for a, wa, wd, we in script])
     for (a, wa, wd, we), got in zip(script, seen):
         assert got == (golden[a], golden[a + 1])
         if we:
