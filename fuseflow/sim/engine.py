@@ -212,7 +212,9 @@ def _width_checked(out_class):
 def _deadlock_message(blocked):
     parts = []
     for st, _, w in blocked:
-        if isinstance(w, Channel):
+        if hasattr(w, "describe_wait"):
+            parts.append(w.describe_wait())
+        elif isinstance(w, Channel):
             held = f"holds {len(w.toks)}, needs another" if w.toks else "empty"   # look-ahead waits for a second
             parts.append(f"{st.id} waits for a token on '{w.name}' ({held})")
         elif isinstance(w, Out):

@@ -1,7 +1,9 @@
 """Helpers shared by the op models."""
 
+from collections import deque
+
 from ...errors import StreamError
-from ..channel import Channel, Out
+from ..channel import Out
 from ..tokens import LEVEL, STOPS
 
 
@@ -77,100 +79,266 @@ def pipeline(st, out, latency):
 
     The op's firing side writes ``stage_in`` (an :class:`~fuseflow.sim.channel.Out`) as if it were ``out``:
     ``stage_in.room()`` is the cycle from which the pipeline has room and ``stage_in.push(tok, t)`` is a
-    firing at cycle ``t``. ``drain`` is a generator (a process of the op) that moves every token to ``out``.
-    The RTL's rule (docs/hardware.md): the stages never stall; a token fired at ``f`` reaches the last stage at
-    ``f + latency - 1`` and leaves at ``p_k = max(f + latency - 1, p_(k-1) + 1, out's room)`` (a skid FIFO
-    holds it until then); the op fires only while fewer than ``latency`` tokens are in flight, i.e. token ``k``
-    fires no earlier than ``p_(k - latency) + 1``: an internal channel of depth ``latency`` whose tokens become
-    visible ``latency - 1`` cycles after their push.
+    firing at cycle ``t``. The RTL's rule (docs/hardware.md): the stages never stall; a token fired at ``f``
+    reaches the last stage at ``f + latency - 1`` and leaves at ``p_k = max(f + latency - 1, p_(k-1) + 1,
+    out's room)`` (a skid FIFO holds it until then); the op fires only while fewer than ``latency`` tokens are
+    in flight, i.e. token ``k`` fires no earlier than ``p_(k - latency) + 1``: an internal channel of depth
+    ``latency`` whose tokens become visible ``latency - 1`` cycles after their push.
 
     ``out`` may be a tuple of outputs that every firing writes together (level_scan's crd and ref): then
-    ``stage_in`` is a tuple too, one per output, and a firing's tokens leave together, when every output has
-    room."""
-    if out.__class__ is tuple:
-        return _pipeline_group(st, out, latency)
-    ch = Channel(f"{st.id} pipeline", latency, f"{st.id} pipeline")
-    stage_in = _Delayed(f"{st.id} pipeline", [ch], latency - 2)
+    ``stage_in.push(toks, t)`` takes a tuple, one token per output (as :func:`together`'s does), and a firing's
+    tokens leave together, when every output has room.
 
-    def drain():
-        toks, times = ch.toks, ch.times
-        last = -1
-        while True:
-            while not toks:
-                yield ch
-            r = out.room()
-            while r is None:
-                yield out
-                r = out.room()
-            t = times[0] + 1
+    A token leaves as soon as its output's room is known: the firing side delivers it within its push, or
+    within ``stage_in.room()`` while the pipeline is full, so an unblocked pipeline costs no process switch.
+    ``drain`` is a generator (a process of the op) that delivers what is still in flight while the firing side
+    waits for input, and ends after D has left. ``p_k`` depends only on the output's credits, which are the
+    same whichever process reads them, so the timing is the internal channel's exactly."""
+    if out.__class__ is tuple:
+        pipe = _Pipeline(st, out, latency)
+        return _GroupStage(pipe), pipe.drain()
+    pipe = _Pipeline(st, (out,), latency)
+    return _Stage(f"{st.id} pipeline", pipe), pipe.drain()
+
+
+def together(st, outs):
+    """Outputs that every firing writes together, without a pipeline: ``room()`` is when all have room,
+    ``push(toks, t)`` writes ``toks[i]`` to ``outs[i]`` (the interface of :func:`pipeline`'s tuple stage)."""
+    return _Together(st, outs)
+
+
+class _Together:
+    __slots__ = ("st", "outs", "name")
+
+    def __init__(self, st, outs):
+        self.st, self.outs = st, outs
+        self.name = " + ".join(o.name for o in outs)
+
+    def room(self):
+        r = 0
+        for o in self.outs:
+            x = o.room()
+            if x is None:
+                return None
+            if x > r:
+                r = x
+        return r
+
+    def push(self, toks, t):
+        for o, tok in zip(self.outs, toks):
+            o.push(tok, t)
+
+    def describe_wait(self):
+        return "; ".join(f"{self.st.id} waits to write '{o.name}' (full: "
+                         f"{', '.join(ch.name for ch in o.chans if not ch.credits) or '?'})"
+                         for o in self.outs if o.room() is None)
+
+
+class _Pipeline:
+    """The state of :func:`pipeline`: ``credits`` are the internal channel's (the cycle from which each free
+    slot may be refilled), ``pending`` the fired tokens (a tuple per firing, one per output) not yet delivered,
+    with their firing cycles in ``fired``; ``last`` the cycle the latest token left."""
+    __slots__ = ("st", "outs", "single", "ahead", "credits", "pending", "fired", "last", "done")
+
+    def __init__(self, st, outs, latency):
+        self.st, self.outs = st, outs
+        self.single = outs[0] if len(outs) == 1 else None
+        self.ahead = latency - 1
+        self.credits = deque([0] * latency)
+        self.pending, self.fired = deque(), deque()
+        self.last = -1
+        self.done = False
+
+    def flush(self):
+        """Deliver the pending tokens, oldest first, while every output's room is known."""
+        pending = self.pending
+        if not pending:
+            return
+        fired, credits, ahead, last = self.fired, self.credits, self.ahead, self.last
+        one = self.single
+        outs = self.outs
+        moved = 0
+        while pending:
+            if one is not None:
+                c = one.credits           # a single-channel Out's room() inline
+                if c is None:
+                    r = one.room()
+                    if r is None:
+                        break
+                elif c:
+                    r = c[0]
+                else:
+                    break
+            else:
+                r = 0
+                for o in outs:
+                    c = o.credits
+                    if c is None:
+                        x = o.room()
+                    elif c:
+                        x = c[0]
+                    else:
+                        x = None
+                    if x is None:
+                        break
+                    if x > r:
+                        r = x
+                else:
+                    x = 0
+                if x is None:
+                    break
+            t = fired.popleft() + ahead
             if t <= last:
                 t = last + 1
             if t < r:
                 t = r
-            tok = ch.pop(t)
-            out.push(tok, t)
+            toks = pending.popleft()
+            if one is not None:
+                one.push(toks, t)
+            else:
+                for o, tok in zip(outs, toks):
+                    o.push(tok, t)
+            credits.append(t + 1)
             last = t
-            if t > st.clock:
-                st.clock = t
-            st.moved += 1
-            if tok == "D":
-                return
+            moved += 1
+        if moved:
+            self.last = last
+            self.st.moved += moved
+            if t > self.st.clock:
+                self.st.clock = t
+            if (toks if one is not None else toks[0]) == "D":
+                self.done = True
 
-    return stage_in, drain()
+    def room(self):
+        """For the drain's wait: not None once it has something to do (a deliverable token, or D has left)."""
+        if self.done:
+            return 0
+        if not self.pending:
+            return None
+        for o in self.outs:
+            if o.room() is None:
+                return None
+        return 0
 
+    def drain(self):
+        st = self.st
+        while not self.done:
+            yield self
+            self.flush()
+        # the firing side set st.clock to D's firing; the op ends when D leaves
+        if self.last > st.clock:
+            st.clock = self.last
 
-def _pipeline_group(st, outs, latency):
-    """:func:`pipeline` for outputs written together: one internal channel per output, in lockstep (the
-    firing side pushes all of them in the same cycle)."""
-    chans = [Channel(f"{st.id} pipeline {i}", latency, f"{st.id} pipeline") for i in range(len(outs))]
-    stage_ins = tuple(_Delayed(f"{st.id} pipeline {i}", [ch], latency - 2) for i, ch in enumerate(chans))
-    first = chans[0]
+    @property
+    def name(self):
+        return f"{self.st.id} pipeline"
 
-    def drain():
-        last = -1
-        while True:
-            for ch in chans:
-                while not ch.toks:
-                    yield ch
-            t = first.times[0] + 1
-            if t <= last:
-                t = last + 1
-            for o in outs:
-                r = o.room()
-                while r is None:
-                    yield o
-                    r = o.room()
-                if t < r:
-                    t = r
-            done = False
-            for ch, o in zip(chans, outs):
-                tok = ch.pop(t)
-                o.push(tok, t)
-                done = tok == "D"
-            last = t
-            if t > st.clock:
-                st.clock = t
-            st.moved += 1
-            if done:
-                return
-
-    return stage_ins, drain()
+    def describe_wait(self):
+        return f"{self.st.id} (output pipeline) waits to deliver to " + \
+            ", ".join(f"'{o.name}'" for o in self.outs if o.room() is None)
 
 
-class _Delayed(Out):
-    """An Out whose pushes become visible ``delay`` cycles later than a plain push (the pipeline stages)."""
-    __slots__ = ("delay",)
+class _Stage(Out):
+    """The firing side's view of a one-output :class:`_Pipeline` (its credits are the pipeline's)."""
+    __slots__ = ("pipe",)
 
-    def __init__(self, name, chans, delay):
-        super().__init__(name, chans)
-        self.delay = delay
+    def __init__(self, name, pipe):
+        super().__init__(name, [])
+        self.pipe = pipe
+        self.credits = pipe.credits
+
+    def room(self):
+        c = self.credits
+        if c:
+            return c[0]
+        pipe = self.pipe
+        if pipe.single.room() is None:
+            return None
+        pipe.flush()
+        return c[0]
 
     def push(self, tok, t):
-        Out.push(self, tok, t + self.delay)
+        # the common case inline: nothing in flight and the output's room known, so the token leaves at once
+        pipe = self.pipe
+        credits = self.credits
+        credits.popleft()
+        if not pipe.pending:
+            one = pipe.single
+            r = one.room()
+            if r is not None:
+                p = t + pipe.ahead
+                if p <= pipe.last:
+                    p = pipe.last + 1
+                if p < r:
+                    p = r
+                one.push(tok, p)
+                credits.append(p + 1)
+                pipe.last = p
+                if tok == "D":
+                    pipe.done = True
+                return
+        # behind others in flight, or no room yet: it waits (room() delivers once the firing side needs the slot)
+        pipe.pending.append(tok)
+        pipe.fired.append(t)
+
+    def describe_wait(self):
+        return f"{self.pipe.st.id} waits to write '{self.name}' (its output pipeline is full)"
+
+
+class _GroupStage:
+    """The firing side's view of a :class:`_Pipeline` of several outputs: ``push(toks, t)`` is one firing."""
+    __slots__ = ("pipe", "credits", "name")
+
+    def __init__(self, pipe):
+        self.pipe = pipe
+        self.credits = pipe.credits
+        self.name = f"{pipe.st.id} pipeline"
+
+    def room(self):
+        c = self.credits
+        if c:
+            return c[0]
+        pipe = self.pipe
+        for o in pipe.outs:
+            if o.room() is None:
+                return None
+        pipe.flush()
+        return c[0]
+
+    def push(self, toks, t):
+        pipe = self.pipe
+        credits = self.credits
+        credits.popleft()
+        if not pipe.pending:
+            r = 0
+            for o in pipe.outs:
+                x = o.room()
+                if x is None:
+                    break
+                if x > r:
+                    r = x
+            else:
+                p = t + pipe.ahead
+                if p <= pipe.last:
+                    p = pipe.last + 1
+                if p < r:
+                    p = r
+                for o, x in zip(pipe.outs, toks):
+                    o.push(x, p)
+                credits.append(p + 1)
+                pipe.last = p
+                if toks[0] == "D":
+                    pipe.done = True
+                return
+        pipe.pending.append(toks)
+        pipe.fired.append(t)
+
+    def describe_wait(self):
+        return f"{self.pipe.st.id} waits to write '{self.name}' (its output pipeline is full)"
 
 
 def bad(st, why):
     return StreamError(f"node {st.id} ({st.op})", why)
 
 
-__all__ = ["pipeline", "fire_at", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]
+__all__ = ["pipeline", "together", "fire_at", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]

@@ -4,19 +4,21 @@ A compressed level reads its coordinates from memory: its tokens leave ``registr
 after their firing, through the output pipeline of :func:`._common.pipeline` (a second process delivers them)."""
 
 from ...samml.registry import op_latency
-from ._common import LEVEL, STOPS, bad, pipeline
+from ._common import LEVEL, STOPS, bad, pipeline, together
 
 
 def run(st, ins, outs):
     latency = op_latency("level_scan", st.params)
+    pair = (outs["crd"], outs["ref"])
     if latency == 1:
-        return scan(st, ins, outs["crd"], outs["ref"])
-    (ocrd, oref), drain = pipeline(st, (outs["crd"], outs["ref"]), latency)
-    return scan(st, ins, ocrd, oref), drain
+        return scan(st, ins, together(st, pair))
+    stage, drain = pipeline(st, pair, latency)
+    return scan(st, ins, stage), drain
 
 
-def scan(st, ins, ocrd, oref):
-    """The firing side: writes ``ocrd``/``oref`` (the outputs, or the pipeline's stage inputs)."""
+def scan(st, ins, out):
+    """The firing side: each firing writes a (crd, ref) pair to ``out`` (:func:`._common.together` of the
+    outputs, or the pipeline's stage input)."""
     p = st.params
     inp = ins["ref"]
     itoks, itimes = inp.toks, inp.times
@@ -38,15 +40,14 @@ def scan(st, ins, ocrd, oref):
         if tok.__class__ is str:
             if tok == "D" or tok in LEVEL:
                 out_tok = "D" if tok == "D" else STOPS[LEVEL[tok] + 1]
-                r1, r2 = ocrd.room(), oref.room()
-                while r1 is None or r2 is None:
-                    yield ocrd if r1 is None else oref
-                    r1, r2 = ocrd.room(), oref.room()
-                t = max(tin, r1, r2)
+                r = out.room()
+                while r is None:
+                    yield out
+                    r = out.room()
+                t = tin if tin >= r else r
                 st.blocked += t - tin
                 inp.pop(t)
-                ocrd.push(out_tok, t)
-                oref.push(out_tok, t)
+                out.push((out_tok, out_tok), t)
                 clock = st.clock = t
                 st.busy += 1
                 if tok == "D":
@@ -67,16 +68,15 @@ def scan(st, ins, ocrd, oref):
         # the firing that takes the reference emits the first coordinate
         if lo < hi:
             for q in range(lo, hi):
-                r1, r2 = ocrd.room(), oref.room()
-                while r1 is None or r2 is None:
-                    yield ocrd if r1 is None else oref
-                    r1, r2 = ocrd.room(), oref.room()
-                t = max(tin, r1, r2)
+                r = out.room()
+                while r is None:
+                    yield out
+                    r = out.room()
+                t = tin if tin >= r else r
                 st.blocked += t - tin
                 if q == lo:
                     inp.pop(t)
-                ocrd.push(q - lo if dense else crd[q], t)
-                oref.push(q, t)
+                out.push((q - lo if dense else crd[q], q), t)
                 st.busy += 1
                 tin = t + 1
             clock = st.clock = t
@@ -93,15 +93,14 @@ def scan(st, ins, ocrd, oref):
             tin = clock + 1
         promote = nxt.__class__ is str and nxt in LEVEL
         out_tok = STOPS[LEVEL[nxt] + 1] if promote else "S0"
-        r1, r2 = ocrd.room(), oref.room()
-        while r1 is None or r2 is None:
-            yield ocrd if r1 is None else oref
-            r1, r2 = ocrd.room(), oref.room()
-        t = max(tin, r1, r2)
+        r = out.room()
+        while r is None:
+            yield out
+            r = out.room()
+        t = tin if tin >= r else r
         st.blocked += t - tin
         if promote:
             inp.pop(t)
-        ocrd.push(out_tok, t)
-        oref.push(out_tok, t)
+        out.push((out_tok, out_tok), t)
         clock = st.clock = t
         st.busy += 1
