@@ -50,8 +50,7 @@ every output, once.
 
 from math import prod
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
-from amaranth.lib.memory import Memory
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
@@ -59,7 +58,7 @@ from ...samml.registry import REDUCE_MERGE, check_spacc
 from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level
 from ._common import Fire, OpComponent, set_data, set_done, set_stop
-from ...hw.memory import memory_storage
+from ...hw.memory import TensorMemory, memory_storage
 from .alu import fixed_op
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
@@ -95,6 +94,9 @@ def _lowest(m, bits, n, payloads, name):
 
 class Spacc(OpComponent):
     op_name = "spacc"
+    #: the accumulator's implementation (:class:`fuseflow.hw.memory.TensorMemory`'s ``impl``): None picks by
+    #: the platform; tests set ``"dp16kd-model"`` to run the DP16KD wiring in the Amaranth simulator
+    memory_impl = None
 
     def _add_members(self, members):
         p = self.params
@@ -127,11 +129,13 @@ class Spacc(OpComponent):
         fa = Fire(self, [], self.inputs())            # accumulate side
         fe = Fire(self, self.outputs(), [])           # emit side
         block = memory_storage("acc", 2 * n * W) == "block"
-        acc = Memory(shape=unsigned(W), depth=2 * n, init=[], attrs={"ram_style": "block"} if block else None)
+        # latency-2 reads (address register, then the data register: on ECP5 the DP16KD's output register);
+        # a read of an entry written at the same clock edge is never used (forwarded instead)
+        acc = TensorMemory(2 * n, W, block=block, name="acc", impl=self.memory_impl)
         m.submodules.acc = acc
+        rpa = acc.read_port()                          # accumulate side: addressed from the next head
+        rpe = acc.read_port()                          # emit side: the lowest entry of rest, every cycle
         wp = acc.write_port()
-        rpa = acc.read_port(transparent_for=[wp])      # sees the write of the cycle before, as a comb read
-        rpe = acc.read_port()
         bm = [Signal(n, name=f"bitmap{k}") for k in range(2)]
         full = [Signal(name=f"full{k}") for k in range(2)]
         base = [Signal(8, name=f"base{k}") for k in range(2)]   # m - group of the stop that closed the bank
@@ -166,9 +170,37 @@ class Spacc(OpComponent):
         merge = REDUCE_MERGE[self.params["op"]]
         identity = {"add": 0, "max": fx.min_raw, "min": fx.max_raw}[merge]
         occupied = Signal()                            # entry set_addr of bank ab holds a value
+        set_addr = Signal(range(max(n, 2)))            # the entry of crd_inner's head at the current prefix
+        aw = Shape.cast(range(max(2 * n, 2))).width
+        full_addr = Signal(aw)                         # bank ab's entry set_addr in the memory
+        wen = Signal()                                 # this firing accumulates (fires, in range)
+        # the merge pipeline (a firing in cycle t): s1 (cycle t + 1) holds its address and value, whether the
+        # memory's read (addressed in t - 1) has its current value, and else that value (s1_cur: the identity
+        # for a new entry, or the merged result of a firing of t - 1, t - 2 or t - 3, the most recent first);
+        # in t + 1 the merge, into s2; in t + 2 the memory write from s2. The read holds the writes of the
+        # firings up to t - 4; t - 3's write is at the edge that latched the read's address, whose data must
+        # not be used (and is not: it is forwarded)
+        s1_addr, s2_addr, s3_addr = (Signal(aw, name=f"s{i}_addr") for i in (1, 2, 3))
+        s1_v, s2_v, s3_v = (Signal(name=f"s{i}_valid") for i in (1, 2, 3))
+        s1_x = Signal(signed(W), name="s1_val")
+        s1_mem = Signal(name="s1_from_memory")          # occupied, no firing of t - 1 .. t - 3 had the entry
+        s1_cur = Signal(signed(W), name="s1_cur")
+        s2_m, s3_m = (Signal(signed(W), name=f"s{i}_merged") for i in (2, 3))
+        s1_lin = Signal(range(max(n, 2)), name="s1_lin")
+        s1_bank = Signal(name="s1_bank")
+        hit_now = Signal()                             # the firing of the cycle before had this entry
+        hit2, hit3 = Signal(), Signal()                # ... the one of two, three cycles before
+        m.d.comb += [hit_now.eq(s1_v & (s1_addr == full_addr)), hit2.eq(s2_v & (s2_addr == full_addr)),
+                     hit3.eq(s3_v & (s3_addr == full_addr))]
         cur_val = Signal(signed(W))
-        m.d.comb += cur_val.eq(Mux(occupied, rpa.data.as_signed(), identity))
-        merged = fixed_op(m, merge, cur_val, x, fx, prefix="acc")
+        m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
+        merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
+        m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
+                     s1_mem.eq(occupied & ~hit_now & ~hit2 & ~hit3),
+                     s1_cur.eq(Mux(~occupied, identity, Mux(hit_now, merged, Mux(hit2, s2_m, s3_m))))]
+        m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_m.eq(merged),
+                     s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_m.eq(s2_m)]
+        m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
 
         # ---- accumulate side
         dep = Signal(range(max(order, 2)))
@@ -177,23 +209,30 @@ class Spacc(OpComponent):
         npre = [Signal(w, name=f"next_pre{d}") for d in range(order - 1)]
         m.d.comb += [npre[d].eq(pre[d]) for d in range(order - 1)]
         m.d.sync += [pre[d].eq(npre[d]) for d in range(order - 1)]
+        pre_f = [Signal(w, name=f"fire_pre{d}") for d in range(order - 1)]    # pre after a firing of this step
+        m.d.comb += [pre_f[d].eq(pre[d]) for d in range(order - 1)]
         set_bit = Signal()
-        set_addr = Signal(range(max(n, 2)))
         close = Signal()                               # this firing hands the bank over
+        close_if = Signal()                            # ... if this step fires
         close_base = Signal(8)
 
+        # the entry of the head of crd_inner at the current prefix (used by a firing that accumulates)
+        j = c.data[:w]
+        in_range = Signal()
+        ok = j < dim
+        lin = 0
+        for d in range(order - 1):
+            lin = lin * dims[d] + pre[d] if d else pre[d]
+            ok = ok & (pre[d] < dims[d])
+        m.d.comb += [in_range.eq(ok), set_addr.eq(lin * dim + j if order > 1 else j)]
+        # (the bitmap is set one cycle after the firing, from s1: the firing of the cycle before is hit_now)
+        m.d.comb += occupied.eq(abits.bit_select(set_addr, 1) | hit_now)
+        m.d.comb += full_addr.eq(ab * n + set_addr)
+
         def accumulate():
-            """On fire: acc[ab, pre, c] <- merge(v)."""
-            j = c.data[:w]
-            ok = j < dim
-            lin = 0
-            for d in range(order - 1):
-                lin = lin * dims[d] + pre[d] if d else pre[d]
-                ok = ok & (pre[d] < dims[d])
-            m.d.comb += set_addr.eq(lin * dim + j if order > 1 else j)
-            m.d.comb += occupied.eq(abits.bit_select(set_addr, 1))
-            m.d.comb += [wp.addr.eq(ab * n + set_addr),
-                         wp.data.eq(merged), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
+            """On fire: acc[ab, pre, c] <- merge(v) (the merge and the write follow in the next cycle)."""
+            ok = in_range
+            m.d.comb += [wen.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
             with m.If(fa.fire & ~ok):
                 m.d.sync += overflow.eq(1)
 
@@ -205,7 +244,8 @@ class Spacc(OpComponent):
                 else:
                     m.d.sync += closed.eq(0)
             if not d:
-                m.d.comb += [close.eq(fa.fire & (j >= self.group)), close_base.eq(j - self.group)]
+                m.d.comb += [close_if.eq(j >= self.group), close.eq(fa.fire & (j >= self.group)),
+                             close_base.eq(j - self.group)]
 
         def take_done(tok):
             with m.If(is_done(tok)):
@@ -234,7 +274,7 @@ class Spacc(OpComponent):
                         m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1)]
                         end_fibre(d, stop_level(hd))
                     with m.Elif(~hd.ctrl):
-                        m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1)]
+                        m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1), pre_f[d].eq(hd.data[:w])]
                         with m.If(fa.fire):
                             m.d.sync += dep.eq(d + 1)
                             m.d.comb += npre[d].eq(hd.data[:w])
@@ -247,12 +287,20 @@ class Spacc(OpComponent):
                         m.d.comb += [fa.pop[p].eq(1) for p in names[d:] + ["val"]]
                         end_fibre(d, stop_level(hd))
 
-        # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank
-        nj = self.after("crd_inner").data[:w]
-        nlin = 0
-        for d in range(order - 1):
-            nlin = nlin * dims[d] + npre[d] if d else npre[d]
-        m.d.comb += rpa.addr.eq(nab * n + (nlin * dim + nj if order > 1 else nj))
+        # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank,
+        # as two candidates (the step fires or not; each from registers and the channel's two next-head views)
+        # that the firing chooses last
+        def entry_addr(bank, prefix, jj):
+            nlin = 0
+            for d in range(order - 1):
+                nlin = nlin * dims[d] + prefix[d] if d else prefix[d]
+            return bank * n + (nlin * dim + jj if order > 1 else jj)
+        behind = Value.cast(self.i_crd_inner_behind)[:w]
+        stay = Value.cast(self.i_crd_inner_stay)[:w]
+        addr_fire, addr_stay = Signal(aw, name="read_addr_fire"), Signal(aw, name="read_addr_stay")
+        m.d.comb += [addr_fire.eq(entry_addr(ab ^ close_if, pre_f, Mux(fa.pop["crd_inner"], behind, stay))),
+                     addr_stay.eq(entry_addr(ab, pre, stay)),
+                     rpa.addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
         # ---- emit side: per bank, its two lowest entries in registers (``head``, ``nxt``: a sorted queue) and
@@ -261,7 +309,6 @@ class Spacc(OpComponent):
         # with the two registered entries). So the emitted entry, its row's end and the synchronous read's
         # address come from registers, the firings only choose among them.
         lw = Shape.cast(range(max(n, 2))).width
-        aw = Shape.cast(range(max(2 * n, 2))).width
         cws = [Shape.cast(range(max(dd, 2))).width for dd in dims] if order > 1 else []
 
         def entry_const(k, i):
@@ -285,6 +332,8 @@ class Spacc(OpComponent):
         hv = [Signal(name=f"head_valid{k}") for k in range(2)]
         nxt = [Signal(ew, name=f"second{k}") for k in range(2)]
         nv = [Signal(name=f"second_valid{k}") for k in range(2)]
+        third = [Signal(ew, name=f"third{k}") for k in range(2)]
+        tv = [Signal(name=f"third_valid{k}") for k in range(2)]
         rest = [Signal(n, name=f"rest{k}") for k in range(2)]
         clr_bit = Signal()                             # this firing emits bank eb's head
         ehead = Signal(ew)
@@ -300,35 +349,77 @@ class Spacc(OpComponent):
             row_one = ~e_nv | (Cat(*ncrd[:-1]) != Cat(*ecrd[:-1]))
         if order == 3:
             plane_last = ~e_nv | (ncrd[0] != ecrd[0])
-        ins_entry = Signal(ew)                         # the accumulated entry, packed, bank ab's address
+        # the accumulated entry, packed (bank ab's memory address), inserted into bank ab's queue in the cycle
+        # after its firing, from s1, beside its merge
+        ins_entry = Signal(ew, name="s1_entry")
         s_crds = Cat(*(pre[d][:cws[d]] for d in range(order - 1)), c.data[:cws[-1]]) if order > 1 else Cat()
-        m.d.comb += ins_entry.eq(Cat(set_addr, (ab * n + set_addr)[:aw], s_crds))
+        m.d.sync += ins_entry.eq(Cat(set_addr, (ab * n + set_addr)[:aw], s_crds))
+        ins_lin = s1_lin
+        # the values of the head and the second of each bank, in registers: the accumulate side writes the
+        # merged result of the entry it inserts or merges in the cycle (s1) when that entry is (becomes) the
+        # head or the second; the emit side moves them up and fills the second from the memory's read of the
+        # third entry (addressed in every cycle from the register; used when the head is emitted, the third
+        # becoming the second, its data two cycles later: f1, f2 say that the emit side popped one, two cycles
+        # ago). So every entry's value is in the memory, and the head's and the second's also in registers
+        hval = [Signal(signed(W), name=f"head_value{k}") for k in range(2)]
+        nval = [Signal(signed(W), name=f"second_value{k}") for k in range(2)]
+        f1, f2 = Signal(name="fetch1"), Signal(name="fetch2")
+        m.d.sync += [f1.eq(clr_bit), f2.eq(f1 & ~release)]
+        # the emit read of cycle c (latched at the edge ending c) meets the write of s2 of cycle c when the bank
+        # was closed in c - 1 (its last firing in c - 2): forward that write's value to the data of c + 2
+        e_col1, e_col2 = Signal(name="emit_collide1"), Signal(name="emit_collide2")
+        e_colv1, e_colv2 = Signal(signed(W), name="emit_collide_value1"), Signal(signed(W), name="emit_collide_value2")
+        m.d.sync += [e_col1.eq(s2_v & (s2_addr == rpe.addr)), e_colv1.eq(s2_m), e_col2.eq(e_col1),
+                     e_colv2.eq(e_colv1)]
+        rdata = Signal(signed(W), name="emit_read")
+        m.d.comb += rdata.eq(Mux(e_col2, e_colv2, rpe.data.as_signed()))
+        low_addr = []
         for k in range(2):
             any_rest, low_onehot, low_entry = _lowest(m, rest[k], n, [entry_const(k, i) for i in range(n)],
                                                       f"rest{k}_lowest")
-            h_lin, n_lin = fields(head[k])[0], fields(nxt[k])[0]
+            low_addr.append(fields(third[k])[1])
+            h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
+            mine = s1_v & (s1_bank == k)
+            ins_head = ~hv[k] | (ins_lin < h_lin)
+            ins_second = (ins_lin != h_lin) & (~nv[k] | (ins_lin < n_lin))
+            ins_third = (ins_lin != h_lin) & (ins_lin != n_lin) & (~tv[k] | (ins_lin < t_lin))
+            with m.If(full[k] & (eb == k)):
+                val_h = Mux(f2 & f1, rdata, hval[k])
+                val_n = Mux(f2 & ~f1, rdata, nval[k])
+                with m.If(clr_bit):
+                    m.d.sync += hval[k].eq(val_n)
+                with m.Else():
+                    m.d.sync += [hval[k].eq(val_h), nval[k].eq(val_n)]
+            with m.Elif(mine):
+                with m.If(ins_head):
+                    m.d.sync += [hval[k].eq(merged), nval[k].eq(hval[k])]
+                with m.Elif(ins_lin == h_lin):
+                    m.d.sync += hval[k].eq(merged)
+                with m.Elif(ins_second | (ins_lin == n_lin)):
+                    m.d.sync += nval[k].eq(merged)
             with m.If(clr_bit & (eb == k)):
-                m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(low_entry), nv[k].eq(any_rest),
-                             rest[k].eq(rest[k] & ~low_onehot)]
-            # the insertion compares the entry with the registered head and second only (an entry already there
-            # equals one of them or lies in rest, where setting its bit again changes nothing), so the late
-            # firing is the last input and the bitmap read (occupied) is not on the way
-            with m.Elif(set_bit & (ab == k)):
-                with m.If(~hv[k] | (set_addr < h_lin)):
-                    m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k])]
-                    with m.If(nv[k]):
-                        m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
-                with m.Elif((set_addr != h_lin) & (~nv[k] | (set_addr < n_lin))):
-                    m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1)]
-                    with m.If(nv[k]):
-                        m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
-                with m.Elif(nv[k] & (n_lin < set_addr)):
-                    m.d.sync += rest[k].bit_select(set_addr, 1).eq(1)
-        # the synchronous read: bank eb's head, its second after an emission, the other bank's head after the
-        # release. A bank that gains an entry in this cycle is not full in the next, so the address a gain
-        # would change is never used (and the emit bank is never written while it is read)
-        m.d.comb += rpe.addr.eq(Mux(release, fields(Mux(eb, head[0], head[1]))[1],
-                                    Mux(clr_bit, fields(enxt)[1], fields(ehead)[1])))
+                m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
+                             third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~low_onehot)]
+            # the insertion compares the entry with the registered head, second and third only (an entry already
+            # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
+            # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
+            # closing firing's cycle holds the last one)
+            with m.Elif(mine):
+                with m.If(ins_head):
+                    m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k]),
+                                 third[k].eq(nxt[k]), tv[k].eq(nv[k])]
+                with m.Elif(ins_second):
+                    m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1), third[k].eq(nxt[k]), tv[k].eq(nv[k])]
+                with m.Elif(ins_third):
+                    m.d.sync += [third[k].eq(ins_entry), tv[k].eq(1)]
+                with m.Elif(tv[k] & (t_lin < ins_lin)):
+                    m.d.sync += rest[k].bit_select(ins_lin, 1).eq(1)
+                with m.If((ins_head | ins_second | ins_third) & tv[k]):
+                    m.d.sync += rest[k].bit_select(t_lin, 1).eq(1)
+        # the emit side's read: bank eb's third entry (a register), which becomes its second when the head is
+        # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
+        # closing firing) precedes its first emission, so the read never meets a write of its entry
+        m.d.comb += rpe.addr.eq(Mux(eb, low_addr[1], low_addr[0]))
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
@@ -353,7 +444,7 @@ class Spacc(OpComponent):
                     m.d.comb += fe.push[names[d]].eq(first[d])
                 for d in range(order):
                     set_data(m, outs[d], ecrd[d])
-                set_data(m, ov, rpe.data.as_signed())
+                set_data(m, ov, Mux(f2 & f1, rdata, Mux(eb, hval[1], hval[0])))
                 m.d.comb += clr_bit.eq(fe.fire)
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
@@ -387,8 +478,8 @@ class Spacc(OpComponent):
 
         # ---- bank registers (the two sides never work on the same bank)
         for k in range(2):
-            with m.If(set_bit & (ab == k)):
-                m.d.sync += bm[k].bit_select(set_addr, 1).eq(1)
+            with m.If(s1_v & (s1_bank == k)):
+                m.d.sync += bm[k].bit_select(s1_lin, 1).eq(1)
             with m.If(clr_bit & (eb == k)):
                 m.d.sync += bm[k].bit_select(eaddr, 1).eq(0)
             with m.If(close & (ab == k)):
