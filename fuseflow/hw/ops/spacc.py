@@ -50,7 +50,7 @@ every output, once.
 
 from math import prod
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
@@ -150,8 +150,6 @@ class Spacc(OpComponent):
         m.d.comb += self.overflow.eq(overflow)
         a_free = Signal()
         m.d.comb += a_free.eq(Mux(ab, ~full[1], ~full[0]) & ~done_in)
-        abits = Signal(n)
-        m.d.comb += abits.eq(Mux(ab, bm[1], bm[0]))
         e_full = Signal()
         m.d.comb += e_full.eq(Mux(eb, full[1], full[0]))
         ebase = Signal(8)
@@ -188,10 +186,12 @@ class Spacc(OpComponent):
         s2_m, s3_m = (Signal(signed(W), name=f"s{i}_merged") for i in (2, 3))
         s1_lin = Signal(range(max(n, 2)), name="s1_lin")
         s1_bank = Signal(name="s1_bank")
-        hit_now = Signal()                             # the firing of the cycle before had this entry
-        hit2, hit3 = Signal(), Signal()                # ... the one of two, three cycles before
-        m.d.comb += [hit_now.eq(s1_v & (s1_addr == full_addr)), hit2.eq(s2_v & (s2_addr == full_addr)),
-                     hit3.eq(s3_v & (s3_addr == full_addr))]
+        # registers, set in the cycle before from the read's address (the next head's entry, two candidates):
+        # the firing of the cycle before (of two, three cycles before) had this entry; its bitmap bit (the
+        # bitmap is set one cycle after the firing, from s1)
+        hit_now, hit2, hit3 = Signal(name="hit1"), Signal(name="hit2"), Signal(name="hit3")
+        occ_bm = Signal(name="occupied_bitmap")
+        m.d.comb += occupied.eq(occ_bm | hit_now)
         cur_val = Signal(signed(W))
         m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
         merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
@@ -212,6 +212,7 @@ class Spacc(OpComponent):
         pre_f = [Signal(w, name=f"fire_pre{d}") for d in range(order - 1)]    # pre after a firing of this step
         m.d.comb += [pre_f[d].eq(pre[d]) for d in range(order - 1)]
         set_bit = Signal()
+        wen_if = Signal()                              # this step accumulates if it fires
         close = Signal()                               # this firing hands the bank over
         close_if = Signal()                            # ... if this step fires
         close_base = Signal(8)
@@ -225,14 +226,12 @@ class Spacc(OpComponent):
             lin = lin * dims[d] + pre[d] if d else pre[d]
             ok = ok & (pre[d] < dims[d])
         m.d.comb += [in_range.eq(ok), set_addr.eq(lin * dim + j if order > 1 else j)]
-        # (the bitmap is set one cycle after the firing, from s1: the firing of the cycle before is hit_now)
-        m.d.comb += occupied.eq(abits.bit_select(set_addr, 1) | hit_now)
         m.d.comb += full_addr.eq(ab * n + set_addr)
 
         def accumulate():
             """On fire: acc[ab, pre, c] <- merge(v) (the merge and the write follow in the next cycle)."""
             ok = in_range
-            m.d.comb += [wen.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
+            m.d.comb += [wen.eq(fa.fire & ok), set_bit.eq(fa.fire & ok), wen_if.eq(ok)]
             with m.If(fa.fire & ~ok):
                 m.d.sync += overflow.eq(1)
 
@@ -301,6 +300,14 @@ class Spacc(OpComponent):
         m.d.comb += [addr_fire.eq(entry_addr(ab ^ close_if, pre_f, Mux(fa.pop["crd_inner"], behind, stay))),
                      addr_stay.eq(entry_addr(ab, pre, stay)),
                      rpa.addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
+        bm_all = Cat(bm[0], bm[1])                     # indexed by the memory address
+        look = []
+        for a in (addr_fire, addr_stay):
+            h2 = s1_v & (s1_addr == a)
+            look.append((h2, s2_v & (s2_addr == a), bm_all.bit_select(a, 1) | h2))
+        m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
+                     hit2.eq(Mux(fa.fire, look[0][0], look[1][0])), hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
+                     occ_bm.eq(Mux(fa.fire, look[0][2], look[1][2]))]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
         # ---- emit side: per bank, its two lowest entries in registers (``head``, ``nxt``: a sorted queue) and
@@ -355,14 +362,18 @@ class Spacc(OpComponent):
         s_crds = Cat(*(pre[d][:cws[d]] for d in range(order - 1)), c.data[:cws[-1]]) if order > 1 else Cat()
         m.d.sync += ins_entry.eq(Cat(set_addr, (ab * n + set_addr)[:aw], s_crds))
         ins_lin = s1_lin
-        # the values of the head and the second of each bank, in registers: the accumulate side writes the
-        # merged result of the entry it inserts or merges in the cycle (s1) when that entry is (becomes) the
-        # head or the second; the emit side moves them up and fills the second from the memory's read of the
-        # third entry (addressed in every cycle from the register; used when the head is emitted, the third
-        # becoming the second, its data two cycles later: f1, f2 say that the emit side popped one, two cycles
-        # ago). So every entry's value is in the memory, and the head's and the second's also in registers
-        hval = [Signal(signed(W), name=f"head_value{k}") for k in range(2)]
-        nval = [Signal(signed(W), name=f"second_value{k}") for k in range(2)]
+        # the values of the head and the second of each bank, in registers: a ring of four per bank, the head's
+        # at the pointer, the second's after it. The accumulate side writes the merged result of the entry it
+        # inserts or merges in the cycle (s1) when that entry is (becomes) the head (a new head: the pointer
+        # steps back) or the second; the emit side steps the pointer on an emission and fills the new second's
+        # slot (two after the old head's) from the memory's read of the third entry (addressed in every cycle
+        # from the register; its data two cycles later: f1, f2 say that the emit side popped one, two cycles
+        # ago, tgt2 is the slot). So every entry's value is in the memory, and the head's and the second's also
+        # in registers, and an emission changes only the pointer and the fetch flags
+        ring = [[Signal(signed(W), name=f"value{k}_{i}") for i in range(4)] for k in range(2)]
+        ptr = [Signal(2, name=f"value_ptr{k}") for k in range(2)]
+        tgt1, tgt2 = Signal(2, name="fetch_slot1"), Signal(2, name="fetch_slot2")
+        m.d.sync += [tgt1.eq(Mux(eb, ptr[1], ptr[0]) + 2), tgt2.eq(tgt1)]
         f1, f2 = Signal(name="fetch1"), Signal(name="fetch2")
         m.d.sync += [f1.eq(clr_bit), f2.eq(f1 & ~release)]
         # the emit read of cycle c (latched at the edge ending c) meets the write of s2 of cycle c when the bank
@@ -384,19 +395,20 @@ class Spacc(OpComponent):
             ins_second = (ins_lin != h_lin) & (~nv[k] | (ins_lin < n_lin))
             ins_third = (ins_lin != h_lin) & (ins_lin != n_lin) & (~tv[k] | (ins_lin < t_lin))
             with m.If(full[k] & (eb == k)):
-                val_h = Mux(f2 & f1, rdata, hval[k])
-                val_n = Mux(f2 & ~f1, rdata, nval[k])
                 with m.If(clr_bit):
-                    m.d.sync += hval[k].eq(val_n)
-                with m.Else():
-                    m.d.sync += [hval[k].eq(val_h), nval[k].eq(val_n)]
+                    m.d.sync += ptr[k].eq(ptr[k] + 1)
+                for i in range(4):
+                    with m.If(f2 & (tgt2 == i)):
+                        m.d.sync += ring[k][i].eq(rdata)
             with m.Elif(mine):
+                eq_head, eq_second = ins_lin == h_lin, ins_lin == n_lin
+                slot = Signal(2, name=f"value_slot{k}")
+                m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
                 with m.If(ins_head):
-                    m.d.sync += [hval[k].eq(merged), nval[k].eq(hval[k])]
-                with m.Elif(ins_lin == h_lin):
-                    m.d.sync += hval[k].eq(merged)
-                with m.Elif(ins_second | (ins_lin == n_lin)):
-                    m.d.sync += nval[k].eq(merged)
+                    m.d.sync += ptr[k].eq(ptr[k] - 1)
+                for i in range(4):
+                    with m.If((ins_head | eq_head | ins_second | eq_second) & (slot == i)):
+                        m.d.sync += ring[k][i].eq(merged)
             with m.If(clr_bit & (eb == k)):
                 m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
                              third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~low_onehot)]
@@ -444,7 +456,9 @@ class Spacc(OpComponent):
                     m.d.comb += fe.push[names[d]].eq(first[d])
                 for d in range(order):
                     set_data(m, outs[d], ecrd[d])
-                set_data(m, ov, Mux(f2 & f1, rdata, Mux(eb, hval[1], hval[0])))
+                e_ring = [Mux(eb, ring[1][i], ring[0][i]) for i in range(4)]
+                e_ptr = Mux(eb, ptr[1], ptr[0])
+                set_data(m, ov, Mux(f2 & f1, rdata, Array(e_ring)[e_ptr]))
                 m.d.comb += clr_bit.eq(fe.fire)
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
