@@ -76,6 +76,14 @@ def _prefix_below(bits, n):
     return [Const(0, 1)] + p[:-1]
 
 
+def _or_all(values, width):
+    """The OR of ``values`` (each ``width`` bits)."""
+    out = Const(0, width)
+    for v in values:
+        out = out | v
+    return out
+
+
 def _lowest(m, bits, n, payloads, name):
     """The lowest set bit of ``bits`` (n bits): ``(any, onehot, payload)``, ``onehot`` its one-hot mask (0 when
     none) and ``payload`` the constant ``payloads[i]`` of that bit (0 when none): the OR of the constants
@@ -365,7 +373,7 @@ class Spacc(OpComponent):
         # the values of the head and the second of each bank, in registers: a ring of four per bank, the head's
         # at the pointer, the second's after it. The accumulate side writes the merged result of the entry it
         # inserts or merges in the cycle (s1) when that entry is (becomes) the head (a new head: the pointer
-        # steps back) or the second; the emit side steps the pointer on an emission and fills the new second's
+        # steps back) or the second, into the slot chosen then, from s2 in the cycle after; the emit side steps the pointer on an emission and fills the new second's
         # slot (two after the old head's) from the memory's read of the third entry (addressed in every cycle
         # from the register; its data two cycles later: f1, f2 say that the emit side popped one, two cycles
         # ago, tgt2 is the slot). So every entry's value is in the memory, and the head's and the second's also
@@ -373,6 +381,8 @@ class Spacc(OpComponent):
         ring = [[Signal(signed(W), name=f"value{k}_{i}") for i in range(4)] for k in range(2)]
         ptr = [Signal(2, name=f"value_ptr{k}") for k in range(2)]
         tgt1, tgt2 = Signal(2, name="fetch_slot1"), Signal(2, name="fetch_slot2")
+        s2_rw, s2_rslot, s2_rbank = Signal(name="s2_ring_write"), Signal(2, name="s2_ring_slot"), Signal(name="s2_bank")
+        m.d.sync += [s2_rw.eq(0), s2_rbank.eq(s1_bank)]
         m.d.sync += [tgt1.eq(Mux(eb, ptr[1], ptr[0]) + 2), tgt2.eq(tgt1)]
         f1, f2 = Signal(name="fetch1"), Signal(name="fetch2")
         m.d.sync += [f1.eq(clr_bit), f2.eq(f1 & ~release)]
@@ -385,9 +395,56 @@ class Spacc(OpComponent):
         rdata = Signal(signed(W), name="emit_read")
         m.d.comb += rdata.eq(Mux(e_col2, e_colv2, rpe.data.as_signed()))
         low_addr = []
+        # rest in groups of G bits: per group whether it has a bit (gne) and its lowest bit (glow), registers
+        # kept with rest, so its lowest entry is a find-first-set over the groups and a choice among registers
+        r = 1
+        while r * r < n:
+            r += 1
+        G = 1 << max(1, (r - 1).bit_length())
+        gw = G.bit_length() - 1
+        ng = -(-n // G)
+        gne = [Signal(ng, name=f"rest{k}_groups") for k in range(2)]
+        glow = [[Signal(gw, name=f"rest{k}_g{g}_low") for g in range(ng)] for k in range(2)]
+
+        def group_bits(bits, g):
+            return Cat(*[bits[g * G + i] if g * G + i < n else Const(0, 1) for i in range(G)])
+
+        pow2 = all(dd & (dd - 1) == 0 for dd in dims)
+
+        def entry_of(k, lin):
+            """The packed entry of bank k at linear index ``lin`` (a Value)."""
+            lin = lin[:lw]
+            addr = Cat(lin, Const(k, 1))[:aw] if n & (n - 1) == 0 else (lin + k * n)[:aw]
+            if order == 1:
+                return Cat(lin, addr)
+            if pow2:
+                crds, at = [], 0                       # the innermost coordinate in the low bits
+                for d in reversed(range(order)):
+                    cb = (dims[d] - 1).bit_length()
+                    crds.insert(0, Cat(lin[at:at + cb], Const(0, cws[d]))[:cws[d]])
+                    at += cb
+                return Cat(lin, addr, *crds)
+            table = Array([Const(entry_const(k, i) >> (lw + aw), sum(cws)) for i in range(n)])
+            return Cat(lin, addr, table[lin])
+
         for k in range(2):
-            any_rest, low_onehot, low_entry = _lowest(m, rest[k], n, [entry_const(k, i) for i in range(n)],
-                                                      f"rest{k}_lowest")
+            # rest's lowest entry from registers: the first nonempty group (a find-first-set on gne), that group's
+            # registered lowest bit (glow)
+            any_rest, gone, gidx = _lowest(m, gne[k], ng, list(range(ng)), f"rest{k}_group")
+            iidx = Signal(gw, name=f"rest{k}_low_in_group")
+            m.d.comb += iidx.eq(_or_all([gone[g].replicate(gw) & glow[k][g] for g in range(ng)], gw))
+            low_entry = entry_of(k, Cat(iidx, gidx)[:lw] if ng > 1 else iidx[:lw])
+            # the group that loses its lowest bit: its next lowest, for every group from registers
+            clear = []
+            nlow = []
+            for g in range(ng):
+                bits = group_bits(rest[k], g)
+                rem = Signal(G, name=f"rest{k}_g{g}_rem")
+                m.d.comb += rem.eq(bits & ~Cat(*[glow[k][g] == i for i in range(G)]))
+                g_any, _, g_low = _lowest(m, rem, G, list(range(G)), f"rest{k}_g{g}_next")
+                nlow.append((g_any, g_low))
+                clear.append(Cat(*[gone[g] & (glow[k][g] == i) for i in range(G)]))
+            clear_mask = Cat(*clear)[:n]
             low_addr.append(fields(third[k])[1])
             h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
             mine = s1_v & (s1_bank == k)
@@ -406,12 +463,17 @@ class Spacc(OpComponent):
                 m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
                 with m.If(ins_head):
                     m.d.sync += ptr[k].eq(ptr[k] - 1)
-                for i in range(4):
-                    with m.If((ins_head | eq_head | ins_second | eq_second) & (slot == i)):
-                        m.d.sync += ring[k][i].eq(merged)
+                m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot)]
+            # the merged value lands in its slot from s2 (one cycle after the merge)
+            for i in range(4):
+                with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
+                    m.d.sync += ring[k][i].eq(s2_m)
             with m.If(clr_bit & (eb == k)):
                 m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
-                             third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~low_onehot)]
+                             third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~clear_mask)]
+                for g in range(ng):
+                    with m.If(gone[g]):
+                        m.d.sync += [gne[k][g].eq(nlow[g][0]), glow[k][g].eq(nlow[g][1])]
             # the insertion compares the entry with the registered head, second and third only (an entry already
             # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
             # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
@@ -424,10 +486,23 @@ class Spacc(OpComponent):
                     m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1), third[k].eq(nxt[k]), tv[k].eq(nv[k])]
                 with m.Elif(ins_third):
                     m.d.sync += [third[k].eq(ins_entry), tv[k].eq(1)]
-                with m.Elif(tv[k] & (t_lin < ins_lin)):
-                    m.d.sync += rest[k].bit_select(ins_lin, 1).eq(1)
-                with m.If((ins_head | ins_second | ins_third) & tv[k]):
-                    m.d.sync += rest[k].bit_select(t_lin, 1).eq(1)
+                # the entry that goes to rest: the displaced third, or the new entry beyond the third (both
+                # candidates decoded from registers; the comparisons choose last)
+                shifts = ins_head | ins_second | ins_third
+                en_t = Signal(name=f"rest{k}_set_third")
+                en_i = Signal(name=f"rest{k}_set_new")
+                m.d.comb += [en_t.eq(tv[k] & shifts), en_i.eq(tv[k] & ~shifts & (t_lin < ins_lin))]
+                dec_t = Cat(*[t_lin == b for b in range(n)])
+                dec_i = Cat(*[ins_lin == b for b in range(n)])
+                with m.If(en_t | en_i):
+                    m.d.sync += rest[k].eq(rest[k] | (dec_t & en_t.replicate(n)) | (dec_i & en_i.replicate(n)))
+                for g in range(ng):
+                    cands = [(en_t & ((t_lin >> gw) == g), t_lin[:gw]), (en_i & ((ins_lin >> gw) == g), ins_lin[:gw])]
+                    with m.If(cands[0][0] | cands[1][0]):
+                        m.d.sync += gne[k][g].eq(1)
+                    for hit, low in cands:
+                        with m.If(hit & (~gne[k][g] | (low < glow[k][g]))):
+                            m.d.sync += glow[k][g].eq(low)
         # the emit side's read: bank eb's third entry (a register), which becomes its second when the head is
         # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
         # closing firing) precedes its first emission, so the read never meets a write of its entry
@@ -458,7 +533,9 @@ class Spacc(OpComponent):
                     set_data(m, outs[d], ecrd[d])
                 e_ring = [Mux(eb, ring[1][i], ring[0][i]) for i in range(4)]
                 e_ptr = Mux(eb, ptr[1], ptr[0])
-                set_data(m, ov, Mux(f2 & f1, rdata, Array(e_ring)[e_ptr]))
+                # (the bank's first emission may follow its last merge directly: that value is still in s2)
+                fw = s2_rw & (s2_rbank == eb) & (s2_rslot == e_ptr)
+                set_data(m, ov, Mux(f2 & f1, rdata, Mux(fw, s2_m, Array(e_ring)[e_ptr])))
                 m.d.comb += clr_bit.eq(fe.fire)
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
