@@ -6,21 +6,46 @@ Streams, outermost first (sub-tree depth d = stream d): ``crd_outer{order-2}`` .
 streams of order 3 (2; order 1: ``dim``).
 
 Storage (owned by the op, not a tensor memory), two banks: an accumulator array ``acc`` of ``2 * prod(dims)``
-values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two synchronous read ports, one
-per side, addressed one cycle ahead from the next state (the accumulate side's from ``after("crd_inner")``,
-the next head, and transparent to the write port; the emit side's from the emit queue below), so the data is
-there in the cycle a combinational read would give it and the timing is unchanged; block RAM from
-:data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`; one synchronous write port, the accumulate side's) and an
-occupancy bitmap register of ``prod(dims)`` bits per bank. Entries leave in sorted order of their linear
-address, one per cycle (lexicographic: order 2 row by row, order 3 plane by plane). Per bank an emit queue in
-registers holds the two lowest entries (``head``, ``second``: linear address, memory address and coordinates)
-and a bitmap ``rest`` of the others: emitting pops the head (second moves up, the lowest entry of rest, a
-find-first-set on registers, becomes second), accumulating a new entry inserts it (two comparisons with the
-registered entries; the displaced one goes to rest). So the emitted coordinates, the row and plane ends (the
-second entry is in another row, plane) and the emit read's address come from registers; the firings only choose
-among them. Capacity: a coordinate of stream d must be ``< dims[d]``; an entry beyond is not accumulated and
-sets the sticky ``overflow`` output. The bitmaps and find-first-set cost O(prod(dims)) logic: meant for small
-capacities (up to a few hundred entries; order 3 is for small tensors).
+values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``), a
+:class:`~fuseflow.hw.memory.TensorMemory` with two read ports of latency 2 (address register, data register:
+on ECP5 DP16KD blocks with their output register, block RAM from :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`)
+and one write port, and an occupancy bitmap register of ``prod(dims)`` bits per bank. Entries leave in sorted
+order of their linear address, one per cycle (lexicographic: order 2 row by row, order 3 plane by plane).
+
+The accumulation is a pipeline; the timing contract is unchanged (every value reaches the outputs in the cycle a
+combinational read-modify-write would give it). A firing in cycle t (entry A, value x):
+- t - 1: the accumulate read is addressed from the next head (``after("crd_inner")`` at the next prefix and
+  bank: two candidates, the step fires or not, that the firing chooses last); beside it, from the same
+  candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``) and its bitmap bit.
+- t: registers ``s1`` take A, x, whether the read's data holds A's value (occupied, no hit) and else that value
+  (``s1_cur``: the operation's identity for a new entry, or the merged result of t - 1 (the merge output of
+  this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent first).
+- t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``) into ``s2``; the bitmap bit is set and
+  the entry inserted into the emit queue (below) from s1.
+- t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
+  to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
+  undefined: it is never used (forwarded instead).
+
+Per bank an emit queue in registers holds the three lowest entries (``head``, ``second``, ``third``: linear
+address, memory address and coordinates) and a bitmap ``rest`` of the others, kept in groups of G bits
+(G about sqrt(prod(dims)), a power of two) with per group a nonempty bit and the index of its lowest bit
+(registers). Emitting pops the head (second and third move up; rest's lowest entry, a find-first-set over the
+groups and a choice among the registered group lowests, becomes third; the group that lost it takes its next
+lowest bit, computed for every group from registers); accumulating a new entry inserts it (three comparisons
+with the registered entries; the displaced one goes to rest). The values of the head and the second are in
+registers too, a ring of four per bank (the head's at a pointer, the second's after it): the accumulate side
+writes the merged value of an entry that is (becomes) head or second into its slot from s2 (a new head steps the
+pointer back); an emission steps the pointer forward, and the new second's value comes from the memory: the
+emit read is addressed in every cycle with bank ``eb``'s third entry (a register), and its data, two cycles
+after a pop, fills the slot two after the popped head's (or is the emitted value when that entry is emitted at
+once). A bank's last merge lands in s2 in its closing cycle t_c, its last memory write at the edge ending
+t_c + 1: the emitted value forwards s2 when the head's slot is still being written (first emission at t_c + 1)
+and the emit read of t_c + 1 forwards s2's write when it names the same entry. So the emitted coordinates and
+value, the row and plane ends (the second entry is in another row, plane) and the emit read's address come
+from registers; the firings only choose among them and step pointers. Capacity: a coordinate of stream d must
+be ``< dims[d]``; an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmaps and
+find-first-sets cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3 is
+for small tensors).
 
 Two processes, each with its own firing rule (``_common.Fire``): the accumulate side pops the inputs and never
 pushes; the emit side pushes the outputs and never pops. ``full[k]``: bank k was handed over and is not yet
@@ -33,7 +58,7 @@ cycle t' is written from t' + 1 (the simulator's channel of depth 2).
 Accumulate side: register ``dep`` is the stream being read, ``closed`` says its next token is a stop whose
 fibre end a deeper stream already signalled, ``pre[d]`` holds the current coordinate of stream d.
 - ``dep`` = innermost: both heads (crd_inner, val); data -> ``acc[ab, pre, j] = f(acc, v)`` (or v when new;
-  N = 0), pops both; a stop pops both and ends the fibre (below).
+  N = 0; the merge pipeline above), pops both; a stop pops both and ends the fibre (below).
 - ``dep`` = d < innermost, ``closed``: pops stream d's stop alone and ends its fibre.
 - otherwise stream d's head: data -> ``pre[d]``, ``dep = d + 1``; a stop (an empty fibre: every deeper
   stream holds its bare stop) pops streams d.. and val together and ends the fibre; D (d = 0) needs every
@@ -318,11 +343,11 @@ class Spacc(OpComponent):
                      occ_bm.eq(Mux(fa.fire, look[0][2], look[1][2]))]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
-        # ---- emit side: per bank, its two lowest entries in registers (``head``, ``nxt``: a sorted queue) and
-        # the bitmap of the others (``rest``). Emitting pops the head: nxt moves up and the lowest entry of rest
-        # (a find-first-set on registers only) becomes nxt; accumulating inserts into the queue (comparisons
-        # with the two registered entries). So the emitted entry, its row's end and the synchronous read's
-        # address come from registers, the firings only choose among them.
+        # ---- emit side: per bank, its three lowest entries in registers (``head``, ``nxt``, ``third``: a sorted
+        # queue) and the bitmap of the others (``rest``, in groups). Emitting pops the head: nxt and third move
+        # up and the lowest entry of rest (from registers only) becomes third; accumulating inserts into the
+        # queue (comparisons with the three registered entries, from s1). So the emitted entry, its row's end
+        # and the emit read's address come from registers, the firings only choose among them.
         lw = Shape.cast(range(max(n, 2))).width
         cws = [Shape.cast(range(max(dd, 2))).width for dd in dims] if order > 1 else []
 
@@ -373,15 +398,17 @@ class Spacc(OpComponent):
         # the values of the head and the second of each bank, in registers: a ring of four per bank, the head's
         # at the pointer, the second's after it. The accumulate side writes the merged result of the entry it
         # inserts or merges in the cycle (s1) when that entry is (becomes) the head (a new head: the pointer
-        # steps back) or the second, into the slot chosen then, from s2 in the cycle after; the emit side steps the pointer on an emission and fills the new second's
-        # slot (two after the old head's) from the memory's read of the third entry (addressed in every cycle
-        # from the register; its data two cycles later: f1, f2 say that the emit side popped one, two cycles
-        # ago, tgt2 is the slot). So every entry's value is in the memory, and the head's and the second's also
-        # in registers, and an emission changes only the pointer and the fetch flags
+        # steps back) or the second, into the slot chosen then, from s2 in the cycle after; the emit side steps
+        # the pointer on an emission and fills the new second's slot (two after the old head's) from the
+        # memory's read of the third entry (addressed in every cycle from the register; its data two cycles
+        # later: f1, f2 say that the emit side popped one, two cycles ago, tgt2 is the slot). So every entry's
+        # value is in the memory, the head's and the second's also in registers, and an emission changes only
+        # the pointer and the fetch flags
         ring = [[Signal(signed(W), name=f"value{k}_{i}") for i in range(4)] for k in range(2)]
         ptr = [Signal(2, name=f"value_ptr{k}") for k in range(2)]
         tgt1, tgt2 = Signal(2, name="fetch_slot1"), Signal(2, name="fetch_slot2")
-        s2_rw, s2_rslot, s2_rbank = Signal(name="s2_ring_write"), Signal(2, name="s2_ring_slot"), Signal(name="s2_bank")
+        s2_rw, s2_rslot = Signal(name="s2_ring_write"), Signal(2, name="s2_ring_slot")
+        s2_rbank = Signal(name="s2_bank")
         m.d.sync += [s2_rw.eq(0), s2_rbank.eq(s1_bank)]
         m.d.sync += [tgt1.eq(Mux(eb, ptr[1], ptr[0]) + 2), tgt2.eq(tgt1)]
         f1, f2 = Signal(name="fetch1"), Signal(name="fetch2")
