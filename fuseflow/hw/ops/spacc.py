@@ -167,7 +167,7 @@ class Spacc(OpComponent):
         acc = TensorMemory(2 * n, W, block=block, name="acc", impl=self.memory_impl)
         m.submodules.acc = acc
         rpa = acc.read_port()                          # accumulate side: addressed from the next head
-        rpe = acc.read_port()                          # emit side: the lowest entry of rest, every cycle
+        rpe = acc.read_port()                          # emit side: the emit bank's third entry, every cycle
         wp = acc.write_port()
         bm = [Signal(n, name=f"bitmap{k}") for k in range(2)]
         full = [Signal(name=f"full{k}") for k in range(2)]
