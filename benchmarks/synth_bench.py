@@ -187,8 +187,8 @@ def markdown(doc):
              "addressed one cycle ahead (tensor reads: the data registered once more, MEMORY_READ_LATENCY 2), "
              "so those of 1 Kbit and more (crd, vals, spacc's accumulator; the +mem rows' 64-entry crd and vals) "
              "go to block RAM: tensor memories as DP16KD instances whose output register holds the read data "
-             "(Yosys would map them without it), spacc's accumulator as Yosys "
-             "maps it; level_scan's seg and first arrays (read combinationally) and smaller memories go to LUT RAM "
+             "(Yosys would map them without it), spacc's accumulator likewise (two read ports of latency 2, "
+             "its merge pipelined); level_scan's seg and first arrays (read combinationally) and smaller memories go to LUT RAM "
              "(TRELLIS_DPR16X4, counted in LUTs; the LUT-RAM column shows how many) (docs/hardware.md, "
              "\"Memories\"). Channel FIFOs keep their head and the entry behind it in registers. "
              + bram_note(rows) +

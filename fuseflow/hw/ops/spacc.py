@@ -6,21 +6,46 @@ Streams, outermost first (sub-tree depth d = stream d): ``crd_outer{order-2}`` .
 streams of order 3 (2; order 1: ``dim``).
 
 Storage (owned by the op, not a tensor memory), two banks: an accumulator array ``acc`` of ``2 * prod(dims)``
-values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``; two synchronous read ports, one
-per side, addressed one cycle ahead from the next state (the accumulate side's from ``after("crd_inner")``,
-the next head, and transparent to the write port; the emit side's from the emit queue below), so the data is
-there in the cycle a combinational read would give it and the timing is unchanged; block RAM from
-:data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`; one synchronous write port, the accumulate side's) and an
-occupancy bitmap register of ``prod(dims)`` bits per bank. Entries leave in sorted order of their linear
-address, one per cycle (lexicographic: order 2 row by row, order 3 plane by plane). Per bank an emit queue in
-registers holds the two lowest entries (``head``, ``second``: linear address, memory address and coordinates)
-and a bitmap ``rest`` of the others: emitting pops the head (second moves up, the lowest entry of rest, a
-find-first-set on registers, becomes second), accumulating a new entry inserts it (two comparisons with the
-registered entries; the displaced one goes to rest). So the emitted coordinates, the row and plane ends (the
-second entry is in another row, plane) and the emit read's address come from registers; the firings only choose
-among them. Capacity: a coordinate of stream d must be ``< dims[d]``; an entry beyond is not accumulated and
-sets the sticky ``overflow`` output. The bitmaps and find-first-set cost O(prod(dims)) logic: meant for small
-capacities (up to a few hundred entries; order 3 is for small tensors).
+values (bank k at ``k * prod(dims)``, entry ``(a * dim_outer + b) * dim + j``), a
+:class:`~fuseflow.hw.memory.TensorMemory` with two read ports of latency 2 (address register, data register:
+on ECP5 DP16KD blocks with their output register, block RAM from :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS`)
+and one write port, and an occupancy bitmap register of ``prod(dims)`` bits per bank. Entries leave in sorted
+order of their linear address, one per cycle (lexicographic: order 2 row by row, order 3 plane by plane).
+
+The accumulation is a pipeline; the timing contract is unchanged (every value reaches the outputs in the cycle a
+combinational read-modify-write would give it). A firing in cycle t (entry A, value x):
+- t - 1: the accumulate read is addressed from the next head (``after("crd_inner")`` at the next prefix and
+  bank: two candidates, the step fires or not, that the firing chooses last); beside it, from the same
+  candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``) and its bitmap bit.
+- t: registers ``s1`` take A, x, whether the read's data holds A's value (occupied, no hit) and else that value
+  (``s1_cur``: the operation's identity for a new entry, or the merged result of t - 1 (the merge output of
+  this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent first).
+- t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``) into ``s2``; the bitmap bit is set and
+  the entry inserted into the emit queue (below) from s1.
+- t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
+  to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
+  undefined: it is never used (forwarded instead).
+
+Per bank an emit queue in registers holds the three lowest entries (``head``, ``second``, ``third``: linear
+address, memory address and coordinates) and a bitmap ``rest`` of the others, kept in groups of G bits
+(G about sqrt(prod(dims)), a power of two) with per group a nonempty bit and the index of its lowest bit
+(registers). Emitting pops the head (second and third move up; rest's lowest entry, a find-first-set over the
+groups and a choice among the registered group lowests, becomes third; the group that lost it takes its next
+lowest bit, computed for every group from registers); accumulating a new entry inserts it (three comparisons
+with the registered entries; the displaced one goes to rest). The values of the head and the second are in
+registers too, a ring of four per bank (the head's at a pointer, the second's after it): the accumulate side
+writes the merged value of an entry that is (becomes) head or second into its slot from s2 (a new head steps the
+pointer back); an emission steps the pointer forward, and the new second's value comes from the memory: the
+emit read is addressed in every cycle with bank ``eb``'s third entry (a register), and its data, two cycles
+after a pop, fills the slot two after the popped head's (or is the emitted value when that entry is emitted at
+once). A bank's last merge lands in s2 in its closing cycle t_c, its last memory write at the edge ending
+t_c + 1: the emitted value forwards s2 when the head's slot is still being written (first emission at t_c + 1)
+and the emit read of t_c + 1 forwards s2's write when it names the same entry. So the emitted coordinates and
+value, the row and plane ends (the second entry is in another row, plane) and the emit read's address come
+from registers; the firings only choose among them and step pointers. Capacity: a coordinate of stream d must
+be ``< dims[d]``; an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmaps and
+find-first-sets cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3 is
+for small tensors).
 
 Two processes, each with its own firing rule (``_common.Fire``): the accumulate side pops the inputs and never
 pushes; the emit side pushes the outputs and never pops. ``full[k]``: bank k was handed over and is not yet
@@ -33,7 +58,7 @@ cycle t' is written from t' + 1 (the simulator's channel of depth 2).
 Accumulate side: register ``dep`` is the stream being read, ``closed`` says its next token is a stop whose
 fibre end a deeper stream already signalled, ``pre[d]`` holds the current coordinate of stream d.
 - ``dep`` = innermost: both heads (crd_inner, val); data -> ``acc[ab, pre, j] = f(acc, v)`` (or v when new;
-  N = 0), pops both; a stop pops both and ends the fibre (below).
+  N = 0; the merge pipeline above), pops both; a stop pops both and ends the fibre (below).
 - ``dep`` = d < innermost, ``closed``: pops stream d's stop alone and ends its fibre.
 - otherwise stream d's head: data -> ``pre[d]``, ``dep = d + 1``; a stop (an empty fibre: every deeper
   stream holds its bare stop) pops streams d.. and val together and ends the fibre; D (d = 0) needs every
@@ -50,8 +75,7 @@ every output, once.
 
 from math import prod
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
-from amaranth.lib.memory import Memory
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
@@ -59,7 +83,7 @@ from ...samml.registry import REDUCE_MERGE, check_spacc
 from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level
 from ._common import Fire, OpComponent, set_data, set_done, set_stop
-from ...hw.memory import memory_storage
+from ...hw.memory import TensorMemory, memory_storage
 from .alu import fixed_op
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
@@ -75,6 +99,14 @@ def _prefix_below(bits, n):
              for i in range(n)]
         span *= 2
     return [Const(0, 1)] + p[:-1]
+
+
+def _or_all(values, width):
+    """The OR of ``values`` (each ``width`` bits)."""
+    out = Const(0, width)
+    for v in values:
+        out = out | v
+    return out
 
 
 def _lowest(m, bits, n, payloads, name):
@@ -95,6 +127,9 @@ def _lowest(m, bits, n, payloads, name):
 
 class Spacc(OpComponent):
     op_name = "spacc"
+    #: the accumulator's implementation (:class:`fuseflow.hw.memory.TensorMemory`'s ``impl``): None picks by
+    #: the platform; tests set ``"dp16kd-model"`` to run the DP16KD wiring in the Amaranth simulator
+    memory_impl = None
 
     def _add_members(self, members):
         p = self.params
@@ -127,11 +162,13 @@ class Spacc(OpComponent):
         fa = Fire(self, [], self.inputs())            # accumulate side
         fe = Fire(self, self.outputs(), [])           # emit side
         block = memory_storage("acc", 2 * n * W) == "block"
-        acc = Memory(shape=unsigned(W), depth=2 * n, init=[], attrs={"ram_style": "block"} if block else None)
+        # latency-2 reads (address register, then the data register: on ECP5 the DP16KD's output register);
+        # a read of an entry written at the same clock edge is never used (forwarded instead)
+        acc = TensorMemory(2 * n, W, block=block, name="acc", impl=self.memory_impl)
         m.submodules.acc = acc
+        rpa = acc.read_port()                          # accumulate side: addressed from the next head
+        rpe = acc.read_port()                          # emit side: the emit bank's third entry, every cycle
         wp = acc.write_port()
-        rpa = acc.read_port(transparent_for=[wp])      # sees the write of the cycle before, as a comb read
-        rpe = acc.read_port()
         bm = [Signal(n, name=f"bitmap{k}") for k in range(2)]
         full = [Signal(name=f"full{k}") for k in range(2)]
         base = [Signal(8, name=f"base{k}") for k in range(2)]   # m - group of the stop that closed the bank
@@ -146,8 +183,6 @@ class Spacc(OpComponent):
         m.d.comb += self.overflow.eq(overflow)
         a_free = Signal()
         m.d.comb += a_free.eq(Mux(ab, ~full[1], ~full[0]) & ~done_in)
-        abits = Signal(n)
-        m.d.comb += abits.eq(Mux(ab, bm[1], bm[0]))
         e_full = Signal()
         m.d.comb += e_full.eq(Mux(eb, full[1], full[0]))
         ebase = Signal(8)
@@ -166,9 +201,39 @@ class Spacc(OpComponent):
         merge = REDUCE_MERGE[self.params["op"]]
         identity = {"add": 0, "max": fx.min_raw, "min": fx.max_raw}[merge]
         occupied = Signal()                            # entry set_addr of bank ab holds a value
+        set_addr = Signal(range(max(n, 2)))            # the entry of crd_inner's head at the current prefix
+        aw = Shape.cast(range(max(2 * n, 2))).width
+        full_addr = Signal(aw)                         # bank ab's entry set_addr in the memory
+        wen = Signal()                                 # this firing accumulates (fires, in range)
+        # the merge pipeline (a firing in cycle t): s1 (cycle t + 1) holds its address and value, whether the
+        # memory's read (addressed in t - 1) has its current value, and else that value (s1_cur: the identity
+        # for a new entry, or the merged result of a firing of t - 1, t - 2 or t - 3, the most recent first);
+        # in t + 1 the merge, into s2; in t + 2 the memory write from s2. The read holds the writes of the
+        # firings up to t - 4; t - 3's write is at the edge that latched the read's address, whose data must
+        # not be used (and is not: it is forwarded)
+        s1_addr, s2_addr, s3_addr = (Signal(aw, name=f"s{i}_addr") for i in (1, 2, 3))
+        s1_v, s2_v, s3_v = (Signal(name=f"s{i}_valid") for i in (1, 2, 3))
+        s1_x = Signal(signed(W), name="s1_val")
+        s1_mem = Signal(name="s1_from_memory")          # occupied, no firing of t - 1 .. t - 3 had the entry
+        s1_cur = Signal(signed(W), name="s1_cur")
+        s2_m, s3_m = (Signal(signed(W), name=f"s{i}_merged") for i in (2, 3))
+        s1_lin = Signal(range(max(n, 2)), name="s1_lin")
+        s1_bank = Signal(name="s1_bank")
+        # registers, set in the cycle before from the read's address (the next head's entry, two candidates):
+        # the firing of the cycle before (of two, three cycles before) had this entry; its bitmap bit (the
+        # bitmap is set one cycle after the firing, from s1)
+        hit_now, hit2, hit3 = Signal(name="hit1"), Signal(name="hit2"), Signal(name="hit3")
+        occ_bm = Signal(name="occupied_bitmap")
+        m.d.comb += occupied.eq(occ_bm | hit_now)
         cur_val = Signal(signed(W))
-        m.d.comb += cur_val.eq(Mux(occupied, rpa.data.as_signed(), identity))
-        merged = fixed_op(m, merge, cur_val, x, fx, prefix="acc")
+        m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
+        merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
+        m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
+                     s1_mem.eq(occupied & ~hit_now & ~hit2 & ~hit3),
+                     s1_cur.eq(Mux(~occupied, identity, Mux(hit_now, merged, Mux(hit2, s2_m, s3_m))))]
+        m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_m.eq(merged),
+                     s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_m.eq(s2_m)]
+        m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
 
         # ---- accumulate side
         dep = Signal(range(max(order, 2)))
@@ -177,23 +242,29 @@ class Spacc(OpComponent):
         npre = [Signal(w, name=f"next_pre{d}") for d in range(order - 1)]
         m.d.comb += [npre[d].eq(pre[d]) for d in range(order - 1)]
         m.d.sync += [pre[d].eq(npre[d]) for d in range(order - 1)]
+        pre_f = [Signal(w, name=f"fire_pre{d}") for d in range(order - 1)]    # pre after a firing of this step
+        m.d.comb += [pre_f[d].eq(pre[d]) for d in range(order - 1)]
         set_bit = Signal()
-        set_addr = Signal(range(max(n, 2)))
+        wen_if = Signal()                              # this step accumulates if it fires
         close = Signal()                               # this firing hands the bank over
+        close_if = Signal()                            # ... if this step fires
         close_base = Signal(8)
 
+        # the entry of the head of crd_inner at the current prefix (used by a firing that accumulates)
+        j = c.data[:w]
+        in_range = Signal()
+        ok = j < dim
+        lin = 0
+        for d in range(order - 1):
+            lin = lin * dims[d] + pre[d] if d else pre[d]
+            ok = ok & (pre[d] < dims[d])
+        m.d.comb += [in_range.eq(ok), set_addr.eq(lin * dim + j if order > 1 else j)]
+        m.d.comb += full_addr.eq(ab * n + set_addr)
+
         def accumulate():
-            """On fire: acc[ab, pre, c] <- merge(v)."""
-            j = c.data[:w]
-            ok = j < dim
-            lin = 0
-            for d in range(order - 1):
-                lin = lin * dims[d] + pre[d] if d else pre[d]
-                ok = ok & (pre[d] < dims[d])
-            m.d.comb += set_addr.eq(lin * dim + j if order > 1 else j)
-            m.d.comb += occupied.eq(abits.bit_select(set_addr, 1))
-            m.d.comb += [wp.addr.eq(ab * n + set_addr),
-                         wp.data.eq(merged), wp.en.eq(fa.fire & ok), set_bit.eq(fa.fire & ok)]
+            """On fire: acc[ab, pre, c] <- merge(v) (the merge and the write follow in the next cycle)."""
+            ok = in_range
+            m.d.comb += [wen.eq(fa.fire & ok), set_bit.eq(fa.fire & ok), wen_if.eq(ok)]
             with m.If(fa.fire & ~ok):
                 m.d.sync += overflow.eq(1)
 
@@ -205,7 +276,8 @@ class Spacc(OpComponent):
                 else:
                     m.d.sync += closed.eq(0)
             if not d:
-                m.d.comb += [close.eq(fa.fire & (j >= self.group)), close_base.eq(j - self.group)]
+                m.d.comb += [close_if.eq(j >= self.group), close.eq(fa.fire & (j >= self.group)),
+                             close_base.eq(j - self.group)]
 
         def take_done(tok):
             with m.If(is_done(tok)):
@@ -234,7 +306,7 @@ class Spacc(OpComponent):
                         m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1)]
                         end_fibre(d, stop_level(hd))
                     with m.Elif(~hd.ctrl):
-                        m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1)]
+                        m.d.comb += [fa.go.eq(hv & a_free), fa.pop[names[d]].eq(1), pre_f[d].eq(hd.data[:w])]
                         with m.If(fa.fire):
                             m.d.sync += dep.eq(d + 1)
                             m.d.comb += npre[d].eq(hd.data[:w])
@@ -247,21 +319,36 @@ class Spacc(OpComponent):
                         m.d.comb += [fa.pop[p].eq(1) for p in names[d:] + ["val"]]
                         end_fibre(d, stop_level(hd))
 
-        # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank
-        nj = self.after("crd_inner").data[:w]
-        nlin = 0
-        for d in range(order - 1):
-            nlin = nlin * dims[d] + npre[d] if d else npre[d]
-        m.d.comb += rpa.addr.eq(nab * n + (nlin * dim + nj if order > 1 else nj))
+        # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank,
+        # as two candidates (the step fires or not; each from registers and the channel's two next-head views)
+        # that the firing chooses last
+        def entry_addr(bank, prefix, jj):
+            nlin = 0
+            for d in range(order - 1):
+                nlin = nlin * dims[d] + prefix[d] if d else prefix[d]
+            return bank * n + (nlin * dim + jj if order > 1 else jj)
+        behind = Value.cast(self.i_crd_inner_behind)[:w]
+        stay = Value.cast(self.i_crd_inner_stay)[:w]
+        addr_fire, addr_stay = Signal(aw, name="read_addr_fire"), Signal(aw, name="read_addr_stay")
+        m.d.comb += [addr_fire.eq(entry_addr(ab ^ close_if, pre_f, Mux(fa.pop["crd_inner"], behind, stay))),
+                     addr_stay.eq(entry_addr(ab, pre, stay)),
+                     rpa.addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
+        bm_all = Cat(bm[0], bm[1])                     # indexed by the memory address
+        look = []
+        for a in (addr_fire, addr_stay):
+            h2 = s1_v & (s1_addr == a)
+            look.append((h2, s2_v & (s2_addr == a), bm_all.bit_select(a, 1) | h2))
+        m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
+                     hit2.eq(Mux(fa.fire, look[0][0], look[1][0])), hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
+                     occ_bm.eq(Mux(fa.fire, look[0][2], look[1][2]))]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
-        # ---- emit side: per bank, its two lowest entries in registers (``head``, ``nxt``: a sorted queue) and
-        # the bitmap of the others (``rest``). Emitting pops the head: nxt moves up and the lowest entry of rest
-        # (a find-first-set on registers only) becomes nxt; accumulating inserts into the queue (comparisons
-        # with the two registered entries). So the emitted entry, its row's end and the synchronous read's
-        # address come from registers, the firings only choose among them.
+        # ---- emit side: per bank, its three lowest entries in registers (``head``, ``nxt``, ``third``: a sorted
+        # queue) and the bitmap of the others (``rest``, in groups). Emitting pops the head: nxt and third move
+        # up and the lowest entry of rest (from registers only) becomes third; accumulating inserts into the
+        # queue (comparisons with the three registered entries, from s1). So the emitted entry, its row's end
+        # and the emit read's address come from registers, the firings only choose among them.
         lw = Shape.cast(range(max(n, 2))).width
-        aw = Shape.cast(range(max(2 * n, 2))).width
         cws = [Shape.cast(range(max(dd, 2))).width for dd in dims] if order > 1 else []
 
         def entry_const(k, i):
@@ -285,6 +372,8 @@ class Spacc(OpComponent):
         hv = [Signal(name=f"head_valid{k}") for k in range(2)]
         nxt = [Signal(ew, name=f"second{k}") for k in range(2)]
         nv = [Signal(name=f"second_valid{k}") for k in range(2)]
+        third = [Signal(ew, name=f"third{k}") for k in range(2)]
+        tv = [Signal(name=f"third_valid{k}") for k in range(2)]
         rest = [Signal(n, name=f"rest{k}") for k in range(2)]
         clr_bit = Signal()                             # this firing emits bank eb's head
         ehead = Signal(ew)
@@ -300,35 +389,151 @@ class Spacc(OpComponent):
             row_one = ~e_nv | (Cat(*ncrd[:-1]) != Cat(*ecrd[:-1]))
         if order == 3:
             plane_last = ~e_nv | (ncrd[0] != ecrd[0])
-        ins_entry = Signal(ew)                         # the accumulated entry, packed, bank ab's address
+        # the accumulated entry, packed (bank ab's memory address), inserted into bank ab's queue in the cycle
+        # after its firing, from s1, beside its merge
+        ins_entry = Signal(ew, name="s1_entry")
         s_crds = Cat(*(pre[d][:cws[d]] for d in range(order - 1)), c.data[:cws[-1]]) if order > 1 else Cat()
-        m.d.comb += ins_entry.eq(Cat(set_addr, (ab * n + set_addr)[:aw], s_crds))
+        m.d.sync += ins_entry.eq(Cat(set_addr, (ab * n + set_addr)[:aw], s_crds))
+        ins_lin = s1_lin
+        # the values of the head and the second of each bank, in registers: a ring of four per bank, the head's
+        # at the pointer, the second's after it. The accumulate side writes the merged result of the entry it
+        # inserts or merges in the cycle (s1) when that entry is (becomes) the head (a new head: the pointer
+        # steps back) or the second, into the slot chosen then, from s2 in the cycle after; the emit side steps
+        # the pointer on an emission and fills the new second's slot (two after the old head's) from the
+        # memory's read of the third entry (addressed in every cycle from the register; its data two cycles
+        # later: f1, f2 say that the emit side popped one, two cycles ago, tgt2 is the slot). So every entry's
+        # value is in the memory, the head's and the second's also in registers, and an emission changes only
+        # the pointer and the fetch flags
+        ring = [[Signal(signed(W), name=f"value{k}_{i}") for i in range(4)] for k in range(2)]
+        ptr = [Signal(2, name=f"value_ptr{k}") for k in range(2)]
+        tgt1, tgt2 = Signal(2, name="fetch_slot1"), Signal(2, name="fetch_slot2")
+        s2_rw, s2_rslot = Signal(name="s2_ring_write"), Signal(2, name="s2_ring_slot")
+        s2_rbank = Signal(name="s2_bank")
+        m.d.sync += [s2_rw.eq(0), s2_rbank.eq(s1_bank)]
+        m.d.sync += [tgt1.eq(Mux(eb, ptr[1], ptr[0]) + 2), tgt2.eq(tgt1)]
+        f1, f2 = Signal(name="fetch1"), Signal(name="fetch2")
+        m.d.sync += [f1.eq(clr_bit), f2.eq(f1 & ~release)]
+        # the emit read of cycle c (latched at the edge ending c) meets the write of s2 of cycle c when the bank
+        # was closed in c - 1 (its last firing in c - 2): forward that write's value to the data of c + 2
+        e_col1, e_col2 = Signal(name="emit_collide1"), Signal(name="emit_collide2")
+        e_colv1, e_colv2 = Signal(signed(W), name="emit_collide_value1"), Signal(signed(W), name="emit_collide_value2")
+        m.d.sync += [e_col1.eq(s2_v & (s2_addr == rpe.addr)), e_colv1.eq(s2_m), e_col2.eq(e_col1),
+                     e_colv2.eq(e_colv1)]
+        rdata = Signal(signed(W), name="emit_read")
+        m.d.comb += rdata.eq(Mux(e_col2, e_colv2, rpe.data.as_signed()))
+        low_addr = []
+        # rest in groups of G bits: per group whether it has a bit (gne) and its lowest bit (glow), registers
+        # kept with rest, so its lowest entry is a find-first-set over the groups and a choice among registers
+        r = 1
+        while r * r < n:
+            r += 1
+        G = 1 << max(1, (r - 1).bit_length())
+        gw = G.bit_length() - 1
+        ng = -(-n // G)
+        gne = [Signal(ng, name=f"rest{k}_groups") for k in range(2)]
+        glow = [[Signal(gw, name=f"rest{k}_g{g}_low") for g in range(ng)] for k in range(2)]
+
+        def group_bits(bits, g):
+            return Cat(*[bits[g * G + i] if g * G + i < n else Const(0, 1) for i in range(G)])
+
+        pow2 = all(dd & (dd - 1) == 0 for dd in dims)
+
+        def entry_of(k, lin):
+            """The packed entry of bank k at linear index ``lin`` (a Value)."""
+            lin = lin[:lw]
+            addr = Cat(lin, Const(k, 1))[:aw] if n & (n - 1) == 0 else (lin + k * n)[:aw]
+            if order == 1:
+                return Cat(lin, addr)
+            if pow2:
+                crds, at = [], 0                       # the innermost coordinate in the low bits
+                for d in reversed(range(order)):
+                    cb = (dims[d] - 1).bit_length()
+                    crds.insert(0, Cat(lin[at:at + cb], Const(0, cws[d]))[:cws[d]])
+                    at += cb
+                return Cat(lin, addr, *crds)
+            table = Array([Const(entry_const(k, i) >> (lw + aw), sum(cws)) for i in range(n)])
+            return Cat(lin, addr, table[lin])
+
         for k in range(2):
-            any_rest, low_onehot, low_entry = _lowest(m, rest[k], n, [entry_const(k, i) for i in range(n)],
-                                                      f"rest{k}_lowest")
-            h_lin, n_lin = fields(head[k])[0], fields(nxt[k])[0]
+            # rest's lowest entry from registers: the first nonempty group (a find-first-set on gne), that group's
+            # registered lowest bit (glow)
+            any_rest, gone, gidx = _lowest(m, gne[k], ng, list(range(ng)), f"rest{k}_group")
+            iidx = Signal(gw, name=f"rest{k}_low_in_group")
+            m.d.comb += iidx.eq(_or_all([gone[g].replicate(gw) & glow[k][g] for g in range(ng)], gw))
+            low_entry = entry_of(k, Cat(iidx, gidx)[:lw] if ng > 1 else iidx[:lw])
+            # the group that loses its lowest bit: its next lowest, for every group from registers
+            clear = []
+            nlow = []
+            for g in range(ng):
+                bits = group_bits(rest[k], g)
+                rem = Signal(G, name=f"rest{k}_g{g}_rem")
+                m.d.comb += rem.eq(bits & ~Cat(*[glow[k][g] == i for i in range(G)]))
+                g_any, _, g_low = _lowest(m, rem, G, list(range(G)), f"rest{k}_g{g}_next")
+                nlow.append((g_any, g_low))
+                clear.append(Cat(*[gone[g] & (glow[k][g] == i) for i in range(G)]))
+            clear_mask = Cat(*clear)[:n]
+            low_addr.append(fields(third[k])[1])
+            h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
+            mine = s1_v & (s1_bank == k)
+            ins_head = ~hv[k] | (ins_lin < h_lin)
+            ins_second = (ins_lin != h_lin) & (~nv[k] | (ins_lin < n_lin))
+            ins_third = (ins_lin != h_lin) & (ins_lin != n_lin) & (~tv[k] | (ins_lin < t_lin))
+            with m.If(full[k] & (eb == k)):
+                with m.If(clr_bit):
+                    m.d.sync += ptr[k].eq(ptr[k] + 1)
+                for i in range(4):
+                    with m.If(f2 & (tgt2 == i)):
+                        m.d.sync += ring[k][i].eq(rdata)
+            with m.Elif(mine):
+                eq_head, eq_second = ins_lin == h_lin, ins_lin == n_lin
+                slot = Signal(2, name=f"value_slot{k}")
+                m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
+                with m.If(ins_head):
+                    m.d.sync += ptr[k].eq(ptr[k] - 1)
+                m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot)]
+            # the merged value lands in its slot from s2 (one cycle after the merge)
+            for i in range(4):
+                with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
+                    m.d.sync += ring[k][i].eq(s2_m)
             with m.If(clr_bit & (eb == k)):
-                m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(low_entry), nv[k].eq(any_rest),
-                             rest[k].eq(rest[k] & ~low_onehot)]
-            # the insertion compares the entry with the registered head and second only (an entry already there
-            # equals one of them or lies in rest, where setting its bit again changes nothing), so the late
-            # firing is the last input and the bitmap read (occupied) is not on the way
-            with m.Elif(set_bit & (ab == k)):
-                with m.If(~hv[k] | (set_addr < h_lin)):
-                    m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k])]
-                    with m.If(nv[k]):
-                        m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
-                with m.Elif((set_addr != h_lin) & (~nv[k] | (set_addr < n_lin))):
-                    m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1)]
-                    with m.If(nv[k]):
-                        m.d.sync += rest[k].bit_select(n_lin, 1).eq(1)
-                with m.Elif(nv[k] & (n_lin < set_addr)):
-                    m.d.sync += rest[k].bit_select(set_addr, 1).eq(1)
-        # the synchronous read: bank eb's head, its second after an emission, the other bank's head after the
-        # release. A bank that gains an entry in this cycle is not full in the next, so the address a gain
-        # would change is never used (and the emit bank is never written while it is read)
-        m.d.comb += rpe.addr.eq(Mux(release, fields(Mux(eb, head[0], head[1]))[1],
-                                    Mux(clr_bit, fields(enxt)[1], fields(ehead)[1])))
+                m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
+                             third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~clear_mask)]
+                for g in range(ng):
+                    with m.If(gone[g]):
+                        m.d.sync += [gne[k][g].eq(nlow[g][0]), glow[k][g].eq(nlow[g][1])]
+            # the insertion compares the entry with the registered head, second and third only (an entry already
+            # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
+            # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
+            # closing firing's cycle holds the last one)
+            with m.Elif(mine):
+                with m.If(ins_head):
+                    m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k]),
+                                 third[k].eq(nxt[k]), tv[k].eq(nv[k])]
+                with m.Elif(ins_second):
+                    m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1), third[k].eq(nxt[k]), tv[k].eq(nv[k])]
+                with m.Elif(ins_third):
+                    m.d.sync += [third[k].eq(ins_entry), tv[k].eq(1)]
+                # the entry that goes to rest: the displaced third, or the new entry beyond the third (both
+                # candidates decoded from registers; the comparisons choose last)
+                shifts = ins_head | ins_second | ins_third
+                en_t = Signal(name=f"rest{k}_set_third")
+                en_i = Signal(name=f"rest{k}_set_new")
+                m.d.comb += [en_t.eq(tv[k] & shifts), en_i.eq(tv[k] & ~shifts & (t_lin < ins_lin))]
+                dec_t = Cat(*[t_lin == b for b in range(n)])
+                dec_i = Cat(*[ins_lin == b for b in range(n)])
+                with m.If(en_t | en_i):
+                    m.d.sync += rest[k].eq(rest[k] | (dec_t & en_t.replicate(n)) | (dec_i & en_i.replicate(n)))
+                for g in range(ng):
+                    cands = [(en_t & ((t_lin >> gw) == g), t_lin[:gw]), (en_i & ((ins_lin >> gw) == g), ins_lin[:gw])]
+                    with m.If(cands[0][0] | cands[1][0]):
+                        m.d.sync += gne[k][g].eq(1)
+                    for hit, low in cands:
+                        with m.If(hit & (~gne[k][g] | (low < glow[k][g]))):
+                            m.d.sync += glow[k][g].eq(low)
+        # the emit side's read: bank eb's third entry (a register), which becomes its second when the head is
+        # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
+        # closing firing) precedes its first emission, so the read never meets a write of its entry
+        m.d.comb += rpe.addr.eq(Mux(eb, low_addr[1], low_addr[0]))
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
@@ -353,7 +558,11 @@ class Spacc(OpComponent):
                     m.d.comb += fe.push[names[d]].eq(first[d])
                 for d in range(order):
                     set_data(m, outs[d], ecrd[d])
-                set_data(m, ov, rpe.data.as_signed())
+                e_ring = [Mux(eb, ring[1][i], ring[0][i]) for i in range(4)]
+                e_ptr = Mux(eb, ptr[1], ptr[0])
+                # (the bank's first emission may follow its last merge directly: that value is still in s2)
+                fw = s2_rw & (s2_rbank == eb) & (s2_rslot == e_ptr)
+                set_data(m, ov, Mux(f2 & f1, rdata, Mux(fw, s2_m, Array(e_ring)[e_ptr])))
                 m.d.comb += clr_bit.eq(fe.fire)
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
@@ -387,8 +596,8 @@ class Spacc(OpComponent):
 
         # ---- bank registers (the two sides never work on the same bank)
         for k in range(2):
-            with m.If(set_bit & (ab == k)):
-                m.d.sync += bm[k].bit_select(set_addr, 1).eq(1)
+            with m.If(s1_v & (s1_bank == k)):
+                m.d.sync += bm[k].bit_select(s1_lin, 1).eq(1)
             with m.If(clr_bit & (eb == k)):
                 m.d.sync += bm[k].bit_select(eaddr, 1).eq(0)
             with m.If(close & (ab == k)):
