@@ -42,21 +42,6 @@ from ._pipe import OutputPipeline
 IDLE, SCAN, END = 0, 1, 2
 
 
-def successor(x, y):
-    """``y == x + 1`` for unsigned ``x``, ``y`` of one width n, modulo 2^n, without a carry chain: bit i of
-    ``x ^ y`` must be the carry into bit i of ``x + 1`` (1 at bit 0, then the carry into bit i - 1 while
-    ``x``'s bit i - 1 is set); given the bits below agree, that carry is ``d[i - 1] & x[i - 1]``. Each bit's
-    test reads two bits of each operand (one LUT4), then one AND over the bits: a few LUT levels from the
-    operands' registers, where ``x + 1 < y`` was an adder and a comparator, two carry chains in a row."""
-    assert len(x) == len(y)
-    d = x ^ y
-    terms = [d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))]
-    out = terms[0]
-    for t in terms[1:]:
-        out = out & t
-    return out
-
-
 def kept(m, value):
     """``value`` through a wire Yosys keeps: otherwise it merges two reads of one memory whose data a
     multiplexer chooses into one read at the multiplexed address, putting the choice before the read."""
@@ -162,17 +147,6 @@ class LevelScan(OpComponent):
                 next_crd.eq(self.crd_data),
             ]
 
-        # the fibre of the head holds one coordinate (lo + 1 >= hi; an IDLE step then goes to END, not SCAN).
-        # Compressed: the step sees a non-empty fibre (no_crd clear: the first array's flag, seg[r] < seg[r + 1]
-        # as fuseflow.hw.memory.first_words writes it), so lo + 1 >= hi is hi == lo + 1, tested without a carry
-        # chain on the registered bounds (successor); lo + 1 < hi was an adder and a comparator in a row before
-        # the state register
-        single = Signal()
-        if self.dense:
-            m.d.comb += single.eq(lo_now + 1 >= hi_now)
-        else:
-            m.d.comb += single.eq(successor(lo_reg, hi_reg))
-
         with m.Switch(state):
             with m.Case(IDLE):
                 m.d.comb += f.go.eq(inv)
@@ -194,7 +168,7 @@ class LevelScan(OpComponent):
                     set_data(m, orf, lo_now)
                     with m.If(f.fire):
                         m.d.sync += [last_q.eq(hi_now - 1), c.eq(1)]
-                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(single, END, SCAN))]
+                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 set_data(m, oc, 0)               # the data is next_crd, multiplexed last (below)
