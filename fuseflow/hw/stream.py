@@ -46,7 +46,9 @@ class StreamFIFO(wiring.Component):
     written when the head is read, else the head or the token being written into an empty FIFO); junk when
     the next cycle has no head. ``r_behind`` and ``r_stay`` (Out) are its two candidates, which do not depend on
     the read: ``r_after = r_behind if the head is read else r_stay``. A consumer that addresses a memory from
-    the next head can read at both and choose after the read (its own firing) is decided.
+    the next head can read at both and choose after the read (its own firing) is decided. With no head both
+    are the token being written: ``r_behind`` is the next head whenever the head is read or absent (a
+    compressed level_scan reads only there, into registers that hold while the head stays).
     """
 
     def __init__(self, width, depth=2):

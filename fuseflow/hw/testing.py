@@ -362,8 +362,9 @@ def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False):
     unbounded source: token k arrives ``stalls.next()`` cycles after token k-1 (all at cycle 0 without
     stalls, as in ``run_op``); the head is valid once it has arrived, the view once the token behind it has.
     An invalid view carries an all-ones word (a control token), so an op that used it would go wrong.
-    ``follow`` (optional) gets the token behind the head whether or not it has arrived (the harness makes
-    the op's next-head view from it). ``warm``: one warm-up edge first, with nothing valid and the first token
+    ``follow`` (optional) gets the token behind the head whether or not it has arrived, or the head itself while
+    the head has not arrived (as a channel's ``r_behind``, which is the token being written when the channel
+    holds none: the next head either way); the harness makes the op's next-head view from it. ``warm``: one warm-up edge first, with nothing valid and the first token
     on the payload (cycle 0 is the cycle after it)."""
     junk = (1 << len(Value.cast(stream.payload))) - 1
 
@@ -375,6 +376,8 @@ def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False):
         if warm and raws:
             ctx.set(stream.valid, 0)
             ctx.set(Value.cast(stream.payload), raws[0])
+            if follow is not None:
+                ctx.set(Value.cast(follow), raws[0])
             await ctx.tick()
         h = c = 0
         while h < len(raws):
@@ -385,8 +388,9 @@ def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False):
             if nxt is not None:
                 ctx.set(nxt_valid, seen)
                 ctx.set(Value.cast(nxt), raws[h + 1] if seen else junk)
-            if follow is not None:
-                ctx.set(Value.cast(follow), raws[h + 1] if h + 1 < len(raws) else junk)
+            if follow is not None:      # a channel's r_behind: the next head when the head is read, or absent
+                nxt_tok = raws[h] if not valid else raws[h + 1] if h + 1 < len(raws) else junk
+                ctx.set(Value.cast(follow), nxt_tok)
             _, _, ready = await ctx.tick().sample(stream.ready)
             h += bool(valid and ready)
             c += 1

@@ -10,17 +10,18 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
 - END (fibre end): looks at the next input head: ``S_m`` -> pops it and emits ``S_(m+1)``; anything
   else -> emits ``S0`` without popping. Back to IDLE.
 
-Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_addr/seg_lo_data`` (seg[r]) and
-``seg_hi_addr/seg_hi_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg shifted
-by one entry, so no adder precedes the read) at the head that stays, ``seg_lo_b_*``/``seg_hi_b_*`` the same at
-the token behind it, four combinational read ports of the seg array; ``first_s_*``/``first_b_*``, two
-combinational read ports of the level's ``first`` array (per fibre: its first coordinate and whether it is
-empty, ``fuseflow.hw.memory.first_words``) at the same two tokens; and ``crd_addr/crd_data``, a read of latency
-``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data; block RAM with its output register
-on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and first ports read both
-candidates of the next head (``i_ref_stay``, ``i_ref_behind``; this cycle's firing chooses between them after
-the reads) into registers, so an IDLE step emits its first coordinate and decides an empty fibre from
-registers. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN step), so
+Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_b_addr/seg_lo_b_data`` (seg[r]) and
+``seg_hi_b_addr/seg_hi_b_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg
+shifted by one entry, so no adder precedes the read) at the token behind the head, two combinational read ports
+of the seg array; ``first_b_addr/first_b_data``, a combinational read port of the level's ``first`` array (per
+fibre: its first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
+``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered
+data; block RAM with its output register on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array.
+The seg and first reads go into registers that hold the head's entries, so an IDLE step emits its first
+coordinate and decides an empty fibre from registers: they load when the head is read (the token behind it,
+``i_ref_behind``, the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind``
+is then the token being written, the next head if there is one), and hold while the head stays; the reads wait
+for nothing of this cycle's firing, which only enables the registers. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN step), so
 crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
 compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2;
 docs/samml.md, "Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param)
@@ -40,6 +41,21 @@ from ._common import OpComponent, copy_ctrl, set_data, set_stop
 from ._pipe import OutputPipeline
 
 IDLE, SCAN, END = 0, 1, 2
+
+
+def successor(x, y):
+    """``y == x + 1`` for unsigned ``x``, ``y`` of one width n, modulo 2^n, without a carry chain: bit i of
+    ``x ^ y`` must be the carry into bit i of ``x + 1`` (1 at bit 0, then the carry into bit i - 1 while
+    ``x``'s bit i - 1 is set); given the bits below agree, that carry is ``d[i - 1] & x[i - 1]``. Each bit's
+    test reads two bits of each operand (one LUT4), then one AND over the bits: a few LUT levels from the
+    operands' registers, where ``x + 1 < y`` was an adder and a comparator, two carry chains in a row."""
+    assert len(x) == len(y)
+    d = x ^ y
+    terms = [d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))]
+    out = terms[0]
+    for t in terms[1:]:
+        out = out & t
+    return out
 
 
 def kept(m, value):
@@ -62,14 +78,13 @@ class LevelScan(OpComponent):
             self._add_after(members, "ref")
         else:
             w = self.crd_width
-            # seg[next head] and seg[next head + 1] for both candidates of the next head (behind the head, or
-            # the head staying): the reads do not wait for this cycle's firing, which only chooses after them
-            for which in ("", "_b"):
-                self._add_read(members, "seg", f"seg_lo{which}", w)
-                # seg[addr + 1] from a copy of seg shifted by one entry: no adder before the read
-                self._add_read(members, "seg", f"seg_hi{which}", w, offset=1)
-            # per fibre: first coordinate << 1 | empty, for both candidates
-            self._add_read(members, "first", "first_s", w + 1)
+            # seg[next head] and seg[next head + 1], read at the token behind the head (the channel's r_behind:
+            # the next head when the head is read, and when there is no head): the reads do not wait for this
+            # cycle's firing, which only decides whether their registers load (see elaborate)
+            self._add_read(members, "seg", "seg_lo_b", w)
+            # seg[addr + 1] from a copy of seg shifted by one entry: no adder before the read
+            self._add_read(members, "seg", "seg_hi_b", w, offset=1)
+            # per fibre: first coordinate << 1 | empty
             self._add_read(members, "first", "first_b", w + 1)
             self._add_read(members, "crd", "crd", w, sync=True)
             self._add_after(members, "ref")
@@ -120,32 +135,44 @@ class LevelScan(OpComponent):
             m.d.comb += no_crd.eq(dense_empty)
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
-            stay, behind = self.i_ref_stay.data[:w], self.i_ref_behind.data[:w]
-            taken = self.head_taken("ref")
-            seg_lo, seg_hi = Signal(w), Signal(w)     # seg[next head], seg[next head + 1]
-            seg_lo_s, seg_hi_s = kept(m, self.seg_lo_data), kept(m, self.seg_hi_data)      # head stays
-            seg_lo_b, seg_hi_b = kept(m, self.seg_lo_b_data), kept(m, self.seg_hi_b_data)  # head read
+            behind = self.i_ref_behind.data[:w]
             lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
             first = Signal(w + 1)                     # first[head]: crd[seg[head]] << 1 | fibre empty
-            first_s, first_b = kept(m, self.first_s_data), kept(m, self.first_b_data)
-            m.d.sync += [lo_reg.eq(seg_lo), hi_reg.eq(seg_hi), first.eq(Mux(taken, first_b, first_s))]
+            # the registers hold the head's entries: they load the reads at the token behind the head when the
+            # head is read (it is the next head) and when the channel has no head (the token behind it is then
+            # the one being written, the next head, as r_stay; a channel's r_behind), and hold while the head
+            # stays. So the reads' paths end at the registers' data inputs without a choice between candidates,
+            # and the head that stays is not read at all
+            with m.If(self.head_taken("ref") | ~inv):
+                m.d.sync += [lo_reg.eq(kept(m, self.seg_lo_b_data)), hi_reg.eq(kept(m, self.seg_hi_b_data)),
+                             first.eq(kept(m, self.first_b_data))]
             m.d.comb += [
-                self.seg_lo_addr.eq(stay),
-                self.seg_hi_addr.eq(stay),              # the port reads entry addr + 1
                 self.seg_lo_b_addr.eq(behind),
-                self.seg_hi_b_addr.eq(behind),
-                self.first_s_addr.eq(stay),
+                self.seg_hi_b_addr.eq(behind),          # the port reads entry addr + 1
                 self.first_b_addr.eq(behind),
-                seg_lo.eq(Mux(taken, seg_lo_b, seg_lo_s)),
-                seg_hi.eq(Mux(taken, seg_hi_b, seg_hi_s)),
                 lo_now.eq(lo_reg),
                 hi_now.eq(hi_reg),
                 no_crd.eq(first[0]),
                 first_crd.eq(first[1:]),
-                # the next position: crd[seg[r]] of an IDLE step comes from first, so crd is only read in SCAN
-                self.crd_addr.eq(nq),
+                # the next position: crd[seg[r]] of an IDLE step comes from first, so crd is only read in SCAN.
+                # The read at cycle t is used only by a SCAN step at t + 1, whose position is lo + 1 after an
+                # IDLE step at t, q + 1 after a SCAN step at t and q while a SCAN step waits: so in IDLE the
+                # address is lo + 1 whether the step fires or not (when it does not, no SCAN step follows), and
+                # the head's decode (an empty fibre, a stop) is not on the address's path; only SCAN's firing is
+                self.crd_addr.eq(Mux(state == IDLE, lo_now + 1, Mux((state == SCAN) & f.fire, q + 1, q))),
                 next_crd.eq(self.crd_data),
             ]
+
+        # the fibre of the head holds one coordinate (lo + 1 >= hi; an IDLE step then goes to END, not SCAN).
+        # Compressed: the step sees a non-empty fibre (no_crd clear: the first array's flag, seg[r] < seg[r + 1]
+        # as fuseflow.hw.memory.first_words writes it), so lo + 1 >= hi is hi == lo + 1, tested without a carry
+        # chain on the registered bounds (successor); lo + 1 < hi was an adder and a comparator in a row before
+        # the state register
+        single = Signal()
+        if self.dense:
+            m.d.comb += single.eq(lo_now + 1 >= hi_now)
+        else:
+            m.d.comb += single.eq(successor(lo_reg, hi_reg))
 
         with m.Switch(state):
             with m.Case(IDLE):
@@ -168,7 +195,7 @@ class LevelScan(OpComponent):
                     set_data(m, orf, lo_now)
                     with m.If(f.fire):
                         m.d.sync += [last_q.eq(hi_now - 1), c.eq(1)]
-                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(lo_now + 1 < hi_now, SCAN, END))]
+                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(single, END, SCAN))]
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 set_data(m, oc, 0)               # the data is next_crd, multiplexed last (below)

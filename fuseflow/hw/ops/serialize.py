@@ -10,9 +10,14 @@ States:
   was copied; clears ``copied`` and ``had``. Every key at D: END's firing (D everywhere, emits D), FIN.
 - COPY (inspects ``in<l>``; for a closing stop, a stop of level >= d-1, also every key): emits the token and
   pops it; a closing stop becomes S_(d+m) when every key is at a stop S_m, else S_(d-1), and returns to SELECT.
+
+The lane choice (the smallest key head) is decided a cycle ahead, as union's: each key input has a next-head
+view (``i_key<i>_behind``, ``i_key<i>_stay``), every pair of lanes compares every pair of candidates into a
+register, this cycle's pops are registered beside them, and the next cycle chooses among the registered
+comparisons, so the firing decision starts at flip-flops and a multiplexer, no comparator.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
 from ..stream import all_of
 from ..token import is_done, is_stop, stop_level, token_layout
@@ -21,19 +26,21 @@ from ._common import OpComponent, copy_tok, set_done, set_stop
 SELECT, COPY, FIN = 0, 1, 2
 
 
-def smallest(order):
+def smallest(order, beats=None):
     """The smallest of the values ``order`` and its index, the lowest index among equal values: one comparator
     per pair of lanes, all side by side, so the choice is one comparison deep whatever the number of lanes
     (a tree of compare-and-mux stages is ceil(log2 n) comparisons deep, each waiting on the mux before it;
     docs/hardware.md, "Parallel lanes"). Lane i wins when it is below every lower lane and not above any higher
-    one; the value is an AND-OR over the one-hot winner."""
+    one; the value is an AND-OR over the one-hot winner. ``beats`` (optional): the comparisons
+    ``{(a, b): order[b] < order[a]}`` (a < b) made elsewhere (registered a cycle ahead, :class:`Serialize`)."""
     n = len(order)
     if n == 1:
         return order[0], Const(0, range(1))
-    beats = {}                               # beats[a, b], a < b: lane b's value is below lane a's
-    for a in range(n):
-        for b in range(a + 1, n):
-            beats[a, b] = order[b] < order[a]
+    if beats is None:
+        beats = {}                           # beats[a, b], a < b: lane b's value is below lane a's
+        for a in range(n):
+            for b in range(a + 1, n):
+                beats[a, b] = order[b] < order[a]
     value = 0
     index = 0
     for i in range(n):
@@ -49,6 +56,13 @@ def smallest(order):
 class Serialize(OpComponent):
     op_name = "serialize"
 
+    def _add_members(self, members):
+        for i in range(self.params["lanes"]):
+            self._add_after(members, f"key{i}")
+
+    def after_ports(self):
+        return [f"key{i}" for i in range(self.params["lanes"])]
+
     def elaborate(self, platform):
         m = Module()
         n, depth = self.params["lanes"], self.params["depth"]
@@ -63,12 +77,41 @@ class Serialize(OpComponent):
         had = Signal(n)
 
         keys_valid = all_of(k.valid for k in keys)
-        order = [Cat(k.payload.data[:w], k.payload.ctrl) for k in keys]
-        low, sel = Signal(w + 1), Signal(range(n))
-        # the smallest head and its lane (keys are disjoint; the first lane among equals otherwise)
-        low_value, low_lane = smallest(order)
-        m.d.comb += [low.eq(low_value), sel.eq(low_lane)]
-        any_data = ~low[w]
+
+        def key(tok):
+            # control heads sort after every coordinate
+            return Cat(tok.data[:w], tok.ctrl)
+
+        order = [key(k.payload) for k in keys]
+        # the pairwise comparisons of the key heads, a cycle ahead (as union's): every pair of candidates of
+        # the next heads (i_key<i>_behind / _stay, which do not depend on this cycle's firing) compared and
+        # registered, this cycle's pops registered beside them; the next cycle chooses after the registers
+        taken = []
+        for i in range(n):
+            t = Signal(name=f"taken{i}")
+            m.d.sync += t.eq(self.head_taken(f"key{i}"))
+            taken.append(t)
+        cands = []
+        for i in range(n):
+            lay = token_layout(self.port_info[f"i_key{i}"][1])
+            cands.append((key(lay(Value.cast(getattr(self, f"i_key{i}_stay")))),
+                          key(lay(Value.cast(getattr(self, f"i_key{i}_behind"))))))
+        beats = {}
+        for a in range(n):
+            for b in range(a + 1, n):
+                pick = [[Signal(name=f"beats_{a}{'sb'[x]}_{b}{'sb'[y]}") for y in range(2)] for x in range(2)]
+                for x in range(2):
+                    for y in range(2):
+                        m.d.sync += pick[x][y].eq(cands[b][y] < cands[a][x])
+                r = beats[a, b] = Signal(name=f"beats_{a}_{b}")
+                m.d.comb += r.eq(Mux(taken[a], Mux(taken[b], pick[1][1], pick[1][0]),
+                                     Mux(taken[b], pick[0][1], pick[0][0])))
+        sel = Signal(range(n))
+        # the lane of the smallest head (keys are disjoint; the first lane among equals otherwise)
+        _, low_lane = smallest(order, beats)
+        m.d.comb += sel.eq(low_lane)
+        # some head is a coordinate (the smallest head is then one)
+        any_data = ~all_of(k.payload.ctrl for k in keys)
         width = self.port_info["i_in0"][1]
 
         def pick(index, name):

@@ -3,18 +3,35 @@
 Every firing inspects all 2n input heads and writes every output (fuseflow/sim/ops/union.py): with some
 data heads, emits the smallest coordinate; each input holding it emits its reference and pops (crd and
 ref), the others emit N; with only control heads (equal stops, or D) emits it everywhere and pops all.
+
+Which inputs hold the smallest coordinate is decided a cycle ahead: the pairwise comparisons of the crd heads
+(``key_i <= key_j``, control heads sorting after every coordinate) are computed on the next cycle's heads and
+registered. Each crd input has a next-head view (``i_crd<i>_behind``, ``i_crd<i>_stay``: the channel's
+``r_behind``/``r_stay``, :meth:`OpComponent.after`); every pair of candidates is compared (the candidates do
+not depend on this cycle's firing) and registered, and so are this cycle's pops, which choose among the
+registered comparisons in the next cycle (the next head is the one behind when the head was read, else the one
+that stayed; a channel's head register loads ``r_after`` every cycle in the same way). The firing decision and
+the reference outputs thus start at flip-flops and one multiplexer: no comparator lies between the crd heads
+and the ref outputs, which address the next op's memory reads (a level_scan's seg read, an array's vals read)
+through its channel's next-head view.
 """
 
-from functools import reduce
-
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 
 from ..stream import all_of
+from ..token import token_layout
 from ._common import OpComponent, copy_ctrl, copy_tok, set_data, set_empty
 
 
 class Union(OpComponent):
     op_name = "union"
+
+    def _add_members(self, members):
+        for i in range(self.params["arity"]):
+            self._add_after(members, f"crd{i}")
+
+    def after_ports(self):
+        return [f"crd{i}" for i in range(self.params["arity"])]
 
     def elaborate(self, platform):
         m = Module()
@@ -24,21 +41,56 @@ class Union(OpComponent):
         crds = [getattr(self, f"i_crd{i}") for i in range(n)]
         refs = [getattr(self, f"i_ref{i}") for i in range(n)]
         m.d.comb += f.go.eq(all_of(s.valid for s in crds + refs))
-        # key: control heads sort after every coordinate
-        keys = [Cat(c.payload.data[:w], c.payload.ctrl) for c in crds]
-        low = Signal(w + 1)
-        m.d.comb += low.eq(reduce(lambda a, b: Mux(a <= b, a, b), keys))
-        any_data = ~low[w]
+
+        def key(tok):
+            # control heads sort after every coordinate
+            return Cat(tok.data[:w], tok.ctrl)
+
+        keys = [key(c.payload) for c in crds]
+        layout = [token_layout(self.port_info[f"i_crd{i}"][1]) for i in range(n)]
+        # the candidates of each input's next head: (stays, behind)
+        cands = [(key(layout[i](Value.cast(getattr(self, f"i_crd{i}_stay")))),
+                  key(layout[i](Value.cast(getattr(self, f"i_crd{i}_behind"))))) for i in range(n)]
+        # the pops of the previous cycle, registered: which candidate of each input is this cycle's head
+        taken = []
+        for i in range(n):
+            t = Signal(name=f"taken{i}")
+            m.d.sync += t.eq(self.head_taken(f"crd{i}"))
+            taken.append(t)
+        # le[i, j] (i < j): key_i <= key_j, and lt[i, j]: key_i < key_j (so key_j <= key_i is ~lt[i, j]), of this
+        # cycle's heads: every pair of candidates of the next heads compared and registered (the comparators
+        # wait for neither this cycle's firing nor a multiplexer), the registered pops choosing after the registers
+        le, lt = {}, {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                for name, rel, cmp in (("le", le, lambda a, b: a <= b), ("lt", lt, lambda a, b: a < b)):
+                    pick = [[Signal(name=f"{name}_{i}{'sb'[x]}_{j}{'sb'[y]}") for y in range(2)] for x in range(2)]
+                    for x in range(2):
+                        for y in range(2):
+                            m.d.sync += pick[x][y].eq(cmp(cands[i][x], cands[j][y]))
+                    r = rel[i, j] = Signal(name=f"{name}_{i}_{j}")
+                    m.d.comb += r.eq(Mux(taken[i], Mux(taken[j], pick[1][1], pick[1][0]),
+                                         Mux(taken[j], pick[0][1], pick[0][0])))
+        # input i holds the smallest key (a coordinate whenever some head is one)
+        hits = []
+        for i in range(n):
+            hit = Signal(name=f"hit{i}")
+            m.d.comb += hit.eq(all_of([~lt[j, i] for j in range(i)] + [le[i, j] for j in range(i + 1, n)]))
+            hits.append(hit)
+        # the smallest coordinate: the key of the first input holding it
+        low = keys[n - 1][:w]
+        for i in reversed(range(n - 1)):
+            low = Mux(hits[i], keys[i][:w], low)
+        any_data = ~all_of(c.payload.ctrl for c in crds)
         m.d.comb += f.push["crd"].eq(1)
         for i in range(n):
             m.d.comb += f.push[f"ref{i}"].eq(1)
         with m.If(any_data):
-            set_data(m, self.o_crd, low[:w])
+            set_data(m, self.o_crd, low)
             for i in range(n):
-                hit = keys[i] == low
                 o = getattr(self, f"o_ref{i}")
-                m.d.comb += [f.pop[f"crd{i}"].eq(hit), f.pop[f"ref{i}"].eq(hit)]
-                with m.If(hit):
+                m.d.comb += [f.pop[f"crd{i}"].eq(hits[i]), f.pop[f"ref{i}"].eq(hits[i])]
+                with m.If(hits[i]):
                     copy_tok(m, o, refs[i].payload)
                 with m.Else():
                     set_empty(m, o)
