@@ -197,6 +197,38 @@ class OpComponent(wiring.Component):
         i = getattr(self, f"i_{port}")
         return i.valid & i.ready
 
+    def compare_heads_ahead(self, m, ports, key, relations):
+        """Pairwise relations of the heads of the inputs ``ports`` (``port[i]``'s head against ``port[j]``'s,
+        i < j), each computed a cycle ahead so that this cycle's firing starts at flip-flops and a multiplexer:
+        every pair of next-head candidates (the payload that stays and the one behind, which do not depend on
+        this cycle's firing) is compared into a register, and so is this cycle's pop of each input, which picks
+        among the registered comparisons in the next cycle (as a channel's head register loads ``r_after``).
+        ``key``: payload -> the value compared; ``relations``: {name: rel(a, b)}. Returns
+        {name: {(i, j): rel(key(head_i), key(head_j))}}; the registers are named ``<name>_<i><s|b>_<j><s|b>``."""
+        taken = []
+        for i, port in enumerate(ports):
+            t = Signal(name=f"taken{i}")
+            m.d.sync += t.eq(self.head_taken(port))
+            taken.append(t)
+        cands = []
+        for port in ports:
+            layout = token_layout(self.port_info[f"i_{port}"][1])
+            cands.append((key(layout(Value.cast(getattr(self, f"i_{port}_stay")))),
+                          key(layout(Value.cast(getattr(self, f"i_{port}_behind"))))))
+        out = {name: {} for name in relations}
+        for i in range(len(ports)):
+            for j in range(i + 1, len(ports)):
+                for name, rel in relations.items():
+                    pick = [[Signal(name=f"{name}_{i}{'sb'[x]}_{j}{'sb'[y]}") for y in range(2)]
+                            for x in range(2)]
+                    for x in range(2):
+                        for y in range(2):
+                            m.d.sync += pick[x][y].eq(rel(cands[i][x], cands[j][y]))
+                    r = out[name][i, j] = Signal(name=f"{name}_{i}_{j}")
+                    m.d.comb += r.eq(Mux(taken[i], Mux(taken[j], pick[1][1], pick[1][0]),
+                                         Mux(taken[j], pick[0][1], pick[0][0])))
+        return out
+
     def after(self, port):
         """The next cycle's head of input ``port`` (junk when it has none): the payload behind the head when
         the head is read this cycle, else the one that stays (the channel's ``r_after``)."""

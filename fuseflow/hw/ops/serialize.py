@@ -11,13 +11,14 @@ States:
 - COPY (inspects ``in<l>``; for a closing stop, a stop of level >= d-1, also every key): emits the token and
   pops it; a closing stop becomes S_(d+m) when every key is at a stop S_m, else S_(d-1), and returns to SELECT.
 
-The lane choice (the smallest key head) is decided a cycle ahead, as union's: each key input has a next-head
-view (``i_key<i>_behind``, ``i_key<i>_stay``), every pair of lanes compares every pair of candidates into a
-register, this cycle's pops are registered beside them, and the next cycle chooses among the registered
-comparisons, so the firing decision starts at flip-flops and a multiplexer, no comparator.
+The lane choice (the smallest key head) is decided a cycle ahead, as union's
+(:meth:`OpComponent.compare_heads_ahead`): each key input has a next-head view (``i_key<i>_behind``,
+``i_key<i>_stay``), every pair of lanes compares every pair of candidates into a register, this cycle's pops
+are registered beside them, and the next cycle chooses among the registered comparisons, so the firing
+decision starts at flip-flops and a multiplexer, no comparator.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 
 from ..stream import all_of
 from ..token import is_done, is_stop, stop_level, token_layout
@@ -83,29 +84,9 @@ class Serialize(OpComponent):
             return Cat(tok.data[:w], tok.ctrl)
 
         order = [key(k.payload) for k in keys]
-        # the pairwise comparisons of the key heads, a cycle ahead (as union's): every pair of candidates of
-        # the next heads (i_key<i>_behind / _stay, which do not depend on this cycle's firing) compared and
-        # registered, this cycle's pops registered beside them; the next cycle chooses after the registers
-        taken = []
-        for i in range(n):
-            t = Signal(name=f"taken{i}")
-            m.d.sync += t.eq(self.head_taken(f"key{i}"))
-            taken.append(t)
-        cands = []
-        for i in range(n):
-            lay = token_layout(self.port_info[f"i_key{i}"][1])
-            cands.append((key(lay(Value.cast(getattr(self, f"i_key{i}_stay")))),
-                          key(lay(Value.cast(getattr(self, f"i_key{i}_behind"))))))
-        beats = {}
-        for a in range(n):
-            for b in range(a + 1, n):
-                pick = [[Signal(name=f"beats_{a}{'sb'[x]}_{b}{'sb'[y]}") for y in range(2)] for x in range(2)]
-                for x in range(2):
-                    for y in range(2):
-                        m.d.sync += pick[x][y].eq(cands[b][y] < cands[a][x])
-                r = beats[a, b] = Signal(name=f"beats_{a}_{b}")
-                m.d.comb += r.eq(Mux(taken[a], Mux(taken[b], pick[1][1], pick[1][0]),
-                                     Mux(taken[b], pick[0][1], pick[0][0])))
+        # beats[a, b] (a < b): lane b's key head is below lane a's, compared a cycle ahead (as union's)
+        beats = self.compare_heads_ahead(m, [f"key{i}" for i in range(n)], key,
+                                         {"beats": lambda a, b: b < a})["beats"]
         sel = Signal(range(n))
         # the lane of the smallest head (keys are disjoint; the first lane among equals otherwise)
         _, low_lane = smallest(order, beats)

@@ -6,7 +6,7 @@ ref), the others emit N; with only control heads (equal stops, or D) emits it ev
 
 Which inputs hold the smallest coordinate is decided a cycle ahead: the pairwise comparisons of the crd heads
 (``key_i <= key_j``, control heads sorting after every coordinate) are computed on the next cycle's heads and
-registered. Each crd input has a next-head view (``i_crd<i>_behind``, ``i_crd<i>_stay``: the channel's
+registered (:meth:`OpComponent.compare_heads_ahead`, shared with serialize). Each crd input has a next-head view (``i_crd<i>_behind``, ``i_crd<i>_stay``: the channel's
 ``r_behind``/``r_stay``, :meth:`OpComponent.after`); every pair of candidates is compared (the candidates do
 not depend on this cycle's firing) and registered, and so are this cycle's pops, which choose among the
 registered comparisons in the next cycle (the next head is the one behind when the head was read, else the one
@@ -16,10 +16,9 @@ and the ref outputs, which address the next op's memory reads (a level_scan's se
 through its channel's next-head view.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal
 
 from ..stream import all_of
-from ..token import token_layout
 from ._common import OpComponent, copy_ctrl, copy_tok, set_data, set_empty
 
 
@@ -47,30 +46,11 @@ class Union(OpComponent):
             return Cat(tok.data[:w], tok.ctrl)
 
         keys = [key(c.payload) for c in crds]
-        layout = [token_layout(self.port_info[f"i_crd{i}"][1]) for i in range(n)]
-        # the candidates of each input's next head: (stays, behind)
-        cands = [(key(layout[i](Value.cast(getattr(self, f"i_crd{i}_stay")))),
-                  key(layout[i](Value.cast(getattr(self, f"i_crd{i}_behind"))))) for i in range(n)]
-        # the pops of the previous cycle, registered: which candidate of each input is this cycle's head
-        taken = []
-        for i in range(n):
-            t = Signal(name=f"taken{i}")
-            m.d.sync += t.eq(self.head_taken(f"crd{i}"))
-            taken.append(t)
         # le[i, j] (i < j): key_i <= key_j, and lt[i, j]: key_i < key_j (so key_j <= key_i is ~lt[i, j]), of this
-        # cycle's heads: every pair of candidates of the next heads compared and registered (the comparators
-        # wait for neither this cycle's firing nor a multiplexer), the registered pops choosing after the registers
-        le, lt = {}, {}
-        for i in range(n):
-            for j in range(i + 1, n):
-                for name, rel, cmp in (("le", le, lambda a, b: a <= b), ("lt", lt, lambda a, b: a < b)):
-                    pick = [[Signal(name=f"{name}_{i}{'sb'[x]}_{j}{'sb'[y]}") for y in range(2)] for x in range(2)]
-                    for x in range(2):
-                        for y in range(2):
-                            m.d.sync += pick[x][y].eq(cmp(cands[i][x], cands[j][y]))
-                    r = rel[i, j] = Signal(name=f"{name}_{i}_{j}")
-                    m.d.comb += r.eq(Mux(taken[i], Mux(taken[j], pick[1][1], pick[1][0]),
-                                         Mux(taken[j], pick[0][1], pick[0][0])))
+        # cycle's heads, compared a cycle ahead
+        rel = self.compare_heads_ahead(m, [f"crd{i}" for i in range(n)], key,
+                                       {"le": lambda a, b: a <= b, "lt": lambda a, b: a < b})
+        le, lt = rel["le"], rel["lt"]
         # input i holds the smallest key (a coordinate whenever some head is one)
         hits = []
         for i in range(n):
