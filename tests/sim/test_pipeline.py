@@ -10,6 +10,7 @@ from fuseflow.samml.registry import op_latency
 from fuseflow.sim.channel import TracingOut
 from fuseflow.sim.engine import Env, NodeState, run_kernel
 from fuseflow.sim.ops import MODELS
+from fuseflow.sim.ops._common import wait_heads
 from fuseflow.tensors.fixed import FixedFormat
 
 
@@ -36,10 +37,7 @@ def _join(st, ins, outs):
     pops = st.params["pops"]
     clock = -1
     while True:
-        for ch in (a, b):
-            while not ch.toks:
-                yield ch
-        t = max(clock + 1, a.times[0] + 1, b.times[0] + 1) + next(delays)
+        t = (yield from wait_heads((a, b), clock)) + next(delays)
         tok = a.pop(t)
         b.pop(t)
         pops.append(t)

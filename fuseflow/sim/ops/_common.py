@@ -3,7 +3,6 @@
 from collections import deque
 
 from ...errors import StreamError
-from ..channel import Out
 from ..tokens import LEVEL, STOPS
 
 
@@ -77,7 +76,7 @@ def sink(st, inp, take):
 def pipeline(st, out, latency):
     """An op's output pipeline of ``latency`` >= 2 cycles: returns ``(stage_in, drain)``.
 
-    The op's firing side writes ``stage_in`` (an :class:`~fuseflow.sim.channel.Out`) as if it were ``out``:
+    The op's firing side writes ``stage_in`` as if it were ``out`` (an :class:`~fuseflow.sim.channel.Out`):
     ``stage_in.room()`` is the cycle from which the pipeline has room and ``stage_in.push(tok, t)`` is a
     firing at cycle ``t``. The RTL's rule (docs/hardware.md): the stages never stall; a token fired at ``f``
     reaches the last stage at ``f + latency - 1`` and leaves at ``p_k = max(f + latency - 1, p_(k-1) + 1,
@@ -94,11 +93,21 @@ def pipeline(st, out, latency):
     ``drain`` is a generator (a process of the op) that delivers what is still in flight while the firing side
     waits for input, and ends after D has left. ``p_k`` depends only on the output's credits, which are the
     same whichever process reads them, so the timing is the internal channel's exactly."""
-    if out.__class__ is tuple:
-        pipe = _Pipeline(st, out, latency)
-        return _GroupStage(pipe), pipe.drain()
-    pipe = _Pipeline(st, (out,), latency)
-    return _Stage(f"{st.id} pipeline", pipe), pipe.drain()
+    group = out.__class__ is tuple
+    pipe = _Pipeline(st, out if group else (out,), latency)
+    return _Stage(pipe), pipe.drain()
+
+
+def _room_of(outs):
+    """The cycle from which every output in ``outs`` has room, or None while one's is not known."""
+    r = 0
+    for o in outs:
+        x = o.room()
+        if x is None:
+            return None
+        if x > r:
+            r = x
+    return r
 
 
 def together(st, outs):
@@ -108,21 +117,13 @@ def together(st, outs):
 
 
 class _Together:
-    __slots__ = ("st", "outs", "name")
+    __slots__ = ("st", "outs")
 
     def __init__(self, st, outs):
         self.st, self.outs = st, outs
-        self.name = " + ".join(o.name for o in outs)
 
     def room(self):
-        r = 0
-        for o in self.outs:
-            x = o.room()
-            if x is None:
-                return None
-            if x > r:
-                r = x
-        return r
+        return _room_of(self.outs)
 
     def push(self, toks, t):
         for o, tok in zip(self.outs, toks):
@@ -136,8 +137,8 @@ class _Together:
 
 class _Pipeline:
     """The state of :func:`pipeline`: ``credits`` are the internal channel's (the cycle from which each free
-    slot may be refilled), ``pending`` the fired tokens (a tuple per firing, one per output) not yet delivered,
-    with their firing cycles in ``fired``; ``last`` the cycle the latest token left."""
+    slot may be refilled), ``pending`` the fired tokens (a token, or a tuple per firing of several outputs) not
+    yet delivered, with their firing cycles in ``fired``; ``last`` the cycle the latest token left."""
     __slots__ = ("st", "outs", "single", "ahead", "credits", "pending", "fired", "last", "done")
 
     def __init__(self, st, outs, latency):
@@ -149,75 +150,49 @@ class _Pipeline:
         self.last = -1
         self.done = False
 
-    def flush(self):
-        """Deliver the pending tokens, oldest first, while every output's room is known."""
-        pending = self.pending
-        if not pending:
-            return
-        fired, credits, ahead, last = self.fired, self.credits, self.ahead, self.last
+    def out_room(self):
+        """The cycle from which the outputs have room, or None while it is not known."""
         one = self.single
-        outs = self.outs
+        return one.room() if one is not None else _room_of(self.outs)
+
+    def deliver(self, toks, fired, r):
+        """The firing of cycle ``fired`` leaves at max(fired + L - 1, the last departure + 1, ``r``, the outputs'
+        room), which frees its slot of the internal channel from the cycle after."""
+        t = fired + self.ahead
+        if t <= self.last:
+            t = self.last + 1
+        if t < r:
+            t = r
+        one = self.single
+        if one is not None:
+            one.push(toks, t)
+        else:
+            for o, tok in zip(self.outs, toks):
+                o.push(tok, t)
+            toks = toks[0]
+        self.credits.append(t + 1)
+        self.last = t
+        if toks == "D":
+            self.done = True
+
+    def flush(self):
+        """Deliver the pending tokens, oldest first, while the outputs' room is known."""
+        pending, fired = self.pending, self.fired
         moved = 0
         while pending:
-            if one is not None:
-                c = one.credits           # a single-channel Out's room() inline
-                if c is None:
-                    r = one.room()
-                    if r is None:
-                        break
-                elif c:
-                    r = c[0]
-                else:
-                    break
-            else:
-                r = 0
-                for o in outs:
-                    c = o.credits
-                    if c is None:
-                        x = o.room()
-                    elif c:
-                        x = c[0]
-                    else:
-                        x = None
-                    if x is None:
-                        break
-                    if x > r:
-                        r = x
-                else:
-                    x = 0
-                if x is None:
-                    break
-            t = fired.popleft() + ahead
-            if t <= last:
-                t = last + 1
-            if t < r:
-                t = r
-            toks = pending.popleft()
-            if one is not None:
-                one.push(toks, t)
-            else:
-                for o, tok in zip(outs, toks):
-                    o.push(tok, t)
-            credits.append(t + 1)
-            last = t
+            r = self.out_room()
+            if r is None:
+                break
+            self.deliver(pending.popleft(), fired.popleft(), r)
             moved += 1
-        if moved:
-            self.last = last
-            self.st.moved += moved
-            if t > self.st.clock:
-                self.st.clock = t
-            if (toks if one is not None else toks[0]) == "D":
-                self.done = True
+        self.st.moved += moved
 
     def room(self):
         """For the drain's wait: not None once it has something to do (a deliverable token, or D has left)."""
         if self.done:
             return 0
-        if not self.pending:
+        if not self.pending or self.out_room() is None:
             return None
-        for o in self.outs:
-            if o.room() is None:
-                return None
         return 0
 
     def drain(self):
@@ -229,64 +204,14 @@ class _Pipeline:
         if self.last > st.clock:
             st.clock = self.last
 
-    @property
-    def name(self):
-        return f"{self.st.id} pipeline"
-
     def describe_wait(self):
         return f"{self.st.id} (output pipeline) waits to deliver to " + \
             ", ".join(f"'{o.name}'" for o in self.outs if o.room() is None)
 
 
-class _Stage(Out):
-    """The firing side's view of a one-output :class:`_Pipeline` (its credits are the pipeline's)."""
-    __slots__ = ("pipe",)
-
-    def __init__(self, name, pipe):
-        super().__init__(name, [])
-        self.pipe = pipe
-        self.credits = pipe.credits
-
-    def room(self):
-        c = self.credits
-        if c:
-            return c[0]
-        pipe = self.pipe
-        if pipe.single.room() is None:
-            return None
-        pipe.flush()
-        return c[0]
-
-    def push(self, tok, t):
-        # the common case inline: nothing in flight and the output's room known, so the token leaves at once
-        pipe = self.pipe
-        credits = self.credits
-        credits.popleft()
-        if not pipe.pending:
-            one = pipe.single
-            r = one.room()
-            if r is not None:
-                p = t + pipe.ahead
-                if p <= pipe.last:
-                    p = pipe.last + 1
-                if p < r:
-                    p = r
-                one.push(tok, p)
-                credits.append(p + 1)
-                pipe.last = p
-                if tok == "D":
-                    pipe.done = True
-                return
-        # behind others in flight, or no room yet: it waits (room() delivers once the firing side needs the slot)
-        pipe.pending.append(tok)
-        pipe.fired.append(t)
-
-    def describe_wait(self):
-        return f"{self.pipe.st.id} waits to write '{self.name}' (its output pipeline is full)"
-
-
-class _GroupStage:
-    """The firing side's view of a :class:`_Pipeline` of several outputs: ``push(toks, t)`` is one firing."""
+class _Stage:
+    """The firing side's view of a :class:`_Pipeline`, written like an output: ``push(tok, t)`` is one firing
+    (a tuple of tokens when the pipeline has several outputs)."""
     __slots__ = ("pipe", "credits", "name")
 
     def __init__(self, pipe):
@@ -299,38 +224,22 @@ class _GroupStage:
         if c:
             return c[0]
         pipe = self.pipe
-        for o in pipe.outs:
-            if o.room() is None:
-                return None
-        pipe.flush()
+        if pipe.out_room() is None:
+            return None
+        pipe.flush()            # the pipeline is full and its oldest token can leave: that frees a slot
         return c[0]
 
-    def push(self, toks, t):
+    def push(self, tok, t):
         pipe = self.pipe
-        credits = self.credits
-        credits.popleft()
+        self.credits.popleft()
         if not pipe.pending:
-            r = 0
-            for o in pipe.outs:
-                x = o.room()
-                if x is None:
-                    break
-                if x > r:
-                    r = x
-            else:
-                p = t + pipe.ahead
-                if p <= pipe.last:
-                    p = pipe.last + 1
-                if p < r:
-                    p = r
-                for o, x in zip(pipe.outs, toks):
-                    o.push(x, p)
-                credits.append(p + 1)
-                pipe.last = p
-                if toks[0] == "D":
-                    pipe.done = True
+            # the common case: nothing in flight ahead of it and the outputs' room known, so it leaves at once
+            r = pipe.out_room()
+            if r is not None:
+                pipe.deliver(tok, t, r)
                 return
-        pipe.pending.append(toks)
+        # behind others in flight, or no room yet: it waits (room() or the drain delivers it)
+        pipe.pending.append(tok)
         pipe.fired.append(t)
 
     def describe_wait(self):
@@ -341,4 +250,5 @@ def bad(st, why):
     return StreamError(f"node {st.id} ({st.op})", why)
 
 
-__all__ = ["pipeline", "together", "fire_at", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL", "STOPS"]
+__all__ = ["pipeline", "together", "fire_at", "wait_room", "wait_heads", "joiner_ports", "sink", "bad", "LEVEL",
+           "STOPS"]

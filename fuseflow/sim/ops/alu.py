@@ -1,7 +1,7 @@
 """alu: element-wise arithmetic on aligned value streams; stops must match and pass through.
 
 A pipelined operation (``registry.op_latency`` > 1) fires as the combinational ones do, into the output
-pipeline of :func:`._common.pipeline` (a second process delivers the results)."""
+pipeline of :func:`._common.pipeline` (which delivers the results as the output has room)."""
 
 from ...samml.registry import UNARY_ALU_OPS, op_latency
 from ._common import bad, pipeline

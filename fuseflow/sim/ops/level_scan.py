@@ -1,7 +1,8 @@
 """level_scan: one reference in, that fibre's coordinates and child references out, with stop promotion.
 
 A compressed level reads its coordinates from memory: its tokens leave ``registry.op_latency`` (2) cycles
-after their firing, through the output pipeline of :func:`._common.pipeline` (a second process delivers them)."""
+after their firing, through the output pipeline of :func:`._common.pipeline` (which delivers them as the output
+has room)."""
 
 from ...samml.registry import op_latency
 from ._common import LEVEL, STOPS, bad, pipeline, together
