@@ -251,14 +251,19 @@ class Spacc(OpComponent):
         close_base = Signal(8)
 
         # the entry of the head of crd_inner at the current prefix (used by a firing that accumulates)
+        def linear(prefix, jj):
+            """The linear index of entry (prefix, jj) in a bank."""
+            lin = 0
+            for d in range(order - 1):
+                lin = lin * dims[d] + prefix[d] if d else prefix[d]
+            return lin * dim + jj if order > 1 else jj
+
         j = c.data[:w]
         in_range = Signal()
         ok = j < dim
-        lin = 0
         for d in range(order - 1):
-            lin = lin * dims[d] + pre[d] if d else pre[d]
             ok = ok & (pre[d] < dims[d])
-        m.d.comb += [in_range.eq(ok), set_addr.eq(lin * dim + j if order > 1 else j)]
+        m.d.comb += [in_range.eq(ok), set_addr.eq(linear(pre, j))]
         m.d.comb += full_addr.eq(ab * n + set_addr)
 
         def accumulate():
@@ -323,10 +328,7 @@ class Spacc(OpComponent):
         # as two candidates (the step fires or not; each from registers and the channel's two next-head views)
         # that the firing chooses last
         def entry_addr(bank, prefix, jj):
-            nlin = 0
-            for d in range(order - 1):
-                nlin = nlin * dims[d] + prefix[d] if d else prefix[d]
-            return bank * n + (nlin * dim + jj if order > 1 else jj)
+            return bank * n + linear(prefix, jj)
         behind = Value.cast(self.i_crd_inner_behind)[:w]
         stay = Value.cast(self.i_crd_inner_stay)[:w]
         addr_fire, addr_stay = Signal(aw, name="read_addr_fire"), Signal(aw, name="read_addr_stay")
