@@ -363,9 +363,9 @@ def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False):
     stalls, as in ``run_op``); the head is valid once it has arrived, the view once the token behind it has.
     An invalid view carries an all-ones word (a control token), so an op that used it would go wrong.
     ``follow`` (optional) gets the token behind the head whether or not it has arrived, or the head itself while
-    the head has not arrived (as a channel's ``r_behind``, which is the token being written when the channel
-    holds none: the next head either way); the harness makes the op's next-head view from it. ``warm``: one warm-up edge first, with nothing valid and the first token
-    on the payload (cycle 0 is the cycle after it)."""
+    the head has not arrived (as a channel's ``r_behind``, which is the token being written when the channel holds
+    none: the next head either way); the harness makes the op's next-head view from it. ``warm``: one warm-up edge
+    first, with nothing valid and the first token on the payload (cycle 0 is the cycle after it)."""
     junk = (1 << len(Value.cast(stream.payload))) - 1
 
     async def tb(ctx):

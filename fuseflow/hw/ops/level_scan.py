@@ -17,13 +17,13 @@ of the seg array; ``first_b_addr/first_b_data``, a combinational read port of th
 fibre: its first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
 ``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered
 data; block RAM with its output register on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array.
-The seg and first reads go into registers that hold the head's entries, so an IDLE step emits its first
-coordinate and decides an empty fibre from registers: they load when the head is read (the token behind it,
-``i_ref_behind``, the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind``
-is then the token being written, the next head if there is one), and hold while the head stays; the reads wait
-for nothing of this cycle's firing, which only enables the registers. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN step), so
-crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
-compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2;
+The seg and first reads go into registers that hold the head's entries, so an IDLE step emits its first coordinate
+and decides an empty fibre from registers: they load when the head is read (the token behind it, ``i_ref_behind``,
+the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then the token
+being written, the next head if there is one), and hold while the head stays; the reads wait for nothing of this
+cycle's firing, which only enables the registers. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE
+step, q + 1 after a SCAN step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends
+on another within a cycle. A compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2;
 docs/samml.md, "Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param)
 use no memory: refs are ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered
 like the seg reads, from both candidates (so the ref a dense level emits comes from a register, not from a
@@ -36,6 +36,7 @@ from amaranth.hdl import Module, Mux, Signal
 
 from ...errors import HardwareError
 from ...samml.registry import MEMORY_READ_LATENCY, op_latency
+from ..stream import all_of
 from ..token import is_done, is_empty, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
 from ._pipe import OutputPipeline
@@ -51,11 +52,7 @@ def successor(x, y):
     operands' registers, where ``x + 1 < y`` was an adder and a comparator, two carry chains in a row."""
     assert len(x) == len(y)
     d = x ^ y
-    terms = [d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))]
-    out = terms[0]
-    for t in terms[1:]:
-        out = out & t
-    return out
+    return all_of([d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))])
 
 
 def kept(m, value):

@@ -6,14 +6,14 @@ ref), the others emit N; with only control heads (equal stops, or D) emits it ev
 
 Which inputs hold the smallest coordinate is decided a cycle ahead: the pairwise comparisons of the crd heads
 (``key_i <= key_j``, control heads sorting after every coordinate) are computed on the next cycle's heads and
-registered (:meth:`OpComponent.compare_heads_ahead`, shared with serialize). Each crd input has a next-head view (``i_crd<i>_behind``, ``i_crd<i>_stay``: the channel's
-``r_behind``/``r_stay``, :meth:`OpComponent.after`); every pair of candidates is compared (the candidates do
-not depend on this cycle's firing) and registered, and so are this cycle's pops, which choose among the
-registered comparisons in the next cycle (the next head is the one behind when the head was read, else the one
-that stayed; a channel's head register loads ``r_after`` every cycle in the same way). The firing decision and
-the reference outputs thus start at flip-flops and one multiplexer: no comparator lies between the crd heads
-and the ref outputs, which address the next op's memory reads (a level_scan's seg read, an array's vals read)
-through its channel's next-head view.
+registered (:meth:`OpComponent.compare_heads_ahead`, shared with serialize). Each crd input has a next-head view
+(``i_crd<i>_behind``, ``i_crd<i>_stay``: the channel's ``r_behind``/``r_stay``, :meth:`OpComponent.after`); every
+pair of candidates is compared (the candidates do not depend on this cycle's firing) and registered, and so are
+this cycle's pops, which choose among the registered comparisons in the next cycle (the next head is the one
+behind when the head was read, else the one that stayed; a channel's head register loads ``r_after`` every cycle
+in the same way). The firing decision and the reference outputs thus start at flip-flops and one multiplexer: no
+comparator lies between the crd heads and the ref outputs, which address the next op's memory reads (a
+level_scan's seg read, an array's vals read) through its channel's next-head view.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
