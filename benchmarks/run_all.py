@@ -30,6 +30,7 @@ BENCHMARKS = [
     ("compile_bench", [], ["compile.json"]),
     ("intersect_window_model", [], ["intersect_model.json"]),
     ("rtl_bench", [], ["rtl.json"]),
+    ("intersect_floor", [], ["intersect_floor.json"]),
     ("depth_bench", [], ["depths.json"]),
     ("scaling_bench", [], ["scaling.json"]),
     ("cost_bench", [], ["cost.json"]),

@@ -49,3 +49,46 @@ def test_pytorch_doc_quotes_models_json():
     with open(os.path.join(ROOT, "docs", "pytorch.md")) as f:
         doc = f.read()
     assert table in doc, "regenerate it: python benchmarks/models_bench.py --markdown"
+
+
+def test_buffered_intersect_model_intersects():
+    """The buffered intersect of intersect_window_model emits each fibre's common coordinates and stops (the
+    golden from NumPy), and takes no fewer cycles than its longer input has tokens."""
+    import random
+
+    import numpy as np
+    model = load("intersect_window_model")
+    rng = random.Random(5)
+    for trial in range(60):
+        fibres = [[sorted(rng.sample(range(40), rng.randint(0, 12))) for _ in range(2)] for _ in range(rng.randint(1, 4))]
+        a = [c for f in fibres for c in f[0] + ["S0"]] + ["D"]
+        b = [c for f in fibres for c in f[1] + ["S0"]] + ["D"]
+        golden = [c for f in fibres for c in list(np.intersect1d(f[0], f[1])) + ["S0"]] + ["D"]
+        for window in (2, 4, 8):
+            cycles, out = model.buffered_run(a, b, window)
+            assert out == golden, (trial, window)
+            assert cycles >= max(len(a), len(b))
+
+
+def test_hardware_doc_quotes_intersect_floor_json():
+    """docs/hardware.md's matched-pair floor table is benchmarks/results/intersect_floor.json."""
+    import json
+    with open(os.path.join(BENCH, "results", "intersect_floor.json")) as f:
+        doc = json.load(f)
+    with open(os.path.join(ROOT, "docs", "hardware.md")) as f:
+        text = f.read()
+    table = text[text.index("| kernel | RTL cycles | stream bound | matched-pair floor |"):].split("\n\n")[0]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in table.splitlines()[2:]}
+    quoted = 0
+    for r in doc["results"]:
+        if r["cycles_over_floor_bound"] == r["cycles_over_stream_bound"]:
+            continue                                  # not intersect-bound (outer product): not in the table
+        cells = rows[r["kernel"]]
+        assert cells[0].replace(",", "") == str(r["rtl_cycles"]) and r["rtl_cycles_equal"]
+        assert cells[1].replace(",", "") == str(r["stream_bound"])
+        assert cells[2].replace(",", "") == str(r["floor_bound"])
+        assert cells[3] == f"{r['floor_over_stream_bound']:.2f}"
+        assert cells[4].strip("*") == f"{r['cycles_over_floor_bound']:.2f}"
+        quoted += 1
+    assert quoted == 6

@@ -74,13 +74,16 @@ class Out:
 
 
 class TracingOut(Out):
-    """An :class:`Out` that also records the cycle of every push (``run(..., trace=True)``)."""
-    __slots__ = ("log",)
+    """An :class:`Out` that also records every push: its cycle (``log``) and its token (``sent``)
+    (``run(..., trace=True)``)."""
+    __slots__ = ("log", "sent")
 
     def __init__(self, name, chans):
         super().__init__(name, chans)
         self.log = []
+        self.sent = []
 
     def push(self, tok, t):
         self.log.append(t)
+        self.sent.append(tok)
         Out.push(self, tok, t)

@@ -330,6 +330,7 @@ class SimResult:
     stats: dict = field(default_factory=dict)
     mode: str = "float"
     trace: list = None            # with trace=True: per kernel {stream id: [cycle of every push]}
+    trace_tokens: list = None     # with trace=True: per kernel {stream id: [every token pushed, in order]}
 
     def summary(self):
         s = self.stats
@@ -348,7 +349,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
 
     ``inputs`` maps input tensor names to NumPy arrays, SciPy sparse matrices or PackedTensors (packed into the
     declared formats here). Returns a :class:`SimResult` with dense outputs, cycles and counters; with
-    ``trace=True`` also the cycle of every push on every stream (slower; for diagnosis). ``memory``: where
+    ``trace=True`` also the cycle and the token of every push on every stream (slower; for diagnosis). ``memory``: where
     tensors live (:mod:`fuseflow.sim.memory`: ``"onchip"``, the default and the RTL's contract, ``"hbm2"``,
     ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved.
     """
@@ -366,7 +367,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     crd_bytes = math.ceil(cfg.get("crd_width", 16) / 8)
     val_bytes = math.ceil(env.fixed.width / 8) if mode == "fixed" else 8
     store = pack_inputs(prog, inputs, env)
-    kernel_cycles, kstats, traces = [], [], []
+    kernel_cycles, kstats, traces, sent = [], [], [], []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
     t0 = time.perf_counter()
     for k in prog.kernels:
@@ -389,6 +390,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         cycles = timing["cycles"]
         if trace:
             traces.append({sid: list(o.log) for sid, o in outs.items()})
+            sent.append({sid: list(o.sent) for sid, o in outs.items()})
         kernel_cycles.append(cycles)
         for name in _collect_writes(prog, k, states, store, env):
             # what a kernel writes must fit the same width as hardware memories and streams
@@ -424,7 +426,8 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         outputs[t.name] = packed.to_dense()
     stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, memory=mem.name)
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
-    return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None)
+    return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None,
+                     sent if trace else None)
 
 
 def _read_bytes(st, crd_bytes, val_bytes):

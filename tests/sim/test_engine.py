@@ -103,4 +103,8 @@ def test_trace_records_every_push():
     assert t["root0.ref"] == [0, 1]
     assert t["level_scan0.ref"] == [1, 2, 3, 4, 5]
     assert t["array0.val"] == [3, 4, 5, 6, 7]
-    assert run(chain(3, 2), {"v": np.arange(1.0, 4)}).trace is None
+    (sent,) = res.trace_tokens
+    assert sent["level_scan0.ref"] == [0, 1, 2, "S0", "D"]
+    assert sent["array0.val"][:3] == [1.0, 2.0, 3.0]
+    untraced = run(chain(3, 2), {"v": np.arange(1.0, 4)})
+    assert untraced.trace is None and untraced.trace_tokens is None
