@@ -121,18 +121,22 @@ class BlockMatmul(OpComponent):
         fire = Signal()
         # the interval: ``wait`` cycles left of the last data firing (its rows 1 .. B-1 enter while wait != 0)
         wait = Signal(range(max(interval, 2)))
+        # ``idle`` = (wait == 0), a register of its own: it drives the enables of the wide hold registers and the
+        # operand choice, so the firing logic (heads, in-flight count) stays off those high-fan-out nets
+        idle = Signal(init=1)
         a_hold = Signal(max(a_bits - row_bits, 1))       # rows 1 .. B-1 of the firing's a, shifted down a row a cycle
         b_hold = Signal(b_bits)
-        with m.If(fire):
+        # the holds load the heads in every idle cycle (a firing's in its cycle: the rows are read only while
+        # wait != 0, which only a data firing in an idle cycle starts) and shift while rows are pending
+        with m.If(idle):
             m.d.sync += [a_hold.eq(a_in >> row_bits), b_hold.eq(b_in)]
         with m.Else():
             m.d.sync += a_hold.eq(a_hold >> row_bits)
         # the multipliers take the held rows while a firing's rows are pending, else the input heads (row 0 of
-        # a firing in this cycle; junk, never used, when none fires): the choice is a register's, so the
-        # firing logic (heads, in-flight count) stays off the path into the multipliers
+        # a firing in this cycle; junk, never used, when none fires)
         row = Signal(row_bits)
         rhs_bus = Signal(b_bits)
-        m.d.comb += [row.eq(Mux(wait != 0, a_hold, a_in)), rhs_bus.eq(Mux(wait != 0, b_hold, b_in))]
+        m.d.comb += [row.eq(Mux(idle, a_in, a_hold)), rhs_bus.eq(Mux(idle, b_in, b_hold))]
 
         def elem(bus, i):
             return bus[i * W:(i + 1) * W].as_signed()
@@ -153,9 +157,9 @@ class BlockMatmul(OpComponent):
         go = Signal()
         m.d.comb += go.eq(self.i_a.valid & self.i_b.valid & (wait == 0))
         with m.If(fire & ~is_ctrl):
-            m.d.sync += wait.eq(interval - 1)
+            m.d.sync += [wait.eq(interval - 1), idle.eq(interval == 1)]
         with m.Elif(wait != 0):
-            m.d.sync += wait.eq(wait - 1)
+            m.d.sync += [wait.eq(wait - 1), idle.eq(wait == 1)]
         # the alu's output side, with this op's firing (the interval counts it)
         pipelined_output(self, m, go, is_ctrl, a.data[0:10], block_out, latency, True, fire=fire)
         return m
