@@ -8,7 +8,8 @@ Ops are synthesised alone with representative parameters (every variant that cha
 operation, level_scan dense/compressed, spacc orders, ...), inside a registered-I/O wrapper
 (:func:`fuseflow.boards.synth.RegisteredIO`: every input bit from a shift register, every output bit captured
 into one), so every path is register to register; ops with tensor memories are also synthesised with 64-entry
-memories on their memory ports ("+mem": the combinational memory read is then part of the path). Kernels are
+memories on their memory ports ("+mem": the memory read is then part of the path; the compressed level_scan also
+with 2048-entry memories, "+mem 2048", whose seg and first arrays are block RAM). Kernels are
 whole kernel tops (:func:`fuseflow.hw.elaborate.build`, no probes, memories sized by random data at the given
 scale) in the same wrapper. Targets: >= 150 MHz per op alone, >= 100 MHz per kernel.
 
@@ -34,6 +35,9 @@ sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath
 OP_TARGET_MHZ = 150.0
 KERNEL_TARGET_MHZ = 100.0
 MEM_DEPTH = 64
+#: the compressed level_scan also with memories of this depth: its seg and first arrays (2048 x 16 and x 17 bits)
+#: then pass fuseflow.hw.memory.HELD_BLOCK_MIN_BITS and are block RAM read without the output register
+LARGE_MEM_DEPTH = 2048
 #: seconds per tool run (rsqrt, some 75 stages of dividers and square roots, is the slow one: 20 minutes of
 #: routing on a loaded 2-core machine)
 TOOL_TIMEOUT = 3000
@@ -88,6 +92,9 @@ def op_cases():
                     not (op == "level_scan" and params.get("format") == "dense"):
                 cases.append({"kind": "op", "name": f"{name} +mem", "op": op, "params": params, "kw": kw,
                               "mem_depth": MEM_DEPTH})
+                if op == "level_scan":
+                    cases.append({"kind": "op", "name": f"{name} +mem {LARGE_MEM_DEPTH}", "op": op,
+                                  "params": params, "kw": kw, "mem_depth": LARGE_MEM_DEPTH})
     return cases
 
 
@@ -195,7 +202,9 @@ def markdown(doc):
              "so those of 1 Kbit and more (crd, vals, spacc's accumulator; the +mem rows' 64-entry crd and vals) "
              "go to block RAM: tensor memories as DP16KD instances whose output register holds the read data "
              "(Yosys would map them without it), spacc's accumulator likewise (two read ports of latency 2, "
-             "its merge pipelined); level_scan's seg and first arrays (read combinationally) and smaller memories go to LUT RAM "
+             "its merge pipelined); level_scan's seg and first arrays (read with latency 1 into registers that hold "
+             "the head's entries) go to block RAM from 16 Kbit (the +mem 2048 row: DP16KD without the output "
+             "register, its clock enable holding the data), smaller ones and smaller memories to LUT RAM "
              "(TRELLIS_DPR16X4, counted in LUTs; the LUT-RAM column shows how many) (docs/hardware.md, "
              "\"Memories\"). Channel FIFOs keep their head and the entry behind it in registers. "
              + bram_note(rows) +

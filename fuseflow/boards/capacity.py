@@ -1,12 +1,13 @@
 """What a board's block RAM holds: the blocks of a kernel top's memory plan, its memory map, and the largest
 SpMV that fits.
 
-Block counts are those of a memory with one write and one read port (the kernel top shares a block RAM's op
-read port with the host, :mod:`fuseflow.hw.top`): on the ECP5 the DP16KD instances with their output register
-that the kernel top builds (1024 x 18 each, side by side and stacked: :mod:`fuseflow.hw.block_ram`), on the
-iCE40 Yosys' mapping, the cheapest of SB_RAM40_4K 2048 x 2 .. 256 x 16. Memories
-below :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS` and the seg arrays stay in the fabric: LUT RAM on the ECP5
-(two LUT4s per 16 x 4 ``TRELLIS_DPR16X4``, one copy per read port), flip-flops on the iCE40.
+Block counts are those of one copy per op read port (each op read port of a block RAM has blocks of its own, all
+written together; the kernel top shares the first op read port with the host, :mod:`fuseflow.hw.top`): on the
+ECP5 the DP16KD instances that the kernel top builds (1024 x 18 each, side by side and stacked:
+:mod:`fuseflow.hw.block_ram`), on the iCE40 Yosys' mapping, the cheapest of SB_RAM40_4K 2048 x 2 .. 256 x 16.
+Memories below :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS` (seg and first arrays: below
+:data:`fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`) stay in the fabric: LUT RAM on the ECP5 (two LUT4s per 16 x 4
+``TRELLIS_DPR16X4``, one copy per read port, the host's own included), flip-flops on the iCE40.
 """
 
 from math import ceil
@@ -40,14 +41,34 @@ def lutram_luts(depth: int, width: int, copies: int) -> int:
     return 2 * copies * ceil(depth / 16) * ceil(width / 4)
 
 
-def memory_map(plan, target: str) -> list:
+def memory_map(plan, target: str, read_ports: dict | None = None) -> list:
     """The host memory map of a :class:`fuseflow.hw.memory.MemoryPlan` with each memory's storage and block
-    RAMs on ``target``: ``[{"sel", "name", "depth", "width", "bits", "storage", "blocks"}]``."""
+    RAMs on ``target``: ``[{"sel", "name", "depth", "width", "bits", "storage", "blocks"}]``. ``read_ports``:
+    memory name -> op read ports (:func:`op_read_ports`; a block memory has a copy per port, one without)."""
     family = TARGETS[target]["family"]
+    ports = read_ports or {}
     return [{"sel": m.sel, "name": m.name, "depth": m.depth, "width": m.width, "bits": m.depth * m.width,
              "storage": m.storage,
-             "blocks": memory_blocks(m.depth, m.width, family) if m.storage == "block" else 0}
+             "blocks": memory_blocks(m.depth, m.width, family) * max(1, ports.get(m.name, 1))
+             if m.storage == "block" else 0}
             for m in plan.memories]
+
+
+def op_read_ports(top) -> dict:
+    """Memory name -> the op read ports a built kernel top (:class:`fuseflow.hw.top.ProgramTop`) gives it."""
+    counts = {}
+    for k, ops in zip(top.program.kernels, top.ops):
+        for nid, op in ops.items():
+            node = k.nodes[nid]
+            for array, mp in getattr(op, "memories", {}).items():
+                spec = top.plan.memory(node.params.get("tensor"), node.params.get("level", 0), array)
+                if spec is not None and mp.reads:
+                    counts[spec.name] = counts.get(spec.name, 0) + len(mp.reads)
+    return counts
+
+
+#: level_scan's read ports of a compressed level's seg (seg[r], and seg[r + 1] from a shifted copy) and first
+SEG_READ_PORTS = {"seg": 2, "first": 1}
 
 
 def spmv_plan(rows: int, nnz: int, cols: int | None = None, crd_width: int = 16):
@@ -74,12 +95,11 @@ def spmv_fits(rows: int, nnz: int, target: str, cols: int | None = None, crd_wid
         return None
     t = TARGETS[target]
     family, cap = t["family"], t["capacity"]
-    blocks = sum(e["blocks"] for e in memory_map(plan, target))
-    # level_scan reads B.1.seg through four combinational ports and B.1.first through two (both candidates of
-    # its next head); the host through one more
-    ports = {"seg": 5, "first": 3}
-    lut = sum(lutram_luts(m.depth, m.width, ports.get(m.array, 2)) for m in plan.memories
-              if m.storage == "lut") if family == "ecp5" else 0
+    ports = {m.name: SEG_READ_PORTS.get(m.array, 1) for m in plan.memories}
+    blocks = sum(e["blocks"] for e in memory_map(plan, target, ports))
+    # in LUT RAM each port has a copy, and the host one more of its own (the other LUT memories: counted as two)
+    lut = sum(lutram_luts(m.depth, m.width, SEG_READ_PORTS[m.array] + 1 if m.array in SEG_READ_PORTS else 2)
+              for m in plan.memories if m.storage == "lut") if family == "ecp5" else 0
     if blocks > cap["brams"] or SPMV_LOGIC_LUTS[family] + lut > cap["luts"]:
         return None
     return {"rows": rows, "cols": cols or rows, "nonzeros": nnz, "brams": blocks, "lutram_luts": lut}

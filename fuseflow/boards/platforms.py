@@ -149,7 +149,7 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
     when the program or the data does not fit, or a tool fails (a design too large for the device names the
     resource)."""
     from ..hw.elaborate import build as hw_build
-    from .capacity import largest_spmv_overall, memory_map
+    from .capacity import largest_spmv_overall, memory_map, op_read_ports
     from ..hw.elaborate import load_program
     from .synth import build_overrides, run_build_plan
     board = get_board(board) if isinstance(board, str) else board
@@ -207,7 +207,7 @@ def build_board(graph, board, out_dir, inputs=None, bake=False, probes=False, ba
         "uart": {"baud": baud, "divisor": top.divisor, "build_id": f"{bid:#010x}"},
         "memories": [{"name": m["name"], "depth": m["depth"], "width": m["width"]} for m in man["host"]["memories"]],
         # host memory map with storage and block RAMs, and what the board's block RAM holds (boards/capacity.py)
-        "memory_map": memory_map(b.plan, board.target),
+        "memory_map": memory_map(b.plan, board.target, op_read_ports(b.top)),
         "largest_spmv": largest_spmv_overall(board.target),
         "baked": b.baked, "probes": probes,
         "files": {"bitstream": bit_name, "manifest": "manifest.json", "logs": sorted(logs)},

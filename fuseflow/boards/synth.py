@@ -151,8 +151,7 @@ def RegisteredIO(component, mem_depth=None):
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
 
-    from ..hw.memory import TensorMemory, memory_storage
-    from ..samml.registry import MEMORY_READ_LATENCY
+    from ..hw.memory import TensorMemory, attach_read, memory_storage
 
     class _Wrapper(wiring.Component):
         def __init__(self):
@@ -170,15 +169,12 @@ def RegisteredIO(component, mem_depth=None):
                 for array, mp in getattr(component, "memories", {}).items():
                     # a memory read combinationally stays in the fabric (as Yosys would map it anyway)
                     block = (memory_storage(array, mem_depth * mp.width) == "block"
-                             and set(mp.reads) <= set(mp.sync_reads))
+                             and all(mp.latency(p) for p in mp.reads))
                     mem = TensorMemory(mem_depth, mp.width, block=block, name=array)
                     m.submodules[f"mem_{array}"] = mem
                     abits = mem.addr_width
                     for prefix in mp.reads:
-                        rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0,
-                                           mp.offsets.get(prefix, 0))
-                        m.d.comb += [rp.addr.eq(getattr(component, f"{prefix}_addr")[:abits]),
-                                     getattr(component, f"{prefix}_data").eq(rp.data)]
+                        attach_read(m, mem, component, prefix, mp)
                         attached |= {f"{prefix}_data"}
                     wp = mem.write_port()
                     if mp.writes:

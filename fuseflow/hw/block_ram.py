@@ -5,7 +5,11 @@ not absorb a fabric register after the read into it, so the block's 5.6-5.8 ns c
 the next path. Here the blocks are instances with ``REGMODE_A = "OUTREG"``: the address register and the
 output register are both inside the block, two cycles from address to data (``registry.MEMORY_READ_LATENCY``)
 and the data leaves from a register. Used for the alu's function tables (:func:`fuseflow.hw.ops._pipe.rom_outreg`)
-and for the tensor memories in block RAM (:class:`fuseflow.hw.memory.TensorMemory`).
+and for the tensor memories in block RAM (:class:`fuseflow.hw.memory.TensorMemory`). A read of latency 1 with
+a clock enable (level_scan's seg and first, read into the op's registers at its next head) uses the blocks
+without the output register (``REGMODE_A = "NOREG"``, ``CEA`` the enable): the data then leaves from the block's
+5.6-5.8 ns clock-to-output, which is why only large seg and first arrays go to block RAM
+(:data:`fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`).
 
 Geometry: every block in 1024 x 18 mode, blocks side by side for wider words (bits ``18c .. 18c + 17`` in
 column ``c``) and stacked for deeper memories (entries ``1024r ..`` in row ``r``); with several rows the row's
@@ -71,12 +75,16 @@ def _addr_pins(side, addr, byte_enables):
     return pins
 
 
-def dp16kd(m, name: str, words: list[int], raddr, rdata, waddr=None, wdata=None, wen=None, *, model=False):
+def dp16kd(m, name: str, words: list[int], raddr, rdata, waddr=None, wdata=None, wen=None, *, model=False,
+           outreg=True, ren=None):
     """One DP16KD: read on port A at ``raddr`` into ``rdata`` (18 bits, two cycles: address register, then
-    the output register), written on port B when ``wen`` (None: a ROM), initial contents ``words``.
-    ``model``: :class:`DP16KDModel` on the same parameters and pins instead of the instance."""
+    the output register; ``outreg=False``: one cycle, the data from the address register's read, held while
+    ``ren``, the port's clock enable, is clear), written on port B when ``wen`` (None: a ROM), initial
+    contents ``words``. ``model``: :class:`DP16KDModel` on the same parameters and pins instead of the
+    instance."""
     write = wen is not None
-    params = dict(p_DATA_WIDTH_A=18, p_DATA_WIDTH_B=18, p_REGMODE_A="OUTREG", p_REGMODE_B="NOREG",
+    params = dict(p_DATA_WIDTH_A=18, p_DATA_WIDTH_B=18, p_REGMODE_A="OUTREG" if outreg else "NOREG",
+                  p_REGMODE_B="NOREG",
                   p_RESETMODE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000", p_WRITEMODE_A="NORMAL",
                   p_WRITEMODE_B="NORMAL", p_GSR="DISABLED", **initvals(words))
     clk = ClockSignal("sync")
@@ -86,16 +94,19 @@ def dp16kd(m, name: str, words: list[int], raddr, rdata, waddr=None, wdata=None,
     wdata = Value.cast(wdata) if write else Const(0, 1)
     pins.update({f"i_DIB{i}": (wdata[i] if i < len(wdata) else 0) for i in range(18)})
     pins.update({f"o_DOA{i}": rdata[i] for i in range(min(18, len(rdata)))})
-    pins.update(i_CLKA=clk, i_CEA=1, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
+    pins.update(i_CLKA=clk, i_CEA=1 if ren is None else ren, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
                 i_CLKB=clk if write else 0, i_CEB=1 if write else 0, i_OCEB=0, i_WEB=wen if write else 0,
                 i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0)
     m.submodules[name] = DP16KDModel(params, pins) if model else Instance("DP16KD", **params, **pins)
 
 
 def block_memory(m, prefix: str, depth: int, width: int, words: list[int], raddr, rdata, waddr=None,
-                 wdata=None, wen=None, *, model=False):
+                 wdata=None, wen=None, *, model=False, latency=2, ren=None):
     """A ``depth`` x ``width`` memory of DP16KD blocks (module doc: geometry) read at ``raddr`` into ``rdata``
-    two cycles later, written at ``waddr`` when ``wen`` (None: a ROM)."""
+    two cycles later, written at ``waddr`` when ``wen`` (None: a ROM). ``latency=1``: the blocks without
+    their output register, ``rdata`` the entry named at the last clock edge with ``ren`` set."""
+    if latency not in (1, 2):
+        raise HardwareError("DP16KD", f"no read of latency {latency}")
     rows, cols = ceil(depth / BLOCK_DEPTH), ceil(width / BLOCK_WIDTH)
     write = wen is not None
     outs = []
@@ -108,17 +119,23 @@ def block_memory(m, prefix: str, depth: int, width: int, words: list[int], raddr
             part = [(w >> (BLOCK_WIDTH * c)) & 0x3FFFF for w in row_words]
             dp16kd(m, f"{prefix}_r{r}c{c}", part, raddr[:10], out[BLOCK_WIDTH * c:BLOCK_WIDTH * (c + 1)],
                    waddr[:10] if write else None, Value.cast(wdata)[BLOCK_WIDTH * c:] if write else None,
-                   row_wen, model=model)
+                   row_wen, model=model, outreg=latency == 2, ren=ren)
         outs.append(out)
     if rows == 1:
         m.d.comb += rdata.eq(outs[0][:width])
         return
-    # the row of the address two cycles ago, one-hot, then one AND-OR level after the output registers
+    # the row of the address read (two cycles ago; latency 1: at the last enabled edge), one-hot, then one
+    # AND-OR level after the blocks' outputs
     picked = []
     for r, out in enumerate(outs):
         hot = Signal(name=f"{prefix}_row{r}_hot")
-        hot_q = Signal(name=f"{prefix}_row{r}_hot_q")
-        m.d.sync += [hot.eq(raddr[10:] == r), hot_q.eq(hot)]
+        if latency == 2:
+            hot_q = Signal(name=f"{prefix}_row{r}_hot_q")
+            m.d.sync += [hot.eq(raddr[10:] == r), hot_q.eq(hot)]
+        else:
+            hot_q = hot
+            with m.If(1 if ren is None else ren):
+                m.d.sync += hot.eq(raddr[10:] == r)
         picked.append(out[:width] & hot_q.replicate(width))
     value = picked[0]
     for p in picked[1:]:
@@ -127,8 +144,8 @@ def block_memory(m, prefix: str, depth: int, width: int, words: list[int], raddr
 
 
 class DP16KDModel(Elaboratable):
-    """A DP16KD's behaviour for the subset :func:`dp16kd` uses (18-bit ports, read on A with OUTREG or NOREG,
-    write on B with both byte enables, chip selects 0, no resets), from the instance's own parameters and
+    """A DP16KD's behaviour for the subset :func:`dp16kd` uses (18-bit ports, read on A with OUTREG or NOREG and
+    its clock enable, write on B with both byte enables, chip selects 0, no resets), from the instance's own parameters and
     pins: a check of the wiring in the Amaranth simulator. Read during write of one entry gives the old
     entry (the block's is undefined)."""
 
@@ -145,7 +162,7 @@ class DP16KDModel(Elaboratable):
             return Const(v, 1) if isinstance(v, int) else Value.cast(v)[0]
         mem = m.submodules.array = Memory(shape=18, depth=BLOCK_DEPTH, init=initval_words(self.params))
         rp = mem.read_port(domain="sync")
-        m.d.comb += rp.addr.eq(Cat(*[pin(f"ADA{i}") for i in range(4, 14)]))
+        m.d.comb += [rp.addr.eq(Cat(*[pin(f"ADA{i}") for i in range(4, 14)])), rp.en.eq(pin("CEA"))]
         data = rp.data
         if self.params["p_REGMODE_A"] == "OUTREG":
             data = Signal(18, name="doa_reg")

@@ -17,9 +17,9 @@ with neither, building is an error.
 Storage (:func:`memory_storage`, one rule): a memory read only through read ports of latency
 ``registry.MEMORY_READ_LATENCY`` (2: crd and vals; level_scan's crd port and array's vals port address them
 one cycle ahead, from their next state and the next head of their input, and take the registered data one
-cycle after their firing) goes to block RAM once it holds :data:`BLOCK_RAM_MIN_BITS` bits; below that, and
-for the seg arrays and first arrays (level_scan reads them combinationally at both candidates of its next
-head), Yosys picks LUT RAM or flip-flops. :class:`TensorMemory` builds every read port: on ECP5 a block
+cycle after their firing) goes to block RAM once it holds :data:`BLOCK_RAM_MIN_BITS` bits; the seg and first
+arrays (level_scan reads them with latency 1 and an enable, at the token behind its head) once they hold
+:data:`HELD_BLOCK_MIN_BITS`; below that, Yosys picks LUT RAM or flip-flops. :class:`TensorMemory` builds every read port: on ECP5 a block
 memory is DP16KD instances whose output register holds the read data (:mod:`fuseflow.hw.block_ram`: Yosys
 maps a synchronous read without that register and does not absorb a fabric register into it); elsewhere
 (Verilator, the Amaranth simulator, iCE40, and every LUT memory) an Amaranth ``Memory`` synchronous read
@@ -30,8 +30,9 @@ model gives the old entry; no kernel both writes and reads a block memory
 
 Writer ops drive one write port per memory, shared with the host (the writer wins; the host only writes
 while the top is idle). The host reads through a read port of latency 2 shared with the first op that reads
-the memory with one (or a port of its own: latency 2 for a block memory, else 1 and a register after the
-selection of the memory): :data:`HOST_READ_LATENCY` cycles from address to data, outside every kernel's
+the memory with one, or in block RAM with a port of latency 1 (level_scan's seg and first: then the address is
+the host's and the enable set while idle, and a register follows), or a port of its own (latency 2 for a block
+memory, else 1 and a register after the selection of the memory): :data:`HOST_READ_LATENCY` cycles from address to data, outside every kernel's
 cycle count.
 
 Host address map: ``host_sel`` picks a memory by its index in :attr:`MemoryPlan.memories` (``sel`` in the
@@ -64,8 +65,14 @@ HOST_READ_LATENCY = 2
 #: UP5K's 30) are not used up by the many small arrays of a kernel (a few entries each)
 BLOCK_RAM_MIN_BITS = 1024
 
-#: arrays read combinationally (level_scan's seg and first: read at the next head, chosen by the op's firing)
-COMB_READ_ARRAYS = ("seg", "first")
+#: arrays read with latency 1 and an enable (level_scan's seg and first: read at the token behind the head into
+#: registers that hold the head's entries) and where they go to block RAM: from 16 Kbit (1024 16-bit entries,
+#: one full DP16KD). A block read without its output register starts the next path with the block's 5.6-5.8 ns
+#: clock-to-output (ECP5), so an array of up to a thousand entries stays in LUT RAM, whose copies (one per read
+#: port, three for seg) cost at most about 1500 LUT4s there; beyond, LUT RAM grows by a LUT4 per 32 bits per
+#: copy and its read by a multiplexer level per doubling (a matrix with 16384 rows: about 45000 LUT4s)
+HELD_READ_ARRAYS = ("seg", "first")
+HELD_BLOCK_MIN_BITS = 16384
 
 
 @dataclass
@@ -241,7 +248,8 @@ def plan_memories(program, data_capacities=None):
 
 def memory_storage(array: str, bits: int) -> str:
     """``"block"`` when an array of ``bits`` bits goes to block RAM, else ``"lut"`` (see the module doc)."""
-    return "block" if array not in COMB_READ_ARRAYS and bits >= BLOCK_RAM_MIN_BITS else "lut"
+    least = HELD_BLOCK_MIN_BITS if array in HELD_READ_ARRAYS else BLOCK_RAM_MIN_BITS
+    return "block" if bits >= least else "lut"
 
 
 def _with_capacity(decl, cap):
@@ -317,8 +325,22 @@ def to_signed(word, width):
 
 # --- Amaranth side ---------------------------------------------------------------------------------
 
+def attach_read(m, mem, op, prefix, mp, addr=None, en=None):
+    """Give op ``op``'s read interface ``prefix`` (of its :class:`~fuseflow.hw.ops._common.MemPorts` ``mp``) a
+    read port of ``mem`` of the interface's latency and offset, and wire address, data and (latency 1) enable.
+    ``addr``/``en``: what drives the port instead of the op's own (the kernel top's host multiplexer).
+    Returns the port."""
+    rp = mem.read_port(mp.latency(prefix), mp.offsets.get(prefix, 0), enable=prefix in mp.held_reads)
+    op_addr = getattr(op, f"{prefix}_addr")
+    m.d.comb += [rp.addr.eq((op_addr if addr is None else addr)[:mem.addr_width]),
+                 getattr(op, f"{prefix}_data").eq(rp.data)]
+    if rp.en is not None:
+        m.d.comb += rp.en.eq(getattr(op, f"{prefix}_en") if en is None else en)
+    return rp
+
+
 class TensorMemory(Elaboratable):
-    """One tensor array in hardware: its storage, read ports of latency 0 (combinational), 1 or
+    """One tensor array in hardware: its storage, read ports of latency 0 (combinational), 1 (with an enable) or
     ``registry.MEMORY_READ_LATENCY`` (:meth:`read_port`) and at most one write port (:meth:`write_port`).
 
     A read port of latency ``MEMORY_READ_LATENCY`` (2) shows in cycle t + 2 the entry addressed in cycle t,
@@ -351,22 +373,26 @@ class TensorMemory(Elaboratable):
         """The memory of one planned array (``init``: raw unsigned words)."""
         return cls(spec.depth, spec.width, init, block=spec.storage == "block", name=spec.name, impl=impl)
 
-    def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0) -> SimpleNamespace:
+    def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0, enable: bool = False) -> SimpleNamespace:
         """A read port (``addr`` in, ``data`` out): ``data`` shows the entry ``addr + offset`` named ``latency``
-        cycles earlier (0: in the same cycle). A port with an ``offset`` (LUT memories only) reads a copy of the
-        memory shifted by ``offset`` entries, written with the memory (LUT RAM gives every read port a copy of
-        its own anyway), so no adder sits between the address and the read."""
+        cycles earlier (0: in the same cycle). ``enable`` (latency 1 only) gives the port ``en`` (in): the
+        address is taken, and ``data`` changes, only at an edge ending a cycle with ``en`` set (in a LUT memory a
+        combinational read and a register with that enable). A port with an
+        ``offset`` reads a copy of the memory shifted by ``offset`` entries, written with the memory (LUT RAM
+        gives every read port a copy of its own anyway, and so does block RAM here), so no adder sits between the
+        address and the read. A block memory has no combinational read."""
         if latency not in (0, 1, MEMORY_READ_LATENCY):
             raise HardwareError(f"memory {self.name}", f"no read port of latency {latency}")
-        if self.block and latency != MEMORY_READ_LATENCY:
-            raise HardwareError(f"memory {self.name}", f"a block RAM is read with latency {MEMORY_READ_LATENCY}, "
-                                                       f"not {latency}")
-        if offset and (self.block or offset < 0):
-            raise HardwareError(f"memory {self.name}", f"no read port with offset {offset} (LUT memories only, "
-                                                       f"offset >= 0)")
+        if self.block and latency == 0:
+            raise HardwareError(f"memory {self.name}", "a block RAM has no combinational read")
+        if offset < 0:
+            raise HardwareError(f"memory {self.name}", f"no read port with offset {offset} (offset >= 0)")
+        if enable and latency != 1:
+            raise HardwareError(f"memory {self.name}", f"a read port of latency {latency} has no enable")
         n = len(self.reads)
         port = SimpleNamespace(addr=Signal(self.addr_width, name=f"r{n}_addr"),
-                               data=Signal(self.width, name=f"r{n}_data"), latency=latency, offset=offset)
+                               data=Signal(self.width, name=f"r{n}_data"), latency=latency, offset=offset,
+                               en=Signal(name=f"r{n}_en") if enable else None)
         self.reads.append(port)
         return port
 
@@ -393,9 +419,13 @@ class TensorMemory(Elaboratable):
             from .block_ram import block_memory
             w = self.write
             for i, port in enumerate(self.reads):
-                block_memory(m, f"blocks{i}", self.depth, self.width, self.words, port.addr, port.data,
-                             w.addr if w else None, w.data if w else None, w.en if w else None,
-                             model=impl == "dp16kd-model")
+                k = port.offset                    # a shifted copy holds entry a at a - k (none below k)
+                words = self.words[k:] + [0] * min(k, self.depth)
+                wen = (w.en & (w.addr >= k) if k else w.en) if w else None
+                block_memory(m, f"blocks{i}", self.depth, self.width, words, port.addr, port.data,
+                             ((w.addr - k)[:self.addr_width] if k else w.addr) if w else None,
+                             w.data if w else None, wen,
+                             model=impl == "dp16kd-model", latency=port.latency, ren=port.en)
             return m
         m.submodules.storage = self.storage
         copies = {0: self.storage}                 # offset -> storage holding entry addr + offset at addr
@@ -407,8 +437,21 @@ class TensorMemory(Elaboratable):
             if port.latency == 0:
                 rp = mem.read_port(domain="comb")
                 m.d.comb += port.data.eq(rp.data)
+            elif port.en is not None and not self.block:
+                # a LUT memory: a combinational read into a register with the enable. The data goes through a
+                # kept wire, so Yosys does not merge the register into the read port, where its LUT-RAM mapping
+                # may register the address instead and put the read on the paths from the data
+                rp = mem.read_port(domain="comb")
+                comb_data = Signal(self.width, name=f"r{i}_comb", attrs={"keep": 1})
+                data = Signal(self.width, name=f"r{i}_data_q")
+                m.d.comb += comb_data.eq(rp.data)
+                with m.If(port.en):
+                    m.d.sync += data.eq(comb_data)
+                m.d.comb += port.data.eq(data)
             else:
                 rp = mem.read_port()
+                if port.en is not None:
+                    m.d.comb += rp.en.eq(port.en)
                 data = rp.data
                 for k in range(1, port.latency):     # the data registered once more (a block's output register)
                     r = Signal.like(data, name=f"r{i}_data_p{k}")

@@ -30,7 +30,7 @@ from amaranth.sim import Simulator
 from ..errors import HardwareError
 from ..samml.registry import MEMORY_READ_LATENCY, get_op, op_latency
 from ..tensors.fixed import FixedFormat
-from .memory import TensorMemory, first_words
+from .memory import TensorMemory, attach_read, first_words
 from .stream import StreamFIFO
 from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
@@ -155,9 +155,7 @@ class OpHarness(Elaboratable):
         for array, mp in dut.memories.items():
             mem = m.submodules[f"mem_{array}"] = self.tmems[array]
             for prefix in mp.reads:
-                rp = mem.read_port(MEMORY_READ_LATENCY if prefix in mp.sync_reads else 0, mp.offsets.get(prefix, 0))
-                m.d.comb += [rp.addr.eq(getattr(dut, f"{prefix}_addr")),
-                             getattr(dut, f"{prefix}_data").eq(rp.data)]
+                attach_read(m, mem, dut, prefix, mp)
             for prefix in mp.writes:
                 wp = mem.write_port()
                 m.d.comb += [wp.addr.eq(getattr(dut, f"{prefix}_waddr")),

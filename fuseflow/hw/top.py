@@ -43,7 +43,7 @@ from ..samml.widths import INDEX_KINDS, stream_width
 from ..tensors.fixed import FixedFormat
 from . import token as tk
 from ..samml.registry import MEMORY_READ_LATENCY
-from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory
+from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory, attach_read
 from .ops.lanes import LANE_OPS, BlockLanes
 from .stream import StreamFIFO
 
@@ -375,19 +375,23 @@ class ProgramTop(wiring.Component):
                         raise HardwareError(f"node {nid}", f"no memory for array '{array}' of tensor "
                                                            f"'{node.params.get('tensor')}'")
                     for prefix in mp.reads:
-                        sync = prefix in mp.sync_reads
-                        if spec.storage == "block" and not sync:
+                        latency = mp.latency(prefix)
+                        if spec.storage == "block" and latency == 0:
                             raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
                                                                f"combinationally")
-                        rp = mems[spec.name].read_port(MEMORY_READ_LATENCY if sync else 0,
-                                                       mp.offsets.get(prefix, 0))
-                        addr = getattr(op, f"{prefix}_addr")
-                        if sync and spec.name not in host_rd:
-                            # the host reads through the first synchronous op port while idle: a block RAM
-                            # then has one write and one read port (no copy for a third port)
+                        # the host reads through the first op port of latency 2 (or, in block RAM, of latency 1)
+                        # while idle: a block RAM then has one write and one read port (no copy for a port of
+                        # the host's own)
+                        share = spec.name not in host_rd and (latency == MEMORY_READ_LATENCY or
+                                                              (latency == 1 and spec.storage == "block"))
+                        addr = read_en = None
+                        if share:
+                            addr = Mux(idle, self.host_addr, getattr(op, f"{prefix}_addr"))
+                            if latency == 1:
+                                read_en = idle | getattr(op, f"{prefix}_en")
+                        rp = attach_read(km, mems[spec.name], op, prefix, mp, addr, read_en)
+                        if share:
                             host_rd[spec.name] = rp
-                            addr = Mux(idle, self.host_addr, addr)
-                        km.d.comb += [rp.addr.eq(addr), getattr(op, f"{prefix}_data").eq(rp.data)]
                     for prefix in mp.writes:
                         # gated by the kernel's enable: an op held in reset may drive its write enable
                         writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),

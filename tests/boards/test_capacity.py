@@ -37,3 +37,23 @@ def test_largest_spmv_on_the_ulx3s():
 
 def test_spmv_logic_does_not_fit_the_up5k():
     assert largest_spmv_overall("ice40-up5k") is None
+
+
+def test_op_read_ports_and_block_copies():
+    """A built SpMV's op read ports per memory (level_scan: seg twice, first and crd once; array: vals once;
+    the writer's x arrays none), and a block memory counted once per port in the memory map."""
+    from fuseflow.boards.capacity import SEG_READ_PORTS, op_read_ports
+    from fuseflow.hw.elaborate import build
+    from fuseflow.samml import kernels
+    p = kernels.build("spmv_csr", 8)
+    b = build(p, kernels.random_inputs(p, density=0.4, seed=1), probes=False)
+    want = {}
+    for t in ("B.1", "c.0"):
+        want.update({f"{t}.seg": SEG_READ_PORTS["seg"], f"{t}.first": SEG_READ_PORTS["first"], f"{t}.crd": 1})
+    want.update({"B.vals": 1, "c.vals": 1})
+    assert op_read_ports(b.top) == want and SEG_READ_PORTS == {"seg": 2, "first": 1}
+    plan = spmv_plan(4096, 1000)
+    mm = {e["name"]: e for e in memory_map(plan, "ecp5-85f", {"B.1.seg": 2})}
+    one = {e["name"]: e for e in memory_map(plan, "ecp5-85f")}
+    # 4097 x 16 bits of seg pass the threshold: five 1024 x 18 blocks per copy
+    assert mm["B.1.seg"]["storage"] == "block" and one["B.1.seg"]["blocks"] == 5 and mm["B.1.seg"]["blocks"] == 10

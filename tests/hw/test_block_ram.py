@@ -8,7 +8,7 @@ import pytest
 from amaranth.back import rtlil
 
 from fuseflow.hw.elaborate import build, run_amaranth
-from fuseflow.hw.memory import BLOCK_RAM_MIN_BITS, memory_storage
+from fuseflow.hw.memory import BLOCK_RAM_MIN_BITS, HELD_BLOCK_MIN_BITS, memory_storage
 from fuseflow.hw.top import compare_tensors
 from fuseflow.samml import kernels
 
@@ -22,9 +22,11 @@ def _spmv(rows=40, density=0.4, seed=3):
 def test_storage_rule():
     assert memory_storage("crd", BLOCK_RAM_MIN_BITS) == "block"
     assert memory_storage("vals", BLOCK_RAM_MIN_BITS - 1) == "lut"
-    # level_scan reads seg and first combinationally (at its next head, written in the cycle before at the latest)
-    assert memory_storage("seg", 100 * BLOCK_RAM_MIN_BITS) == "lut"
-    assert memory_storage("first", 100 * BLOCK_RAM_MIN_BITS) == "lut"
+    # level_scan reads seg and first with latency 1 (no output register): block RAM only when large
+    assert HELD_BLOCK_MIN_BITS > BLOCK_RAM_MIN_BITS
+    for array in ("seg", "first"):
+        assert memory_storage(array, HELD_BLOCK_MIN_BITS - 1) == "lut"
+        assert memory_storage(array, HELD_BLOCK_MIN_BITS) == "block"
 
 
 def test_plan_marks_large_synchronous_arrays_block_and_the_top_tags_them():
@@ -34,9 +36,9 @@ def test_plan_marks_large_synchronous_arrays_block_and_the_top_tags_them():
     block = {n for n, m in specs.items() if m.storage == "block"}
     # golden from sizes: crd and vals of B hold ~0.4 * 40 * 40 entries (>= 640 of 16 or 32 bits)
     expect = {n for n, m in specs.items()
-              if m.array not in ("seg", "first") and m.depth * m.width >= BLOCK_RAM_MIN_BITS}
+              if m.depth * m.width >= (HELD_BLOCK_MIN_BITS if m.array in ("seg", "first") else BLOCK_RAM_MIN_BITS)}
     assert block == expect and {"B.1.crd", "B.vals"} <= block
-    assert all(specs[n].storage == "lut" for n in specs if specs[n].array in ("seg", "first"))
+    assert all(specs[n].storage == "lut" for n in specs if specs[n].array in ("seg", "first"))   # 41 x 16 bits
     man = b.manifest()
     assert {m["name"] for m in man["host"]["memories"] if m["storage"] == "block"} == block
     text = rtlil.convert(b.top, name="top")
@@ -179,8 +181,71 @@ def test_offset_read_port_reads_the_next_entry_through_writes():
     from fuseflow.errors import HardwareError
     block = TensorMemory(64, 32, block=True, name="v")
     block._MustUse__silence = True
-    with pytest.raises(HardwareError, match="offset"):      # block RAM reads at its address only
-        block.read_port(2, offset=1)
+    with pytest.raises(HardwareError, match="combinational"):      # block RAM reads through a register
+        block.read_port(0)
+    with pytest.raises(HardwareError, match="offset"):
+        block.read_port(1, offset=-1)
+
+
+@pytest.mark.parametrize("impl,depth,block", [("generic", 40, False), ("generic", 40, True), ("dp16kd-model", 40, True),
+                                              ("dp16kd-model", 2100, True)])
+def test_held_read_ports_in_block_ram(impl, depth, block):
+    """Reads of latency 1 with an enable (level_scan's seg and first), plain and of offset 1, from a LUT memory
+    (a combinational read and a register), the generic block memory and a block memory as DP16KD blocks ( without their output register, the clock enable on the read side; 2100 entries:
+    three rows of blocks): in every cycle each port shows the entry (+ offset) addressed at the last edge with
+    its enable set, through writes of every entry (golden: a Python list updated by the same writes). No read
+    addresses an entry written in the same cycle."""
+    import random
+
+    from amaranth.hdl import Module
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.memory import TensorMemory
+    width = 20
+    rng = random.Random(depth)
+    init = [rng.getrandbits(width) for _ in range(depth)]
+    mem = TensorMemory(depth, width, init, block=block, name="seg", impl=impl)
+    plain, nxt, w = mem.read_port(1, enable=True), mem.read_port(1, offset=1, enable=True), mem.write_port()
+    script = []
+    for _ in range(300):
+        a0, a1, wa = rng.randrange(depth), rng.randrange(depth - 1), rng.randrange(depth)
+        we = rng.random() < 0.4 and wa not in (a0, a1 + 1)
+        script.append((a0, a1, rng.random() < 0.6, rng.random() < 0.6, wa, rng.getrandbits(width), int(we)))
+    m = Module()
+    m.submodules.mem = mem
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    seen = []
+
+    async def bench(ctx):
+        for a0, a1, e0, e1, wa, wd, we in script:
+            ctx.set(plain.addr, a0)
+            ctx.set(nxt.addr, a1)
+            ctx.set(plain.en, e0)
+            ctx.set(nxt.en, e1)
+            ctx.set(w.addr, wa)
+            ctx.set(w.data, wd)
+            ctx.set(w.en, we)
+            await ctx.delay(1e-9)
+            seen.append((ctx.get(plain.data), ctx.get(nxt.data)))
+            await ctx.tick()
+    sim.add_testbench(bench)
+    sim.run()
+    golden = list(init)
+    latched = [None, None]          # the data each port latched at its last enabled edge (the old entry on a write)
+    loads = 0
+    for (a0, a1, e0, e1, wa, wd, we), got in zip(script, seen):
+        for i in range(2):
+            if latched[i] is not None:
+                assert got[i] == latched[i]
+        if e0:
+            latched[0] = golden[a0]
+        if e1:
+            latched[1] = golden[a1 + 1]
+        loads += e0 + e1
+        if we:
+            golden[wa] = wd
+    assert 200 < loads < 500         # the enables were both set and clear
 
 
 def test_dp16kd_instances_of_a_block_memory():
@@ -320,3 +385,44 @@ def test_dp16kd_instance_matches_yosys_mapping(tmp_path):
     assert [theirs[0].pop(f"ADW{i}") for i in range(2)] == ["we[0]", "we[0]"]
     assert mine[0] == theirs[0]
     assert mine[0]["WEW"] == "we[0]" and mine[0]["ADR4"] == "ra[0]" and mine[0]["DIW17"] == "wd[17]"
+
+
+@pytest.mark.parametrize("impl", ["generic", "dp16kd-model"])
+def test_kernel_with_seg_and_first_in_block_ram_matches_simulator(impl, monkeypatch):
+    """With the threshold lowered so that SpMV's seg and first arrays go to block RAM (level_scan's reads of
+    latency 1 with an enable: DP16KD blocks without the output register, the clock enable on the read side),
+    the kernel still gives the simulator's results and cycles, and the host reads seg back through the op's
+    port (no port of its own)."""
+    import fuseflow.hw.memory as memory
+    monkeypatch.setattr(memory, "HELD_BLOCK_MIN_BITS", 256)
+    program, inputs = _spmv(rows=24, density=0.3, seed=6)
+    b = build(program, inputs, probes=False, bake=True)
+    specs = {m.name: m for m in b.plan.memories}
+    assert specs["B.1.seg"].storage == "block" and specs["B.1.first"].storage == "block"
+    b.top.block_ram = impl
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.elaborate import AmaranthDriver, packed_inputs
+    from fuseflow.hw.memory import tensor_images
+    from fuseflow.hw.top import host_run
+    images = tensor_images(b.plan, "B", packed_inputs(program, inputs)["B"])
+    man = b.manifest()
+    res, back = {}, {}
+    sim = Simulator(b.top)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        drv = AmaranthDriver(ctx, b.top)
+        res.update(await host_run(drv, man, {}, 100_000))
+        for name in ("B.1.seg", "B.1.first"):        # read back after the run, through the op's shared port
+            back[name] = await drv.read_burst(specs[name].sel, 0, len(images[name]))
+    sim.add_testbench(bench)
+    sim.run()
+    assert res["done"]
+    assert compare_tensors(b.reference.tensors, res["tensors"]) == []
+    assert res["cycles"] == b.reference.cycles
+    for name in back:
+        assert back[name] == images[name]
+    reads = [mp for op in b.top.ops[0].values() for a, mp in getattr(op, "memories", {}).items()
+             if a == "seg" and mp.reads]
+    assert reads and all(mp.held_reads == {"seg_lo_b", "seg_hi_b"} for mp in reads)

@@ -96,3 +96,24 @@ def test_kernel_with_dp16kd_instances_under_verilator():
     assert res["done"]
     assert compare_tensors(ref.tensors, res["tensors"]) == []
     assert res["cycles"] == ref.cycles
+
+
+@pytest.mark.slow
+def test_large_spmv_with_seg_in_dp16kd_under_verilator():
+    """A 320-row SpMV: its seg and first arrays (321 x 16 and 320 x 17 bits) pass HELD_BLOCK_MIN_BITS and are
+    DP16KD blocks without the output register, read with their clock enable (level_scan's reads of latency 1),
+    beside crd and vals with it; results and cycles are the reference simulator's."""
+    from fuseflow.hw.verilator import build_verilator, run_verilator
+    program = kernels.build("spmv_csr", 320)
+    inputs = kernels.random_inputs(program, density=0.02, seed=8)
+    b = build(program, inputs, probes=False, bake=True)
+    specs = {m.name: m for m in b.plan.memories}
+    assert specs["B.1.seg"].storage == "block" and specs["B.1.first"].storage == "block"
+    b.top.block_ram = "dp16kd"
+    text = b.verilog()
+    assert re.search(r'\.REGMODE_A\("NOREG"\)', text) and re.search(r'\.REGMODE_A\("OUTREG"\)', text)
+    bdir = build_verilator(text + dp16kd_verilog_model(), b.name)
+    res = run_verilator(bdir, b.name, b.manifest(), {}, 400_000)
+    assert res["done"]
+    assert compare_tensors(b.reference.tensors, res["tensors"]) == []
+    assert res["cycles"] == b.reference.cycles

@@ -22,7 +22,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ...errors import HardwareError
-from ...samml.registry import get_op
+from ...samml.registry import MEMORY_READ_LATENCY, get_op
 from ...tensors.fixed import FixedFormat
 from ..stream import all_of
 from ..token import DONE, EMPTY, STOP, token_layout, token_signature
@@ -52,8 +52,11 @@ class MemPorts:
     ``sync_reads`` is a read of latency ``registry.MEMORY_READ_LATENCY`` (2; a
     :meth:`fuseflow.hw.memory.TensorMemory.read_port`): ``<prefix>_addr`` in cycle t is the address of the data
     in cycle t + 2, so the op drives it from its next state and its inputs' next heads (``i_<p>_after``) and
-    takes the data one cycle after its firing; the others are combinational (latency 0). ``offsets``: prefix ->
-    k for a port whose data is the entry ``<prefix>_addr + k`` (a shifted copy of a LUT memory:
+    takes the data one cycle after its firing. A prefix in ``held_reads`` is a read of latency 1 with an enable
+    (``<prefix>_en`` Out): ``<prefix>_data`` holds the entry ``<prefix>_addr`` named at the last clock edge
+    with the enable set (a register that loads a read; in block RAM the block's address register with its
+    clock enable). The others are combinational (latency 0). ``offsets``: prefix -> k for a port whose data is
+    the entry ``<prefix>_addr + k`` (a copy of the memory shifted by k entries:
     :meth:`fuseflow.hw.memory.TensorMemory.read_port`; no adder before the read).
     ``writes``: prefixes of write interfaces (``<prefix>_waddr``, ``<prefix>_wdata``, ``<prefix>_wen``,
     all Out; the memory's write port is synchronous). ``count``: name of the Out signal holding the number
@@ -63,10 +66,15 @@ class MemPorts:
     signed: bool = False
     reads: list = field(default_factory=list)
     sync_reads: set = field(default_factory=set)
+    held_reads: set = field(default_factory=set)
     offsets: dict = field(default_factory=dict)
     writes: list = field(default_factory=list)
     count: str | None = None
     addr_width: int = 16
+
+    def latency(self, prefix):
+        """The read latency of interface ``prefix`` (0, 1 with an enable, or ``MEMORY_READ_LATENCY``)."""
+        return MEMORY_READ_LATENCY if prefix in self.sync_reads else 1 if prefix in self.held_reads else 0
 
 
 class OpComponent(wiring.Component):
@@ -156,11 +164,14 @@ class OpComponent(wiring.Component):
         """Add memory interface / status members (subclasses)."""
 
     # helpers ---------------------------------------------------------------------------------
-    def _add_read(self, members, array, prefix, width, signed=False, sync=False, offset=0):
+    def _add_read(self, members, array, prefix, width, signed=False, sync=False, offset=0, held=False):
         mp = self.memories.setdefault(array, MemPorts(width, signed, addr_width=self.crd_width))
         mp.reads.append(prefix)
         if sync:
             mp.sync_reads.add(prefix)
+        if held:
+            mp.held_reads.add(prefix)
+            members[f"{prefix}_en"] = Out(1)
         if offset:
             mp.offsets[prefix] = offset
         members[f"{prefix}_addr"] = Out(self.crd_width)

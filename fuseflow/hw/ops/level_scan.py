@@ -12,16 +12,18 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
 
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_b_addr/seg_lo_b_data`` (seg[r]) and
 ``seg_hi_b_addr/seg_hi_b_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg
-shifted by one entry, so no adder precedes the read) at the token behind the head, two combinational read ports
-of the seg array; ``first_b_addr/first_b_data``, a combinational read port of the level's ``first`` array (per
-fibre: its first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
-``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered
-data; block RAM with its output register on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array.
-The seg and first reads go into registers that hold the head's entries, so an IDLE step emits its first coordinate
-and decides an empty fibre from registers: they load when the head is read (the token behind it, ``i_ref_behind``,
-the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then the token
-being written, the next head if there is one), and hold while the head stays; the reads wait for nothing of this
-cycle's firing, which only enables the registers. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE
+shifted by one entry, so no adder precedes the read) at the token behind the head, two reads of the seg array
+of latency 1 with an enable (``_en``); ``first_b_addr/first_b_data/first_b_en``, such a read of the level's
+``first`` array (per fibre: its first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``)
+at the same token; and ``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the
+address, then the registered data; block RAM with its output register on ECP5,
+:class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and first reads are registers that hold the
+head's entries (LUT RAM and a register with an enable; from ``fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`` block RAM
+with its clock enable), so an IDLE step emits its first coordinate and decides an empty fibre from registers:
+they load when the head is read (the token behind it, ``i_ref_behind``, the channel's ``r_behind``, is the next
+head) and when the channel has no head (``r_behind`` is then the token being written, the next head if there is
+one), and hold while the head stays; the reads wait for nothing of this cycle's firing, which only enables them.
+``crd_addr`` is the next position (seg[r] + 1 after an IDLE
 step, q + 1 after a SCAN step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends
 on another within a cycle. A compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2;
 docs/samml.md, "Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param)
@@ -78,11 +80,11 @@ class LevelScan(OpComponent):
             # seg[next head] and seg[next head + 1], read at the token behind the head (the channel's r_behind:
             # the next head when the head is read, and when there is no head): the reads do not wait for this
             # cycle's firing, which only decides whether their registers load (see elaborate)
-            self._add_read(members, "seg", "seg_lo_b", w)
+            self._add_read(members, "seg", "seg_lo_b", w, held=True)
             # seg[addr + 1] from a copy of seg shifted by one entry: no adder before the read
-            self._add_read(members, "seg", "seg_hi_b", w, offset=1)
+            self._add_read(members, "seg", "seg_hi_b", w, offset=1, held=True)
             # per fibre: first coordinate << 1 | empty
-            self._add_read(members, "first", "first_b", w + 1)
+            self._add_read(members, "first", "first_b", w + 1, held=True)
             self._add_read(members, "crd", "crd", w, sync=True)
             self._add_after(members, "ref")
 
@@ -133,22 +135,24 @@ class LevelScan(OpComponent):
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
             behind = self.i_ref_behind.data[:w]
-            lo_reg, hi_reg = Signal(w), Signal(w)     # seg[head], seg[head + 1]
-            first = Signal(w + 1)                     # first[head]: crd[seg[head]] << 1 | fibre empty
-            # the registers hold the head's entries: they load the reads at the token behind the head when the
-            # head is read (it is the next head) and when the channel has no head (the token behind it is then
-            # the one being written, the next head, as r_stay; a channel's r_behind), and hold while the head
-            # stays. So the reads' paths end at the registers' data inputs without a choice between candidates,
-            # and the head that stays is not read at all
-            with m.If(self.head_taken("ref") | ~inv):
-                m.d.sync += [lo_reg.eq(kept(m, self.seg_lo_b_data)), hi_reg.eq(kept(m, self.seg_hi_b_data)),
-                             first.eq(kept(m, self.first_b_data))]
+            # seg[head], seg[head + 1] and first[head] (crd[seg[head]] << 1 | fibre empty): reads of latency 1
+            # with an enable, i.e. registers that hold the head's entries. They load the entries of the token
+            # behind the head when the head is read (it is the next head) and when the channel has no head (the
+            # token behind it is then the one being written, the next head, as r_stay; a channel's r_behind),
+            # and hold while the head stays. So the reads' paths end at the registers (in block RAM: the block's
+            # address register) without a choice between candidates, and the head that stays is not read at all
+            load = Signal()
+            m.d.comb += load.eq(self.head_taken("ref") | ~inv)
+            first = self.first_b_data
             m.d.comb += [
                 self.seg_lo_b_addr.eq(behind),
                 self.seg_hi_b_addr.eq(behind),          # the port reads entry addr + 1
                 self.first_b_addr.eq(behind),
-                lo_now.eq(lo_reg),
-                hi_now.eq(hi_reg),
+                self.seg_lo_b_en.eq(load),
+                self.seg_hi_b_en.eq(load),
+                self.first_b_en.eq(load),
+                lo_now.eq(self.seg_lo_b_data),
+                hi_now.eq(self.seg_hi_b_data),
                 no_crd.eq(first[0]),
                 first_crd.eq(first[1:]),
                 # the next position: crd[seg[r]] of an IDLE step comes from first, so crd is only read in SCAN.
@@ -169,7 +173,7 @@ class LevelScan(OpComponent):
         if self.dense:
             m.d.comb += single.eq(lo_now + 1 >= hi_now)
         else:
-            m.d.comb += single.eq(successor(lo_reg, hi_reg))
+            m.d.comb += single.eq(successor(self.seg_lo_b_data, self.seg_hi_b_data))
 
         with m.Switch(state):
             with m.Case(IDLE):
