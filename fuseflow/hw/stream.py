@@ -6,7 +6,9 @@ by a read in cycle t is writable in cycle t+1 (``w.ready = level != depth`` does
 That is exactly the reference simulator's channel (``fuseflow/sim/channel.py``). The head is also kept in a
 register (loaded with ``r_after`` every cycle, so it holds what the storage's head entry holds, with the same
 timing), and so is the entry behind it (``r_next``): the consumer's logic then starts at flip-flops, not at
-LUT-RAM reads of the storage (which is read only at the third entry, to refill them). It also shows its second
+LUT-RAM reads of the storage (which is read only at the third entry, to refill them, at a registered pointer;
+the refills choose by registered flags of the level, ``level < 1``, ``< 2``, ``< 3``, not by compares after
+the level register). It also shows its second
 entry (``r_next``, valid when ``level >= 2``: the simulator's ``ch.toks[1]``, visible from its push cycle
 + 1), which SyncFIFO does not expose; a look-ahead consumer (intersect) reads it. (``SyncFIFOBuffered``
 has one more cycle of latency, so it would not match the simulator.) ``r_after`` is the head of the next
@@ -76,7 +78,6 @@ class StreamFIFO(wiring.Component):
         # head entry when the FIFO holds one (a token written in cycle t is the head in t + 1, as before)
         head = Signal(token_layout(self.width).size)
         produce = Signal(range(depth))
-        consume = Signal(range(depth))
         do_write = self.w.valid & self.w.ready
         do_read = self.r.valid & self.r.ready
         m.d.comb += [
@@ -89,12 +90,22 @@ class StreamFIFO(wiring.Component):
         ]
         with m.If(do_write):
             m.d.sync += produce.eq(_incr(produce, depth))
-        with m.If(do_read):
-            m.d.sync += consume.eq(_incr(consume, depth))
         with m.If(do_write & ~do_read):
             m.d.sync += self.level.eq(self.level + 1)
         with m.If(do_read & ~do_write):
             m.d.sync += self.level.eq(self.level - 1)
+        # flags of the level, registered (chosen by this cycle's write and read among compares of the
+        # registered level), so that the refill multiplexers of head and second start at flip-flops
+        inc, dec = do_write & ~do_read, do_read & ~do_write
+        level = self.level
+
+        def flag(name, below):
+            # level < below, registered
+            f = Signal(name=name, init=1)
+            m.d.sync += f.eq(Mux(inc, level < below - 1, Mux(dec, level < below + 1, level < below)))
+            return f
+
+        lt1, lt2, lt3 = flag("lt1", 1), flag("lt2", 2), flag("lt3", 3)
         w_data = Value.cast(self.w.payload)
         behind = w_data                     # what follows the head when the FIFO holds at most one token
         second = head                       # (depth 1: none)
@@ -103,19 +114,24 @@ class StreamFIFO(wiring.Component):
             # the token being written when the head is read, else the second or the token being written)
             second = Signal(token_layout(self.width).size)
             if depth >= 3:
+                # the third entry's address, a register advanced by each read (the head's entry + 2: no
+                # increments between the pointer and the read)
+                third_ptr = Signal(range(depth), init=2)
+                with m.If(do_read):
+                    m.d.sync += third_ptr.eq(_incr(third_ptr, depth))
                 third = mem.read_port(domain="comb")
-                m.d.comb += third.addr.eq(_incr(_incr(consume, depth), depth))
+                m.d.comb += third.addr.eq(third_ptr)
                 from_storage = third.data
             else:
                 from_storage = w_data       # never chosen: a FIFO of depth 2 holds no third entry
-            take_w2 = Mux(do_read, self.level < 3, self.level < 2)
+            take_w2 = Mux(do_read, lt3, lt2)
             m.d.sync += second.eq(Mux(take_w2, w_data, Mux(do_read, from_storage, second)))
-            m.d.comb += [self.r_next.eq(second), self.r_next_valid.eq(self.level >= 2)]
-            behind = Mux(self.level >= 2, second, w_data)
-        stay = Mux(self.level != 0, head, w_data)
+            m.d.comb += [self.r_next.eq(second), self.r_next_valid.eq(~lt2)]
+            behind = Mux(lt2, w_data, second)
+        stay = Mux(lt1, w_data, head)
         # r_after = do_read ? behind : stay, written so that the token being written (late: the producer's
         # logic) passes one multiplexer: it is the next head when the FIFO holds none after this cycle's read
-        take_w = Mux(do_read, self.level < 2, self.level == 0)
+        take_w = Mux(do_read, lt2, lt1)
         kept = Mux(do_read, second, head)
         m.d.comb += [self.r_after.eq(Mux(take_w, w_data, kept)), self.r_behind.eq(behind),
                      self.r_stay.eq(stay)]

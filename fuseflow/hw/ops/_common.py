@@ -208,19 +208,23 @@ class OpComponent(wiring.Component):
         i = getattr(self, f"i_{port}")
         return i.valid & i.ready
 
-    def compare_heads_ahead(self, m, ports, key, relations):
+    def compare_heads_ahead(self, m, ports, key, relations, taken=None):
         """Pairwise relations of the heads of the inputs ``ports`` (``port[i]``'s head against ``port[j]``'s,
         i < j), each computed a cycle ahead so that this cycle's firing starts at flip-flops and a multiplexer:
         every pair of next-head candidates (the payload that stays and the one behind, which do not depend on
         this cycle's firing) is compared into a register, and so is this cycle's pop of each input, which picks
         among the registered comparisons in the next cycle (as a channel's head register loads ``r_after``).
         ``key``: payload -> the value compared; ``relations``: {name: rel(a, b)}. Returns
-        {name: {(i, j): rel(key(head_i), key(head_j))}}; the registers are named ``<name>_<i><s|b>_<j><s|b>``."""
-        taken = []
+        {name: {(i, j): rel(key(head_i), key(head_j))}}; the registers are named ``<name>_<i><s|b>_<j><s|b>``.
+        ``taken`` (optional): per port a signal, driven by the caller, equal to :meth:`head_taken` (valid & ready)
+        but written shallower (serialize: the chosen lane's bit ANDed with the firing as if that lane were
+        chosen, not the firing through the chosen lane's valid), registered instead of valid & ready."""
+        regs = []
         for i, port in enumerate(ports):
             t = Signal(name=f"taken{i}")
-            m.d.sync += t.eq(self.head_taken(port))
-            taken.append(t)
+            m.d.sync += t.eq(self.head_taken(port) if taken is None else taken[i])
+            regs.append(t)
+        taken = regs
         cands = []
         for port in ports:
             layout = token_layout(self.port_info[f"i_{port}"][1])
@@ -268,15 +272,20 @@ class Fire:
         self.push = {p: Signal(name=f"push_{p}") for p in outs}
         self.pop = {p: Signal(name=f"pop_{p}") for p in ins}
 
-    def build(self, m):
+    def build(self, m, valid=None, ready=None):
+        """Drive ``fire``, every output's valid and every input's ready. ``valid`` / ``ready`` (optional):
+        {port: expression} for outputs' valids / inputs' readies the op writes itself, each equal to the rule's
+        in every reachable state but shallower (serialize: the chosen lane enters last)."""
         c = self.comp
+        valid, ready = valid or {}, ready or {}
         outs = {p: getattr(c, f"o_{p}") for p in self.push}
         ok = {p: (~self.push[p] | outs[p].ready) for p in self.push}
         m.d.comb += self.fire.eq(self.go & all_of(ok.values()))
         for p, o in outs.items():
-            m.d.comb += o.valid.eq(self.go & self.push[p] & all_of(ok[q] for q in outs if q != p))
+            m.d.comb += o.valid.eq(valid[p] if p in valid else
+                                   self.go & self.push[p] & all_of(ok[q] for q in outs if q != p))
         for p, sig in self.pop.items():
-            m.d.comb += getattr(c, f"i_{p}").ready.eq(self.fire & sig)
+            m.d.comb += getattr(c, f"i_{p}").ready.eq(ready[p] if p in ready else self.fire & sig)
 
 
 # ---- payload helpers (comb) -------------------------------------------------------------------

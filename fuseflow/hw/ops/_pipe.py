@@ -3,7 +3,7 @@ for ECP5: MULT18X18D with its input and output registers (the multiplies of ``al
 register (the function tables), which Yosys would map without those registers (docs/hardware.md, "alu
 datapath")."""
 
-from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Instance, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib.memory import Memory
 
 from ...errors import HardwareError
@@ -145,12 +145,85 @@ def rom_outreg(m, P, words, width, addr, prefix):
     return word
 
 
+#: an OutputPipeline of latency above this keeps its skid FIFO in a :class:`SkidFIFO` (the head in a register, the
+#: memory written at every last-stage token); shallower ones in Amaranth's ``SyncFIFO`` (one LUT-RAM block)
+SKID_FIFO_MIN_LATENCY = 17
+
+
+class SkidFIFO(Elaboratable):
+    """The skid FIFO of a deep :class:`OutputPipeline` (latency > 16: sqrt, div, rsqrt): first-word-fall-through
+    with the timing of Amaranth's ``SyncFIFO`` (a word kept in cycle t is readable from t + 1), ``depth`` entries
+    in a memory (LUT RAM), and no late signal on the memory's write enable or on its read data's way out:
+
+    - the memory is written at ``wptr`` whenever the last stage holds a token (``w_en``: a register), and
+      ``wptr`` advances only when the FIFO keeps it (``w_keep``: it cannot leave at once). A token that leaves
+      at once leaves a junk word in a free entry: the op's in-flight count (at most ``depth`` tokens between
+      firing and leaving, the last stage's one included) means the entry at ``wptr`` is always free. So the
+      write enable (fanned out to every LUT-RAM block) comes from flip-flops, not from the output's ready;
+    - the head is a register, loaded from the entry behind it (read combinationally at ``rnext``, a register)
+      when the head is read, or from the word being written when the FIFO holds at most one entry: the
+      memory's read feeds that register, not the output. ``r_rdy`` and ``two`` (an entry behind the head) are
+      registers, chosen by this cycle's keep and read among values of the registered level.
+
+    Ports: ``w_data``, ``w_en`` (the last stage holds a token), ``w_keep`` (the FIFO keeps it: only with
+    ``w_en``; the caller guarantees room), ``r_data``, ``r_rdy``, ``r_en`` (a read when ``r_rdy``)."""
+
+    def __init__(self, width, depth):
+        if depth < 2:
+            raise HardwareError("skid FIFO", f"depth {depth} < 2")
+        self.width, self.depth = width, depth
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.w_keep = Signal()
+        self.r_data = Signal(width)
+        self.r_rdy = Signal()
+        self.r_en = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        depth = self.depth
+        m.submodules.storage = storage = Memory(shape=unsigned(self.width), depth=depth, init=[])
+        wp = storage.write_port()
+        rp = storage.read_port(domain="comb")
+        wptr = Signal(range(depth))
+        rptr = Signal(range(depth))                      # the head's entry
+        rnext = Signal(range(depth), init=1)             # the entry behind it (rptr + 1, kept beside it)
+        level = Signal(range(depth + 1))
+        two = Signal()                                   # level >= 2: an entry behind the head
+        head = Signal(self.width)
+        read = Signal()
+        m.d.comb += [read.eq(self.r_en & self.r_rdy), self.r_data.eq(head),
+                     wp.addr.eq(wptr), wp.data.eq(self.w_data), wp.en.eq(self.w_en),
+                     rp.addr.eq(rnext)]
+        with m.If(self.w_keep):
+            m.d.sync += wptr.eq(_incr(wptr, depth))
+        with m.If(read):
+            m.d.sync += [rptr.eq(rnext), rnext.eq(_incr(rnext, depth))]
+        # the next level and flags chosen by the keep and the read (late: the output's ready) among values of
+        # the registered level, so no adder or compare follows the ready
+        inc = self.w_keep & ~read
+        dec = read & ~self.w_keep
+        up, down = Signal.like(level), Signal.like(level)
+        m.d.comb += [up.eq(level + 1), down.eq(level - 1)]
+        m.d.sync += [level.eq(Mux(inc, up, Mux(dec, down, level))),
+                     self.r_rdy.eq(Mux(inc, 1, Mux(dec, level >= 2, level >= 1))),
+                     two.eq(Mux(inc, level >= 1, Mux(dec, level >= 3, level >= 2))),
+                     head.eq(Mux(read, Mux(two, rp.data, self.w_data), Mux(self.r_rdy, head, self.w_data)))]
+        return m
+
+
+def _incr(ptr, depth):
+    """``ptr + 1`` modulo ``depth``."""
+    return Mux(ptr == depth - 1, 0, ptr + 1)
+
+
 class OutputPipeline:
     """The output side of an op of latency L >= 2 (``registry.op_latency``; docs/hardware.md, "Pipelines"):
     the op fires while fewer than L tokens are in flight (a firing that pushes nothing needs no room); a valid
     bit travels beside the op's free-running stages (:meth:`beside` registers other values the same way); the
     last stage's tokens leave at once when every output is ready and nothing waits before them, else they wait
-    in a first-word-fall-through FIFO of depth L. Several outputs leave together (one firing writes all of
+    in a first-word-fall-through FIFO of depth L (Amaranth's ``SyncFIFO``; a :class:`SkidFIFO` from
+    :data:`SKID_FIFO_MIN_LATENCY` on). Several outputs leave together (one firing writes all of
     them), as :class:`._common.Fire` pushes them.
 
     ``go``: the op could fire; ``push``: the firing writes its outputs (None: always); ``fire``: a signal
@@ -191,7 +264,11 @@ class OutputPipeline:
         widths = [len(Value.cast(o.payload)) for o in self.outs]
         last = Signal(sum(widths))
         m.d.comb += last.eq(Cat(*[Value.cast(v)[:w] for v, w in zip(lasts, widths)]))
-        fifo = m.submodules.skid = SyncFIFO(width=len(last), depth=self.latency)
+        deep = self.latency >= SKID_FIFO_MIN_LATENCY
+        if deep:
+            fifo = m.submodules.skid = SkidFIFO(len(last), self.latency)
+        else:
+            fifo = m.submodules.skid = SyncFIFO(width=len(last), depth=self.latency)
         head = Mux(fifo.r_rdy, fifo.r_data, last)
         have = self.valid[-1] | fifo.r_rdy
         ready = [o.ready for o in self.outs]
@@ -202,5 +279,9 @@ class OutputPipeline:
             lo += w
         all_ready = all_of(ready)
         m.d.sync += self.inflight.eq(self.inflight + self.valid[0] - (have & all_ready))
-        m.d.comb += [fifo.r_en.eq(all_ready), fifo.w_data.eq(last),
-                     fifo.w_en.eq(self.valid[-1] & (fifo.r_rdy | ~all_ready))]
+        keep = self.valid[-1] & (fifo.r_rdy | ~all_ready)
+        m.d.comb += [fifo.r_en.eq(all_ready), fifo.w_data.eq(last)]
+        if deep:
+            m.d.comb += [fifo.w_en.eq(self.valid[-1]), fifo.w_keep.eq(keep)]
+        else:
+            m.d.comb += fifo.w_en.eq(keep)

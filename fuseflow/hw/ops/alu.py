@@ -150,6 +150,14 @@ def _const_restoring_div(P, num, den, qbits, rw, carry=()):
     (``den < 2**(k+1)``): short subtractions on the early stages, whose ``den`` comes straight from the input."""
     dw = len(den)
     r, q = Const(0, 1), Const(0, 1)
+
+    def kept(ge, diff, t, bit):
+        # Mux(ge, diff, t) with t's low bit the constant ``bit``: that bit written as an AND / OR with ge, so
+        # that Yosys does not make the register a synchronous reset/set on ~ge (the LSR input's 0.4 ns setup
+        # after the subtraction's carry chain was rsqrt's critical path)
+        low = (ge & diff[0]) if bit == 0 else (~ge | diff[0])
+        return Cat(low, Mux(ge, diff, t)[1:])
+
     small = den[1:] == 0 if dw > 1 else Const(1, 1)
     for k, i in enumerate(reversed(range(qbits))):
         t = Cat(num[i], r)
@@ -158,13 +166,14 @@ def _const_restoring_div(P, num, den, qbits, rw, carry=()):
             diff = P.fit(t, tw + 1) - den[:tw]
             ge = small & ~diff[-1]
             nxt_small = den[k + 2:] == 0 if k + 2 < dw else Const(1, 1)
-            r, q, den, small, *carry = P.stage_tuple(P.fit(Mux(ge, diff, t), tw), P.fit(Cat(ge, q), qbits), den,
-                                                     nxt_small, *carry)
+            r, q, den, small, *carry = P.stage_tuple(P.fit(kept(ge, diff, t, num.value >> i & 1), tw),
+                                                     P.fit(Cat(ge, q), qbits), den, nxt_small, *carry)
         else:
             t = P.fit(t, rw + 1)
             diff = t - den
             ge = ~diff[-1]
-            r, q, den, *carry = P.stage_tuple(P.fit(Mux(ge, diff, t), rw), P.fit(Cat(ge, q), qbits), den, *carry)
+            r, q, den, *carry = P.stage_tuple(P.fit(kept(ge, diff, t, num.value >> i & 1), rw),
+                                              P.fit(Cat(ge, q), qbits), den, *carry)
     return q, P.fit(r, rw), carry
 
 
