@@ -187,6 +187,9 @@ class Spacc(OpComponent):
         m.d.comb += e_full.eq(Mux(eb, full[1], full[0]))
         ebase = Signal(8)
         m.d.comb += ebase.eq(Mux(eb, base[1], base[0]))
+        # em[k] = full[k] & (eb == k), a register per bank (set from the next values), so the bank registers'
+        # enables do not decode eb
+        em = [Signal(name=f"emitting{k}") for k in range(2)]
 
         names = [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
         ins = [getattr(self, f"i_{x}") for x in names]
@@ -265,6 +268,9 @@ class Spacc(OpComponent):
             ok = ok & (pre[d] < dims[d])
         m.d.comb += [in_range.eq(ok), set_addr.eq(linear(pre, j))]
         m.d.comb += full_addr.eq(ab * n + set_addr)
+        # the entry's one-hot mask, registered with s1 (sets the bitmap and rest without a decoder)
+        s1_onehot = Signal(n, name="s1_onehot")
+        m.d.sync += s1_onehot.eq(Cat(*[set_addr == b for b in range(n)]))
 
         def accumulate():
             """On fire: acc[ab, pre, c] <- merge(v) (the merge and the write follow in the next cycle)."""
@@ -345,6 +351,8 @@ class Spacc(OpComponent):
                      occ_bm.eq(Mux(fa.fire, look[0][2], look[1][2]))]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
+        ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
+        first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         # ---- emit side: per bank, its three lowest entries in registers (``head``, ``nxt``, ``third``: a sorted
         # queue) and the bitmap of the others (``rest``, in groups). Emitting pops the head: nxt and third move
         # up and the lowest entry of rest (from registers only) becomes third; accumulating inserts into the
@@ -378,6 +386,10 @@ class Spacc(OpComponent):
         tv = [Signal(name=f"third_valid{k}") for k in range(2)]
         rest = [Signal(n, name=f"rest{k}") for k in range(2)]
         clr_bit = Signal()                             # this firing emits bank eb's head
+        # ... per bank (pop[k] = clr_bit & (eb == k)), from the per-bank registers and the outputs' room
+        e_room = Signal(name="emit_room")
+        m.d.comb += e_room.eq(all_of([oc.ready, ov.ready] + [~first[d] | outs[d].ready for d in range(order - 1)]))
+        pop = [Signal(name=f"pop{k}") for k in range(2)]
         ehead = Signal(ew)
         m.d.comb += ehead.eq(Mux(eb, head[1], head[0]))
         enxt = Signal(ew)
@@ -477,17 +489,40 @@ class Spacc(OpComponent):
             low_addr.append(fields(third[k])[1])
             h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
             mine = s1_v & (s1_bank == k)
-            ins_head = ~hv[k] | (ins_lin < h_lin)
-            ins_second = (ins_lin != h_lin) & (~nv[k] | (ins_lin < n_lin))
-            ins_third = (ins_lin != h_lin) & (ins_lin != n_lin) & (~tv[k] | (ins_lin < t_lin))
-            with m.If(full[k] & (eb == k)):
-                with m.If(clr_bit):
+            # the insertion's comparisons of s1's entry with the head, second and third, made a cycle ahead:
+            # in the firing's cycle the entry (set_addr) is compared with the registered head, second and
+            # third and with the entry inserted in that cycle (s1's, Y); registered with Y's place (head,
+            # second, third or none), which says what the three registers hold in the next cycle (the bank
+            # inserting is not emitting), so there the comparisons are a choice among registers
+            lt_r = Signal(4, name=f"ins{k}_less")      # set_addr < head, second, third, s1's entry
+            eq_r = Signal(4, name=f"ins{k}_equal")
+            y_r = Signal(3, name=f"ins{k}_prev_place")  # s1's entry became head, second, third
+            m.d.sync += [lt_r.eq(Cat(set_addr < h_lin, set_addr < n_lin, set_addr < t_lin, set_addr < ins_lin)),
+                         eq_r.eq(Cat(set_addr == h_lin, set_addr == n_lin, set_addr == t_lin,
+                                     set_addr == ins_lin))]
+
+            def after_prev(r):
+                """The comparisons with (head, second, third) after the previous cycle's insertion."""
+                yh, ys, yt = y_r[0], y_r[1], y_r[2]
+                return (Mux(yh, r[3], r[0]), Mux(yh, r[0], Mux(ys, r[3], r[1])),
+                        Mux(yh | ys, r[1], Mux(yt, r[3], r[2])))
+            lt_h, lt_n, lt_t = after_prev(lt_r)
+            eq_h, eq_n, eq_t = after_prev(eq_r)
+            ins_head = Signal(name=f"ins{k}_head")
+            ins_second = Signal(name=f"ins{k}_second")
+            ins_third = Signal(name=f"ins{k}_third")
+            m.d.comb += [ins_head.eq(~hv[k] | lt_h), ins_second.eq(~eq_h & (~nv[k] | lt_n)),
+                         ins_third.eq(~eq_h & ~eq_n & (~tv[k] | lt_t))]
+            m.d.sync += y_r.eq(Cat(mine & ins_head, mine & ~ins_head & ins_second,
+                                   mine & ~ins_head & ~ins_second & ins_third))
+            with m.If(em[k]):
+                with m.If(pop[k]):
                     m.d.sync += ptr[k].eq(ptr[k] + 1)
                 for i in range(4):
                     with m.If(f2 & (tgt2 == i)):
                         m.d.sync += ring[k][i].eq(rdata)
             with m.Elif(mine):
-                eq_head, eq_second = ins_lin == h_lin, ins_lin == n_lin
+                eq_head, eq_second = eq_h, eq_n
                 slot = Signal(2, name=f"value_slot{k}")
                 m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
                 with m.If(ins_head):
@@ -497,7 +532,7 @@ class Spacc(OpComponent):
             for i in range(4):
                 with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
                     m.d.sync += ring[k][i].eq(s2_m)
-            with m.If(clr_bit & (eb == k)):
+            with m.If(pop[k]):
                 m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
                              third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~clear_mask)]
                 for g in range(ng):
@@ -520,9 +555,9 @@ class Spacc(OpComponent):
                 shifts = ins_head | ins_second | ins_third
                 en_t = Signal(name=f"rest{k}_set_third")
                 en_i = Signal(name=f"rest{k}_set_new")
-                m.d.comb += [en_t.eq(tv[k] & shifts), en_i.eq(tv[k] & ~shifts & (t_lin < ins_lin))]
+                m.d.comb += [en_t.eq(tv[k] & shifts), en_i.eq(tv[k] & ~shifts & ~lt_t & ~eq_t)]
                 dec_t = Cat(*[t_lin == b for b in range(n)])
-                dec_i = Cat(*[ins_lin == b for b in range(n)])
+                dec_i = s1_onehot
                 with m.If(en_t | en_i):
                     m.d.sync += rest[k].eq(rest[k] | (dec_t & en_t.replicate(n)) | (dec_i & en_i.replicate(n)))
                 for g in range(ng):
@@ -536,8 +571,6 @@ class Spacc(OpComponent):
         # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
         # closing firing) precedes its first emission, so the read never meets a write of its entry
         m.d.comb += rpe.addr.eq(Mux(eb, low_addr[1], low_addr[0]))
-        ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
-        first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
 
         def final_stops():
@@ -550,6 +583,7 @@ class Spacc(OpComponent):
                 m.d.sync += [ephase.eq(0)] + [s.eq(1) for s in first]
                 m.d.comb += neb.eq(~eb)
 
+        m.d.comb += [pop[k].eq(em[k] & hv[k] & ~ephase & e_room) for k in range(2)]
         with m.If(e_full):
             m.d.comb += fe.go.eq(1)
             with m.If(e_empty):
@@ -598,14 +632,21 @@ class Spacc(OpComponent):
 
         # ---- bank registers (the two sides never work on the same bank)
         for k in range(2):
-            with m.If(s1_v & (s1_bank == k)):
-                m.d.sync += bm[k].bit_select(s1_lin, 1).eq(1)
-            with m.If(clr_bit & (eb == k)):
-                m.d.sync += bm[k].bit_select(eaddr, 1).eq(0)
+            # the occupancy bitmap: set from s1, cleared as a whole while the bank is full (only the accumulate
+            # side reads it, for its own bank: a full bank's bits are not looked at before it is freed, and a
+            # bank freed in its first full cycle has none)
+            with m.If(full[k]):
+                m.d.sync += bm[k].eq(0)
+            with m.Elif(s1_v & (s1_bank == k)):
+                m.d.sync += bm[k].eq(bm[k] | s1_onehot)
+            nfull = Signal(name=f"next_full{k}")
+            m.d.comb += nfull.eq(full[k])
             with m.If(close & (ab == k)):
-                m.d.sync += [full[k].eq(1), base[k].eq(close_base)]
+                m.d.sync += base[k].eq(close_base)
+                m.d.comb += nfull.eq(1)
             with m.If(release & (eb == k)):
-                m.d.sync += full[k].eq(0)
+                m.d.comb += nfull.eq(0)
+            m.d.sync += [full[k].eq(nfull), em[k].eq(nfull & (neb == k))]
         with m.If(close):
             m.d.comb += nab.eq(~ab)
         fa.build(m)
