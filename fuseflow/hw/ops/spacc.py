@@ -424,6 +424,10 @@ class Spacc(OpComponent):
         s2_rw, s2_rslot = Signal(name="s2_ring_write"), Signal(2, name="s2_ring_slot")
         s2_rbank = Signal(name="s2_bank")
         m.d.sync += [s2_rw.eq(0), s2_rbank.eq(s1_bank)]
+        # per bank: s2's write goes to the head's slot (the entry was or became the head; the bank cannot pop
+        # in the cycle of its insertion, so the slot is still the head's when s2 writes it)
+        s2_hw = [Signal(name=f"s2_head_write{k}") for k in range(2)]
+        m.d.sync += [x.eq(0) for x in s2_hw]
         m.d.sync += [tgt1.eq(Mux(eb, ptr[1], ptr[0]) + 2), tgt2.eq(tgt1)]
         f1, f2 = Signal(name="fetch1"), Signal(name="fetch2")
         m.d.sync += [f1.eq(clr_bit), f2.eq(f1 & ~release)]
@@ -489,32 +493,32 @@ class Spacc(OpComponent):
             low_addr.append(fields(third[k])[1])
             h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
             mine = s1_v & (s1_bank == k)
-            # the insertion's comparisons of s1's entry with the head, second and third, made a cycle ahead:
-            # in the firing's cycle the entry (set_addr) is compared with the registered head, second and
-            # third and with the entry inserted in that cycle (s1's, Y); registered with Y's place (head,
-            # second, third or none), which says what the three registers hold in the next cycle (the bank
-            # inserting is not emitting), so there the comparisons are a choice among registers
-            lt_r = Signal(4, name=f"ins{k}_less")      # set_addr < head, second, third, s1's entry
-            eq_r = Signal(4, name=f"ins{k}_equal")
-            y_r = Signal(3, name=f"ins{k}_prev_place")  # s1's entry became head, second, third
-            m.d.sync += [lt_r.eq(Cat(set_addr < h_lin, set_addr < n_lin, set_addr < t_lin, set_addr < ins_lin)),
-                         eq_r.eq(Cat(set_addr == h_lin, set_addr == n_lin, set_addr == t_lin,
-                                     set_addr == ins_lin))]
-
-            def after_prev(r):
-                """The comparisons with (head, second, third) after the previous cycle's insertion."""
-                yh, ys, yt = y_r[0], y_r[1], y_r[2]
-                return (Mux(yh, r[3], r[0]), Mux(yh, r[0], Mux(ys, r[3], r[1])),
-                        Mux(yh | ys, r[1], Mux(yt, r[3], r[2])))
-            lt_h, lt_n, lt_t = after_prev(lt_r)
-            eq_h, eq_n, eq_t = after_prev(eq_r)
+            # the insertion's comparisons of s1's entry with the head, second and third, made a cycle ahead and
+            # registered: in the firing's cycle the entry (set_addr) is compared with the registered head,
+            # second and third and with the entry inserted in that cycle (s1's, Y); Y's place (head, second,
+            # third or none) says what the three registers hold in the next cycle (the bank inserting is not
+            # emitting), so it chooses among those comparisons
+            lt_r = Signal(3, name=f"ins{k}_less")      # s1's entry < head, second, third
+            eq_r = Signal(3, name=f"ins{k}_equal")
+            lt_h, lt_n, lt_t = lt_r[0], lt_r[1], lt_r[2]
+            eq_h, eq_n, eq_t = eq_r[0], eq_r[1], eq_r[2]
             ins_head = Signal(name=f"ins{k}_head")
             ins_second = Signal(name=f"ins{k}_second")
             ins_third = Signal(name=f"ins{k}_third")
             m.d.comb += [ins_head.eq(~hv[k] | lt_h), ins_second.eq(~eq_h & (~nv[k] | lt_n)),
                          ins_third.eq(~eq_h & ~eq_n & (~tv[k] | lt_t))]
-            m.d.sync += y_r.eq(Cat(mine & ins_head, mine & ~ins_head & ins_second,
-                                   mine & ~ins_head & ~ins_second & ins_third))
+            yh, ys, yt = (Signal(name=f"ins{k}_prev_{x}") for x in ("head", "second", "third"))
+            m.d.comb += [yh.eq(mine & ins_head), ys.eq(mine & ~ins_head & ins_second),
+                         yt.eq(mine & ~ins_head & ~ins_second & ins_third)]
+
+            def after_prev(r):
+                """The comparisons (r: with head, second, third, Y) after this cycle's insertion of Y."""
+                return Cat(Mux(yh, r[3], r[0]), Mux(yh, r[0], Mux(ys, r[3], r[1])),
+                           Mux(yh | ys, r[1], Mux(yt, r[3], r[2])))
+            m.d.sync += [lt_r.eq(after_prev([set_addr < h_lin, set_addr < n_lin, set_addr < t_lin,
+                                             set_addr < ins_lin])),
+                         eq_r.eq(after_prev([set_addr == h_lin, set_addr == n_lin, set_addr == t_lin,
+                                             set_addr == ins_lin]))]
             with m.If(em[k]):
                 with m.If(pop[k]):
                     m.d.sync += ptr[k].eq(ptr[k] + 1)
@@ -527,7 +531,8 @@ class Spacc(OpComponent):
                 m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
                 with m.If(ins_head):
                     m.d.sync += ptr[k].eq(ptr[k] - 1)
-                m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot)]
+                m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot),
+                             s2_hw[k].eq(ins_head | eq_head)]
             # the merged value lands in its slot from s2 (one cycle after the merge)
             for i in range(4):
                 with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
@@ -552,10 +557,11 @@ class Spacc(OpComponent):
                     m.d.sync += [third[k].eq(ins_entry), tv[k].eq(1)]
                 # the entry that goes to rest: the displaced third, or the new entry beyond the third (both
                 # candidates decoded from registers; the comparisons choose last)
-                shifts = ins_head | ins_second | ins_third
+                # (with a third, the three are valid and sorted: the entry enters them iff it is below the third
+                # and equals none of them)
                 en_t = Signal(name=f"rest{k}_set_third")
                 en_i = Signal(name=f"rest{k}_set_new")
-                m.d.comb += [en_t.eq(tv[k] & shifts), en_i.eq(tv[k] & ~shifts & ~lt_t & ~eq_t)]
+                m.d.comb += [en_t.eq(tv[k] & lt_t & ~eq_h & ~eq_n), en_i.eq(tv[k] & ~lt_t & ~eq_t)]
                 dec_t = Cat(*[t_lin == b for b in range(n)])
                 dec_i = s1_onehot
                 with m.If(en_t | en_i):
@@ -594,11 +600,11 @@ class Spacc(OpComponent):
                     m.d.comb += fe.push[names[d]].eq(first[d])
                 for d in range(order):
                     set_data(m, outs[d], ecrd[d])
-                e_ring = [Mux(eb, ring[1][i], ring[0][i]) for i in range(4)]
-                e_ptr = Mux(eb, ptr[1], ptr[0])
+                # the head's value: per bank from its ring at its pointer, the emitting bank's by em (registers)
+                e_hval = _or_all([em[k].replicate(W) & Array(ring[k])[ptr[k]] for k in range(2)], W)
                 # (the bank's first emission may follow its last merge directly: that value is still in s2)
-                fw = s2_rw & (s2_rbank == eb) & (s2_rslot == e_ptr)
-                set_data(m, ov, Mux(f2 & f1, rdata, Mux(fw, s2_m, Array(e_ring)[e_ptr])))
+                fw = (em[0] & s2_hw[0]) | (em[1] & s2_hw[1])
+                set_data(m, ov, Mux(f2 & f1, rdata, Mux(fw, s2_m, e_hval.as_signed())))
                 m.d.comb += clr_bit.eq(fe.fire)
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
