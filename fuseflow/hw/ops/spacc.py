@@ -203,7 +203,6 @@ class Spacc(OpComponent):
         # choice between stored and new sits beside the read's bypass before the merge, not after it
         merge = REDUCE_MERGE[self.params["op"]]
         identity = {"add": 0, "max": fx.min_raw, "min": fx.max_raw}[merge]
-        occupied = Signal()                            # entry set_addr of bank ab holds a value
         set_addr = Signal(range(max(n, 2)))            # the entry of crd_inner's head at the current prefix
         aw = Shape.cast(range(max(2 * n, 2))).width
         full_addr = Signal(aw)                         # bank ab's entry set_addr in the memory
@@ -223,17 +222,20 @@ class Spacc(OpComponent):
         s1_lin = Signal(range(max(n, 2)), name="s1_lin")
         s1_bank = Signal(name="s1_bank")
         # registers, set in the cycle before from the read's address (the next head's entry, two candidates):
-        # the firing of the cycle before (of two, three cycles before) had this entry; its bitmap bit (the
-        # bitmap is set one cycle after the firing, from s1)
+        # the firing of the cycle before (of two, three cycles before) had this entry; and the read's address
+        # itself, whose bitmap bit is looked up in the firing's cycle (the bitmap is set one cycle after a
+        # firing, from s1: so it holds the firings up to t - 2, and hit1 the firing of t - 1)
         hit_now, hit2, hit3 = Signal(name="hit1"), Signal(name="hit2"), Signal(name="hit3")
+        read_addr = Signal(aw, name="read_addr")
         occ_bm = Signal(name="occupied_bitmap")
-        m.d.comb += occupied.eq(occ_bm | hit_now)
         cur_val = Signal(signed(W))
         m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
         merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
         m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
-                     s1_mem.eq(occupied & ~hit_now & ~hit2 & ~hit3),
-                     s1_cur.eq(Mux(~occupied, identity, Mux(hit_now, merged, Mux(hit2, s2_m, s3_m))))]
+                     s1_mem.eq(occ_bm & ~hit_now & ~hit2 & ~hit3),
+                     # (a hit means occupied; an occupied entry without a hit is read from the memory, so the
+                     # bitmap's bit only chooses that)
+                     s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_m, Mux(hit3, s3_m, identity))))]
         m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_m.eq(merged),
                      s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_m.eq(s2_m)]
         m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
@@ -342,13 +344,13 @@ class Spacc(OpComponent):
                      addr_stay.eq(entry_addr(ab, pre, stay)),
                      rpa.addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
         bm_all = Cat(bm[0], bm[1])                     # indexed by the memory address
+        m.d.comb += occ_bm.eq(bm_all.bit_select(read_addr, 1))
         look = []
         for a in (addr_fire, addr_stay):
-            h2 = s1_v & (s1_addr == a)
-            look.append((h2, s2_v & (s2_addr == a), bm_all.bit_select(a, 1) | h2))
+            look.append((s1_v & (s1_addr == a), s2_v & (s2_addr == a)))
         m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
                      hit2.eq(Mux(fa.fire, look[0][0], look[1][0])), hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
-                     occ_bm.eq(Mux(fa.fire, look[0][2], look[1][2]))]
+                     read_addr.eq(rpa.addr)]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
