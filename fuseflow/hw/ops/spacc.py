@@ -481,17 +481,17 @@ class Spacc(OpComponent):
             iidx = Signal(gw, name=f"rest{k}_low_in_group")
             m.d.comb += iidx.eq(_or_all([gone[g].replicate(gw) & glow[k][g] for g in range(ng)], gw))
             low_entry = entry_of(k, Cat(iidx, gidx)[:lw] if ng > 1 else iidx[:lw])
-            # the group that loses its lowest bit: its next lowest, for every group from registers
-            clear = []
+            # the group that loses its lowest bit: its next lowest, for every group from registers. A pop does not
+            # clear rest's bit: entries leave rest in sorted order, so a group's stale bits lie below its lowest
+            # (glow) and its next lowest is its lowest bit above glow; rest is cleared as a whole once the bank
+            # is emitted (its head empty), before it is refilled
             nlow = []
             for g in range(ng):
                 bits = group_bits(rest[k], g)
                 rem = Signal(G, name=f"rest{k}_g{g}_rem")
-                m.d.comb += rem.eq(bits & ~Cat(*[glow[k][g] == i for i in range(G)]))
+                m.d.comb += rem.eq(bits & Cat(*[glow[k][g] < i for i in range(G)]))
                 g_any, _, g_low = _lowest(m, rem, G, list(range(G)), f"rest{k}_g{g}_next")
                 nlow.append((g_any, g_low))
-                clear.append(Cat(*[gone[g] & (glow[k][g] == i) for i in range(G)]))
-            clear_mask = Cat(*clear)[:n]
             low_addr.append(fields(third[k])[1])
             h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
             mine = s1_v & (s1_bank == k)
@@ -541,7 +541,7 @@ class Spacc(OpComponent):
                     m.d.sync += ring[k][i].eq(s2_m)
             with m.If(pop[k]):
                 m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
-                             third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~clear_mask)]
+                             third[k].eq(low_entry), tv[k].eq(any_rest)]
                 for g in range(ng):
                     with m.If(gone[g]):
                         m.d.sync += [gne[k][g].eq(nlow[g][0]), glow[k][g].eq(nlow[g][1])]
@@ -549,6 +549,8 @@ class Spacc(OpComponent):
             # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
             # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
             # closing firing's cycle holds the last one)
+            with m.Elif(em[k] & ~hv[k]):
+                m.d.sync += rest[k].eq(0)
             with m.Elif(mine):
                 with m.If(ins_head):
                     m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k]),
