@@ -16,10 +16,13 @@ The accumulation is a pipeline; the timing contract is unchanged (every value re
 combinational read-modify-write would give it). A firing in cycle t (entry A, value x):
 - t - 1: the accumulate read is addressed from the next head (``after("crd_inner")`` at the next prefix and
   bank: two candidates, the step fires or not, that the firing chooses last); beside it, from the same
-  candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``) and its bitmap bit.
-- t: registers ``s1`` take A, x, whether the read's data holds A's value (occupied, no hit) and else that value
-  (``s1_cur``: the operation's identity for a new entry, or the merged result of t - 1 (the merge output of
-  this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent first).
+  candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``), and the address itself
+  (``read_addr``).
+- t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2); registers ``s1`` take A, its
+  one-hot mask, x, whether the read's data holds A's value (occupied, no hit) and else that value (``s1_cur``:
+  the merged result of t - 1 (the merge output of this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent
+  first, or the operation's identity: a hit implies occupied); and A's comparisons with the head, second and
+  third A meets in t + 1 (below).
 - t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``) into ``s2``; the bitmap bit is set and
   the entry inserted into the emit queue (below) from s1.
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
@@ -31,8 +34,13 @@ address, memory address and coordinates) and a bitmap ``rest`` of the others, ke
 (G about sqrt(prod(dims)), a power of two) with per group a nonempty bit and the index of its lowest bit
 (registers). Emitting pops the head (second and third move up; rest's lowest entry, a find-first-set over the
 groups and a choice among the registered group lowests, becomes third; the group that lost it takes its next
-lowest bit, computed for every group from registers); accumulating a new entry inserts it (three comparisons
-with the registered entries; the displaced one goes to rest). The values of the head and the second are in
+lowest bit above its lowest, computed for every group from registers; rest's bit is not cleared: entries leave
+rest in sorted order, so the emitted bits lie below their group's lowest, and rest is cleared as a whole while
+the emitting bank's head is empty); accumulating a new entry inserts it (three comparisons with the head, second
+and third, made in the firing's cycle against the registers and s1's entry, chosen by s1's place and registered;
+the displaced one goes to rest). The occupancy bitmap is cleared as a whole while its bank is full.
+``emitting[k]`` (= full[k] and eb = k) is a register per bank, so the per-bank pops, ring writes and the emitted
+value decode no ``eb``. The values of the head and the second are in
 registers too, a ring of four per bank (the head's at a pointer, the second's after it): the accumulate side
 writes the merged value of an entry that is (becomes) head or second into its slot from s2 (a new head steps the
 pointer back); an emission steps the pointer forward, and the new second's value comes from the memory: the
@@ -182,14 +190,15 @@ class Spacc(OpComponent):
         overflow = Signal()
         m.d.comb += self.overflow.eq(overflow)
         a_free = Signal()
-        m.d.comb += a_free.eq(Mux(ab, ~full[1], ~full[0]) & ~done_in)
+        ab_free = Signal(init=1, name="ab_free")         # ~full[ab], a register (set from the next values)
+        m.d.comb += a_free.eq(ab_free & ~done_in)
         e_full = Signal()
-        m.d.comb += e_full.eq(Mux(eb, full[1], full[0]))
         ebase = Signal(8)
         m.d.comb += ebase.eq(Mux(eb, base[1], base[0]))
         # em[k] = full[k] & (eb == k), a register per bank (set from the next values), so the bank registers'
         # enables do not decode eb
         em = [Signal(name=f"emitting{k}") for k in range(2)]
+        m.d.comb += e_full.eq(em[0] | em[1])
 
         names = [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
         ins = [getattr(self, f"i_{x}") for x in names]
@@ -397,7 +406,7 @@ class Spacc(OpComponent):
         enxt = Signal(ew)
         m.d.comb += enxt.eq(Mux(eb, nxt[1], nxt[0]))
         e_nv = Mux(eb, nv[1], nv[0])
-        e_empty = ~Mux(eb, hv[1], hv[0])
+        e_empty = ~((em[0] & hv[0]) | (em[1] & hv[1]))      # (used where e_full)
         eaddr, _, ecrd = fields(ehead)
         _, _, ncrd = fields(enxt)
         plane_last = None
@@ -641,6 +650,7 @@ class Spacc(OpComponent):
                 m.d.sync += done_out.eq(1)
 
         # ---- bank registers (the two sides never work on the same bank)
+        nfulls = []
         for k in range(2):
             # the occupancy bitmap: set from s1, cleared as a whole while the bank is full (only the accumulate
             # side reads it, for its own bank: a full bank's bits are not looked at before it is freed, and a
@@ -657,6 +667,8 @@ class Spacc(OpComponent):
             with m.If(release & (eb == k)):
                 m.d.comb += nfull.eq(0)
             m.d.sync += [full[k].eq(nfull), em[k].eq(nfull & (neb == k))]
+            nfulls.append(nfull)
+        m.d.sync += ab_free.eq(~Mux(nab, nfulls[1], nfulls[0]))
         with m.If(close):
             m.d.comb += nab.eq(~ab)
         fa.build(m)
