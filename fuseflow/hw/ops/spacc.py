@@ -236,12 +236,22 @@ class Spacc(OpComponent):
         # firing, from s1: so it holds the firings up to t - 2, and hit1 the firing of t - 1)
         hit_now, hit2, hit3 = Signal(name="hit1"), Signal(name="hit2"), Signal(name="hit3")
         read_addr = Signal(aw, name="read_addr")
+        # the bitmap's bit at read_addr, looked up in t; with more than 256 bits (both banks) in two steps: in t
+        # its 4 bits around read_addr (registered), in t + 1 s1's address (read_addr of t) chooses among them
+        split_lookup = 2 * n > 256
         occ_bm = Signal(name="occupied_bitmap")
+        s1_nohit = Signal(name="s1_no_hit")
+        occ_row = Signal(4, name="occupied_row")
+        if split_lookup:
+            m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
         cur_val = Signal(signed(W))
         m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
         merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
+        if split_lookup:
+            m.d.sync += s1_nohit.eq(~hit_now & ~hit2 & ~hit3)
+        else:
+            m.d.sync += s1_mem.eq(occ_bm & ~hit_now & ~hit2 & ~hit3)
         m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
-                     s1_mem.eq(occ_bm & ~hit_now & ~hit2 & ~hit3),
                      # (a hit means occupied; an occupied entry without a hit is read from the memory, so the
                      # bitmap's bit only chooses that)
                      s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_m, Mux(hit3, s3_m, identity))))]
@@ -353,7 +363,11 @@ class Spacc(OpComponent):
                      addr_stay.eq(entry_addr(ab, pre, stay)),
                      rpa.addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
         bm_all = Cat(bm[0], bm[1])                     # indexed by the memory address
-        m.d.comb += occ_bm.eq(bm_all.bit_select(read_addr, 1))
+        rows = -(-2 * n // 4)
+        if split_lookup:
+            m.d.sync += occ_row.eq(Cat(bm_all, Const(0, rows * 4 - 2 * n)).word_select(read_addr[2:], 4))
+        else:
+            m.d.comb += occ_bm.eq(bm_all.bit_select(read_addr, 1))
         look = []
         for a in (addr_fire, addr_stay):
             look.append((s1_v & (s1_addr == a), s2_v & (s2_addr == a)))
