@@ -18,7 +18,8 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   bank: two candidates, the step fires or not, that the firing chooses last); beside it, from the same
   candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``), and the address itself
   (``read_addr``).
-- t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2); registers ``s1`` take A, its
+- t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2; with more than 256 bits in two
+  steps, its 4 bits around ``read_addr`` registered, one chosen by s1's address in t + 1); registers ``s1`` take A, its
   one-hot mask, x, whether the read's data holds A's value (occupied, no hit) and else that value (``s1_cur``:
   the merged result of t - 1 (the merge output of this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent
   first, or the operation's identity: a hit implies occupied); and A's comparisons with the head, second and
