@@ -379,3 +379,67 @@ def test_block_accumulator_models(impl, c, stalls, seed):
         if impl == "colliding":
             mp.setattr(block_ram, "DP16KDModel", _colliding_model())
         check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+def test_bank_reused_after_rest_was_emitted(stalls):
+    """Bank 0 emits a group whose entries went through rest (3 .. 7), bank 1 one entry, then bank 0 again
+    holds 0, 1, 2 and 4 in rest: rest's emitted bits (5 .. 7 of the same group as 4) must not come back."""
+    groups = [[7, 6, 5, 4, 3, 2, 1, 0], [1], [4, 0, 1, 2], [9, 8, 3, 15, 12, 5, 0], [6]]
+    crds, vals, want = [], [], []
+    for i, g in enumerate(groups):
+        gv = [11 * i + 3 * e - 20 for e in range(len(g))]
+        crds += g + ["S1"]
+        vals += gv + ["S1"]
+        merged = _merged(g, gv, "sum")
+        want.append(merged)
+    got, _, _ = check_op("spacc", {"dim": 16}, {"crd_inner": crds[:-1] + ["S2", "D"], "val": vals[:-1] + ["S2", "D"]},
+                         stalls=stalls, seed=21)
+    exp_c, exp_v = [], []
+    for merged in want:
+        exp_c += sorted(merged) + ["S0"]
+        exp_v += [merged[j] for j in sorted(merged)] + ["S0"]
+    exp_c[-1] = exp_v[-1] = "S1"
+    assert got == {"crd_inner": exp_c + ["D"], "val": exp_v + ["D"]}
+
+
+@st.composite
+def order1_long(draw, dims=(4, 20)):
+    """Order 1, several groups of up to 12 entries (unsorted, repeated): rest holds several entries per group
+    and the banks are reused. Large dims draw the coordinates from a few values, so they repeat."""
+    dim = draw(st.integers(*dims))
+    crd = st.integers(0, dim - 1)
+    if dim > 20:
+        crd = st.sampled_from(sorted(draw(st.sets(crd, min_size=1, max_size=6))))
+    groups = draw(st.lists(st.lists(crd, max_size=12), min_size=2, max_size=5))
+    crds, vals = [], []
+    for g in groups:
+        crds += g + ["S1"]
+        vals += [draw(st_value()) for _ in g] + ["S1"]
+    crds[-1] = vals[-1] = "S2"
+    return {"dim": dim, "op": draw(st.sampled_from(REDUCE_OPS))}, {"crd_inner": crds + ["D"], "val": vals + ["D"]}
+
+
+@hw_settings(20)
+@given(order1_long(), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_order1_long_groups_random(c, stalls, seed):
+    check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@hw_settings(10)
+@given(order1_long(dims=(129, 200)), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_order1_large_bitmap_random(c, stalls, seed):
+    """More than 256 bitmap bits (both banks): the occupancy lookup in two steps (4 bits, then s1's address)."""
+    check_op("spacc", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.parametrize("gap", [1, 2, 3, 4, 5])
+def test_large_bitmap_repeated_entry_gap(gap, stalls):
+    """As test_repeated_entry_gap with dim 150 (the two-step occupancy lookup), entries 133 and 131 between."""
+    fill = [133, 131, 7, 149][:gap - 1]
+    crds = [132] + fill + [132] + fill + [132, 149, 0, 131]
+    vals = [(-1) ** i * (7 * i + 3) for i in range(len(crds))]
+    want = _merged(crds, vals, "sum")
+    got, _, _ = check_op("spacc", {"dim": 150}, {"crd_inner": crds + ["S1", 132, "S1", "D"],
+                                                 "val": vals + ["S1", 5, "S1", "D"]}, stalls=stalls, seed=30 + gap)
+    assert got == {"crd_inner": sorted(want) + ["S0", 132, "S0", "D"],
+                   "val": [want[j] for j in sorted(want)] + ["S0", 5, "S0", "D"]}

@@ -16,10 +16,14 @@ The accumulation is a pipeline; the timing contract is unchanged (every value re
 combinational read-modify-write would give it). A firing in cycle t (entry A, value x):
 - t - 1: the accumulate read is addressed from the next head (``after("crd_inner")`` at the next prefix and
   bank: two candidates, the step fires or not, that the firing chooses last); beside it, from the same
-  candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``) and its bitmap bit.
-- t: registers ``s1`` take A, x, whether the read's data holds A's value (occupied, no hit) and else that value
-  (``s1_cur``: the operation's identity for a new entry, or the merged result of t - 1 (the merge output of
-  this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent first).
+  candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``), and the address itself
+  (``read_addr``).
+- t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2; with more than 256 bits in two
+  steps, its 4 bits around ``read_addr`` registered, one chosen by s1's address in t + 1); registers ``s1`` take A, its
+  one-hot mask, x, whether the read's data holds A's value (occupied, no hit) and else that value (``s1_cur``:
+  the merged result of t - 1 (the merge output of this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent
+  first, or the operation's identity: a hit implies occupied); and A's comparisons with the head, second and
+  third A meets in t + 1 (below).
 - t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``) into ``s2``; the bitmap bit is set and
   the entry inserted into the emit queue (below) from s1.
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
@@ -31,8 +35,13 @@ address, memory address and coordinates) and a bitmap ``rest`` of the others, ke
 (G about sqrt(prod(dims)), a power of two) with per group a nonempty bit and the index of its lowest bit
 (registers). Emitting pops the head (second and third move up; rest's lowest entry, a find-first-set over the
 groups and a choice among the registered group lowests, becomes third; the group that lost it takes its next
-lowest bit, computed for every group from registers); accumulating a new entry inserts it (three comparisons
-with the registered entries; the displaced one goes to rest). The values of the head and the second are in
+lowest bit above its lowest, computed for every group from registers; rest's bit is not cleared: entries leave
+rest in sorted order, so the emitted bits lie below their group's lowest, and rest is cleared as a whole while
+the emitting bank's head is empty); accumulating a new entry inserts it (three comparisons with the head, second
+and third, made in the firing's cycle against the registers and s1's entry, chosen by s1's place and registered;
+the displaced one goes to rest). The occupancy bitmap is cleared as a whole while its bank is full.
+``emitting[k]`` (= full[k] and eb = k) is a register per bank, so the per-bank pops, ring writes and the emitted
+value decode no ``eb``. The values of the head and the second are in
 registers too, a ring of four per bank (the head's at a pointer, the second's after it): the accumulate side
 writes the merged value of an entry that is (becomes) head or second into its slot from s2 (a new head steps the
 pointer back); an emission steps the pointer forward, and the new second's value comes from the memory: the
@@ -182,11 +191,15 @@ class Spacc(OpComponent):
         overflow = Signal()
         m.d.comb += self.overflow.eq(overflow)
         a_free = Signal()
-        m.d.comb += a_free.eq(Mux(ab, ~full[1], ~full[0]) & ~done_in)
+        ab_free = Signal(init=1, name="ab_free")         # ~full[ab], a register (set from the next values)
+        m.d.comb += a_free.eq(ab_free & ~done_in)
         e_full = Signal()
-        m.d.comb += e_full.eq(Mux(eb, full[1], full[0]))
         ebase = Signal(8)
         m.d.comb += ebase.eq(Mux(eb, base[1], base[0]))
+        # em[k] = full[k] & (eb == k), a register per bank (set from the next values), so the bank registers'
+        # enables do not decode eb
+        em = [Signal(name=f"emitting{k}") for k in range(2)]
+        m.d.comb += e_full.eq(em[0] | em[1])
 
         names = [f"crd_outer{order - 2 - d}" for d in range(order - 1)] + ["crd_inner"]
         ins = [getattr(self, f"i_{x}") for x in names]
@@ -200,7 +213,6 @@ class Spacc(OpComponent):
         # choice between stored and new sits beside the read's bypass before the merge, not after it
         merge = REDUCE_MERGE[self.params["op"]]
         identity = {"add": 0, "max": fx.min_raw, "min": fx.max_raw}[merge]
-        occupied = Signal()                            # entry set_addr of bank ab holds a value
         set_addr = Signal(range(max(n, 2)))            # the entry of crd_inner's head at the current prefix
         aw = Shape.cast(range(max(2 * n, 2))).width
         full_addr = Signal(aw)                         # bank ab's entry set_addr in the memory
@@ -220,17 +232,30 @@ class Spacc(OpComponent):
         s1_lin = Signal(range(max(n, 2)), name="s1_lin")
         s1_bank = Signal(name="s1_bank")
         # registers, set in the cycle before from the read's address (the next head's entry, two candidates):
-        # the firing of the cycle before (of two, three cycles before) had this entry; its bitmap bit (the
-        # bitmap is set one cycle after the firing, from s1)
+        # the firing of the cycle before (of two, three cycles before) had this entry; and the read's address
+        # itself, whose bitmap bit is looked up in the firing's cycle (the bitmap is set one cycle after a
+        # firing, from s1: so it holds the firings up to t - 2, and hit1 the firing of t - 1)
         hit_now, hit2, hit3 = Signal(name="hit1"), Signal(name="hit2"), Signal(name="hit3")
+        read_addr = Signal(aw, name="read_addr")
+        # the bitmap's bit at read_addr, looked up in t; with more than 256 bits (both banks) in two steps: in t
+        # its 4 bits around read_addr (registered), in t + 1 s1's address (read_addr of t) chooses among them
+        split_lookup = 2 * n > 256
         occ_bm = Signal(name="occupied_bitmap")
-        m.d.comb += occupied.eq(occ_bm | hit_now)
+        s1_nohit = Signal(name="s1_no_hit")
+        occ_row = Signal(4, name="occupied_row")
+        if split_lookup:
+            m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
         cur_val = Signal(signed(W))
         m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
         merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
+        if split_lookup:
+            m.d.sync += s1_nohit.eq(~hit_now & ~hit2 & ~hit3)
+        else:
+            m.d.sync += s1_mem.eq(occ_bm & ~hit_now & ~hit2 & ~hit3)
         m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
-                     s1_mem.eq(occupied & ~hit_now & ~hit2 & ~hit3),
-                     s1_cur.eq(Mux(~occupied, identity, Mux(hit_now, merged, Mux(hit2, s2_m, s3_m))))]
+                     # (a hit means occupied; an occupied entry without a hit is read from the memory, so the
+                     # bitmap's bit only chooses that)
+                     s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_m, Mux(hit3, s3_m, identity))))]
         m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_m.eq(merged),
                      s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_m.eq(s2_m)]
         m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
@@ -265,6 +290,9 @@ class Spacc(OpComponent):
             ok = ok & (pre[d] < dims[d])
         m.d.comb += [in_range.eq(ok), set_addr.eq(linear(pre, j))]
         m.d.comb += full_addr.eq(ab * n + set_addr)
+        # the entry's one-hot mask, registered with s1 (sets the bitmap and rest without a decoder)
+        s1_onehot = Signal(n, name="s1_onehot")
+        m.d.sync += s1_onehot.eq(Cat(*[set_addr == b for b in range(n)]))
 
         def accumulate():
             """On fire: acc[ab, pre, c] <- merge(v) (the merge and the write follow in the next cycle)."""
@@ -336,15 +364,21 @@ class Spacc(OpComponent):
                      addr_stay.eq(entry_addr(ab, pre, stay)),
                      rpa.addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
         bm_all = Cat(bm[0], bm[1])                     # indexed by the memory address
+        rows = -(-2 * n // 4)
+        if split_lookup:
+            m.d.sync += occ_row.eq(Cat(bm_all, Const(0, rows * 4 - 2 * n)).word_select(read_addr[2:], 4))
+        else:
+            m.d.comb += occ_bm.eq(bm_all.bit_select(read_addr, 1))
         look = []
         for a in (addr_fire, addr_stay):
-            h2 = s1_v & (s1_addr == a)
-            look.append((h2, s2_v & (s2_addr == a), bm_all.bit_select(a, 1) | h2))
+            look.append((s1_v & (s1_addr == a), s2_v & (s2_addr == a)))
         m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
                      hit2.eq(Mux(fa.fire, look[0][0], look[1][0])), hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
-                     occ_bm.eq(Mux(fa.fire, look[0][2], look[1][2]))]
+                     read_addr.eq(rpa.addr)]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
+        ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
+        first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         # ---- emit side: per bank, its three lowest entries in registers (``head``, ``nxt``, ``third``: a sorted
         # queue) and the bitmap of the others (``rest``, in groups). Emitting pops the head: nxt and third move
         # up and the lowest entry of rest (from registers only) becomes third; accumulating inserts into the
@@ -378,12 +412,16 @@ class Spacc(OpComponent):
         tv = [Signal(name=f"third_valid{k}") for k in range(2)]
         rest = [Signal(n, name=f"rest{k}") for k in range(2)]
         clr_bit = Signal()                             # this firing emits bank eb's head
+        # ... per bank (pop[k] = clr_bit & (eb == k)), from the per-bank registers and the outputs' room
+        e_room = Signal(name="emit_room")
+        m.d.comb += e_room.eq(all_of([oc.ready, ov.ready] + [~first[d] | outs[d].ready for d in range(order - 1)]))
+        pop = [Signal(name=f"pop{k}") for k in range(2)]
         ehead = Signal(ew)
         m.d.comb += ehead.eq(Mux(eb, head[1], head[0]))
         enxt = Signal(ew)
         m.d.comb += enxt.eq(Mux(eb, nxt[1], nxt[0]))
         e_nv = Mux(eb, nv[1], nv[0])
-        e_empty = ~Mux(eb, hv[1], hv[0])
+        e_empty = ~((em[0] & hv[0]) | (em[1] & hv[1]))      # (used where e_full)
         eaddr, _, ecrd = fields(ehead)
         _, _, ncrd = fields(enxt)
         plane_last = None
@@ -412,6 +450,10 @@ class Spacc(OpComponent):
         s2_rw, s2_rslot = Signal(name="s2_ring_write"), Signal(2, name="s2_ring_slot")
         s2_rbank = Signal(name="s2_bank")
         m.d.sync += [s2_rw.eq(0), s2_rbank.eq(s1_bank)]
+        # per bank: s2's write goes to the head's slot (the entry was or became the head; the bank cannot pop
+        # in the cycle of its insertion, so the slot is still the head's when s2 writes it)
+        s2_hw = [Signal(name=f"s2_head_write{k}") for k in range(2)]
+        m.d.sync += [x.eq(0) for x in s2_hw]
         m.d.sync += [tgt1.eq(Mux(eb, ptr[1], ptr[0]) + 2), tgt2.eq(tgt1)]
         f1, f2 = Signal(name="fetch1"), Signal(name="fetch2")
         m.d.sync += [f1.eq(clr_bit), f2.eq(f1 & ~release)]
@@ -463,43 +505,67 @@ class Spacc(OpComponent):
             iidx = Signal(gw, name=f"rest{k}_low_in_group")
             m.d.comb += iidx.eq(_or_all([gone[g].replicate(gw) & glow[k][g] for g in range(ng)], gw))
             low_entry = entry_of(k, Cat(iidx, gidx)[:lw] if ng > 1 else iidx[:lw])
-            # the group that loses its lowest bit: its next lowest, for every group from registers
-            clear = []
+            # the group that loses its lowest bit: its next lowest, for every group from registers. A pop does not
+            # clear rest's bit: entries leave rest in sorted order, so a group's stale bits lie below its lowest
+            # (glow) and its next lowest is its lowest bit above glow; rest is cleared as a whole once the bank
+            # is emitted (its head empty), before it is refilled
             nlow = []
             for g in range(ng):
                 bits = group_bits(rest[k], g)
                 rem = Signal(G, name=f"rest{k}_g{g}_rem")
-                m.d.comb += rem.eq(bits & ~Cat(*[glow[k][g] == i for i in range(G)]))
+                m.d.comb += rem.eq(bits & Cat(*[glow[k][g] < i for i in range(G)]))
                 g_any, _, g_low = _lowest(m, rem, G, list(range(G)), f"rest{k}_g{g}_next")
                 nlow.append((g_any, g_low))
-                clear.append(Cat(*[gone[g] & (glow[k][g] == i) for i in range(G)]))
-            clear_mask = Cat(*clear)[:n]
             low_addr.append(fields(third[k])[1])
             h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
             mine = s1_v & (s1_bank == k)
-            ins_head = ~hv[k] | (ins_lin < h_lin)
-            ins_second = (ins_lin != h_lin) & (~nv[k] | (ins_lin < n_lin))
-            ins_third = (ins_lin != h_lin) & (ins_lin != n_lin) & (~tv[k] | (ins_lin < t_lin))
-            with m.If(full[k] & (eb == k)):
-                with m.If(clr_bit):
+            # the insertion's comparisons of s1's entry with the head, second and third, made a cycle ahead and
+            # registered: in the firing's cycle the entry (set_addr) is compared with the registered head,
+            # second and third and with the entry inserted in that cycle (s1's, Y); Y's place (head, second,
+            # third or none) says what the three registers hold in the next cycle (the bank inserting is not
+            # emitting), so it chooses among those comparisons
+            lt_r = Signal(3, name=f"ins{k}_less")      # s1's entry < head, second, third
+            eq_r = Signal(3, name=f"ins{k}_equal")
+            lt_h, lt_n, lt_t = lt_r[0], lt_r[1], lt_r[2]
+            eq_h, eq_n, eq_t = eq_r[0], eq_r[1], eq_r[2]
+            ins_head = Signal(name=f"ins{k}_head")
+            ins_second = Signal(name=f"ins{k}_second")
+            ins_third = Signal(name=f"ins{k}_third")
+            m.d.comb += [ins_head.eq(~hv[k] | lt_h), ins_second.eq(~eq_h & (~nv[k] | lt_n)),
+                         ins_third.eq(~eq_h & ~eq_n & (~tv[k] | lt_t))]
+            yh, ys, yt = (Signal(name=f"ins{k}_prev_{x}") for x in ("head", "second", "third"))
+            m.d.comb += [yh.eq(mine & ins_head), ys.eq(mine & ~ins_head & ins_second),
+                         yt.eq(mine & ~ins_head & ~ins_second & ins_third)]
+
+            def after_prev(r):
+                """The comparisons (r: with head, second, third, Y) after this cycle's insertion of Y."""
+                return Cat(Mux(yh, r[3], r[0]), Mux(yh, r[0], Mux(ys, r[3], r[1])),
+                           Mux(yh | ys, r[1], Mux(yt, r[3], r[2])))
+            m.d.sync += [lt_r.eq(after_prev([set_addr < h_lin, set_addr < n_lin, set_addr < t_lin,
+                                             set_addr < ins_lin])),
+                         eq_r.eq(after_prev([set_addr == h_lin, set_addr == n_lin, set_addr == t_lin,
+                                             set_addr == ins_lin]))]
+            with m.If(em[k]):
+                with m.If(pop[k]):
                     m.d.sync += ptr[k].eq(ptr[k] + 1)
                 for i in range(4):
                     with m.If(f2 & (tgt2 == i)):
                         m.d.sync += ring[k][i].eq(rdata)
             with m.Elif(mine):
-                eq_head, eq_second = ins_lin == h_lin, ins_lin == n_lin
+                eq_head, eq_second = eq_h, eq_n
                 slot = Signal(2, name=f"value_slot{k}")
                 m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
                 with m.If(ins_head):
                     m.d.sync += ptr[k].eq(ptr[k] - 1)
-                m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot)]
+                m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot),
+                             s2_hw[k].eq(ins_head | eq_head)]
             # the merged value lands in its slot from s2 (one cycle after the merge)
             for i in range(4):
                 with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
                     m.d.sync += ring[k][i].eq(s2_m)
-            with m.If(clr_bit & (eb == k)):
+            with m.If(pop[k]):
                 m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
-                             third[k].eq(low_entry), tv[k].eq(any_rest), rest[k].eq(rest[k] & ~clear_mask)]
+                             third[k].eq(low_entry), tv[k].eq(any_rest)]
                 for g in range(ng):
                     with m.If(gone[g]):
                         m.d.sync += [gne[k][g].eq(nlow[g][0]), glow[k][g].eq(nlow[g][1])]
@@ -507,6 +573,8 @@ class Spacc(OpComponent):
             # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
             # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
             # closing firing's cycle holds the last one)
+            with m.Elif(em[k] & ~hv[k]):
+                m.d.sync += rest[k].eq(0)
             with m.Elif(mine):
                 with m.If(ins_head):
                     m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k]),
@@ -517,12 +585,13 @@ class Spacc(OpComponent):
                     m.d.sync += [third[k].eq(ins_entry), tv[k].eq(1)]
                 # the entry that goes to rest: the displaced third, or the new entry beyond the third (both
                 # candidates decoded from registers; the comparisons choose last)
-                shifts = ins_head | ins_second | ins_third
+                # (with a third, the three are valid and sorted: the entry enters them iff it is below the third
+                # and equals none of them)
                 en_t = Signal(name=f"rest{k}_set_third")
                 en_i = Signal(name=f"rest{k}_set_new")
-                m.d.comb += [en_t.eq(tv[k] & shifts), en_i.eq(tv[k] & ~shifts & (t_lin < ins_lin))]
+                m.d.comb += [en_t.eq(tv[k] & lt_t & ~eq_h & ~eq_n), en_i.eq(tv[k] & ~lt_t & ~eq_t)]
                 dec_t = Cat(*[t_lin == b for b in range(n)])
-                dec_i = Cat(*[ins_lin == b for b in range(n)])
+                dec_i = s1_onehot
                 with m.If(en_t | en_i):
                     m.d.sync += rest[k].eq(rest[k] | (dec_t & en_t.replicate(n)) | (dec_i & en_i.replicate(n)))
                 for g in range(ng):
@@ -536,8 +605,6 @@ class Spacc(OpComponent):
         # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
         # closing firing) precedes its first emission, so the read never meets a write of its entry
         m.d.comb += rpe.addr.eq(Mux(eb, low_addr[1], low_addr[0]))
-        ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
-        first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
 
         def final_stops():
@@ -550,6 +617,7 @@ class Spacc(OpComponent):
                 m.d.sync += [ephase.eq(0)] + [s.eq(1) for s in first]
                 m.d.comb += neb.eq(~eb)
 
+        m.d.comb += [pop[k].eq(em[k] & hv[k] & ~ephase & e_room) for k in range(2)]
         with m.If(e_full):
             m.d.comb += fe.go.eq(1)
             with m.If(e_empty):
@@ -560,11 +628,11 @@ class Spacc(OpComponent):
                     m.d.comb += fe.push[names[d]].eq(first[d])
                 for d in range(order):
                     set_data(m, outs[d], ecrd[d])
-                e_ring = [Mux(eb, ring[1][i], ring[0][i]) for i in range(4)]
-                e_ptr = Mux(eb, ptr[1], ptr[0])
+                # the head's value: per bank from its ring at its pointer, the emitting bank's by em (registers)
+                e_hval = _or_all([em[k].replicate(W) & Array(ring[k])[ptr[k]] for k in range(2)], W)
                 # (the bank's first emission may follow its last merge directly: that value is still in s2)
-                fw = s2_rw & (s2_rbank == eb) & (s2_rslot == e_ptr)
-                set_data(m, ov, Mux(f2 & f1, rdata, Mux(fw, s2_m, Array(e_ring)[e_ptr])))
+                fw = (em[0] & s2_hw[0]) | (em[1] & s2_hw[1])
+                set_data(m, ov, Mux(f2 & f1, rdata, Mux(fw, s2_m, e_hval.as_signed())))
                 m.d.comb += clr_bit.eq(fe.fire)
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
@@ -597,15 +665,25 @@ class Spacc(OpComponent):
                 m.d.sync += done_out.eq(1)
 
         # ---- bank registers (the two sides never work on the same bank)
+        nfulls = []
         for k in range(2):
-            with m.If(s1_v & (s1_bank == k)):
-                m.d.sync += bm[k].bit_select(s1_lin, 1).eq(1)
-            with m.If(clr_bit & (eb == k)):
-                m.d.sync += bm[k].bit_select(eaddr, 1).eq(0)
+            # the occupancy bitmap: set from s1, cleared as a whole while the bank is full (only the accumulate
+            # side reads it, for its own bank: a full bank's bits are not looked at before it is freed, and a
+            # bank freed in its first full cycle has none)
+            with m.If(full[k]):
+                m.d.sync += bm[k].eq(0)
+            with m.Elif(s1_v & (s1_bank == k)):
+                m.d.sync += bm[k].eq(bm[k] | s1_onehot)
+            nfull = Signal(name=f"next_full{k}")
+            m.d.comb += nfull.eq(full[k])
             with m.If(close & (ab == k)):
-                m.d.sync += [full[k].eq(1), base[k].eq(close_base)]
+                m.d.sync += base[k].eq(close_base)
+                m.d.comb += nfull.eq(1)
             with m.If(release & (eb == k)):
-                m.d.sync += full[k].eq(0)
+                m.d.comb += nfull.eq(0)
+            m.d.sync += [full[k].eq(nfull), em[k].eq(nfull & (neb == k))]
+            nfulls.append(nfull)
+        m.d.sync += ab_free.eq(~Mux(nab, nfulls[1], nfulls[0]))
         with m.If(close):
             m.d.comb += nab.eq(~ab)
         fa.build(m)
