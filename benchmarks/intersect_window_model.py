@@ -63,14 +63,14 @@ def buffered_steps(a, b, window):
 
 
 def buffered_run(a, b, window):
-    """(cycles, emitted tokens) of a *buffered* (decoupled) intersect on two whole coordinate streams (stops as strings, ending
-    with ``"D"``), inputs always ready. Each input moves one token per cycle from its channel into a window of
-    ``window`` tokens (usable from the next cycle), whatever the other does. Per cycle, from the windows: both
+    """(cycles, emitted tokens) of a *buffered* (decoupled) intersect on two whole coordinate streams (stops as strings,
+    ending with ``"D"``), inputs always ready. Each input moves one token per cycle from its channel into a window
+    of ``window`` tokens (usable from the next cycle), whatever the other does. Per cycle, from the windows: both
     start with a stop: emit it (D ends); else emit the lowest coordinate present in both windows' current fibres
     (dropping every token up to it on both sides), or, with none, drop each side's coordinates below the other
-    side's last visible coordinate of the fibre (all of them once the other's fibre has ended). At most one
-    output per cycle; any number of drops (a window x window comparison in hardware). Matched tokens need not
-    leave their channels together, so this intersect is not bound by :func:`fuseflow.sim.bounds.matched_pair_floor`.
+    side's last visible coordinate of the fibre (all of them once the other's fibre has ended). At most one output
+    per cycle; any number of drops (a window x window comparison in hardware). Matched tokens need not leave their
+    channels together, so this intersect is not bound by :func:`fuseflow.sim.bounds.matched_pair_floor`.
     """
     src, pos, win, pend = (list(a), list(b)), [0, 0], ([], []), [None, None]
     t, out = 0, []

@@ -60,7 +60,8 @@ def test_buffered_intersect_model_intersects():
     model = load("intersect_window_model")
     rng = random.Random(5)
     for trial in range(60):
-        fibres = [[sorted(rng.sample(range(40), rng.randint(0, 12))) for _ in range(2)] for _ in range(rng.randint(1, 4))]
+        fibres = [[sorted(rng.sample(range(40), rng.randint(0, 12))) for _ in range(2)]
+                  for _ in range(rng.randint(1, 4))]
         a = [c for f in fibres for c in f[0] + ["S0"]] + ["D"]
         b = [c for f in fibres for c in f[1] + ["S0"]] + ["D"]
         golden = [c for f in fibres for c in list(np.intersect1d(f[0], f[1])) + ["S0"]] + ["D"]

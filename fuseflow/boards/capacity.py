@@ -10,6 +10,7 @@ Memories below :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS` (seg and first arra
 ``TRELLIS_DPR16X4``, one copy per read port, the host's own included), flip-flops on the iCE40.
 """
 
+import functools
 from math import ceil
 
 from ..errors import HardwareError
@@ -67,8 +68,14 @@ def op_read_ports(top) -> dict:
     return counts
 
 
-#: level_scan's read ports of a compressed level's seg (seg[r], and seg[r + 1] from a shifted copy) and first
-SEG_READ_PORTS = {"seg": 2, "first": 1}
+@functools.cache
+def level_scan_read_ports() -> dict:
+    """Array -> read ports of a compressed level_scan (seg: seg[r], and seg[r + 1] from a shifted copy; first;
+    crd), as the op module declares them."""
+    from ..hw.ops import MODULES
+    op = MODULES["level_scan"]({"format": "compressed"})
+    op._MustUse__silence = True                   # only its declared memory interfaces are read
+    return {array: len(mp.reads) for array, mp in op.memories.items()}
 
 
 def spmv_plan(rows: int, nnz: int, cols: int | None = None, crd_width: int = 16):
@@ -95,10 +102,13 @@ def spmv_fits(rows: int, nnz: int, target: str, cols: int | None = None, crd_wid
         return None
     t = TARGETS[target]
     family, cap = t["family"], t["capacity"]
-    ports = {m.name: SEG_READ_PORTS.get(m.array, 1) for m in plan.memories}
+    from ..hw.memory import HELD_READ_ARRAYS
+    reads = level_scan_read_ports()
+    ports = {m.name: reads.get(m.array, 1) for m in plan.memories}
     blocks = sum(e["blocks"] for e in memory_map(plan, target, ports))
-    # in LUT RAM each port has a copy, and the host one more of its own (the other LUT memories: counted as two)
-    lut = sum(lutram_luts(m.depth, m.width, SEG_READ_PORTS[m.array] + 1 if m.array in SEG_READ_PORTS else 2)
+    # in LUT RAM each of seg's and first's ports has a copy, and the host one more of its own (the other LUT
+    # memories: counted as two)
+    lut = sum(lutram_luts(m.depth, m.width, reads[m.array] + 1 if m.array in HELD_READ_ARRAYS else 2)
               for m in plan.memories if m.storage == "lut") if family == "ecp5" else 0
     if blocks > cap["brams"] or SPMV_LOGIC_LUTS[family] + lut > cap["luts"]:
         return None

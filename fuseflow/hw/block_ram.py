@@ -94,7 +94,8 @@ def dp16kd(m, name: str, words: list[int], raddr, rdata, waddr=None, wdata=None,
     wdata = Value.cast(wdata) if write else Const(0, 1)
     pins.update({f"i_DIB{i}": (wdata[i] if i < len(wdata) else 0) for i in range(18)})
     pins.update({f"o_DOA{i}": rdata[i] for i in range(min(18, len(rdata)))})
-    pins.update(i_CLKA=clk, i_CEA=1 if ren is None else ren, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
+    pins.update(i_CLKA=clk, i_CEA=1 if ren is None else ren, i_OCEA=1, i_WEA=0, i_RSTA=0, i_CSA0=0, i_CSA1=0,
+                i_CSA2=0,
                 i_CLKB=clk if write else 0, i_CEB=1 if write else 0, i_OCEB=0, i_WEB=wen if write else 0,
                 i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0)
     m.submodules[name] = DP16KDModel(params, pins) if model else Instance("DP16KD", **params, **pins)
@@ -145,9 +146,9 @@ def block_memory(m, prefix: str, depth: int, width: int, words: list[int], raddr
 
 class DP16KDModel(Elaboratable):
     """A DP16KD's behaviour for the subset :func:`dp16kd` uses (18-bit ports, read on A with OUTREG or NOREG and
-    its clock enable, write on B with both byte enables, chip selects 0, no resets), from the instance's own parameters and
-    pins: a check of the wiring in the Amaranth simulator. Read during write of one entry gives the old
-    entry (the block's is undefined)."""
+    its clock enable, write on B with both byte enables, chip selects 0, no resets), from the instance's own
+    parameters and pins: a check of the wiring in the Amaranth simulator. Read during write of one entry gives the
+    old entry (the block's is undefined)."""
 
     def __init__(self, params: dict, pins: dict):
         for key, want in (("p_DATA_WIDTH_A", 18), ("p_DATA_WIDTH_B", 18), ("p_REGMODE_B", "NOREG")):

@@ -15,25 +15,24 @@ the user gave (inputs packed, outputs and intermediates sized by the reference s
 with neither, building is an error.
 
 Storage (:func:`memory_storage`, one rule): a memory read only through read ports of latency
-``registry.MEMORY_READ_LATENCY`` (2: crd and vals; level_scan's crd port and array's vals port address them
-one cycle ahead, from their next state and the next head of their input, and take the registered data one
-cycle after their firing) goes to block RAM once it holds :data:`BLOCK_RAM_MIN_BITS` bits; the seg and first
-arrays (level_scan reads them with latency 1 and an enable, at the token behind its head) once they hold
-:data:`HELD_BLOCK_MIN_BITS`; below that, Yosys picks LUT RAM or flip-flops. :class:`TensorMemory` builds every read port: on ECP5 a block
-memory is DP16KD instances whose output register holds the read data (:mod:`fuseflow.hw.block_ram`: Yosys
-maps a synchronous read without that register and does not absorb a fabric register into it); elsewhere
-(Verilator, the Amaranth simulator, iCE40, and every LUT memory) an Amaranth ``Memory`` synchronous read
-port and one register after it (a block memory's ``Memory`` carries ``ram_style = "block"``: iCE40
-SB_RAM40_4K). Read during write of one entry in one cycle: the DP16KD's read data is undefined, the generic
-model gives the old entry; no kernel both writes and reads a block memory
+``registry.MEMORY_READ_LATENCY`` (2: crd and vals; level_scan's crd port and array's vals port address them one cycle
+ahead, from their next state and the next head of their input, and take the registered data one cycle after their
+firing) goes to block RAM once it holds :data:`BLOCK_RAM_MIN_BITS` bits; the seg and first arrays (level_scan reads them
+with latency 1 and an enable, at the token behind its head) once they hold :data:`HELD_BLOCK_MIN_BITS`; below that,
+Yosys picks LUT RAM or flip-flops. :class:`TensorMemory` builds every read port: on ECP5 a block memory is DP16KD
+instances whose output register holds the read data (:mod:`fuseflow.hw.block_ram`: Yosys maps a synchronous read without
+that register and does not absorb a fabric register into it); elsewhere (Verilator, the Amaranth simulator, iCE40, and
+every LUT memory) an Amaranth ``Memory`` synchronous read port and one register after it (a block memory's ``Memory``
+carries ``ram_style = "block"``: iCE40 SB_RAM40_4K). Read during write of one entry in one cycle: the DP16KD's read data
+is undefined, the generic model gives the old entry; no kernel both writes and reads a block memory
 (:func:`fuseflow.hw.top.check_block_reads`), and the host writes and reads only while the top is idle.
 
 Writer ops drive one write port per memory, shared with the host (the writer wins; the host only writes
 while the top is idle). The host reads through a read port of latency 2 shared with the first op that reads
 the memory with one, or in block RAM with a port of latency 1 (level_scan's seg and first: then the address is
 the host's and the enable set while idle, and a register follows), or a port of its own (latency 2 for a block
-memory, else 1 and a register after the selection of the memory): :data:`HOST_READ_LATENCY` cycles from address to data, outside every kernel's
-cycle count.
+memory, else 1 and a register after the selection of the memory): :data:`HOST_READ_LATENCY` cycles from address
+to data, outside every kernel's cycle count.
 
 Host address map: ``host_sel`` picks a memory by its index in :attr:`MemoryPlan.memories` (``sel`` in the
 manifest), or the register file at ``sel = len(memories)``; ``host_addr`` is the entry. Registers are listed
@@ -373,14 +372,15 @@ class TensorMemory(Elaboratable):
         """The memory of one planned array (``init``: raw unsigned words)."""
         return cls(spec.depth, spec.width, init, block=spec.storage == "block", name=spec.name, impl=impl)
 
-    def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0, enable: bool = False) -> SimpleNamespace:
+    def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0,
+                  enable: bool = False) -> SimpleNamespace:
         """A read port (``addr`` in, ``data`` out): ``data`` shows the entry ``addr + offset`` named ``latency``
         cycles earlier (0: in the same cycle). ``enable`` (latency 1 only) gives the port ``en`` (in): the
         address is taken, and ``data`` changes, only at an edge ending a cycle with ``en`` set (in a LUT memory a
-        combinational read and a register with that enable). A port with an
-        ``offset`` reads a copy of the memory shifted by ``offset`` entries, written with the memory (LUT RAM
-        gives every read port a copy of its own anyway, and so does block RAM here), so no adder sits between the
-        address and the read. A block memory has no combinational read."""
+        combinational read and a register with that enable). A port with an ``offset`` reads a copy of the memory
+        shifted by ``offset`` entries, written with the memory (LUT RAM gives every read port a copy of its own
+        anyway, and so does block RAM here), so no adder sits between the address and the read. A block memory has
+        no combinational read."""
         if latency not in (0, 1, MEMORY_READ_LATENCY):
             raise HardwareError(f"memory {self.name}", f"no read port of latency {latency}")
         if self.block and latency == 0:
@@ -419,19 +419,18 @@ class TensorMemory(Elaboratable):
             from .block_ram import block_memory
             w = self.write
             for i, port in enumerate(self.reads):
-                k = port.offset                    # a shifted copy holds entry a at a - k (none below k)
-                words = self.words[k:] + [0] * min(k, self.depth)
-                wen = (w.en & (w.addr >= k) if k else w.en) if w else None
-                block_memory(m, f"blocks{i}", self.depth, self.width, words, port.addr, port.data,
-                             ((w.addr - k)[:self.addr_width] if k else w.addr) if w else None,
-                             w.data if w else None, wen,
+                k = port.offset
+                # the address cut to its width: the blocks' row choice reads its high bits
+                waddr = ((w.addr - k)[:self.addr_width] if k else w.addr) if w else None
+                block_memory(m, f"blocks{i}", self.depth, self.width, self._copy_words(k), port.addr, port.data,
+                             waddr, w.data if w else None, self._copy_write_enable(k) if w else None,
                              model=impl == "dp16kd-model", latency=port.latency, ren=port.en)
             return m
         m.submodules.storage = self.storage
         copies = {0: self.storage}                 # offset -> storage holding entry addr + offset at addr
         for k in sorted({port.offset for port in self.reads} - {0}):
-            copies[k] = m.submodules[f"storage_plus{k}"] = Memory(
-                shape=self.width, depth=self.depth, init=self.words[k:] + [0] * min(k, self.depth))
+            copies[k] = m.submodules[f"storage_plus{k}"] = Memory(shape=self.width, depth=self.depth,
+                                                                  init=self._copy_words(k))
         for i, port in enumerate(self.reads):
             mem = copies[port.offset]
             if port.latency == 0:
@@ -460,8 +459,18 @@ class TensorMemory(Elaboratable):
                 m.d.comb += port.data.eq(data)
             m.d.comb += rp.addr.eq(port.addr)
         if self.write is not None:
-            for k, mem in copies.items():          # a copy takes entry a at a - k (none below k)
+            for k, mem in copies.items():
                 wp = mem.write_port()
                 m.d.comb += [wp.addr.eq(self.write.addr - k), wp.data.eq(self.write.data),
-                             wp.en.eq(self.write.en & (self.write.addr >= k) if k else self.write.en)]
+                             wp.en.eq(self._copy_write_enable(k))]
         return m
+
+    # a copy shifted by k entries (a read port of offset k) holds entry a at a - k, and nothing below k
+    def _copy_words(self, k):
+        """The initial words of the copy shifted by ``k`` entries."""
+        return self.words[k:] + [0] * min(k, self.depth)
+
+    def _copy_write_enable(self, k):
+        """The write enable of the copy shifted by ``k`` entries (written at the write address - k)."""
+        w = self.write
+        return w.en & (w.addr >= k) if k else w.en

@@ -28,7 +28,7 @@ from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value
 from amaranth.sim import Simulator
 
 from ..errors import HardwareError
-from ..samml.registry import MEMORY_READ_LATENCY, get_op, op_latency
+from ..samml.registry import get_op, op_latency
 from ..tensors.fixed import FixedFormat
 from .memory import TensorMemory, attach_read, first_words
 from .stream import StreamFIFO

@@ -96,10 +96,11 @@ def test_yosys_maps_block_memories_to_dp16kd():
 
 # --- tensor memories of latency 2: the generic memory and the ECP5 DP16KD blocks ------------------------
 
-def _drive(mem, reads, write, script):
+def _drive(mem, reads, write, script, enables=None):
     """Simulate ``mem`` (a TensorMemory) with its read ports ``reads`` and write port ``write`` through
-    ``script`` (per cycle: (read addresses, one per port), waddr, wdata, wen); returns every read port's data
-    in every cycle, sampled before the clock edge."""
+    ``script`` (per cycle: (read addresses, one per port), waddr, wdata, wen; ``enables``: per cycle the read
+    ports' enables, for ports of latency 1 with one); returns every read port's data in every cycle, sampled
+    before the clock edge."""
     from amaranth.hdl import Module
     from amaranth.sim import Simulator
 
@@ -110,9 +111,11 @@ def _drive(mem, reads, write, script):
     seen = []
 
     async def bench(ctx):
-        for addrs, wa, wd, we in script:
+        for c, (addrs, wa, wd, we) in enumerate(script):
             for port, a in zip(reads, addrs):
                 ctx.set(port.addr, a)
+            for port, e in zip(reads, enables[c] if enables else ()):
+                ctx.set(port.en, e)
             ctx.set(write.addr, wa)
             ctx.set(write.data, wd)
             ctx.set(write.en, we)
@@ -191,14 +194,12 @@ def test_offset_read_port_reads_the_next_entry_through_writes():
                                               ("dp16kd-model", 2100, True)])
 def test_held_read_ports_in_block_ram(impl, depth, block):
     """Reads of latency 1 with an enable (level_scan's seg and first), plain and of offset 1, from a LUT memory
-    (a combinational read and a register), the generic block memory and a block memory as DP16KD blocks ( without their output register, the clock enable on the read side; 2100 entries:
-    three rows of blocks): in every cycle each port shows the entry (+ offset) addressed at the last edge with
-    its enable set, through writes of every entry (golden: a Python list updated by the same writes). No read
-    addresses an entry written in the same cycle."""
+    (a combinational read and a register), the generic block memory and a block memory as DP16KD blocks (without
+    their output register, the clock enable on the read side; 2100 entries: three rows of blocks): in every cycle
+    each port shows the entry (+ offset) addressed at the last edge with its enable set, through writes of every
+    entry (golden: a Python list updated by the same writes). No read addresses an entry written in the same
+    cycle."""
     import random
-
-    from amaranth.hdl import Module
-    from amaranth.sim import Simulator
 
     from fuseflow.hw.memory import TensorMemory
     width = 20
@@ -206,35 +207,17 @@ def test_held_read_ports_in_block_ram(impl, depth, block):
     init = [rng.getrandbits(width) for _ in range(depth)]
     mem = TensorMemory(depth, width, init, block=block, name="seg", impl=impl)
     plain, nxt, w = mem.read_port(1, enable=True), mem.read_port(1, offset=1, enable=True), mem.write_port()
-    script = []
+    script, enables = [], []
     for _ in range(300):
         a0, a1, wa = rng.randrange(depth), rng.randrange(depth - 1), rng.randrange(depth)
         we = rng.random() < 0.4 and wa not in (a0, a1 + 1)
-        script.append((a0, a1, rng.random() < 0.6, rng.random() < 0.6, wa, rng.getrandbits(width), int(we)))
-    m = Module()
-    m.submodules.mem = mem
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    seen = []
-
-    async def bench(ctx):
-        for a0, a1, e0, e1, wa, wd, we in script:
-            ctx.set(plain.addr, a0)
-            ctx.set(nxt.addr, a1)
-            ctx.set(plain.en, e0)
-            ctx.set(nxt.en, e1)
-            ctx.set(w.addr, wa)
-            ctx.set(w.data, wd)
-            ctx.set(w.en, we)
-            await ctx.delay(1e-9)
-            seen.append((ctx.get(plain.data), ctx.get(nxt.data)))
-            await ctx.tick()
-    sim.add_testbench(bench)
-    sim.run()
+        script.append(((a0, a1), wa, rng.getrandbits(width), int(we)))
+        enables.append((rng.random() < 0.6, rng.random() < 0.6))
+    seen = _drive(mem, (plain, nxt), w, script, enables)
     golden = list(init)
     latched = [None, None]          # the data each port latched at its last enabled edge (the old entry on a write)
     loads = 0
-    for (a0, a1, e0, e1, wa, wd, we), got in zip(script, seen):
+    for ((a0, a1), wa, wd, we), (e0, e1), got in zip(script, enables, seen):
         for i in range(2):
             if latched[i] is not None:
                 assert got[i] == latched[i]

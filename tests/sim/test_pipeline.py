@@ -11,7 +11,6 @@ from fuseflow.sim.channel import TracingOut
 from fuseflow.sim.engine import Env, NodeState, run_kernel
 from fuseflow.sim.ops import MODELS
 from fuseflow.sim.ops._common import wait_heads
-from fuseflow.tensors.fixed import FixedFormat
 
 
 def _source(st, ins, outs):
@@ -72,7 +71,6 @@ def expected_pushes(src_pushes, pops, latency, depth):
 @pytest.mark.parametrize("seed", range(6))
 def test_pipeline_matches_its_recurrence(op, seed):
     rng = random.Random(seed)
-    fx = FixedFormat(32, 16)
     n = 60
     toks = [rng.randrange(1, 1 << 16) for _ in range(n)] + ["S0", "D"]
     depth_x, depth_y, depth_out = rng.choice([1, 2, 3]), rng.choice([2, 4, 8]), rng.choice([1, 2, 3])

@@ -11,25 +11,23 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
   else -> emits ``S0`` without popping. Back to IDLE.
 
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_b_addr/seg_lo_b_data`` (seg[r]) and
-``seg_hi_b_addr/seg_hi_b_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg
-shifted by one entry, so no adder precedes the read) at the token behind the head, two reads of the seg array
-of latency 1 with an enable (``_en``); ``first_b_addr/first_b_data/first_b_en``, such a read of the level's
-``first`` array (per fibre: its first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``)
-at the same token; and ``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the
-address, then the registered data; block RAM with its output register on ECP5,
-:class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and first reads are registers that hold the
-head's entries (LUT RAM and a register with an enable; from ``fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`` block RAM
-with its clock enable), so an IDLE step emits its first coordinate and decides an empty fibre from registers:
-they load when the head is read (the token behind it, ``i_ref_behind``, the channel's ``r_behind``, is the next
-head) and when the channel has no head (``r_behind`` is then the token being written, the next head if there is
-one), and hold while the head stays; the reads wait for nothing of this cycle's firing, which only enables them.
-``crd_addr`` is the next position (seg[r] + 1 after an IDLE
-step, q + 1 after a SCAN step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends
-on another within a cycle. A compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2;
-docs/samml.md, "Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param)
-use no memory: refs are ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered
-like the seg reads, from both candidates (so the ref a dense level emits comes from a register, not from a
-multiply of its channel's head).
+``seg_hi_b_addr/seg_hi_b_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg shifted by
+one entry, so no adder precedes the read) at the token behind the head, two reads of the seg array of latency 1 with an
+enable (``_en``); ``first_b_addr/first_b_data/first_b_en``, such a read of the level's ``first`` array (per fibre: its
+first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
+``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data;
+block RAM with its output register on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and
+first reads are registers that hold the head's entries (LUT RAM and a register with an enable; from
+``fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`` block RAM with its clock enable), so an IDLE step emits its first coordinate
+and decides an empty fibre from registers: they load when the head is read (the token behind it, ``i_ref_behind``, the
+channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then the token being
+written, the next head if there is one), and hold while the head stays; the reads wait for nothing of this cycle's
+firing, which only enables them. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN
+step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
+compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2; docs/samml.md,
+"Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no memory: refs are
+``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered like the seg reads, from
+both candidates (so the ref a dense level emits comes from a register, not from a multiply of its channel's head).
 """
 
 from types import SimpleNamespace
