@@ -184,9 +184,10 @@ def main(argv=None):
             "note": ("RTL cycles equal the reference simulator's, so RTL / lower bound is the ops' and channels' "
                      "timing, not an RTL artefact. rtl_over_op_bound near 1 means the kernel runs at the rate of its "
                      "busiest op; where that op must fire more often than the busiest stream carries tokens, the "
-                     "stream bound cannot be met: a merging intersect steps over coordinates of both inputs (about 1.3"
-                     " L steps for two random fibres of length L, with look-ahead), and a sparse accumulator with one "
-                     "group (outer-product SpMSpM) takes every input and then emits every output. "
+                     "stream bound cannot be met: a merging intersect steps over coordinates of both inputs (about 1.7"
+                     " L steps for two random fibres of length L without look-ahead; about 1.0 L with it, as a lower "
+                     "input pops two tokens in a step), and a sparse accumulator with one group (outer-product "
+                     "SpMSpM) takes every input and then emits every output. "
                      "sim_ratio_by_fifo_depth: the unsized graph with every other channel at that depth."),
         },
         "results": results,

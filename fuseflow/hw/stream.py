@@ -27,7 +27,7 @@ from amaranth.lib.wiring import In, Out
 
 from .token import token_layout, token_signature
 
-__all__ = ["StreamFIFO", "FanOut", "all_of"]
+__all__ = ["StreamFIFO", "PeekFIFO", "FanOut", "all_of"]
 
 
 def all_of(values):
@@ -136,6 +136,88 @@ class StreamFIFO(wiring.Component):
         m.d.comb += [self.r_after.eq(Mux(take_w, w_data, kept)), self.r_behind.eq(behind),
                      self.r_stay.eq(stay)]
         m.d.sync += head.eq(self.r_after)
+        return m
+
+
+class PeekFIFO(wiring.Component):
+    """A channel FIFO that shows its first three entries and can pop two in one cycle: the channels into an
+    intersect with look-ahead (docs/samml.md, intersect: a firing may pop a lower input's second token too).
+
+    Ports as :class:`StreamFIFO`'s ``w``, ``r``, ``level``, ``r_next`` and ``r_next_valid``, plus ``r_third`` and
+    ``r_third_valid`` (the third entry, ``level >= 3``) and ``r_pop2`` (In): with ``r.ready``, the entry behind
+    the head is read too (the consumer asserts it only when ``r_next_valid``). Timing is the simulator's
+    channel's: a token written in cycle t is readable in t + 1; slots freed by reads in t are writable in t + 1
+    (``w.ready = level != depth``). The three entries are registers (the consumer's comparisons start at
+    flip-flops); entries further back are read from the storage at registered pointers, to refill them.
+    """
+
+    def __init__(self, width, depth=3):
+        if depth < 1:
+            raise ValueError(f"FIFO depth must be >= 1, got {depth}")
+        self.width = width
+        self.depth = depth
+        super().__init__({
+            "w": In(token_signature(width)),
+            "r": Out(token_signature(width)),
+            "level": Out(range(depth + 1)),
+            "r_next": Out(token_layout(width)),
+            "r_next_valid": Out(1),
+            "r_third": Out(token_layout(width)),
+            "r_third_valid": Out(1),
+            "r_pop2": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        depth = self.depth
+        size = token_layout(self.width).size
+        w_data = Value.cast(self.w.payload)
+        # ge[j]: level >= j, registered (ge[0] is always 1)
+        ge = [Signal(name=f"ge{j}") for j in range(6)]
+        ge[0] = 1
+        entries = [Signal(size, name=f"entry{i}") for i in range(3)]
+        do_write = self.w.valid & self.w.ready
+        pop1 = self.r.valid & self.r.ready
+        pop2 = pop1 & self.r_pop2 & ge[2]
+        content = list(entries)
+        if depth > 3:
+            m.submodules.storage = mem = Memory(shape=unsigned(size), depth=depth, init=[])
+            wp = mem.write_port()
+            produce = Signal(range(depth))
+            with m.If(do_write):
+                m.d.sync += produce.eq(_incr(produce, depth))
+            m.d.comb += [wp.addr.eq(produce), wp.data.eq(w_data), wp.en.eq(do_write)]
+            for j in range(3, min(depth, 5)):
+                # the entry j places behind the head, at a pointer advanced by each read
+                ptr = Signal(range(depth), init=j % depth, name=f"ptr{j}")
+                one, two = _incr(ptr, depth), _incr(_incr(ptr, depth), depth)
+                m.d.sync += ptr.eq(Mux(pop2, two, Mux(pop1, one, ptr)))
+                rd = mem.read_port(domain="comb")
+                m.d.comb += rd.addr.eq(ptr)
+                content.append(rd.data)
+        while len(content) < 5:
+            content.append(w_data)          # never holds a token: the FIFO is not that deep
+        for i in range(3):
+            # entry i of the next cycle: entry k + i of this one after k reads, or the token being written
+            stay = Mux(ge[i + 1], content[i], w_data)
+            one = Mux(ge[i + 2], content[i + 1], w_data)
+            two = Mux(ge[i + 3], content[i + 2], w_data)
+            m.d.sync += entries[i].eq(Mux(pop2, two, Mux(pop1, one, stay)))
+        level = self.level
+        nxt = Signal(range(depth + 2))
+        m.d.comb += nxt.eq(level + do_write - pop1 - pop2)
+        m.d.sync += level.eq(nxt)
+        for j in range(1, 6):
+            m.d.sync += ge[j].eq(nxt >= j)
+        m.d.comb += [
+            self.w.ready.eq(level != depth),
+            self.r.valid.eq(ge[1]),
+            self.r.payload.eq(entries[0]),
+            self.r_next.eq(entries[1]),
+            self.r_next_valid.eq(ge[2]),
+            self.r_third.eq(entries[2]),
+            self.r_third_valid.eq(ge[3]),
+        ]
         return m
 
 

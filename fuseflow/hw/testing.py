@@ -31,7 +31,7 @@ from ..errors import HardwareError
 from ..samml.registry import get_op, op_latency
 from ..tensors.fixed import FixedFormat
 from .memory import TensorMemory, attach_read, first_words
-from .stream import StreamFIFO
+from .stream import PeekFIFO, StreamFIFO
 from .token import decode, decode_value, encode, encode_value, pack_block, token_layout, unpack_block
 
 __all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "check_block_op",
@@ -122,18 +122,24 @@ class OpHarness(Elaboratable):
         self.fifos_in, self.fifos_out = {}, {}
         self.ins, self.outs = {}, {}
         self.peeks = {}
+        self.thirds = {}
+        self.pop2s = {}
         self.follows = {}
         if dut.peek_ports() and fifo_depth and fifo_depth < dut.lookahead_depth:
             raise HardwareError(f"op {dut.op_name}", f"look-ahead needs FIFOs of depth >= {dut.lookahead_depth}")
         if not fifo_depth:
             self.peeks = {p: (getattr(dut, f"i_{p}_next"), getattr(dut, f"i_{p}_next_valid"))
                           for p in dut.peek_ports()}
+            self.thirds = {p: (getattr(dut, f"i_{p}_third"), getattr(dut, f"i_{p}_third_valid"))
+                           for p in dut.third_ports()}
+            self.pop2s = {p: getattr(dut, f"pop2_{p}") for p in dut.pop2_ports()}
             self.follows = {p: Signal(token_layout(dut.port_info[f"i_{p}"][1]), name=f"follow_{p}")
                             for p in dut.after_ports()}
         for p in dut.inputs():
             port = getattr(dut, f"i_{p}")
             if fifo_depth:
-                f = self.fifos_in[p] = StreamFIFO(dut.port_info[f"i_{p}"][1], fifo_depth)
+                fifo = PeekFIFO if p in dut.pop2_ports() else StreamFIFO
+                f = self.fifos_in[p] = fifo(dut.port_info[f"i_{p}"][1], fifo_depth)
                 self.ins[p] = f.w
             else:
                 self.ins[p] = port
@@ -167,6 +173,11 @@ class OpHarness(Elaboratable):
             if p in dut.peek_ports():
                 m.d.comb += [getattr(dut, f"i_{p}_next").eq(f.r_next),
                              getattr(dut, f"i_{p}_next_valid").eq(f.r_next_valid)]
+            if p in dut.third_ports():
+                m.d.comb += [getattr(dut, f"i_{p}_third").eq(f.r_third),
+                             getattr(dut, f"i_{p}_third_valid").eq(f.r_third_valid)]
+            if p in dut.pop2_ports():
+                m.d.comb += f.r_pop2.eq(getattr(dut, f"pop2_{p}"))
             if p in dut.after_ports():
                 m.d.comb += [getattr(dut, f"i_{p}_behind").eq(f.r_behind), getattr(dut, f"i_{p}_stay").eq(f.r_stay)]
         for p, follow in self.follows.items():
@@ -269,7 +280,8 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
             return tb
         if p in h.peeks or p in h.follows:
             sim.add_testbench(peek_source(raws, h.ins[p], *h.peeks.get(p, (None, None)), st,
-                                          follow=h.follows.get(p), warm=warm))
+                                          follow=h.follows.get(p), warm=warm, third=h.thirds.get(p),
+                                          pop2=h.pop2s.get(p)))
         else:
             sim.add_testbench(source())
 
@@ -355,10 +367,12 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     return results, {"cycles": state["last"] + 1}
 
 
-def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False):
+def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False, third=None, pop2=None):
     """Testbench feeding ``stream`` and its look-ahead view (``nxt``, ``nxt_valid``; None: none) from an
     unbounded source: token k arrives ``stalls.next()`` cycles after token k-1 (all at cycle 0 without
     stalls, as in ``run_op``); the head is valid once it has arrived, the view once the token behind it has.
+    ``third``: (payload, valid) of the view two behind the head (None: none); ``pop2``: the op's request to
+    take the token behind the head too (with ready, when that token has arrived), as a PeekFIFO reads it.
     An invalid view carries an all-ones word (a control token), so an op that used it would go wrong.
     ``follow`` (optional) gets the token behind the head whether or not it has arrived, or the head itself while
     the head has not arrived (as a channel's ``r_behind``, which is the token being written when the channel holds
@@ -386,15 +400,25 @@ def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False):
             if nxt is not None:
                 ctx.set(nxt_valid, seen)
                 ctx.set(Value.cast(nxt), raws[h + 1] if seen else junk)
+            if third is not None:
+                seen2 = h + 2 < len(raws) and arrive[h + 2] <= c
+                ctx.set(third[1], seen2)
+                ctx.set(Value.cast(third[0]), raws[h + 2] if seen2 else junk)
             if follow is not None:      # a channel's r_behind: the next head when the head is read, or absent
                 nxt_tok = raws[h] if not valid else raws[h + 1] if h + 1 < len(raws) else junk
                 ctx.set(Value.cast(follow), nxt_tok)
-            _, _, ready = await ctx.tick().sample(stream.ready)
-            h += bool(valid and ready)
+            if pop2 is None:
+                _, _, ready = await ctx.tick().sample(stream.ready)
+                two = False
+            else:
+                _, _, ready, two = await ctx.tick().sample(stream.ready, pop2)
+            h += bool(valid and ready) + bool(valid and ready and two and seen)
             c += 1
         ctx.set(stream.valid, 0)
         if nxt is not None:
             ctx.set(nxt_valid, 0)
+        if third is not None:
+            ctx.set(third[1], 0)
     return tb
 
 

@@ -45,7 +45,7 @@ from . import token as tk
 from ..samml.registry import MEMORY_READ_LATENCY
 from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory, attach_read
 from .ops.lanes import LANE_OPS, BlockLanes
-from .stream import StreamFIFO
+from .stream import PeekFIFO, StreamFIFO
 
 COUNTER_WIDTH = 32
 
@@ -298,7 +298,8 @@ class ProgramTop(wiring.Component):
                     # the stream's width: narrower than the producer's port when the stream's data allows
                     # (the op keeps crd_width inside; its output is truncated into the FIFO and the consumer's
                     # input zero-extended from it; docs/hardware.md, "Stream widths")
-                    q = StreamFIFO(ch.width - 1, ch.depth)
+                    dop = ops[d.node]
+                    q = (PeekFIFO if d.port in dop.pop2_ports() else StreamFIFO)(ch.width - 1, ch.depth)
                     self.fifo_handles.append((ch, q, tk.token_layout(ch.width - 1), en[ki]))
                     km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
                     qs.append(q)
@@ -321,6 +322,11 @@ class ProgramTop(wiring.Component):
                             nxt.ctrl.eq(q.r_next.ctrl),
                             getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
                         ]
+                    if d.port in dop.third_ports():
+                        km.d.comb += [*_token_eq(getattr(dop, f"i_{d.port}_third"), q.r_third),
+                                      getattr(dop, f"i_{d.port}_third_valid").eq(q.r_third_valid)]
+                    if d.port in dop.pop2_ports():
+                        km.d.comb += q.r_pop2.eq(getattr(dop, f"pop2_{d.port}"))
                     if d.port in ops[d.node].after_ports():
                         behind = getattr(ops[d.node], f"i_{d.port}_behind")
                         stay = getattr(ops[d.node], f"i_{d.port}_stay")
@@ -335,7 +341,9 @@ class ProgramTop(wiring.Component):
                     if self.probes:
                         cnt = Signal(COUNTER_WIDTH, name=f"n_{_ident(sid)}__{_ident(str(d))}")
                         with km.If(pop):
-                            km.d.sync += cnt.eq(cnt + 1)
+                            # a channel read twice in a cycle (PeekFIFO) counts both tokens
+                            two = q.r_pop2 & q.r_next_valid if isinstance(q, PeekFIFO) else 0
+                            km.d.sync += cnt.eq(cnt + 1 + two)
                         stats.append((cnt, q.level))
                 # fan-out: written together when every FIFO has room
                 room = Const(1)

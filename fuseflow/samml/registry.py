@@ -221,8 +221,11 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
         timing="1 cycle per step; a step needs every input's head. "
                + ("Intersect pops every input below the largest head coordinate, or all inputs on a match. "
                   "Look-ahead (every input channel of depth >= 3, and run_op): a step that pops the inputs below "
-                  "the largest head also needs their second coordinates, and pops the inputs at the largest head "
-                  "too when one of those is above it or a stop."
+                  "the largest head also needs their second coordinates; an input whose second coordinate is "
+                  "below the largest head too pops it as well when its second reference is visible, and the "
+                  "inputs at the largest head pop too when some lower input's next token (behind what it pops, "
+                  "once visible) is above it or a stop. Inputs holding data while another is at a stop pop "
+                  "their second coordinate too when it and its reference are visible."
                   if _name == "intersect" else "Union pops every input holding the smallest head coordinate."),
     ))
 _op(OpSpec(

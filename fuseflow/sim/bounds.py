@@ -4,14 +4,16 @@ The stream bound (the busiest stream's token count) assumes every op moves one t
 intersect cannot always: a coordinate present in every input leaves in one firing that pops it from all of
 them, so one input waits while another steps over coordinates the first does not have. For any intersect that
 pops at most one token per input per firing and pops a match's tokens, a stop's and D in one firing (the
-merging intersect of docs/samml.md with or without look-ahead, and any wider look-ahead window), a fibre whose
+merging intersect of docs/samml.md without look-ahead, or with a look-ahead that only skips, and any wider
+look-ahead window of that kind), a fibre whose
 matches sit at positions ``m_1 < m_2 < ...`` of input i takes at least
 
     sum_k max_i (m_k[i] - m_(k-1)[i])  +  max_i (tokens of input i after its last match)  +  1 (the stop)
 
 firings: between two matches each input pops its tokens one per firing, and no firing pops tokens on both sides
 of a match. :func:`matched_pair_floor` is that count over whole streams (fibres end at stops; D adds one).
-An intersect that keeps popped tokens in a window of its own and emits matches from there is not bound by it.
+An intersect that pops two tokens of an input in one firing (our look-ahead does, below the largest head), or
+keeps popped tokens in a window of its own and emits matches from there, is not bound by it.
 """
 
 __all__ = ["matched_pair_floor", "intersect_floors"]

@@ -8,7 +8,7 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from hypothesis import given, strategies as st
 
-from fuseflow.hw.stream import FanOut, StreamFIFO
+from fuseflow.hw.stream import FanOut, PeekFIFO, StreamFIFO
 from fuseflow.hw.testing import hw_settings
 
 
@@ -220,3 +220,56 @@ def test_fifo_r_after_is_the_next_head(depth, n, ready, offer):
             await ctx.tick()
     sim.add_testbench(tb)
     sim.run()
+
+
+def _peek_model(depth, offers, reads):
+    """Per cycle: (written?, [visible entries (up to 3)], popped count) of the simulator's channel
+    (fuseflow.sim.channel): a token pushed at t is visible from t + 1, a slot freed at t refillable from t + 1."""
+    from collections import deque
+    q, credits, k, out = deque(), deque([0] * depth), 0, []
+    for cyc, (offer, want) in enumerate(zip(offers, reads)):
+        vis = [tok for tok, t in list(q)[:3] if t < cyc]
+        popped = min(want, len(vis))
+        wrote = bool(offer and credits and credits[0] <= cyc)
+        out.append((wrote, vis, popped))
+        for _ in range(popped):
+            q.popleft()
+            credits.append(cyc + 1)
+        if wrote:
+            credits.popleft()
+            q.append((100 + k, cyc))
+            k += 1
+    return out
+
+
+@hw_settings(30)
+@given(st.integers(1, 6), st.lists(st.tuples(st.booleans(), st.integers(0, 2)), min_size=40, max_size=40))
+def test_peek_fifo_matches_the_channel(depth, steps):
+    """PeekFIFO: its three views, reads of one or two, and the write side's credits, cycle by cycle against the
+    simulator's channel (pops of two only when the second entry is visible, as the intersect does)."""
+    offers = [o for o, _ in steps]
+    reads = [r for _, r in steps]
+    want = _peek_model(depth, offers, reads)
+    dut = PeekFIFO(16, depth)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    got = []
+
+    async def tb(ctx):
+        k = 0
+        for cyc, (offer, r) in enumerate(steps):
+            ctx.set(dut.w.valid, offer)
+            ctx.set(Value.cast(dut.w.payload), 100 + k)
+            ctx.set(dut.r.ready, r >= 1)
+            ctx.set(dut.r_pop2, r == 2)
+            views = [(dut.r.valid, dut.r.payload), (dut.r_next_valid, dut.r_next), (dut.r_third_valid, dut.r_third)]
+            vis = [ctx.get(Value.cast(p)) for v, p in views if ctx.get(v)]
+            n = len(vis)
+            assert [bool(ctx.get(v)) for v, _ in views] == [i < n for i in range(3)]   # a prefix is valid
+            wrote = bool(ctx.get(dut.w.valid) and ctx.get(dut.w.ready))
+            got.append((wrote, vis, min(r, n)))
+            k += wrote
+            await ctx.tick()
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == want

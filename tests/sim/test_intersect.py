@@ -43,8 +43,11 @@ def test_two_input_fast_path_is_the_n_input_rule(case):
         assert run_op("intersect", params, inputs, mode="fixed", stats=True) == got
 
 
-def test_long_fibres_take_about_1_3_L():
-    """Two random fibres of 300 coordinates in [0, 1000): 1.3 L cycles with look-ahead, 1.7 L without."""
+def test_long_fibres_take_about_L():
+    """Two random fibres of 300 coordinates in [0, 1000): about L cycles with look-ahead (a lower side pops two
+    tokens after a match), 1.7 L without; and below the matched-pair floor, which binds any intersect that pops
+    one token per input per firing (fuseflow.sim.bounds)."""
+    from fuseflow.sim.bounds import matched_pair_floor
     rng = np.random.default_rng(0)
     fib = [sorted(rng.choice(1000, 300, replace=False).tolist()) for _ in range(2)]
     inputs = {}
@@ -56,8 +59,44 @@ def test_long_fibres_take_about_1_3_L():
     with pytest.MonkeyPatch.context() as mp:
         no_lookahead(mp)
         _, base = run_op("intersect", {}, inputs, stats=True)
-    assert 1.2 * 300 < info["cycles"] < 1.4 * 300
+    floor = matched_pair_floor([inputs["crd0"], inputs["crd1"]])
+    assert 300 < info["cycles"] < 1.1 * 300 < floor
     assert 1.6 * 300 < base["cycles"] < 1.8 * 300
+
+
+def test_second_pops_wait_for_their_references():
+    """A LOW input pops its second coordinate only with its second reference visible. Input 0's references
+    arrive one every three cycles (pushed at 3k), everything else at once: by the rule of docs/samml.md it pops
+    one (crd, ref) pair at cycles 1, 4, 7, 10, matches 9 at 13, then S0 at 16 and D at 19 (20 cycles). Popping the
+    second coordinate without its reference would finish sooner."""
+    from fuseflow.sim.engine import UNBOUNDED, Env, NodeState
+
+    def late_source(st, ins, outs):
+        for k, tok in enumerate(st.params["tokens"]):
+            outs["out"].push(tok, st.params["every"] * k)
+        return
+        yield
+
+    from fuseflow.sim import engine
+    env = Env("fixed")
+    toks = {"crd0": [0, 1, 2, 3, 9, "S0", "D"], "ref0": [0, 1, 2, 3, 4, "S0", "D"], "crd1": [9, "S0", "D"],
+            "ref1": [0, "S0", "D"]}
+    nodes, streams = [], []
+    for port, t in toks.items():
+        src = NodeState(f"src_{port}", "_late", {"tokens": t, "every": 3 if port == "ref0" else 0}, env)
+        nodes.append(src)
+        streams.append((f"in.{port}", (src.id, "out"), [("x", port)], UNBOUNDED))
+    x = NodeState("x", "intersect", {"arity": 2}, env)
+    nodes.append(x)
+    sinks = {}
+    for port in ("crd", "ref0", "ref1"):
+        sinks[port] = NodeState(f"sink_{port}", "_sink", {}, env)
+        nodes.append(sinks[port])
+        streams.append((f"out.{port}", ("x", port), [(sinks[port].id, "in")], UNBOUNDED))
+    models = {**engine.MODELS, "_sink": engine._sink, "_late": late_source}
+    engine.run_kernel(nodes, streams, models=models)
+    assert sinks["crd"].result == [9, "S0", "D"] and sinks["ref0"].result == [4, "S0", "D"]
+    assert x.clock + 1 == 20 and x.busy == 7
 
 
 def intersect_inputs(program, crd_depth, ref_depth):

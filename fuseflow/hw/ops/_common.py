@@ -190,6 +190,16 @@ class OpComponent(wiring.Component):
         """Input ports with a look-ahead view (``i_<p>_next``, ``i_<p>_next_valid``); none by default."""
         return []
 
+    def third_ports(self):
+        """Input ports that also see their channel's third entry (``i_<p>_third``, ``i_<p>_third_valid``: a
+        :class:`~fuseflow.hw.stream.PeekFIFO`'s ``r_third``); none by default."""
+        return []
+
+    def pop2_ports(self):
+        """Input ports whose channel may be read twice in a cycle (the op's output ``pop2_<p>`` drives a
+        :class:`~fuseflow.hw.stream.PeekFIFO`'s ``r_pop2``); none by default."""
+        return []
+
     def after_ports(self):
         """Input ports with a next-head view (the payload the head will have in the next cycle, to address
         synchronous memory reads): ``i_<p>_behind`` and ``i_<p>_stay``, driven by the channel's

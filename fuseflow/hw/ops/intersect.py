@@ -15,7 +15,7 @@ simulator decides it from the same depths.
 from functools import reduce
 
 from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib.wiring import In
+from amaranth.lib.wiring import In, Out
 
 from ...samml.registry import get_op
 from ..stream import all_of
@@ -29,12 +29,26 @@ class Intersect(OpComponent):
 
     def _add_members(self, members):
         for p in self.peek_ports():
-            members[f"i_{p}_next"] = In(token_layout(self.crd_width))
+            members[f"i_{p}_next"] = In(token_layout(self.port_info[f"i_{p}"][1]))
             members[f"i_{p}_next_valid"] = In(1)
+        for p in self.third_ports():
+            members[f"i_{p}_third"] = In(token_layout(self.crd_width))
+            members[f"i_{p}_third_valid"] = In(1)
+        for p in self.pop2_ports():
+            members[f"pop2_{p}"] = Out(1)
 
     def peek_ports(self):
+        """Every input port when look-ahead is on (of the ``ref<i>`` ports only the valid bit is used)."""
+        n = self.params["arity"]
+        return [f"crd{i}" for i in range(n)] + [f"ref{i}" for i in range(n)] if self.lookahead else []
+
+    def third_ports(self):
         """The coordinate ports ``crd<i>`` when look-ahead is on."""
         return [f"crd{i}" for i in range(self.params["arity"])] if self.lookahead else []
+
+    def pop2_ports(self):
+        """Every input port when look-ahead is on: a firing may pop a lower input's second token too."""
+        return self.peek_ports()
 
     def elaborate(self, platform):
         m = Module()
@@ -55,14 +69,27 @@ class Intersect(OpComponent):
         # all coordinates equal <=> none below another (used with all data only): from the same comparators,
         # no equality trees beside them on the coordinates
         all_eq = ~reduce(lambda a, b: a | b, low)
-        skip = Signal()                  # some LOW input's second coordinate passes the largest head
+        skip = Signal()                  # some LOW input passes the largest head after its pops
+        two = [Signal(name=f"two{i}") for i in range(n)]      # input i may pop its second token too
         if self.lookahead:
             nxt = [getattr(self, f"i_crd{i}_next") for i in range(n)]
             nxt_valid = [getattr(self, f"i_crd{i}_next_valid") for i in range(n)]
+            ref_nxt_valid = [getattr(self, f"i_ref{i}_next_valid") for i in range(n)]
+            third = [getattr(self, f"i_crd{i}_third") for i in range(n)]
+            third_valid = [getattr(self, f"i_crd{i}_third_valid") for i in range(n)]
             seconds = all_of(~low[i] | nxt_valid[i] for i in range(n))
+            # below the largest head <=> below some head; above it <=> above every head (pairwise, as low)
+            below = [reduce(lambda a, b: a | b, [nxt[i].data[:w] < cv[j] for j in range(n)]) for i in range(n)]
             passes = [all_of(nxt[i].data[:w] > cv[j] for j in range(n)) for i in range(n)]
-            m.d.comb += skip.eq(reduce(lambda a, b: a | b,
-                                       [low[i] & (nxt[i].ctrl | passes[i]) for i in range(n)]))
+            passes3 = [all_of(third[i].data[:w] > cv[j] for j in range(n)) for i in range(n)]
+            # a second coordinate goes with the head when it is visible with its reference and, while every head
+            # is data, below the largest head (else some input is at a stop, and every coordinate goes)
+            m.d.comb += [two[i].eq(nxt_valid[i] & ~nxt[i].ctrl & ref_nxt_valid[i] & (~all_data | below[i]))
+                         for i in range(n)]
+            # what decides whether input i skips the largest head: the token behind the ones it pops
+            ahead = [Mux(two[i], third_valid[i] & (third[i].ctrl | passes3[i]), nxt[i].ctrl | passes[i])
+                     for i in range(n)]
+            m.d.comb += skip.eq(reduce(lambda a, b: a | b, [low[i] & ahead[i] for i in range(n)]))
             m.d.comb += go.eq(heads_valid & (~all_data | all_eq | seconds))
         else:
             m.d.comb += go.eq(heads_valid)
@@ -89,6 +116,11 @@ class Intersect(OpComponent):
             ready = Mux(all_data, go & Mux(all_eq, ready_all, pop_uneq),
                         go & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl))
             m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
+            if self.lookahead:
+                # the second token too (the channel reads it only with ready): a LOW input, or a data input
+                # while another is at a stop
+                pop2 = two[k] & Mux(all_data, low[k], ~all_ctrl & ~crds[k].payload.ctrl)
+                m.d.comb += [getattr(self, f"pop2_crd{k}").eq(pop2), getattr(self, f"pop2_ref{k}").eq(pop2)]
         push = Mux(all_data, all_eq, all_ctrl)
         for p, o in enumerate(outs):
             m.d.comb += o.valid.eq(go & all_of(q.ready for j, q in enumerate(outs) if j != p) & push)

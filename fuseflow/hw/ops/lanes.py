@@ -115,6 +115,12 @@ class BlockLanes(wiring.Component):
     def peek_ports(self):
         return []
 
+    def third_ports(self):
+        return []
+
+    def pop2_ports(self):
+        return []
+
     def after_ports(self):
         return self.lanes[0].after_ports()
 

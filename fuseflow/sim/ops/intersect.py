@@ -1,16 +1,20 @@
 """intersect: co-iterates n fibres and emits the coordinates present in all of them.
 
 Look-ahead (docs/samml.md, intersect): when the heads are coordinates that differ, M is the largest and LOW the
-inputs below it, the op also waits for the second coordinate of every LOW input, pops LOW and, when some LOW input
-skips M (its second coordinate is > M or a stop), the inputs at M too. Two random fibres of length L (density 0.3)
-then take about 1.3 L cycles instead of 1.7 L.
+inputs below it, the op also waits for the second coordinate of every LOW input and pops LOW. A LOW input whose
+second coordinate is below M too pops that second token as well (crd and ref, when the second reference is
+visible: two pops from one channel in one firing), and the token behind it (its third, once visible) is what
+tells whether it skips M. When some LOW input skips M (the token behind what it pops is > M or a stop) the inputs
+at M pop too. While some input is at a stop, the others pop their second coordinate with the head when it is
+visible. Two random fibres of length L (density 0.3) then take about 1.0 L cycles instead of 1.7 L: a lower side
+catches up two tokens per cycle after a match.
 
 It applies when every input channel (crd and ref) holds at least ``LOOKAHEAD_DEPTH`` = 3 tokens (or is one of
 run_op's unbounded sources, depth 0); otherwise the op needs only its heads, as before. Three, not two: a slot
 freed in cycle t is refilled at t+1 and visible at t+2, so a depth-2 channel shows two tokens only every other
-cycle after a pop, and waiting for the second one would halve the rate of runs of pops from one side (the suite
-kernels at n=32: 23-31 % more cycles with look-ahead at depth 2, 9-24 % fewer at depth 3). The RTL decides the same from the depths of the
-FIFOs the kernel top gives the ports (``fuseflow/hw/top.py``).
+cycle after a pop, and waiting for the second one would halve the rate of runs of pops from one side. The RTL
+decides the same from the depths of the FIFOs the kernel top gives the ports (``fuseflow/hw/top.py``), which are
+then :class:`~fuseflow.hw.stream.PeekFIFO` s (three entries visible, two reads per cycle).
 
 Why waiting cannot deadlock where the op without look-ahead would not: without it, the op pops LOW and then cannot
 fire again (no pop, no output) before those same second tokens are heads, and it pops the inputs at M before any
@@ -19,7 +23,9 @@ producer never needs those slots to push the awaited token: the crd channel hold
 the ref channel, which never runs ahead of its crd channel (compiled graphs push a crd and its ref in the same
 firing, or derive the ref from it downstream), holds at most its head and has room too. (A depth-1 ref channel
 would not: its producer could not push the second (crd, ref) pair. Hence the depth rule covers the ref channels.)
-The tokens are unchanged: the op pops the same tokens before each output, only in fewer cycles.
+The same holds for the third token, awaited only after two pops of tokens below M, which the op without look-ahead
+pops before any output too (and then needs the third as a head); the channel then has room, as the two pops free
+two slots. The tokens are unchanged: the op pops the same tokens before each output, only in fewer cycles.
 """
 
 from ...samml.registry import get_op
@@ -38,6 +44,18 @@ def run(st, ins, outs):
     if st.params["arity"] == 2:
         return _run2(st, ins, outs)
     return _run_n(st, ins, outs)
+
+
+def _second_visible(crd, ref, t):
+    """Generator: whether the second coordinate of ``crd`` and the second reference of ``ref`` are both visible
+    at cycle ``t`` (waits until both exist)."""
+    while len(crd.toks) < 2:
+        yield crd
+    if crd.times[1] + 1 > t:
+        return False
+    while len(ref.toks) < 2:
+        yield ref
+    return ref.times[1] + 1 <= t
 
 
 def _run2(st, ins, outs):
@@ -84,20 +102,34 @@ def _run2(st, ins, outs):
                 or0.push(r0.pop(t), t)
                 or1.push(r1.pop(t), t)
             elif look:
-                # the lower input's second coordinate decides whether the other one's head can match
+                # the lower input's next coordinate decides whether the other one's head can match
                 if a < b:
                     lo, lor, hi, hir, top = c0, r0, c1, r1, b
                 else:
                     lo, lor, hi, hir, top = c1, r1, c0, r0, a
-                while len(lo.toks) < 2:
+                lt = lo.toks
+                while len(lt) < 2:
                     yield lo
                 t = lo.times[1] + 1
                 if t < tin:
                     t = tin
-                lo.pop(t)
-                lor.pop(t)
-                n = lo.toks[0]
-                if n.__class__ is str or n > top:
+                n = lt[1]
+                if n.__class__ is not str and n < top:
+                    # the second is below the largest head too: pop it as well when its reference is there
+                    # (a second pop), and let the third decide
+                    two = yield from _second_visible(lo, lor, t)
+                    lo.pop(t)
+                    lor.pop(t)
+                    if two:
+                        lo.pop(t)
+                        lor.pop(t)
+                        while not lt:
+                            yield lo
+                        n = lt[0] if lo.times[0] < t else None
+                else:
+                    lo.pop(t)
+                    lor.pop(t)
+                if n is not None and (n.__class__ is str or n > top):
                     hi.pop(t)
                     hir.pop(t)
             else:
@@ -129,12 +161,17 @@ def _run2(st, ins, outs):
             if a == "D" or b == "D":
                 raise bad(st, f"one input is done while another is not: {[a, b]}")
             t = tin
-            if sa:
-                c1.pop(t)
-                r1.pop(t)
-            else:
-                c0.pop(t)
-                r0.pop(t)
+            lo, lor = (c1, r1) if sa else (c0, r0)
+            two = False
+            if look:
+                # the other input has ended its fibre: its next coordinate goes too when it is there
+                two = yield from _second_visible(lo, lor, t)
+                two = two and lo.toks[1].__class__ is not str
+            lo.pop(t)
+            lor.pop(t)
+            if two:
+                lo.pop(t)
+                lor.pop(t)
         clock = st.clock = t
         st.busy += 1
 
@@ -161,17 +198,39 @@ def _run_n(st, ins, outs):
             else:
                 t = tin
                 low = [i for i in range(n) if heads[i] < m]
-                skip = False
                 if look:
                     for i in low:
                         ch = crds[i]
                         while len(ch.toks) < 2:
                             yield ch
                         t = max(t, ch.times[1] + 1)
+                    skip = False
+                    for i in low:
+                        ch, ref = crds[i], refs[i]
                         nxt = ch.toks[1]
+                        if nxt.__class__ is not str and nxt < m:
+                            two = yield from _second_visible(ch, ref, t)
+                            ch.pop(t)
+                            ref.pop(t)
+                            if not two:
+                                continue
+                            ch.pop(t)
+                            ref.pop(t)
+                            while not ch.toks:
+                                yield ch
+                            if ch.times[0] >= t:
+                                continue
+                            nxt = ch.toks[0]
+                        else:
+                            ch.pop(t)
+                            ref.pop(t)
                         skip = skip or nxt.__class__ is str or nxt > m
-                for i in range(n):
-                    if heads[i] < m or skip:
+                    for i in range(n):
+                        if skip and heads[i] == m:
+                            crds[i].pop(t)
+                            refs[i].pop(t)
+                else:
+                    for i in low:
                         crds[i].pop(t)
                         refs[i].pop(t)
         elif all(kinds):
@@ -196,7 +255,15 @@ def _run_n(st, ins, outs):
             t = tin
             for i in range(n):
                 if not kinds[i]:
-                    crds[i].pop(t)
-                    refs[i].pop(t)
+                    ch, ref = crds[i], refs[i]
+                    two = False
+                    if look:
+                        two = yield from _second_visible(ch, ref, t)
+                        two = two and ch.toks[1].__class__ is not str
+                    ch.pop(t)
+                    ref.pop(t)
+                    if two:
+                        ch.pop(t)
+                        ref.pop(t)
         clock = st.clock = t
         st.busy += 1
