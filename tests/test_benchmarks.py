@@ -91,5 +91,6 @@ def test_hardware_doc_quotes_intersect_floor_json():
         assert cells[2].replace(",", "") == str(r["floor_bound"])
         assert cells[3] == f"{r['floor_over_stream_bound']:.2f}"
         assert cells[4].strip("*") == f"{r['cycles_over_floor_bound']:.2f}"
+        assert cells[5] == f"{r['cycles_over_stream_bound']:.2f}"
         quoted += 1
     assert quoted == 6

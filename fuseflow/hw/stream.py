@@ -178,7 +178,8 @@ class PeekFIFO(wiring.Component):
         entries = [Signal(size, name=f"entry{i}") for i in range(3)]
         do_write = self.w.valid & self.w.ready
         pop1 = self.r.valid & self.r.ready
-        pop2 = pop1 & self.r_pop2 & ge[2]
+        second = self.r_pop2 & ge[2]            # with pop1: the entry behind the head is read too
+        pop2 = pop1 & second
         content = list(entries)
         if depth > 3:
             m.submodules.storage = mem = Memory(shape=unsigned(size), depth=depth, init=[])
@@ -202,7 +203,7 @@ class PeekFIFO(wiring.Component):
             stay = Mux(ge[i + 1], content[i], w_data)
             one = Mux(ge[i + 2], content[i + 1], w_data)
             two = Mux(ge[i + 3], content[i + 2], w_data)
-            m.d.sync += entries[i].eq(Mux(pop2, two, Mux(pop1, one, stay)))
+            m.d.sync += entries[i].eq(Mux(pop1, Mux(second, two, one), stay))
         level = self.level
         nxt = Signal(range(depth + 2))
         m.d.comb += nxt.eq(level + do_write - pop1 - pop2)

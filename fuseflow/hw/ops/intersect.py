@@ -78,16 +78,20 @@ class Intersect(OpComponent):
             third = [getattr(self, f"i_crd{i}_third") for i in range(n)]
             third_valid = [getattr(self, f"i_crd{i}_third_valid") for i in range(n)]
             seconds = all_of(~low[i] | nxt_valid[i] for i in range(n))
-            # below the largest head <=> below some head; above it <=> above every head (pairwise, as low)
-            below = [reduce(lambda a, b: a | b, [nxt[i].data[:w] < cv[j] for j in range(n)]) for i in range(n)]
-            passes = [all_of(nxt[i].data[:w] > cv[j] for j in range(n)) for i in range(n)]
-            passes3 = [all_of(third[i].data[:w] > cv[j] for j in range(n)) for i in range(n)]
+            # below the largest head <=> below some head; above it <=> above every head (pairwise, as low). A
+            # fibre's coordinates ascend, so a coordinate behind input i's head is above that head: only the other
+            # heads are compared
+            below = [reduce(lambda a, b: a | b, [nxt[i].data[:w] < cv[j] for j in range(n) if j != i])
+                     for i in range(n)]
+            passes = [all_of(nxt[i].data[:w] > cv[j] for j in range(n) if j != i) for i in range(n)]
+            passes3 = [all_of(third[i].data[:w] > cv[j] for j in range(n) if j != i) for i in range(n)]
             # a second coordinate goes with the head when it is visible with its reference and, while every head
             # is data, below the largest head (else some input is at a stop, and every coordinate goes)
             m.d.comb += [two[i].eq(nxt_valid[i] & ~nxt[i].ctrl & ref_nxt_valid[i] & (~all_data | below[i]))
                          for i in range(n)]
             # what decides whether input i skips the largest head: the token behind the ones it pops
-            ahead = [Mux(two[i], third_valid[i] & (third[i].ctrl | passes3[i]), nxt[i].ctrl | passes[i])
+            # (with two, the second is data below the largest head, so the first term is 0; without, the second is)
+            ahead = [nxt[i].ctrl | passes[i] | (two[i] & third_valid[i] & (third[i].ctrl | passes3[i]))
                      for i in range(n)]
             m.d.comb += skip.eq(reduce(lambda a, b: a | b, [low[i] & ahead[i] for i in range(n)]))
             m.d.comb += go.eq(heads_valid & (~all_data | all_eq | seconds))
