@@ -24,8 +24,9 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   the merged result of t - 1 (the merge output of this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent
   first, or the operation's identity: a hit implies occupied); and A's comparisons with the head, second and
   third A meets in t + 1 (below).
-- t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``) into ``s2``; the bitmap bit is set and
-  the entry inserted into the emit queue (below) from s1.
+- t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``; with block RAM two merges side by side,
+  chosen by ``s1_mem`` after them) into ``s2``; the bitmap bit is set and the entry inserted into the emit queue
+  (below) from s1.
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
   to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
   undefined: it is never used (forwarded instead).
@@ -37,7 +38,10 @@ address, memory address and coordinates) and a bitmap ``rest`` of the others, ke
 groups and a choice among the registered group lowests, becomes third; the group that lost it takes its next
 lowest bit above its lowest, computed for every group from registers; rest's bit is not cleared: entries leave
 rest in sorted order, so the emitted bits lie below their group's lowest, and rest is cleared as a whole while
-the emitting bank's head is empty); accumulating a new entry inserts it (three comparisons with the head, second
+the emitting bank's head is empty). A pop (``want[k]`` from registers and the outputs' room ``emit_room``,
+both on kept wires) is the last choice before every register it changes: ``Mux(pop, if_pop, hold)``, both
+candidates from registers (kept wires, except the groups'); rest's bits do not look at it. Accumulating a new
+entry inserts it (three comparisons with the head, second
 and third, made in the firing's cycle against the registers and s1's entry, chosen by s1's place and registered;
 the displaced one goes to rest). The occupancy bitmap is cleared as a whole while its bank is full.
 ``emitting[k]`` (= full[k] and eb = k) is a register per bank, so the per-bank pops, ring writes and the emitted
@@ -52,9 +56,10 @@ t_c + 1: the emitted value forwards s2 when the head's slot is still being writt
 and the emit read of t_c + 1 forwards s2's write when it names the same entry. So the emitted coordinates and
 value, the row and plane ends (the second entry is in another row, plane) and the emit read's address come
 from registers; the firings only choose among them and step pointers. Capacity: a coordinate of stream d must
-be ``< dims[d]``; an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmaps and
-find-first-sets cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3 is
-for small tensors).
+be ``< dims[d]`` (compared as AND/OR logic, :func:`_less_const`, as is the closing stop level with ``group``);
+an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmaps and find-first-sets
+cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3 is for small
+tensors).
 
 Two processes, each with its own firing rule (``_common.Fire``): the accumulate side pops the inputs and never
 pushes; the emit side pushes the outputs and never pops. ``full[k]``: bank k was handed over and is not yet
@@ -260,12 +265,20 @@ class Spacc(OpComponent):
         occ_row = Signal(4, name="occupied_row")
         if split_lookup:
             m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
-        # merged = f(cur, x) with cur = the read's data or s1_cur, as two merges side by side that s1_mem chooses
-        # between: the read's data (the block RAM's output register) goes straight into its merge's carry chain,
-        # and s1_mem (with more than 256 bitmap bits a choice among registers) is looked at after the merges
-        merged = Signal(signed(W), name="merged")
-        m.d.comb += merged.eq(Mux(s1_mem, fixed_op(m, merge, rpa.data.as_signed(), s1_x, fx, prefix="acc_mem"),
-                                  fixed_op(m, merge, s1_cur, s1_x, fx, prefix="acc_fwd")))
+        if block:
+            # merged = f(cur, x) with cur = the read's data or s1_cur, as two merges side by side that s1_mem
+            # chooses between: the block RAM's read data (its output register: a slow clock-to-output and a long
+            # route) goes straight into its merge's carry chain, and s1_mem (with more than 256 bitmap bits a
+            # choice among registers) is looked at after the merges
+            merged = Signal(signed(W), name="merged")
+            m.d.comb += merged.eq(Mux(s1_mem, fixed_op(m, merge, rpa.data.as_signed(), s1_x, fx, prefix="acc_mem"),
+                                      fixed_op(m, merge, s1_cur, s1_x, fx, prefix="acc_fwd")))
+        else:
+            # (a LUT-RAM accumulator's read data comes from a register beside the logic: one merge, after the
+            # choice, is smaller)
+            cur_val = Signal(signed(W))
+            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
+            merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
         if split_lookup:
             m.d.sync += s1_nohit.eq(~hit_now & ~hit2 & ~hit3)
         else:
