@@ -261,6 +261,36 @@ def test_lowest_set_bit_onehot_and_payload(n):
     assert not bad, bad[:5]
 
 
+@pytest.mark.parametrize("w", [1, 2, 3, 4, 5, 8, 16])
+def test_less_than_constant(w):
+    """spacc's comparison with a constant as AND/OR logic (coordinate < capacity, stop level >= group): against
+    Python's ``<`` for constants below, inside and beyond the width's range (every value up to 8 bits)."""
+    import random
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+    from fuseflow.hw.ops.spacc import _less_const
+    rng = random.Random(w)
+    ks = sorted({-1, 0, 1, 2, 3, 5, 7, 8, 9, 100, 255, 256, (1 << w) - 1, 1 << w, (1 << w) + 1}
+                | {rng.randrange(1 << w) for _ in range(4)})
+    m = Module()
+    x = Signal(w)
+    outs = [(k, _less_const(x, k)) for k in ks]
+    values = range(1 << w) if w <= 8 else [0, 1, (1 << w) - 1] + [rng.getrandbits(w) for _ in range(300)] + \
+        [k + d for k in ks for d in (-1, 0, 1) if 0 <= k + d < 1 << w]
+    bad = []
+
+    async def tb(ctx):
+        for v in values:
+            ctx.set(x, v)
+            for k, o in outs:
+                if ctx.get(o) != (v < k):
+                    bad.append((v, k, ctx.get(o)))
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()
+    assert not bad, bad[:5]
+
+
 # ---- the pipelined merge (hw/ops/spacc.py): a firing's merge and write follow one cycle later, so a repeated
 # entry takes the merged value of a firing 1 or 2 cycles before from the pipeline registers (its read was
 # addressed before those writes), and a bank's first emissions may follow its last writes directly

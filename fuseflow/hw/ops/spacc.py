@@ -24,8 +24,9 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   the merged result of t - 1 (the merge output of this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent
   first, or the operation's identity: a hit implies occupied); and A's comparisons with the head, second and
   third A meets in t + 1 (below).
-- t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``) into ``s2``; the bitmap bit is set and
-  the entry inserted into the emit queue (below) from s1.
+- t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``; with block RAM two merges side by side,
+  chosen by ``s1_mem`` after them) into ``s2``; the bitmap bit is set and the entry inserted into the emit queue
+  (below) from s1.
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
   to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
   undefined: it is never used (forwarded instead).
@@ -37,7 +38,10 @@ address, memory address and coordinates) and a bitmap ``rest`` of the others, ke
 groups and a choice among the registered group lowests, becomes third; the group that lost it takes its next
 lowest bit above its lowest, computed for every group from registers; rest's bit is not cleared: entries leave
 rest in sorted order, so the emitted bits lie below their group's lowest, and rest is cleared as a whole while
-the emitting bank's head is empty); accumulating a new entry inserts it (three comparisons with the head, second
+the emitting bank's head is empty). A pop (``want[k]`` from registers and the outputs' room ``emit_room``,
+both on kept wires) is the last choice before every register it changes: ``Mux(pop, if_pop, hold)``, both
+candidates from registers (kept wires, except the groups'); rest's bits do not look at it. Accumulating a new
+entry inserts it (three comparisons with the head, second
 and third, made in the firing's cycle against the registers and s1's entry, chosen by s1's place and registered;
 the displaced one goes to rest). The occupancy bitmap is cleared as a whole while its bank is full.
 ``emitting[k]`` (= full[k] and eb = k) is a register per bank, so the per-bank pops, ring writes and the emitted
@@ -52,9 +56,10 @@ t_c + 1: the emitted value forwards s2 when the head's slot is still being writt
 and the emit read of t_c + 1 forwards s2's write when it names the same entry. So the emitted coordinates and
 value, the row and plane ends (the second entry is in another row, plane) and the emit read's address come
 from registers; the firings only choose among them and step pointers. Capacity: a coordinate of stream d must
-be ``< dims[d]``; an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmaps and
-find-first-sets cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3 is
-for small tensors).
+be ``< dims[d]`` (compared as AND/OR logic, :func:`_less_const`, as is the closing stop level with ``group``);
+an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmaps and find-first-sets
+cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3 is for small
+tensors).
 
 Two processes, each with its own firing rule (``_common.Fire``): the accumulate side pops the inputs and never
 pushes; the emit side pushes the outputs and never pops. ``full[k]``: bank k was handed over and is not yet
@@ -108,6 +113,21 @@ def _prefix_below(bits, n):
              for i in range(n)]
         span *= 2
     return [Const(0, 1)] + p[:-1]
+
+
+def _less_const(x, k):
+    """``x < k`` for an unsigned Value ``x`` and a constant ``k``, as AND/OR logic: some bit i with k_i = 1 and
+    x_i = 0 below bits equal to k's (Yosys maps a comparison with a constant to a carry chain, whose first stage
+    then sits on the paths from the channels' heads)."""
+    x = Value.cast(x)
+    w = len(x)
+    if k <= 0:
+        return Const(0, 1)
+    if k >= 1 << w:
+        return Const(1, 1)
+    terms = [all_of([~x[i]] + [x[j] if (k >> j) & 1 else ~x[j] for j in range(i + 1, w)])
+             for i in range(w) if (k >> i) & 1]
+    return Cat(*terms).any()
 
 
 def _or_all(values, width):
@@ -245,9 +265,20 @@ class Spacc(OpComponent):
         occ_row = Signal(4, name="occupied_row")
         if split_lookup:
             m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
-        cur_val = Signal(signed(W))
-        m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
-        merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
+        if block:
+            # merged = f(cur, x) with cur = the read's data or s1_cur, as two merges side by side that s1_mem
+            # chooses between: the block RAM's read data (its output register: a slow clock-to-output and a long
+            # route) goes straight into its merge's carry chain, and s1_mem (with more than 256 bitmap bits a
+            # choice among registers) is looked at after the merges
+            merged = Signal(signed(W), name="merged")
+            m.d.comb += merged.eq(Mux(s1_mem, fixed_op(m, merge, rpa.data.as_signed(), s1_x, fx, prefix="acc_mem"),
+                                      fixed_op(m, merge, s1_cur, s1_x, fx, prefix="acc_fwd")))
+        else:
+            # (a LUT-RAM accumulator's read data comes from a register beside the logic: one merge, after the
+            # choice, is smaller)
+            cur_val = Signal(signed(W))
+            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
+            merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
         if split_lookup:
             m.d.sync += s1_nohit.eq(~hit_now & ~hit2 & ~hit3)
         else:
@@ -285,9 +316,9 @@ class Spacc(OpComponent):
 
         j = c.data[:w]
         in_range = Signal()
-        ok = j < dim
+        ok = _less_const(j, dim)
         for d in range(order - 1):
-            ok = ok & (pre[d] < dims[d])
+            ok = ok & _less_const(pre[d], dims[d])
         m.d.comb += [in_range.eq(ok), set_addr.eq(linear(pre, j))]
         m.d.comb += full_addr.eq(ab * n + set_addr)
         # the entry's one-hot mask, registered with s1 (sets the bitmap and rest without a decoder)
@@ -309,7 +340,7 @@ class Spacc(OpComponent):
                 else:
                     m.d.sync += closed.eq(0)
             if not d:
-                m.d.comb += [close_if.eq(j >= self.group), close.eq(fa.fire & (j >= self.group)),
+                m.d.comb += [close_if.eq(~_less_const(j, self.group)), close.eq(fa.fire & close_if),
                              close_base.eq(j - self.group)]
 
         def take_done(tok):
@@ -413,7 +444,7 @@ class Spacc(OpComponent):
         rest = [Signal(n, name=f"rest{k}") for k in range(2)]
         clr_bit = Signal()                             # this firing emits bank eb's head
         # ... per bank (pop[k] = clr_bit & (eb == k)), from the per-bank registers and the outputs' room
-        e_room = Signal(name="emit_room")
+        e_room = Signal(name="emit_room", attrs={"keep": 1})
         m.d.comb += e_room.eq(all_of([oc.ready, ov.ready] + [~first[d] | outs[d].ready for d in range(order - 1)]))
         pop = [Signal(name=f"pop{k}") for k in range(2)]
         ehead = Signal(ew)
@@ -545,9 +576,29 @@ class Spacc(OpComponent):
                                              set_addr < ins_lin])),
                          eq_r.eq(after_prev([set_addr == h_lin, set_addr == n_lin, set_addr == t_lin,
                                              set_addr == ins_lin]))]
+            # the registers a pop changes take Mux(pop, if_pop, hold) (late_regs: both candidates from registers,
+            # on kept wires, so the pop, which waits for the outputs' room, is the last choice before each of
+            # them); the others do not look at the pop (a bank that pops is emitting: it neither inserts nor
+            # clears rest)
+            late_regs = [ptr[k], head[k], hv[k], nxt[k], nv[k], third[k], tv[k], gne[k]] + glow[k]
+            grp = glow[k] + [gne[k]]
+
+            def attrs(r):
+                # the groups' candidates are not kept: their find-first-sets, the deepest logic of the queue,
+                # map better merged with the choice
+                return {} if any(r is q for q in grp) else {"keep": 1}
+            if_pop = {id(r): Signal.like(r, name=f"{r.name}_if_pop", attrs=attrs(r)) for r in late_regs}
+            hold = {id(r): Signal.like(r, name=f"{r.name}_hold", attrs=attrs(r)) for r in late_regs}
+            for r in late_regs:
+                m.d.comb += [if_pop[id(r)].eq(r), hold[id(r)].eq(r)]
+                m.d.sync += r.eq(Mux(pop[k], if_pop[id(r)], hold[id(r)]))
+
+            def on_pop(r, value):
+                m.d.comb += if_pop[id(r)].eq(value)
+
+            def on_hold(r, value):
+                m.d.comb += hold[id(r)].eq(value)
             with m.If(em[k]):
-                with m.If(pop[k]):
-                    m.d.sync += ptr[k].eq(ptr[k] + 1)
                 for i in range(4):
                     with m.If(f2 & (tgt2 == i)):
                         m.d.sync += ring[k][i].eq(rdata)
@@ -556,33 +607,40 @@ class Spacc(OpComponent):
                 slot = Signal(2, name=f"value_slot{k}")
                 m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
                 with m.If(ins_head):
-                    m.d.sync += ptr[k].eq(ptr[k] - 1)
+                    on_hold(ptr[k], ptr[k] - 1)
                 m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot),
                              s2_hw[k].eq(ins_head | eq_head)]
             # the merged value lands in its slot from s2 (one cycle after the merge)
             for i in range(4):
                 with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
                     m.d.sync += ring[k][i].eq(s2_m)
-            with m.If(pop[k]):
-                m.d.sync += [head[k].eq(nxt[k]), hv[k].eq(nv[k]), nxt[k].eq(third[k]), nv[k].eq(tv[k]),
-                             third[k].eq(low_entry), tv[k].eq(any_rest)]
-                for g in range(ng):
-                    with m.If(gone[g]):
-                        m.d.sync += [gne[k][g].eq(nlow[g][0]), glow[k][g].eq(nlow[g][1])]
+            on_pop(ptr[k], ptr[k] + 1)
+            on_pop(head[k], nxt[k])
+            on_pop(hv[k], nv[k])
+            on_pop(nxt[k], third[k])
+            on_pop(nv[k], tv[k])
+            on_pop(third[k], low_entry)
+            on_pop(tv[k], any_rest)
+            on_pop(gne[k], Cat(Mux(gone[g], nlow[g][0], gne[k][g]) for g in range(ng)))
+            for g in range(ng):
+                on_pop(glow[k][g], Mux(gone[g], nlow[g][1], glow[k][g]))
             # the insertion compares the entry with the registered head, second and third only (an entry already
             # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
             # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
             # closing firing's cycle holds the last one)
-            with m.Elif(em[k] & ~hv[k]):
+            with m.If(em[k] & ~hv[k]):
                 m.d.sync += rest[k].eq(0)
             with m.Elif(mine):
                 with m.If(ins_head):
-                    m.d.sync += [head[k].eq(ins_entry), hv[k].eq(1), nxt[k].eq(head[k]), nv[k].eq(hv[k]),
-                                 third[k].eq(nxt[k]), tv[k].eq(nv[k])]
+                    for r, value in ((head[k], ins_entry), (hv[k], 1), (nxt[k], head[k]), (nv[k], hv[k]),
+                                     (third[k], nxt[k]), (tv[k], nv[k])):
+                        on_hold(r, value)
                 with m.Elif(ins_second):
-                    m.d.sync += [nxt[k].eq(ins_entry), nv[k].eq(1), third[k].eq(nxt[k]), tv[k].eq(nv[k])]
+                    for r, value in ((nxt[k], ins_entry), (nv[k], 1), (third[k], nxt[k]), (tv[k], nv[k])):
+                        on_hold(r, value)
                 with m.Elif(ins_third):
-                    m.d.sync += [third[k].eq(ins_entry), tv[k].eq(1)]
+                    on_hold(third[k], ins_entry)
+                    on_hold(tv[k], 1)
                 # the entry that goes to rest: the displaced third, or the new entry beyond the third (both
                 # candidates decoded from registers; the comparisons choose last)
                 # (with a third, the three are valid and sorted: the entry enters them iff it is below the third
@@ -594,13 +652,14 @@ class Spacc(OpComponent):
                 dec_i = s1_onehot
                 with m.If(en_t | en_i):
                     m.d.sync += rest[k].eq(rest[k] | (dec_t & en_t.replicate(n)) | (dec_i & en_i.replicate(n)))
+                gne_set = Signal(ng, name=f"rest{k}_groups_set")
                 for g in range(ng):
                     cands = [(en_t & ((t_lin >> gw) == g), t_lin[:gw]), (en_i & ((ins_lin >> gw) == g), ins_lin[:gw])]
-                    with m.If(cands[0][0] | cands[1][0]):
-                        m.d.sync += gne[k][g].eq(1)
+                    m.d.comb += gne_set[g].eq(cands[0][0] | cands[1][0])
                     for hit, low in cands:
                         with m.If(hit & (~gne[k][g] | (low < glow[k][g]))):
-                            m.d.sync += glow[k][g].eq(low)
+                            on_hold(glow[k][g], low)
+                on_hold(gne[k], gne[k] | gne_set)
         # the emit side's read: bank eb's third entry (a register), which becomes its second when the head is
         # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
         # closing firing) precedes its first emission, so the read never meets a write of its entry
@@ -617,7 +676,11 @@ class Spacc(OpComponent):
                 m.d.sync += [ephase.eq(0)] + [s.eq(1) for s in first]
                 m.d.comb += neb.eq(~eb)
 
-        m.d.comb += [pop[k].eq(em[k] & hv[k] & ~ephase & e_room) for k in range(2)]
+        # pop[k] = want[k] & e_room: want[k] from registers, e_room from the outputs' room (both on kept wires, so
+        # each register a pop changes takes one LUT after e_room: Mux(want & e_room, if_pop, hold))
+        want = [Signal(name=f"pop_wanted{k}", attrs={"keep": 1}) for k in range(2)]
+        m.d.comb += [want[k].eq(em[k] & hv[k] & ~ephase) for k in range(2)]
+        m.d.comb += [pop[k].eq(want[k] & e_room) for k in range(2)]
         with m.If(e_full):
             m.d.comb += fe.go.eq(1)
             with m.If(e_empty):
