@@ -32,7 +32,7 @@ both candidates (so the ref a dense level emits comes from a register, not from 
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Instance, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Elaboratable, Instance, Module, Mux, Signal, Value
 
 from ...errors import HardwareError
 from ...samml.registry import MEMORY_READ_LATENCY, op_latency
@@ -75,14 +75,30 @@ MUX_INIT = lut4_init(lambda a, b, c, d: b if a else c)
 MUX_AND_INIT = lut4_init(lambda a, b, c, d: b if a else c & d)
 
 
-def late_mux(m, platform, sel, a, b, name, init=MUX_INIT, d=None):
+class LUT4Model(Elaboratable):
+    """An ECP5 ``LUT4`` from the instance's own parameter and pins (``Z = INIT[{D, C, B, A}]``, as Yosys'
+    ``cells_sim``): a check of :func:`late_mux`'s ``INIT`` and wiring in the Amaranth simulator."""
+
+    def __init__(self, params, pins):
+        self.params, self.pins = params, pins
+
+    def elaborate(self, platform):
+        m = Module()
+        index = Cat(*[Value.cast(self.pins[f"i_{p}"])[0] for p in "ABCD"])
+        m.d.comb += self.pins["o_Z"].eq(Const(self.params["p_INIT"], 16).bit_select(index, 1))
+        return m
+
+
+def late_mux(m, platform, sel, a, b, name, init=MUX_INIT, d=None, model=False):
     """``sel ? a : b`` (``init=MUX_AND_INIT``: ``sel ? a : b & d``) with ``sel`` a late signal (a block RAM's output):
-    on ECP5 one ``LUT4`` instance, which the logic mapper keeps as it is (it would otherwise fold ``sel`` into the
-    logic of ``a`` and ``b``, two or three LUT levels after the block), elsewhere the expression."""
+    on ECP5 one ``LUT4`` instance (``sel`` on A, its fastest input), which the logic mapper keeps as it is (it would
+    otherwise fold ``sel`` into the logic of ``a`` and ``b``, two or three LUT levels after the block), elsewhere
+    the expression; ``model``: :class:`LUT4Model` on the instance's parameter and pins (tests)."""
     out = Signal(name=name)
-    if dsp_family(platform) == "ecp5":
-        m.submodules[f"{name}_lut"] = Instance("LUT4", p_INIT=init, i_A=sel, i_B=a, i_C=b, i_D=0 if d is None else d,
-                                               o_Z=out)
+    if dsp_family(platform) == "ecp5" or model:
+        params = {"p_INIT": init}
+        pins = {"i_A": sel, "i_B": a, "i_C": b, "i_D": 0 if d is None else d, "o_Z": out}
+        m.submodules[f"{name}_lut"] = LUT4Model(params, pins) if model else Instance("LUT4", **params, **pins)
     elif init == MUX_INIT:
         m.d.comb += out.eq(Mux(sel, a, b))
     else:
