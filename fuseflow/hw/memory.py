@@ -4,9 +4,9 @@ Every level array of every tensor of a program gets one :class:`amaranth.lib.mem
 
 - a compressed level ``k`` of tensor ``T`` has ``T.k.seg`` (parent positions + 1 entries), ``T.k.crd``
   (``capacity[k]`` entries) and ``T.k.first`` (one entry per fibre, i.e. per parent position: the fibre's first
-  coordinate, whether it is empty and whether it holds one coordinate, :func:`first_words`; redundant with seg and crd, written with them by the
-  host and by level_write, so that level_scan reads it beside seg instead of reading crd at seg[r] within a
-  cycle); a dense level has no arrays (its size is the tensor's shape);
+  coordinate, whether it is empty and whether it holds one coordinate, :func:`first_words`; redundant with seg and
+  crd, written with them by the host and by level_write, so that level_scan reads it beside seg instead of reading
+  crd at seg[r] within a cycle); a dense level has no arrays (its size is the tensor's shape);
 - the values are ``T.vals`` (``capacity[-1]`` entries, signed, the program's value width).
 
 Capacities come from ``TensorDecl.capacity`` (entries per level, then values, as

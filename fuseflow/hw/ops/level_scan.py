@@ -13,19 +13,23 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_b_addr/seg_lo_b_data`` (seg[r]) and
 ``seg_hi_b_addr/seg_hi_b_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg shifted by
 one entry, so no adder precedes the read) at the token behind the head, two reads of the seg array of latency 1 with an
-enable (``_en``); ``first_b_addr/first_b_data/first_b_en``, such a read of the level's ``first`` array (per fibre: its
-first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
+enable (``_en``; ``seg_lo_b_data1`` is seg[r] + 1, in block RAM from a copy holding every entry + 1);
+``first_b_addr/first_b_data/first_b_en``, such a read of the level's ``first`` array (per fibre: its first coordinate,
+whether it holds exactly one and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
 ``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data;
 block RAM with its output register on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and
 first reads are registers that hold the head's entries (LUT RAM and a register with an enable; from
 ``fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`` block RAM with its clock enable), so an IDLE step emits its first coordinate
-and decides an empty fibre from registers: they load when the head is read (the token behind it, ``i_ref_behind``, the
-channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then the token being
-written, the next head if there is one), and hold while the head stays; the reads wait for nothing of this cycle's
-firing, which only enables them. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN
+and decides an empty fibre and END or SCAN from registers: they load when the head is read (the token behind it,
+``i_ref_behind``, the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then
+the token being written, the next head if there is one), and hold while the head stays; the reads wait for nothing of
+this cycle's firing, which only enables them. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN
 step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
 compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2; docs/samml.md,
-"Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no memory: refs are
+"Latency"), both outputs together (docs/hardware.md, "Memories"). In block RAM those registers are the blocks' outputs,
+late in the cycle: the state machine takes every reference for a non-empty fibre and the first array's flags pick
+between the outcomes last, in one LUT (:func:`late_mux`; docs/hardware.md, "The first array's flags in block RAM").
+Dense levels (``dim`` param) use no memory: refs are
 ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered like the seg reads, from
 both candidates (so the ref a dense level emits comes from a register, not from a multiply of its channel's head).
 """
@@ -184,8 +188,8 @@ class LevelScan(OpComponent):
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
             behind = self.i_ref_behind.data[:w]
-            # seg[head], seg[head + 1] and first[head] (crd[seg[head]] << 1 | fibre empty): reads of latency 1
-            # with an enable, i.e. registers that hold the head's entries. They load the entries of the token
+            # seg[head], seg[head + 1] and first[head] (crd[seg[head]] << 2 | single << 1 | fibre empty): reads of
+            # latency 1 with an enable, i.e. registers that hold the head's entries. They load the entries of the token
             # behind the head when the head is read (it is the next head) and when the channel has no head (the
             # token behind it is then the one being written, the next head, as r_stay; a channel's r_behind),
             # and hold while the head stays. So the reads' paths end at the registers (in block RAM: the block's
