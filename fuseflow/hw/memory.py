@@ -340,6 +340,8 @@ def attach_read(m, mem, op, prefix, mp, addr=None, en=None):
         m.d.comb += getattr(op, f"{prefix}_data1").eq(rp.data1)
     if rp.en is not None:
         m.d.comb += rp.en.eq(getattr(op, f"{prefix}_en") if en is None else en)
+        if mem.block:
+            mp.in_block.add(prefix)
     return rp
 
 

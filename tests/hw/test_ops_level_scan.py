@@ -105,3 +105,17 @@ def test_late_mux_lut4_matches_its_expression(kind):
     sim.add_testbench(bench)
     sim.run()
     assert len(seen) == 16 and all(x == y == w for x, y, w in seen)
+
+
+@pytest.mark.parametrize("depth,late", [(64, False), (2048, True)])
+def test_late_mux_lut4_only_with_first_in_block_ram(depth, late):
+    """The LUT4 instances of the late multiplexer are built for ECP5 only when the first array is block RAM (2048
+    fibres pass HELD_BLOCK_MIN_BITS; attach_read marks the port), not with a LUT-RAM first array (64)."""
+    from amaranth.back import rtlil
+
+    from fuseflow.boards.synth import RegisteredIO, SynthTarget
+    from fuseflow.hw.ops import MODULES
+    op = MODULES["level_scan"]({"tensor": "T", "level": 0, "format": "compressed"})
+    text = rtlil.convert(RegisteredIO(op, depth), name="top", emit_src=False, platform=SynthTarget("ecp5"))
+    assert ("cell \\LUT4 " in text) == late
+    assert (op.memories["first"].in_block == {"first_b"}) == late

@@ -71,6 +71,9 @@ class MemPorts:
     held_reads: set = field(default_factory=set)
     offsets: dict = field(default_factory=dict)
     plus_one: set = field(default_factory=set)
+    #: prefixes of held reads attached to a block memory (set by ``fuseflow.hw.memory.attach_read``, which runs
+    #: before the op elaborates): their data is then a block's output, late in the cycle
+    in_block: set = field(default_factory=set)
     writes: list = field(default_factory=list)
     count: str | None = None
     addr_width: int = 16
