@@ -56,7 +56,9 @@ def memory_map(plan, target: str, read_ports: dict | None = None) -> list:
 
 
 def op_read_ports(top) -> dict:
-    """Memory name -> the op read ports a built kernel top (:class:`fuseflow.hw.top.ProgramTop`) gives it."""
+    """Memory name -> the op read ports a built kernel top (:class:`fuseflow.hw.top.ProgramTop`) gives it, as
+    copies in block RAM (:meth:`fuseflow.hw.ops._common.MemPorts.block_copies`: a port that also gives the entry
+    + 1, level_scan's seg[r], counts twice)."""
     counts = {}
     for k, ops in zip(top.program.kernels, top.ops):
         for nid, op in ops.items():
@@ -64,18 +66,28 @@ def op_read_ports(top) -> dict:
             for array, mp in getattr(op, "memories", {}).items():
                 spec = top.plan.memory(node.params.get("tensor"), node.params.get("level", 0), array)
                 if spec is not None and mp.reads:
-                    counts[spec.name] = counts.get(spec.name, 0) + len(mp.reads)
+                    counts[spec.name] = counts.get(spec.name, 0) + mp.block_copies()
     return counts
 
 
 @functools.cache
 def level_scan_read_ports() -> dict:
     """Array -> read ports of a compressed level_scan (seg: seg[r], and seg[r + 1] from a shifted copy; first;
-    crd), as the op module declares them."""
+    crd), as the op module declares them (in LUT RAM a copy each; block RAM: :func:`level_scan_block_copies`)."""
     from ..hw.ops import MODULES
     op = MODULES["level_scan"]({"format": "compressed"})
     op._MustUse__silence = True                   # only its declared memory interfaces are read
     return {array: len(mp.reads) for array, mp in op.memories.items()}
+
+
+@functools.cache
+def level_scan_block_copies() -> dict:
+    """Array -> copies of a compressed level_scan's arrays in block RAM (one per read port, and seg's copy holding
+    seg + 1, :meth:`fuseflow.hw.ops._common.MemPorts.block_copies`)."""
+    from ..hw.ops import MODULES
+    op = MODULES["level_scan"]({"format": "compressed"})
+    op._MustUse__silence = True
+    return {array: mp.block_copies() for array, mp in op.memories.items()}
 
 
 def spmv_plan(rows: int, nnz: int, cols: int | None = None, crd_width: int = 16):
@@ -103,8 +115,8 @@ def spmv_fits(rows: int, nnz: int, target: str, cols: int | None = None, crd_wid
     t = TARGETS[target]
     family, cap = t["family"], t["capacity"]
     from ..hw.memory import HELD_READ_ARRAYS
-    reads = level_scan_read_ports()
-    ports = {m.name: reads.get(m.array, 1) for m in plan.memories}
+    reads, copies = level_scan_read_ports(), level_scan_block_copies()
+    ports = {m.name: copies.get(m.array, 1) for m in plan.memories}
     blocks = sum(e["blocks"] for e in memory_map(plan, target, ports))
     # in LUT RAM each of seg's and first's ports has a copy, and the host one more of its own (the other LUT
     # memories: counted as two)

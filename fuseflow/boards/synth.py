@@ -175,7 +175,7 @@ def RegisteredIO(component, mem_depth=None):
                     abits = mem.addr_width
                     for prefix in mp.reads:
                         attach_read(m, mem, component, prefix, mp)
-                        attached |= {f"{prefix}_data"}
+                        attached |= {f"{prefix}_data", f"{prefix}_data1"}
                     wp = mem.write_port()
                     if mp.writes:
                         prefix = mp.writes[0]

@@ -4,9 +4,9 @@ Every level array of every tensor of a program gets one :class:`amaranth.lib.mem
 
 - a compressed level ``k`` of tensor ``T`` has ``T.k.seg`` (parent positions + 1 entries), ``T.k.crd``
   (``capacity[k]`` entries) and ``T.k.first`` (one entry per fibre, i.e. per parent position: the fibre's first
-  coordinate and whether it is empty, :func:`first_words`; redundant with seg and crd, written with them by the
-  host and by level_write, so that level_scan reads it beside seg instead of reading crd at seg[r] within a
-  cycle); a dense level has no arrays (its size is the tensor's shape);
+  coordinate, whether it is empty and whether it holds one coordinate, :func:`first_words`; redundant with seg and
+  crd, written with them by the host and by level_write, so that level_scan reads it beside seg instead of reading
+  crd at seg[r] within a cycle); a dense level has no arrays (its size is the tensor's shape);
 - the values are ``T.vals`` (``capacity[-1]`` entries, signed, the program's value width).
 
 Capacities come from ``TensorDecl.capacity`` (entries per level, then values, as
@@ -225,8 +225,8 @@ def plan_memories(program, data_capacities=None):
             depth = array_depth(cap, lv, array)
             if array == "vals":          # a blocked tensor: one block per word (docs/samml.md, "Blocks")
                 width, signed = vwidth * math.prod(tensor_block(t)), True
-            elif array == "first":       # coordinate << 1 | empty: one bit more than the level's crd
-                width, signed = min(index_width, array_width(t, cap, lv, "crd")) + 1, False
+            elif array == "first":       # coordinate << 2 | single << 1 | empty: two bits more than the crd
+                width, signed = min(index_width, array_width(t, cap, lv, "crd")) + 2, False
             else:                        # crd: below the level's dimension; seg: up to its entries
                 width, signed = min(index_width, array_width(t, cap, lv, array)), False
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
@@ -310,11 +310,13 @@ def _check_width(spec, words):
 
 
 def first_words(seg, crd):
-    """The ``first`` array of a compressed level: per fibre ``r``, ``crd[seg[r]] << 1`` when the fibre has
-    coordinates, else 1 (empty). level_scan's IDLE step takes a fibre's first coordinate and emptiness from it,
-    read at the next head like seg, instead of reading crd at seg[r] and comparing seg[r] with seg[r + 1]
-    within a cycle (docs/hardware.md, "Memories"); level_write writes the same words."""
-    return [crd[seg[r]] << 1 if seg[r] < seg[r + 1] else 1 for r in range(len(seg) - 1)]
+    """The ``first`` array of a compressed level: per fibre ``r``, ``crd[seg[r]] << 2 | single << 1`` when the fibre
+    has coordinates (``single``: exactly one, seg[r + 1] == seg[r] + 1), else 1 (empty). level_scan's IDLE step
+    takes a fibre's first coordinate, emptiness and whether a SCAN step follows from it, read at the next head like
+    seg, instead of reading crd at seg[r] and comparing seg[r] with seg[r + 1] within a cycle (docs/hardware.md,
+    "Memories"); level_write writes the same words."""
+    return [crd[seg[r]] << 2 | int(seg[r + 1] == seg[r] + 1) << 1 if seg[r] < seg[r + 1] else 1
+            for r in range(len(seg) - 1)]
 
 
 def to_signed(word, width):
@@ -329,12 +331,17 @@ def attach_read(m, mem, op, prefix, mp, addr=None, en=None):
     read port of ``mem`` of the interface's latency and offset, and wire address, data and (latency 1) enable.
     ``addr``/``en``: what drives the port instead of the op's own (the kernel top's host multiplexer).
     Returns the port."""
-    rp = mem.read_port(mp.latency(prefix), mp.offsets.get(prefix, 0), enable=prefix in mp.held_reads)
+    rp = mem.read_port(mp.latency(prefix), mp.offsets.get(prefix, 0), enable=prefix in mp.held_reads,
+                       plus_one=prefix in mp.plus_one)
     op_addr = getattr(op, f"{prefix}_addr")
     m.d.comb += [rp.addr.eq((op_addr if addr is None else addr)[:mem.addr_width]),
                  getattr(op, f"{prefix}_data").eq(rp.data)]
+    if rp.data1 is not None:
+        m.d.comb += getattr(op, f"{prefix}_data1").eq(rp.data1)
     if rp.en is not None:
         m.d.comb += rp.en.eq(getattr(op, f"{prefix}_en") if en is None else en)
+        if mem.block:
+            mp.in_block.add(prefix)
     return rp
 
 
@@ -373,14 +380,16 @@ class TensorMemory(Elaboratable):
         return cls(spec.depth, spec.width, init, block=spec.storage == "block", name=spec.name, impl=impl)
 
     def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0,
-                  enable: bool = False) -> SimpleNamespace:
+                  enable: bool = False, plus_one: bool = False) -> SimpleNamespace:
         """A read port (``addr`` in, ``data`` out): ``data`` shows the entry ``addr + offset`` named ``latency``
         cycles earlier (0: in the same cycle). ``enable`` (latency 1 only) gives the port ``en`` (in): the
         address is taken, and ``data`` changes, only at an edge ending a cycle with ``en`` set (in a LUT memory a
         combinational read and a register with that enable). A port with an ``offset`` reads a copy of the memory
         shifted by ``offset`` entries, written with the memory (LUT RAM gives every read port a copy of its own
-        anyway, and so does block RAM here), so no adder sits between the address and the read. A block memory has
-        no combinational read."""
+        anyway, and so does block RAM here), so no adder sits between the address and the read. ``plus_one`` gives
+        the port ``data1`` (out): the same entry + 1 (modulo 2^width), in block RAM from a copy of its own whose
+        words are the entries + 1 (written with the memory, the write data + 1), so no adder follows the block's
+        read; elsewhere ``data`` + 1. A block memory has no combinational read."""
         if latency not in (0, 1, MEMORY_READ_LATENCY):
             raise HardwareError(f"memory {self.name}", f"no read port of latency {latency}")
         if self.block and latency == 0:
@@ -392,7 +401,8 @@ class TensorMemory(Elaboratable):
         n = len(self.reads)
         port = SimpleNamespace(addr=Signal(self.addr_width, name=f"r{n}_addr"),
                                data=Signal(self.width, name=f"r{n}_data"), latency=latency, offset=offset,
-                               en=Signal(name=f"r{n}_en") if enable else None)
+                               en=Signal(name=f"r{n}_en") if enable else None,
+                               data1=Signal(self.width, name=f"r{n}_data1") if plus_one else None)
         self.reads.append(port)
         return port
 
@@ -425,6 +435,12 @@ class TensorMemory(Elaboratable):
                 block_memory(m, f"blocks{i}", self.depth, self.width, self._copy_words(k), port.addr, port.data,
                              waddr, w.data if w else None, self._copy_write_enable(k) if w else None,
                              model=impl == "dp16kd-model", latency=port.latency, ren=port.en)
+                if port.data1 is not None:      # the entries + 1 (their words and writes + 1, modulo 2^width)
+                    block_memory(m, f"blocks{i}_plus1", self.depth, self.width,
+                                 [(x + 1) & ((1 << self.width) - 1) for x in self._copy_words(k)], port.addr,
+                                 port.data1, waddr, (w.data + 1)[:self.width] if w else None,
+                                 self._copy_write_enable(k) if w else None, model=impl == "dp16kd-model",
+                                 latency=port.latency, ren=port.en)
             return m
         m.submodules.storage = self.storage
         copies = {0: self.storage}                 # offset -> storage holding entry addr + offset at addr
@@ -458,6 +474,8 @@ class TensorMemory(Elaboratable):
                     data = r
                 m.d.comb += port.data.eq(data)
             m.d.comb += rp.addr.eq(port.addr)
+            if port.data1 is not None:          # after the port's register: no copy of its own
+                m.d.comb += port.data1.eq((port.data + 1)[:self.width])
         if self.write is not None:
             for k, mem in copies.items():
                 wp = mem.write_port()

@@ -40,18 +40,20 @@ def test_spmv_logic_does_not_fit_the_up5k():
 
 
 def test_op_read_ports_and_block_copies():
-    """A built SpMV's op read ports per memory (level_scan: seg twice, first and crd once; array: vals once;
-    the writer's x arrays none), and a block memory counted once per port in the memory map."""
-    from fuseflow.boards.capacity import level_scan_read_ports, op_read_ports
+    """A built SpMV's op read ports per memory as block copies (level_scan: seg twice, one of them also as seg + 1,
+    first and crd once; array: vals once; the writer's x arrays none), and a block memory counted once per copy in
+    the memory map."""
+    from fuseflow.boards.capacity import level_scan_block_copies, level_scan_read_ports, op_read_ports
     from fuseflow.hw.elaborate import build
     from fuseflow.samml import kernels
     p = kernels.build("spmv_csr", 8)
     b = build(p, kernels.random_inputs(p, density=0.4, seed=1), probes=False)
     want = {}
     for t in ("B.1", "c.0"):
-        want.update({f"{t}.seg": 2, f"{t}.first": 1, f"{t}.crd": 1})
+        want.update({f"{t}.seg": 3, f"{t}.first": 1, f"{t}.crd": 1})
     want.update({"B.vals": 1, "c.vals": 1})
     assert op_read_ports(b.top) == want and level_scan_read_ports() == {"seg": 2, "first": 1, "crd": 1}
+    assert level_scan_block_copies() == {"seg": 3, "first": 1, "crd": 1}
     plan = spmv_plan(4096, 1000)
     mm = {e["name"]: e for e in memory_map(plan, "ecp5-85f", {"B.1.seg": 2})}
     one = {e["name"]: e for e in memory_map(plan, "ecp5-85f")}

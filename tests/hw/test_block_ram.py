@@ -96,11 +96,11 @@ def test_yosys_maps_block_memories_to_dp16kd():
 
 # --- tensor memories of latency 2: the generic memory and the ECP5 DP16KD blocks ------------------------
 
-def _drive(mem, reads, write, script, enables=None):
+def _drive(mem, reads, write, script, enables=None, also=()):
     """Simulate ``mem`` (a TensorMemory) with its read ports ``reads`` and write port ``write`` through
     ``script`` (per cycle: (read addresses, one per port), waddr, wdata, wen; ``enables``: per cycle the read
     ports' enables, for ports of latency 1 with one); returns every read port's data in every cycle, sampled
-    before the clock edge."""
+    before the clock edge (and after them the signals ``also``)."""
     from amaranth.hdl import Module
     from amaranth.sim import Simulator
 
@@ -120,7 +120,7 @@ def _drive(mem, reads, write, script, enables=None):
             ctx.set(write.data, wd)
             ctx.set(write.en, we)
             await ctx.delay(1e-9)
-            seen.append(tuple(ctx.get(port.data) for port in reads))
+            seen.append(tuple(ctx.get(port.data) for port in reads) + tuple(ctx.get(x) for x in also))
             await ctx.tick()
     sim.add_testbench(bench)
     sim.run()
@@ -193,34 +193,43 @@ def test_offset_read_port_reads_the_next_entry_through_writes():
 @pytest.mark.parametrize("impl,depth,block", [("generic", 40, False), ("generic", 40, True), ("dp16kd-model", 40, True),
                                               ("dp16kd-model", 2100, True)])
 def test_held_read_ports_in_block_ram(impl, depth, block):
-    """Reads of latency 1 with an enable (level_scan's seg and first), plain and of offset 1, from a LUT memory
-    (a combinational read and a register), the generic block memory and a block memory as DP16KD blocks (without
-    their output register, the clock enable on the read side; 2100 entries: three rows of blocks): in every cycle
-    each port shows the entry (+ offset) addressed at the last edge with its enable set, through writes of every
-    entry (golden: a Python list updated by the same writes). No read addresses an entry written in the same
-    cycle."""
+    """Reads of latency 1 with an enable (level_scan's seg and first), plain (also giving the entry + 1, level_scan's
+    seg[r] + 1) and of offset 1, from a LUT memory (a combinational read and a register), the generic block memory
+    and a block memory as DP16KD blocks (without their output register, the clock enable on the read side; 2100
+    entries: three rows of blocks; the entry + 1 from blocks of its own): in every cycle each port shows the entry
+    (+ offset) addressed at the last edge with its enable set, and the plain port that entry + 1 modulo 2^width,
+    through writes of every entry, the largest word included (golden: a Python list updated by the same writes).
+    No read addresses an entry written in the same cycle."""
     import random
 
     from fuseflow.hw.memory import TensorMemory
     width = 20
     rng = random.Random(depth)
+    top = (1 << width) - 1
     init = [rng.getrandbits(width) for _ in range(depth)]
+    init[3] = top                   # its + 1 wraps to 0
     mem = TensorMemory(depth, width, init, block=block, name="seg", impl=impl)
-    plain, nxt, w = mem.read_port(1, enable=True), mem.read_port(1, offset=1, enable=True), mem.write_port()
+    plain = mem.read_port(1, enable=True, plus_one=True)
+    nxt, w = mem.read_port(1, offset=1, enable=True), mem.write_port()
     script, enables = [], []
     for _ in range(300):
         a0, a1, wa = rng.randrange(depth), rng.randrange(depth - 1), rng.randrange(depth)
         we = rng.random() < 0.4 and wa not in (a0, a1 + 1)
-        script.append(((a0, a1), wa, rng.getrandbits(width), int(we)))
+        script.append(((a0, a1), wa, top if rng.random() < 0.1 else rng.getrandbits(width), int(we)))
         enables.append((rng.random() < 0.6, rng.random() < 0.6))
-    seen = _drive(mem, (plain, nxt), w, script, enables)
+    script[0] = ((3, 0), 0, 0, 0)
+    enables[0] = (1, 1)
+    seen = _drive(mem, (plain, nxt), w, script, enables, also=(plain.data1,))
     golden = list(init)
     latched = [None, None]          # the data each port latched at its last enabled edge (the old entry on a write)
-    loads = 0
+    loads = wraps = 0
     for ((a0, a1), wa, wd, we), (e0, e1), got in zip(script, enables, seen):
         for i in range(2):
             if latched[i] is not None:
                 assert got[i] == latched[i]
+        if latched[0] is not None:
+            assert got[2] == (latched[0] + 1) & top
+            wraps += latched[0] == top
         if e0:
             latched[0] = golden[a0]
         if e1:
@@ -229,6 +238,7 @@ def test_held_read_ports_in_block_ram(impl, depth, block):
         if we:
             golden[wa] = wd
     assert 200 < loads < 500         # the enables were both set and clear
+    assert wraps                     # the largest word was read (its + 1 is 0)
 
 
 def test_dp16kd_instances_of_a_block_memory():

@@ -11,16 +11,20 @@ from fuseflow.tensors import PackedTensor, TensorFormat
 
 def test_first_words_by_hand():
     # fibres [0, 2], [], [1, 3, 5]: first coordinates 0 and 1, the middle one empty
-    assert first_words([0, 2, 2, 5], [0, 2, 1, 3, 5]) == [0 << 1, 1, 1 << 1]
+    assert first_words([0, 2, 2, 5], [0, 2, 1, 3, 5]) == [0 << 2, 1, 1 << 2]
+    # fibres [4], [], [0, 2], [7]: the first and the last hold one coordinate (bit 1)
+    assert first_words([0, 1, 1, 3, 4], [4, 0, 2, 7]) == [4 << 2 | 2, 1, 0, 7 << 2 | 2]
     assert first_words([0, 0], []) == [1]
     assert first_words([0], []) == []
 
 
 def test_first_words_of_a_csr_matrix_are_each_rows_first_column():
     rng = np.random.default_rng(3)
-    a = sp.random_array((12, 9), density=0.25, random_state=rng, format="csr")
+    a = sp.random_array((12, 9), density=0.15, random_state=rng, format="csr")
     a.sort_indices()
-    want = [int(a.indices[a.indptr[r]]) << 1 if a.indptr[r + 1] > a.indptr[r] else 1 for r in range(12)]
+    nnz = np.diff(a.indptr)
+    want = [int(a.indices[a.indptr[r]]) << 2 | int(nnz[r] == 1) << 1 if nnz[r] else 1 for r in range(12)]
+    assert 0 < sum(nnz == 1) < sum(nnz > 0)         # some single-coordinate rows, not all
     assert first_words(list(a.indptr), list(a.indices)) == want
 
 
@@ -41,9 +45,9 @@ def test_tensor_images_hold_the_first_array_of_each_compressed_level():
             first = images[f"{name}.{lv}.first"]
             assert len(first) == len(seg) - 1
             for r, word in enumerate(first):
-                assert word == (crd[seg[r]] << 1 if seg[r] < seg[r + 1] else 1)
+                assert word == (crd[seg[r]] << 2 | (seg[r + 1] - seg[r] == 1) << 1 if seg[r] < seg[r + 1] else 1)
             spec = plan.memory(name, lv, "first")
-            assert spec.width == plan.memory(name, lv, "crd").width + 1 and spec.storage == "lut"
+            assert spec.width == plan.memory(name, lv, "crd").width + 2 and spec.storage == "lut"
             checked += 1
     assert checked == 2          # B's column level and c's only level
 
@@ -51,4 +55,4 @@ def test_tensor_images_hold_the_first_array_of_each_compressed_level():
 def test_a_csr_tensor_gets_first_arrays_only_for_compressed_levels():
     p = PackedTensor.from_dense(np.array([[0, 3], [0, 0]], dtype=float), TensorFormat.named("csr", 2))
     assert [type(lv).__name__ for lv in p.levels] == ["DenseLevel", "CompressedLevel"]
-    assert first_words([int(x) for x in p.levels[1].seg], [int(x) for x in p.levels[1].crd]) == [1 << 1, 1]
+    assert first_words([int(x) for x in p.levels[1].seg], [int(x) for x in p.levels[1].crd]) == [1 << 2 | 2, 1]

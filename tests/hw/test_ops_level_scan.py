@@ -75,3 +75,47 @@ def test_random_fifos(case, seed):
 @given(st.one_of(compressed_case(), dense_case()), st.sampled_from([0.0, 0.2, 0.6]), st.integers(0, 1 << 16))
 def test_sweep_0(c, stalls, seed):
     check_op("level_scan", *c, stalls=stalls, seed=seed)
+
+
+@pytest.mark.parametrize("kind", ["mux", "mux_and"])
+def test_late_mux_lut4_matches_its_expression(kind):
+    """level_scan's late multiplexer (the first array's flag entering last): the ECP5 LUT4's INIT and pins, run
+    through a model of the LUT4 (Z = INIT[{D, C, B, A}], Yosys' cells_sim), equal sel ? a : b (and sel ? a : b & d)
+    for every input."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.ops.level_scan import MUX_AND_INIT, MUX_INIT, late_mux
+    m = Module()
+    sel, a, b, d = Signal(), Signal(), Signal(), Signal()
+    init = MUX_INIT if kind == "mux" else MUX_AND_INIT
+    model = late_mux(m, None, sel, a, b, "lut", init, d if kind == "mux_and" else None, model=True)
+    plain = late_mux(m, None, sel, a, b, "plain", init, d if kind == "mux_and" else None)
+    sim = Simulator(m)
+    seen = []
+
+    async def bench(ctx):
+        for i in range(16):
+            for sig, bit in zip((sel, a, b, d), range(4)):
+                ctx.set(sig, i >> bit & 1)
+            await ctx.delay(1e-9)
+            s_, a_, b_, d_ = (i >> bit & 1 for bit in range(4))
+            want = a_ if s_ else (b_ if kind == "mux" else b_ & d_)
+            seen.append((ctx.get(model), ctx.get(plain), want))
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(seen) == 16 and all(x == y == w for x, y, w in seen)
+
+
+@pytest.mark.parametrize("depth,late", [(64, False), (2048, True)])
+def test_late_mux_lut4_only_with_first_in_block_ram(depth, late):
+    """The LUT4 instances of the late multiplexer are built for ECP5 only when the first array is block RAM (2048
+    fibres pass HELD_BLOCK_MIN_BITS; attach_read marks the port), not with a LUT-RAM first array (64)."""
+    from amaranth.back import rtlil
+
+    from fuseflow.boards.synth import RegisteredIO, SynthTarget
+    from fuseflow.hw.ops import MODULES
+    op = MODULES["level_scan"]({"tensor": "T", "level": 0, "format": "compressed"})
+    text = rtlil.convert(RegisteredIO(op, depth), name="top", emit_src=False, platform=SynthTarget("ecp5"))
+    assert ("cell \\LUT4 " in text) == late
+    assert (op.memories["first"].in_block == {"first_b"}) == late

@@ -7,14 +7,16 @@ from hypothesis import given, strategies as st
 from fuseflow.hw.testing import check_op, hw_settings, st_sorted_crds, st_tree, stream
 
 
-# first: per fibre, its first coordinate << 1, or 1 when it is empty (written for level_scan, by hand here)
+# first: per fibre, its first coordinate << 2 | 2 if it is the only one, or 1 when the fibre is empty (written for
+# level_scan, by hand here)
 @pytest.mark.parametrize("level, crd, seg, crds, first", [
     (0, [0, 2, "S0", "D"], [0, 2], [0, 2], [0]),
-    (1, [0, 2, "S0", 1, 3, "S1", "D"], [0, 2, 4], [0, 2, 1, 3], [0, 2]),
+    (1, [0, 2, "S0", 1, 3, "S1", "D"], [0, 2, 4], [0, 2, 1, 3], [0, 4]),
+    (1, [5, "S0", 1, 3, 4, "S0", 6, "S1", "D"], [0, 1, 4, 5], [5, 1, 3, 4, 6], [22, 4, 26]),
     (0, ["D"], [0, 0], [], [1]),
     (0, ["S0", "D"], [0, 0], [], [1]),
     (1, ["S1", "D"], [0], [], []),
-    (1, [1, "S0", "S0", 2, "S1", "D"], [0, 1, 1, 2], [1, 2], [2, 1, 4]),
+    (1, [1, "S0", "S0", 2, "S1", "D"], [0, 1, 1, 2], [1, 2], [6, 1, 10]),
 ])
 def test_examples(level, crd, seg, crds, first, stalls):
     got, _, _ = check_op("level_write", {"level": level}, {"crd": crd}, stalls=stalls, seed=3)

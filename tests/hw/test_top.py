@@ -156,8 +156,8 @@ def test_manifest_describes_ports_memories_and_registers():
     assert set(mems) == {"c.0.seg", "c.0.crd", "c.0.first", "c.vals", "x.0.seg", "x.0.crd", "x.0.first", "x.vals"}
     assert mems["c.vals"]["width"] == 32 and mems["c.vals"]["signed"]
     assert mems["c.0.seg"]["depth"] == 2 and mems["c.0.crd"]["depth"] == 3
-    # one fibre at level 0; its first coordinate and an empty flag
-    assert mems["c.0.first"]["depth"] == 1 and mems["c.0.first"]["width"] == mems["c.0.crd"]["width"] + 1
+    # one fibre at level 0; its first coordinate, a single-coordinate flag and an empty flag
+    assert mems["c.0.first"]["depth"] == 1 and mems["c.0.first"]["width"] == mems["c.0.crd"]["width"] + 2
     regs = [r["name"] for r in man["host"]["registers"]]
     assert regs[:3] == ["status", "cycles", "wall_cycles"]
     assert len(man["channels"]) == 4

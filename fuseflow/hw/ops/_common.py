@@ -57,7 +57,9 @@ class MemPorts:
     with the enable set (a register that loads a read; in block RAM the block's address register with its
     clock enable). The others are combinational (latency 0). ``offsets``: prefix -> k for a port whose data is
     the entry ``<prefix>_addr + k`` (a copy of the memory shifted by k entries:
-    :meth:`fuseflow.hw.memory.TensorMemory.read_port`; no adder before the read).
+    :meth:`fuseflow.hw.memory.TensorMemory.read_port`; no adder before the read). ``plus_one``: prefixes whose
+    port also gives the entry + 1 (``<prefix>_data1`` In; in block RAM from blocks of their own that hold every
+    entry + 1, so no adder follows the read; in LUT RAM the data register + 1).
     ``writes``: prefixes of write interfaces (``<prefix>_waddr``, ``<prefix>_wdata``, ``<prefix>_wen``,
     all Out; the memory's write port is synchronous). ``count``: name of the Out signal holding the number
     of entries written. ``width``/``signed``: element width (values: the fixed-point width, signed).
@@ -68,6 +70,10 @@ class MemPorts:
     sync_reads: set = field(default_factory=set)
     held_reads: set = field(default_factory=set)
     offsets: dict = field(default_factory=dict)
+    plus_one: set = field(default_factory=set)
+    #: prefixes of held reads attached to a block memory (set by ``fuseflow.hw.memory.attach_read``, which runs
+    #: before the op elaborates): their data is then a block's output, late in the cycle
+    in_block: set = field(default_factory=set)
     writes: list = field(default_factory=list)
     count: str | None = None
     addr_width: int = 16
@@ -75,6 +81,10 @@ class MemPorts:
     def latency(self, prefix):
         """The read latency of interface ``prefix`` (0, 1 with an enable, or ``MEMORY_READ_LATENCY``)."""
         return MEMORY_READ_LATENCY if prefix in self.sync_reads else 1 if prefix in self.held_reads else 0
+
+    def block_copies(self):
+        """Copies of the array these reads need in block RAM: one per read port, one more per ``plus_one``."""
+        return len(self.reads) + len(self.plus_one)
 
 
 class OpComponent(wiring.Component):
@@ -164,9 +174,13 @@ class OpComponent(wiring.Component):
         """Add memory interface / status members (subclasses)."""
 
     # helpers ---------------------------------------------------------------------------------
-    def _add_read(self, members, array, prefix, width, signed=False, sync=False, offset=0, held=False):
+    def _add_read(self, members, array, prefix, width, signed=False, sync=False, offset=0, held=False,
+                  plus_one=False):
         mp = self.memories.setdefault(array, MemPorts(width, signed, addr_width=self.crd_width))
         mp.reads.append(prefix)
+        if plus_one:
+            mp.plus_one.add(prefix)
+            members[f"{prefix}_data1"] = In(width)
         if sync:
             mp.sync_reads.add(prefix)
         if held:

@@ -229,7 +229,7 @@ class OutputPipeline:
     ``go``: the op could fire; ``push``: the firing writes its outputs (None: always); ``fire``: a signal
     to drive (else one is made). Call :meth:`connect` with the last stage's payloads."""
 
-    def __init__(self, m, outs, latency, go, push=None, fire=None):
+    def __init__(self, m, outs, latency, go, push=None, fire=None, fire_from=None):
         if latency < 2:
             raise HardwareError("output pipeline", f"latency {latency} needs no pipeline")
         self.m, self.outs, self.latency = m, list(outs), latency
@@ -237,10 +237,11 @@ class OutputPipeline:
         self.valid = [Signal(name=f"stage{i}_valid") for i in range(latency)]
         self.inflight = Signal(range(latency + 1))     # fired, not yet transferred (= stage valids + skid level)
         room = self.inflight != latency
-        if push is None:
-            m.d.comb += [self.fire.eq(go & room), self.valid[0].eq(self.fire)]
-        else:
-            m.d.comb += [self.fire.eq(go & (~push | room)), self.valid[0].eq(self.fire & push)]
+        # fire_from (optional): room -> an expression equal to the rule's firing, go & (~push | room), in every
+        # reachable state but shallower (level_scan: its first array's flag enters last)
+        rule = go & room if push is None else go & (~push | room)
+        m.d.comb += self.fire.eq(rule if fire_from is None else fire_from(room))
+        m.d.comb += self.valid[0].eq(self.fire if push is None else self.fire & push)
         m.d.sync += [self.valid[i].eq(self.valid[i - 1]) for i in range(1, latency)]
 
     def beside(self, value, name):

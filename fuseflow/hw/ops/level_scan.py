@@ -13,33 +13,37 @@ States (the simulator's model, fuseflow/sim/ops/level_scan.py):
 Memory interfaces (compressed; addresses are crd_width bits): ``seg_lo_b_addr/seg_lo_b_data`` (seg[r]) and
 ``seg_hi_b_addr/seg_hi_b_data`` (seg[r+1], addressed with r: a port of offset 1, which reads a copy of seg shifted by
 one entry, so no adder precedes the read) at the token behind the head, two reads of the seg array of latency 1 with an
-enable (``_en``); ``first_b_addr/first_b_data/first_b_en``, such a read of the level's ``first`` array (per fibre: its
-first coordinate and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
+enable (``_en``; ``seg_lo_b_data1`` is seg[r] + 1, in block RAM from a copy holding every entry + 1);
+``first_b_addr/first_b_data/first_b_en``, such a read of the level's ``first`` array (per fibre: its first coordinate,
+whether it holds exactly one and whether it is empty, ``fuseflow.hw.memory.first_words``) at the same token; and
 ``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data;
 block RAM with its output register on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and
 first reads are registers that hold the head's entries (LUT RAM and a register with an enable; from
 ``fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`` block RAM with its clock enable), so an IDLE step emits its first coordinate
-and decides an empty fibre from registers: they load when the head is read (the token behind it, ``i_ref_behind``, the
-channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then the token being
-written, the next head if there is one), and hold while the head stays; the reads wait for nothing of this cycle's
-firing, which only enables them. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1 after a SCAN
-step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
+and decides an empty fibre and END or SCAN from registers: they load when the head is read (the token behind it,
+``i_ref_behind``, the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then
+the token being written, the next head if there is one), and hold while the head stays; the reads wait for nothing of
+this cycle's firing, which only enables them. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1
+after a SCAN step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
 compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2; docs/samml.md,
-"Latency"), both outputs together (docs/hardware.md, "Memories"). Dense levels (``dim`` param) use no memory: refs are
+"Latency"), both outputs together (docs/hardware.md, "Memories"). In block RAM those registers are the blocks' outputs,
+late in the cycle: the state machine takes every reference for a non-empty fibre and the first array's flags pick
+between the outcomes last, in one LUT (:func:`late_mux`; docs/hardware.md, "The first array's flags in block RAM").
+Dense levels (``dim`` param) use no memory: refs are
 ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered like the seg reads, from
 both candidates (so the ref a dense level emits comes from a register, not from a multiply of its channel's head).
 """
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Elaboratable, Instance, Module, Mux, Signal, Value
 
 from ...errors import HardwareError
 from ...samml.registry import MEMORY_READ_LATENCY, op_latency
 from ..stream import all_of
 from ..token import is_done, is_empty, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_ctrl, set_data, set_stop
-from ._pipe import OutputPipeline
+from ._pipe import OutputPipeline, dsp_family
 
 IDLE, SCAN, END = 0, 1, 2
 
@@ -55,12 +59,55 @@ def successor(x, y):
     return all_of([d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))])
 
 
-def kept(m, value):
+def kept(m, value, name=None):
     """``value`` through a wire Yosys keeps: otherwise it merges two reads of one memory whose data a
-    multiplexer chooses into one read at the multiplexed address, putting the choice before the read."""
-    w = Signal.like(value, attrs={"keep": 1})
+    multiplexer chooses into one read at the multiplexed address, putting the choice before the read (and the
+    logic mapper would mix a late signal, a block RAM's output, into the logic before the last multiplexer)."""
+    w = Signal.like(value, attrs={"keep": 1}, name=name)
     m.d.comb += w.eq(value)
     return w
+
+
+def lut4_init(fn) -> int:
+    """The ``INIT`` of an ECP5 ``LUT4`` computing ``fn(a, b, c, d)`` (0/1 each): ``Z = INIT[{D, C, B, A}]``."""
+    return sum(fn(i & 1, i >> 1 & 1, i >> 2 & 1, i >> 3 & 1) << i for i in range(16))
+
+
+#: ``a ? b : c`` as a LUT4 (inputs A, B, C; D unused)
+MUX_INIT = lut4_init(lambda a, b, c, d: b if a else c)
+#: ``a ? b : c & d``
+MUX_AND_INIT = lut4_init(lambda a, b, c, d: b if a else c & d)
+
+
+class LUT4Model(Elaboratable):
+    """An ECP5 ``LUT4`` from the instance's own parameter and pins (``Z = INIT[{D, C, B, A}]``, as Yosys'
+    ``cells_sim``): a check of :func:`late_mux`'s ``INIT`` and wiring in the Amaranth simulator."""
+
+    def __init__(self, params, pins):
+        self.params, self.pins = params, pins
+
+    def elaborate(self, platform):
+        m = Module()
+        index = Cat(*[Value.cast(self.pins[f"i_{p}"])[0] for p in "ABCD"])
+        m.d.comb += self.pins["o_Z"].eq(Const(self.params["p_INIT"], 16).bit_select(index, 1))
+        return m
+
+
+def late_mux(m, platform, sel, a, b, name, init=MUX_INIT, d=None, model=False):
+    """``sel ? a : b`` (``init=MUX_AND_INIT``: ``sel ? a : b & d``) with ``sel`` a late signal (a block RAM's output):
+    on ECP5 one ``LUT4`` instance (``sel`` on A, its fastest input), which the logic mapper keeps as it is (it would
+    otherwise fold ``sel`` into the logic of ``a`` and ``b``, two or three LUT levels after the block), elsewhere
+    the expression; ``model``: :class:`LUT4Model` on the instance's parameter and pins (tests)."""
+    out = Signal(name=name)
+    if dsp_family(platform) == "ecp5" or model:
+        params = {"p_INIT": init}
+        pins = {"i_A": sel, "i_B": a, "i_C": b, "i_D": 0 if d is None else d, "o_Z": out}
+        m.submodules[f"{name}_lut"] = LUT4Model(params, pins) if model else Instance("LUT4", **params, **pins)
+    elif init == MUX_INIT:
+        m.d.comb += out.eq(Mux(sel, a, b))
+    else:
+        m.d.comb += out.eq(Mux(sel, a, b & d))
+    return out
 
 
 class LevelScan(OpComponent):
@@ -78,11 +125,13 @@ class LevelScan(OpComponent):
             # seg[next head] and seg[next head + 1], read at the token behind the head (the channel's r_behind:
             # the next head when the head is read, and when there is no head): the reads do not wait for this
             # cycle's firing, which only decides whether their registers load (see elaborate)
-            self._add_read(members, "seg", "seg_lo_b", w, held=True)
+            # (and seg[next head] + 1, the position after the fibre's first: in block RAM from a copy holding
+            # every entry + 1, so no adder follows the block's read)
+            self._add_read(members, "seg", "seg_lo_b", w, held=True, plus_one=True)
             # seg[addr + 1] from a copy of seg shifted by one entry: no adder before the read
             self._add_read(members, "seg", "seg_hi_b", w, offset=1, held=True)
-            # per fibre: first coordinate << 1 | empty
-            self._add_read(members, "first", "first_b", w + 1, held=True)
+            # per fibre: first coordinate << 2 | single (one coordinate) << 1 | empty
+            self._add_read(members, "first", "first_b", w + 2, held=True)
             self._add_read(members, "crd", "crd", w, sync=True)
             self._add_after(members, "ref")
 
@@ -106,7 +155,13 @@ class LevelScan(OpComponent):
         q = Signal(w + 1)            # position of the next coordinate (SCAN)
         nq = Signal(w + 1)
         m.d.comb += [nstate.eq(state), nq.eq(q)]
-        m.d.sync += [state.eq(nstate), q.eq(nq)]
+        m.d.sync += q.eq(nq)
+        if self.dense:
+            m.d.sync += state.eq(nstate)        # compressed: after the state machine (below)
+        # the firing the state machine's updates follow: compressed, the firing as if the head's fibre were not
+        # empty (an empty fibre's step is applied after the machine, below)
+        fire_full = Signal()
+        fsm_fire = f.fire if self.dense else fire_full
         last_q = Signal(w + 1)       # position of the current fibre's last coordinate (its end - 1; the fibre is
                                      # not empty): SCAN compares q with it, no q + 1 before the comparison
         c = Signal(w + 1)            # next coordinate of a dense fibre (SCAN)
@@ -133,14 +188,13 @@ class LevelScan(OpComponent):
             m.d.comb += [lo_now.eq(lo_reg), hi_now.eq(hi_reg), first_crd.eq(0), next_crd.eq(c)]
         else:
             behind = self.i_ref_behind.data[:w]
-            # seg[head], seg[head + 1] and first[head] (crd[seg[head]] << 1 | fibre empty): reads of latency 1
-            # with an enable, i.e. registers that hold the head's entries. They load the entries of the token
+            # seg[head], seg[head + 1] and first[head] (crd[seg[head]] << 2 | single << 1 | fibre empty): reads of
+            # latency 1 with an enable, i.e. registers that hold the head's entries. They load the entries of the token
             # behind the head when the head is read (it is the next head) and when the channel has no head (the
             # token behind it is then the one being written, the next head, as r_stay; a channel's r_behind),
             # and hold while the head stays. So the reads' paths end at the registers (in block RAM: the block's
             # address register) without a choice between candidates, and the head that stays is not read at all
             load = Signal()
-            m.d.comb += load.eq(self.head_taken("ref") | ~inv)
             first = self.first_b_data
             m.d.comb += [
                 self.seg_lo_b_addr.eq(behind),
@@ -152,13 +206,7 @@ class LevelScan(OpComponent):
                 lo_now.eq(self.seg_lo_b_data),
                 hi_now.eq(self.seg_hi_b_data),
                 no_crd.eq(first[0]),
-                first_crd.eq(first[1:]),
-                # the next position: crd[seg[r]] of an IDLE step comes from first, so crd is only read in SCAN.
-                # The read at cycle t is used only by a SCAN step at t + 1, whose position is lo + 1 after an
-                # IDLE step at t, q + 1 after a SCAN step at t and q while a SCAN step waits: so in IDLE the
-                # address is lo + 1 whether the step fires or not (when it does not, no SCAN step follows), and
-                # the head's decode (an empty fibre, a stop) is not on the address's path; only SCAN's firing is
-                self.crd_addr.eq(Mux(state == IDLE, lo_now + 1, Mux((state == SCAN) & f.fire, q + 1, q))),
+                first_crd.eq(first[2:]),
                 next_crd.eq(self.crd_data),
             ]
 
@@ -171,7 +219,10 @@ class LevelScan(OpComponent):
         if self.dense:
             m.d.comb += single.eq(lo_now + 1 >= hi_now)
         else:
-            m.d.comb += single.eq(successor(self.seg_lo_b_data, self.seg_hi_b_data))
+            m.d.comb += single.eq(self.first_b_data[1])
+        # compressed: the fibre's emptiness (the first array's flag, read in the last cycle) is applied after the
+        # state machine (below), which sees every reference as a non-empty fibre
+        empty_fibre = is_empty(inp) | no_crd if self.dense else is_empty(inp)
 
         with m.Switch(state):
             with m.Case(IDLE):
@@ -184,25 +235,37 @@ class LevelScan(OpComponent):
                     with m.Else():
                         copy_ctrl(m, oc, inp)
                         copy_ctrl(m, orf, inp)
-                with m.Elif(is_empty(inp) | no_crd):
+                with m.Elif(empty_fibre):
                     m.d.comb += f.pop["ref"].eq(1)
-                    with m.If(f.fire):
+                    with m.If(fsm_fire):
                         m.d.comb += nstate.eq(END)
                 with m.Else():
                     m.d.comb += [f.push["crd"].eq(1), f.push["ref"].eq(1), f.pop["ref"].eq(1)]
                     set_data(m, oc, first_crd)
                     set_data(m, orf, lo_now)
-                    with m.If(f.fire):
-                        m.d.sync += [last_q.eq(hi_now - 1), c.eq(1)]
-                        m.d.comb += [nq.eq(lo_now + 1), nstate.eq(Mux(single, END, SCAN))]
+                    with m.If(fsm_fire):
+                        m.d.sync += c.eq(1)
+                        # compressed: SCAN, or END for a single coordinate after the machine (below)
+                        m.d.comb += nstate.eq(Mux(single, END, SCAN) if self.dense else SCAN)
+                        if self.dense:
+                            m.d.sync += last_q.eq(hi_now - 1)
+                            m.d.comb += nq.eq(lo_now + 1)
+                    if not self.dense:
+                        # the bounds of the head's fibre, whether the step fires or not: they are used only by
+                        # the SCAN steps after a firing of this step (whose emptiness and firing are then not on
+                        # their paths)
+                        m.d.sync += last_q.eq(hi_now)
+                        m.d.comb += nq.eq(self.seg_lo_b_data1)
             with m.Case(SCAN):
                 m.d.comb += [f.go.eq(1), f.push["crd"].eq(1), f.push["ref"].eq(1)]
                 set_data(m, oc, 0)               # the data is next_crd, multiplexed last (below)
                 set_data(m, orf, q)
-                with m.If(f.fire):
+                with m.If(fsm_fire):
                     m.d.sync += c.eq(c + 1)
                     m.d.comb += nq.eq(q + 1)
-                    with m.If(q >= last_q):          # q + 1 >= the fibre's end
+                    # q + 1 >= the fibre's end (dense: last_q is the end - 1; compressed: the end, and SCAN
+                    # starts below it, so the last step has q + 1 == end, tested without a carry chain)
+                    with m.If(q >= last_q if self.dense else successor(q, last_q)):
                         m.d.comb += nstate.eq(END)
             with m.Case(END):
                 m.d.comb += [f.go.eq(inv), f.push["crd"].eq(1), f.push["ref"].eq(1)]
@@ -213,7 +276,7 @@ class LevelScan(OpComponent):
                 with m.Else():
                     set_stop(m, oc, 0)
                     set_stop(m, orf, 0)
-                with m.If(f.fire):
+                with m.If(fsm_fire):
                     m.d.comb += nstate.eq(IDLE)
         latency = op_latency(self.op_name, self.params)
         if latency == 1:
@@ -223,9 +286,56 @@ class LevelScan(OpComponent):
             f.build(m)
             return m
         # compressed: crd_data arrives from the read's register one cycle after the firing; both tokens leave
-        # through the output pipeline (every firing that pushes writes both outputs)
-        pipe = OutputPipeline(m, [self.o_crd, self.o_ref], latency, f.go, push=f.push["crd"], fire=f.fire)
-        m.d.comb += self.i_ref.ready.eq(f.fire & f.pop["ref"])
+        # through the output pipeline (every firing that pushes writes both outputs).
+        # The state machine above took every reference head for a non-empty fibre. An empty one (no_crd, the
+        # first array's flag: in block RAM the block's output, 5.6 ns after the clock) pops without pushing and
+        # goes to END; no_crd picks, in one multiplexer level, between the two outcomes computed from
+        # registers (kept wires, so that the synthesis keeps the flag last): the firing, the input's ready, the
+        # seg and first reads' enable and the next state. The tokens and the next position do not depend on it
+        # (nothing is pushed, and the next position is used only after a non-empty step)
+        ref_step = Signal()                     # IDLE with a reference head: the step the flag decides
+        m.d.comb += ref_step.eq((state == IDLE) & ~(is_stop(inp) | is_done(inp) | is_empty(inp)))
+        no_crd_k = kept(m, no_crd, "no_crd_k")   # the flag as read (in block RAM after the row choice)
+        # the LUT4 instances only where the first array is block RAM (elsewhere its flags come from registers and
+        # the mapper does better with plain multiplexers: level_scan compressed 146 -> 180 MHz, +mem 144 -> 158)
+        lut_platform = platform if "first_b" in self.memories["first"].in_block else None
+        push = Signal()                         # the step's push: not for an empty fibre
+        m.d.comb += push.eq(f.push["crd"] & ~(ref_step & no_crd))
+        room = Signal()
+        # fire_full: the firing if the fibre is not empty (any other step: its firing)
+        fire_empty = Signal()                   # ... if it is (a reference step then needs no room)
+        pipe = OutputPipeline(m, [self.o_crd, self.o_ref], latency, f.go, push=push, fire=f.fire,
+                              fire_from=lambda r: late_mux(m, lut_platform, no_crd_k,
+                                                           kept(m, fire_empty, "fire_empty_k"),
+                                                           kept(m, fire_full, "fire_full_k"), "fire_late"))
+        m.d.comb += [room.eq(pipe.inflight != latency),
+                     fire_full.eq(f.go & (~f.push["crd"] | room)),
+                     fire_empty.eq(f.go & (~(f.push["crd"] & ~ref_step) | room))]
+        # the input's ready and the reads' enable (the head is read or there is none: the reads load the next
+        # head's entries)
+        ready_full, ready_empty = Signal(), Signal()
+        m.d.comb += [ready_full.eq(fire_full & f.pop["ref"]), ready_empty.eq(fire_empty & f.pop["ref"])]
+        m.d.comb += [self.i_ref.ready.eq(late_mux(m, lut_platform, no_crd_k, kept(m, ready_empty, "ready_empty_k"),
+                                                  kept(m, ready_full, "ready_full_k"), "ready_late")),
+                     load.eq(late_mux(m, lut_platform, no_crd_k, kept(m, ready_empty | ~inv, "load_empty_k"),
+                                      kept(m, ready_full | ~inv, "load_full_k"), "load_late"))]
+        # the next state: the machine's (it fires as fire_full; a reference step goes to SCAN) unless a reference
+        # step fires with an empty fibre (END) or with a single coordinate (the first array's second flag: END)
+        ref_fire_full, ref_fire_empty = Signal(), Signal()
+        m.d.comb += [ref_fire_full.eq(ref_step & fire_full), ref_fire_empty.eq(ref_step & fire_empty)]
+        ns_base = kept(m, nstate, "ns_base_k")
+        to_end = late_mux(m, lut_platform, no_crd_k, kept(m, ref_fire_empty, "ref_fire_empty_k"),
+                          kept(m, ref_fire_full, "ref_fire_full_k"), "to_end_late", MUX_AND_INIT,
+                          kept(m, single, "single_k"))
+        # state = to_end ? END : ns_base, per bit through a LUT4 too (otherwise the synthesis turns the machine's
+        # holding into the register's clock enable, a wide function of to_end)
+        assert (END, SCAN) == (2, 1)
+        m.d.sync += state.eq(Cat(late_mux(m, lut_platform, to_end, 0, ns_base[0], "state0_late"),
+                                 late_mux(m, lut_platform, to_end, 1, ns_base[1], "state1_late")))
+        # the crd read's address is the next position (its data serves a SCAN step in the next cycle): lo + 1 in
+        # IDLE (from seg_lo's copy holding seg + 1), q + 1 after a SCAN step (SCAN always pushes and needs no
+        # head: it fires when the pipeline has room), else q
+        m.d.comb += self.crd_addr.eq(Mux(state == IDLE, self.seg_lo_b_data1, Mux((state == SCAN) & room, q + 1, q)))
         crd_now = next_crd                      # crd[q] at the last stage (a read of MEMORY_READ_LATENCY)
         for i in range(MEMORY_READ_LATENCY, latency):   # none unless the op's latency grows beyond the read's
             r = Signal.like(next_crd, name=f"crd_data_p{i}")

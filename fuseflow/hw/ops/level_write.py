@@ -6,8 +6,10 @@ top level) writes ``seg[seg_count] = count``; at the top level, D with no fibre 
 
 Write interfaces: ``crd_waddr/crd_wdata/crd_wen``, ``seg_waddr/seg_wdata/seg_wen`` and
 ``first_waddr/first_wdata/first_wen`` (synchronous write ports; ``first`` is the level's per-fibre first
-coordinate and emptiness, ``fuseflow.hw.memory.first_words``, which a level_scan of the tensor reads: the
-fibre's first coordinate writes ``first[fibre] = crd << 1``, a fibre that ends without one ``first[fibre] = 1``),
+coordinate, emptiness and whether it holds exactly one coordinate, ``fuseflow.hw.memory.first_words``, which a
+level_scan of the tensor reads: the fibre's first coordinate writes ``first[fibre] = crd << 2 | 2`` (single), its
+second one ``first[fibre] = crd0 << 2`` (the first coordinate, kept in a register), a fibre that ends without one
+``first[fibre] = 1``),
 ``count`` (crd entries written), ``seg_count`` (seg entries, seg[0] included) and ``fibre_count`` (first
 entries, ``seg_count - 1``), ``done``
 (1 from the cycle after the D firing once every write has landed). ``seg[0] = 0`` is written by the
@@ -31,7 +33,7 @@ class LevelWrite(OpComponent):
         w = self.crd_width
         self._add_write(members, "seg", "seg", w, "seg_count")
         self._add_write(members, "crd", "crd", w, "count")
-        self._add_write(members, "first", "first", w + 1, "fibre_count")
+        self._add_write(members, "first", "first", w + 2, "fibre_count")
         members["done"] = Out(1)
 
     def elaborate(self, platform):
@@ -53,13 +55,19 @@ class LevelWrite(OpComponent):
         # the fibre being written is fibre scnt - 1 (its end writes seg[scnt]); last != DATA: it has no
         # coordinate yet
         # the written words and addresses come from registers and the head, not from the firing (they reach
-        # the top's capacity check and the memories' write ports; only the enables follow the firing): a
-        # coordinate writes first = crd << 1, a stop that ends an empty fibre first = 1
-        m.d.comb += [self.first_waddr.eq(scnt - 1), self.first_wdata.eq(Mux(x.ctrl, 1, x.data[:w] << 1))]
+        # the top's capacity check and the memories' write ports; only the enables follow the firing): a fibre's
+        # first coordinate writes first = crd << 2 | 2 (single so far), its second one first = crd0 << 2 (crd0: the
+        # first coordinate, registered), a stop that ends an empty fibre first = 1
+        crd0 = Signal(w)
+        one = Signal()                   # the fibre being written holds exactly one coordinate
+        m.d.comb += [self.first_waddr.eq(scnt - 1),
+                     self.first_wdata.eq(Mux(x.ctrl, 1, Mux(last != DATA, x.data[:w] << 2 | 2, crd0 << 2)))]
         with m.If(~x.ctrl):
-            m.d.comb += [self.crd_wen.eq(f.fire), self.first_wen.eq(f.fire & (last != DATA))]
+            m.d.comb += [self.crd_wen.eq(f.fire), self.first_wen.eq(f.fire & ((last != DATA) | one))]
             with m.If(f.fire):
-                m.d.sync += [cnt.eq(cnt + 1), last.eq(DATA)]
+                m.d.sync += [cnt.eq(cnt + 1), last.eq(DATA), one.eq(last != DATA)]
+                with m.If(last != DATA):
+                    m.d.sync += crd0.eq(x.data[:w])
         with m.Elif(is_stop(x)):
             ends = (last == DATA) | (last == LAST_S0)
             if top:
