@@ -208,8 +208,17 @@ class PeekFIFO(wiring.Component):
         nxt = Signal(range(depth + 2))
         m.d.comb += nxt.eq(level + do_write - pop1 - pop2)
         m.d.sync += level.eq(nxt)
+
+        def at_least(j):
+            # level >= j in this cycle: a flag, or a compare of the level register (early: no read in it)
+            return 1 if j <= 0 else 0 if j > depth else ge[j] if j <= 5 else level >= j
+
         for j in range(1, 6):
-            m.d.sync += ge[j].eq(nxt >= j)
+            # level >= j after this cycle's write and reads: this cycle's flags, chosen by the reads last
+            # (no adder and compare after the consumer's late pops)
+            def after(k):
+                return Mux(do_write, at_least(j + k - 1), at_least(j + k))
+            m.d.sync += ge[j].eq(Mux(pop1, Mux(second, after(2), after(1)), after(0)))
         m.d.comb += [
             self.w.ready.eq(level != depth),
             self.r.valid.eq(ge[1]),
