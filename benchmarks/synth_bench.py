@@ -3,6 +3,7 @@
     python benchmarks/synth_bench.py [-o benchmarks/results/synth.json] [--md benchmarks/results/synth.md]
                                      [--target ecp5-85f|ice40-up5k] [--only ops|kernels] [--match TEXT] [-j 2]
                                      [--names "alu sigmoid" "alu tanh" ...] [--merge other.json ...]
+                                     [--seed 1] [--kernel-seeds 2 3]
 
 Ops are synthesised alone with representative parameters (every variant that changes the datapath: alu per
 operation, level_scan dense/compressed, spacc orders, ...), inside a registered-I/O wrapper
@@ -18,6 +19,11 @@ Writes JSON (default benchmarks/results/synth.json) and a Markdown table (defaul
 replaced, new ones added in table order); the Markdown table is rewritten from the merged rows. ``--merge``
 synthesises nothing: it folds the rows of other result files (``--names`` runs made in another checkout, with
 ``-o`` pointing elsewhere) into ``--out`` the same way.
+
+A kernel's Fmax moves by 10 MHz and more between placements (routing is most of its paths), so one seed says
+little about a kernel near its target. ``--kernel-seeds 2 3`` also places and routes every kernel at those seeds:
+its row keeps ``fmax_by_seed`` ({seed: MHz}, the row's own seed included) and the table shows each and the median,
+with a second verdict by the median.
 """
 
 import argparse
@@ -259,10 +265,44 @@ def markdown(doc):
     lines += ["", f"## Kernels of the quick suite (target {KERNEL_TARGET_MHZ:g} MHz)", "",
               verdict(ks, KERNEL_TARGET_MHZ) + ".", ""]
     lines += table(ks, (("ops", lambda r: r.get("ops", "")), ("memory bits", lambda r: r.get("memory_bits", ""))))
+    seeded = [r for r in ks if "error" not in r and r.get("fmax_by_seed")]
+    if seeded:
+        lines += ["", f"Across placement seeds (`--kernel-seeds`; {median_verdict(seeded, KERNEL_TARGET_MHZ)}):", "",
+                  "| design | Fmax MHz by nextpnr seed | median |", "|---|---|---|"]
+        for r in seeded:
+            by = r["fmax_by_seed"]
+            cells = ", ".join(f"seed {k}: {v:.1f}" for k, v in sorted(by.items(), key=lambda kv: int(kv[0])))
+            lines.append(f"| {r['name']} | {cells} | {median_fmax(r):.1f} |")
     if doc.get("notes"):
         lines += ["", "## Where the targets are missed", ""] + [f"- {n}" for n in doc["notes"]]
     lines += ["", f"Total: {len(rows)} runs in {doc['seconds']:.0f} s on {doc['machine']}.", ""]
     return "\n".join(lines)
+
+
+def median_fmax(row):
+    """The median of a row's Fmax over its seeds (``fmax_by_seed``; the row's own Fmax without one)."""
+    vals = sorted(v for v in (row.get("fmax_by_seed") or {}).values() if v is not None) or [row["fmax_mhz"]]
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+def median_verdict(rows, tgt):
+    bad = [r for r in rows if median_fmax(r) < tgt]
+    s = f"by the median {len(rows) - len(bad)} of {len(rows)} meet {tgt:g} MHz"
+    if bad:
+        s += "; below: " + ", ".join(f"{r['name']} ({median_fmax(r):.0f})" for r in bad)
+    return s
+
+
+def fold_seeds(rows, extra):
+    """Give each kernel row of ``rows`` ``fmax_by_seed`` from itself and its runs at other seeds (``extra``,
+    rows of the same names)."""
+    for r in rows:
+        runs = [x for x in extra if x["name"] == r["name"] and "error" not in x]
+        if r["kind"] != "kernel" or "error" in r or not runs:
+            continue
+        r["fmax_by_seed"] = {str(x["seed"]): x["fmax_mhz"] for x in [r, *runs]}
+    return rows
 
 
 def notes(rows):
@@ -344,6 +384,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1,
                     help="nextpnr's placement seed (default 1, the committed table's); another seed shows how far "
                          "a design moves between placements")
+    ap.add_argument("--kernel-seeds", nargs="+", type=int, default=[], metavar="SEED",
+                    help="also place and route every kernel at these nextpnr seeds (the table shows Fmax per seed "
+                         "and the median)")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="synthesise nothing: merge the rows of these result files (runs made elsewhere, e.g. "
                          "with --names -o other.json) into --out and re-render its table")
@@ -371,16 +414,19 @@ def main(argv=None):
     print(f"synthesising {len(cases)} designs for {args.target} with {args.jobs} job(s); the first YoWASP call "
           f"compiles WebAssembly (about a minute)", flush=True)
     versions = tool_versions()
-    rows = [None] * len(cases)
+    jobs = [(c, args.seed) for c in cases] + [(c, s) for s in args.kernel_seeds if s != args.seed
+                                              for c in cases if c["kind"] == "kernel"]
+    results = [None] * len(jobs)
     with cf.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futs = {pool.submit(run_case, c, args.target, args.seed): i for i, c in enumerate(cases)}
+        futs = {pool.submit(run_case, c, args.target, s): i for i, (c, s) in enumerate(jobs)}
         done = 0
         for fut in cf.as_completed(futs):
             i = futs[fut]
-            rows[i] = fut.result()
+            r = results[i] = fut.result()
             done += 1
-            print(f"[{done:2d}/{len(cases)}] {rows[i]['name']:28s} {describe(rows[i])}  ({rows[i]['seconds']} s)",
-                  flush=True)
+            at = f" (seed {r['seed']})" if r["seed"] != args.seed else ""
+            print(f"[{done:2d}/{len(jobs)}] {r['name'] + at:28s} {describe(r)}  ({r['seconds']} s)", flush=True)
+    rows = fold_seeds(results[:len(cases)], results[len(cases):])
     seconds = round(time.monotonic() - t0, 1)
     if args.names and os.path.exists(args.out):
         with open(args.out) as f:

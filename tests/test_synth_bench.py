@@ -30,3 +30,36 @@ def _doc(seeds):
 def test_header_names_the_seeds(seeds, says):
     assert says in synth_bench.markdown(_doc(seeds))
 
+
+
+def _kernel_rows():
+    with open(os.path.join(HERE, "..", "benchmarks", "results", "synth.json")) as f:
+        doc = json.load(f)
+    ks = [dict(r) for r in doc["results"] if r["kind"] == "kernel"][:2]
+    return doc, ks
+
+
+def test_kernel_seeds_fold_into_the_row_and_the_median_judges():
+    doc, (a, b) = _kernel_rows()
+    a.update(fmax_mhz=99.1, seed=1, meets_target=False)
+    b.update(fmax_mhz=120.0, seed=1, meets_target=True)
+    extra = [dict(a, fmax_mhz=104.2, seed=2), dict(a, fmax_mhz=112.7, seed=3),
+             dict(b, fmax_mhz=90.0, seed=2), dict(b, fmax_mhz=95.0, seed=3)]
+    rows = synth_bench.fold_seeds([a, b], extra)
+    assert rows[0]["fmax_by_seed"] == {"1": 99.1, "2": 104.2, "3": 112.7}
+    assert rows[0]["fmax_mhz"] == 99.1                      # the row's own seed stays the table's value
+    assert synth_bench.median_fmax(rows[0]) == 104.2
+    assert synth_bench.median_fmax(rows[1]) == 95.0
+    doc["results"] = rows
+    text = synth_bench.markdown(doc)
+    assert f"| {a['name']} | seed 1: 99.1, seed 2: 104.2, seed 3: 112.7 | 104.2 |" in text
+    assert f"by the median 1 of 2 meet 100 MHz; below: {b['name']} (95)" in text
+
+
+def test_median_of_an_even_count_and_without_seeds():
+    _, (a, _) = _kernel_rows()
+    assert synth_bench.median_fmax(dict(a, fmax_by_seed={"1": 90.0, "2": 100.0})) == 95.0
+    assert synth_bench.median_fmax(dict(a, fmax_mhz=88.0, fmax_by_seed=None)) == 88.0
+    # a failed run at another seed is left out of the fold
+    rows = synth_bench.fold_seeds([dict(a)], [dict(a, error="nextpnr: x", seed=2)])
+    assert "fmax_by_seed" not in rows[0]
