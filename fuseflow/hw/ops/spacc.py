@@ -26,7 +26,10 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   third A meets in t + 1 (below).
 - t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``; with block RAM two merges side by side,
   chosen by ``s1_mem`` after them) into ``s2``; the bitmap bit is set and the entry inserted into the emit queue
-  (below) from s1.
+  (below) from s1. A saturating add (op sum) keeps its result as the wrapped sum and an overflow flag (in
+  ``merged``, ``s1_cur``, ``s2``, ``s3``): the merge ends at its carry chain and the flag's LUT, and the saturated
+  value (the sum's top bit repeated over its negation on overflow) is formed where it is used: the forwarded
+  ``s1_cur`` before its adder, and ``s2_merged`` (the memory write, the rings, the emitted value).
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
   to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
   undefined: it is never used (forwarded instead).
@@ -265,8 +268,31 @@ class Spacc(OpComponent):
         s1_v, s2_v, s3_v = (Signal(name=f"s{i}_valid") for i in (1, 2, 3))
         s1_x = Signal(signed(W), name="s1_val")
         s1_mem = Signal(name="s1_from_memory")          # occupied, no firing of t - 1 .. t - 3 had the entry
-        s1_cur = Signal(signed(W), name="s1_cur")
-        s2_m, s3_m = (Signal(signed(W), name=f"s{i}_merged") for i in (2, 3))
+        # a saturating add's result is kept as its wrapped sum and an overflow flag (the saturated value, a
+        # function of the two, is formed where it is used), so the merge ends at its carry chain and one
+        # overflow LUT, with no saturation multiplexer after them; other merges: the result, flag 0
+        sat_add = merge == "add" and W >= 2
+        s1_cur, s1_cur_o = Signal(signed(W), name="s1_cur"), Signal(name="s1_cur_overflow")
+        s2_raw, s3_raw = (Signal(signed(W), name=f"s{i}_sum") for i in (2, 3))
+        s2_o, s3_o = (Signal(name=f"s{i}_overflow") for i in (2, 3))
+        s2_m = Signal(signed(W), name="s2_merged")     # s2's saturated value
+
+        def saturated(raw, ovf):
+            """The merged value from its wrapped sum and overflow flag: on overflow the sum's sign is the
+            opposite of both operands', so the limit is the sum's top bit repeated over its negation."""
+            if not sat_add:
+                return raw
+            return Mux(ovf, Cat(raw[-1].replicate(W - 1), ~raw[-1]), raw.as_unsigned()).as_signed()
+
+        def merge_parts(a, b, prefix):
+            """(wrapped result, overflow) of the merge of signed(W) a, b (as alu.saturating_add_sub)."""
+            if not sat_add:
+                return fixed_op(m, merge, a, b, fx, prefix=prefix), Const(0, 1)
+            a, b = Value.cast(a), Value.cast(b)
+            raw = Signal(signed(W), name=f"{prefix}_sum")
+            m.d.comb += raw.eq((a + b)[:W])
+            return raw, ~(a[-1] ^ b[-1]) & (raw[-1] ^ a[-1])
+        m.d.comb += s2_m.eq(saturated(s2_raw, s2_o))
         s1_lin = Signal(range(max(n, 2)), name="s1_lin")
         s1_bank = Signal(name="s1_bank")
         # registers, set in the cycle before from the read's address (the next head's entry, two candidates):
@@ -283,20 +309,22 @@ class Spacc(OpComponent):
         occ_row = Signal(4, name="occupied_row")
         if split_lookup:
             m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
+        merged, merged_o = Signal(signed(W), name="merged"), Signal(name="merged_overflow")
         if block:
             # merged = f(cur, x) with cur = the read's data or s1_cur, as two merges side by side that s1_mem
             # chooses between: the block RAM's read data (its output register: a slow clock-to-output and a long
             # route) goes straight into its merge's carry chain, and s1_mem (with more than 256 bitmap bits a
             # choice among registers) is looked at after the merges
-            merged = Signal(signed(W), name="merged")
-            m.d.comb += merged.eq(Mux(s1_mem, fixed_op(m, merge, rpa.data.as_signed(), s1_x, fx, prefix="acc_mem"),
-                                      fixed_op(m, merge, s1_cur, s1_x, fx, prefix="acc_fwd")))
+            mem_r, mem_o = merge_parts(rpa.data.as_signed(), s1_x, "acc_mem")
+            fwd_r, fwd_o = merge_parts(saturated(s1_cur, s1_cur_o), s1_x, "acc_fwd")
+            m.d.comb += [merged.eq(Mux(s1_mem, mem_r, fwd_r)), merged_o.eq(Mux(s1_mem, mem_o, fwd_o))]
         else:
             # (a LUT-RAM accumulator's read data comes from a register beside the logic: one merge, after the
             # choice, is smaller)
             cur_val = Signal(signed(W))
-            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
-            merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
+            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), saturated(s1_cur, s1_cur_o)))
+            acc_r, acc_o = merge_parts(cur_val, s1_x, "acc")
+            m.d.comb += [merged.eq(acc_r), merged_o.eq(acc_o)]
         if split_lookup:
             m.d.sync += s1_nohit.eq(~hit_now & ~hit2 & ~hit3)
         else:
@@ -304,9 +332,10 @@ class Spacc(OpComponent):
         m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
                      # (a hit means occupied; an occupied entry without a hit is read from the memory, so the
                      # bitmap's bit only chooses that)
-                     s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_m, Mux(hit3, s3_m, identity))))]
-        m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_m.eq(merged),
-                     s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_m.eq(s2_m)]
+                     s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_raw, Mux(hit3, s3_raw, identity)))),
+                     s1_cur_o.eq(Mux(hit_now, merged_o, Mux(hit2, s2_o, hit3 & s3_o)))]
+        m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_raw.eq(merged), s2_o.eq(merged_o),
+                     s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_raw.eq(s2_raw), s3_o.eq(s2_o)]
         m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
 
         # ---- accumulate side
