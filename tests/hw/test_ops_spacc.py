@@ -320,6 +320,35 @@ def test_repeated_entry_gap(gap, op, stalls):
     assert got == {"crd_inner": sorted(want) + ["S0", "D"], "val": [want[j] for j in sorted(want)] + ["S0", "D"]}
 
 
+@pytest.mark.parametrize("block", [False, True])
+@pytest.mark.parametrize("gap", [1, 2, 3, 4, 5])
+def test_repeated_entry_saturates(gap, block, stalls):
+    """A sum that saturates, on an entry repeated ``gap`` firings apart (forwarded from the merge, from s2, s3,
+    or read from the memory): the merge keeps a wrapped sum and an overflow flag, and every use (forwarding, the
+    memory write, the emitted value) must see the saturated value: max + max, then - 1, is max - 1, not the
+    wrapped -3; min + min, then + 1, is min + 1. Also with the block-RAM accumulator (two merges side by side)."""
+    from fuseflow.tensors.fixed import FixedFormat
+    fx = FixedFormat()
+    lo, hi = fx.min_raw, fx.max_raw
+    fill = [0, 1, 3, 5][:gap - 1]
+    crds = [2] + fill + [2] + fill + [2] + fill + [6] + fill + [6] + fill + [6]
+    per = [hi, hi, -1, lo, lo, 1]
+    vals, it = [], iter(per)
+    for j in crds:
+        vals.append(next(it) if j in (2, 6) else 7)
+    want = {}
+    for j, v in zip(crds, vals):
+        want[j] = max(lo, min(hi, want[j] + v)) if j in want else v
+    assert want[2] == hi - 1 and want[6] == lo + 1
+    dim = 16 if block else 8           # 2 x 16 x 32 bits: block RAM (the DP16KD model); 2 x 8 x 32: LUT RAM
+    with pytest.MonkeyPatch.context() as mp:
+        if block:
+            mp.setattr(Spacc, "memory_impl", "dp16kd-model")
+        got, _, _ = check_op("spacc", {"dim": dim}, {"crd_inner": crds + ["S1", "D"], "val": vals + ["S1", "D"]},
+                             stalls=stalls, seed=20 + gap)
+    assert got == {"crd_inner": sorted(want) + ["S0", "D"], "val": [want[j] for j in sorted(want)] + ["S0", "D"]}
+
+
 @pytest.mark.parametrize("crds", [[1, 0, 1, 0], [3, 2, 0, 1, 0, 1], [0, 1, 2, 3, 3, 2], [3, 2, 1, 0, 2, 3, 3],
                                   [0, 3, 3, 3]])
 def test_bank_closed_right_after_writes(crds, stalls):

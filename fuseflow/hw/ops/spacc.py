@@ -26,7 +26,10 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   third A meets in t + 1 (below).
 - t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``; with block RAM two merges side by side,
   chosen by ``s1_mem`` after them) into ``s2``; the bitmap bit is set and the entry inserted into the emit queue
-  (below) from s1.
+  (below) from s1. A saturating add (op sum) keeps its result as the wrapped sum and an overflow flag (in
+  ``merged``, ``s1_cur``, ``s2``, ``s3``): the merge ends at its carry chain and the flag's LUT, and the saturated
+  value (the sum's top bit repeated over its negation on overflow) is formed where it is used: the forwarded
+  ``s1_cur`` before its adder, and ``s2_merged`` (the memory write, the rings, the emitted value).
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
   to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
   undefined: it is never used (forwarded instead).
@@ -40,10 +43,17 @@ lowest bit above its lowest, computed for every group from registers; rest's bit
 rest in sorted order, so the emitted bits lie below their group's lowest, and rest is cleared as a whole while
 the emitting bank's head is empty). A pop (``want[k]`` from registers and the outputs' room ``emit_room``,
 both on kept wires) is the last choice before every register it changes: ``Mux(pop, if_pop, hold)``, both
-candidates from registers (kept wires, except the groups'); rest's bits do not look at it. Accumulating a new
-entry inserts it (three comparisons with the head, second
+candidates from registers (kept wires, except the groups'; a group takes ``pop & gone[g]``, gone the one-hot
+mask of the first nonempty group, one kept wire per group, so the pop's fan-out is split); rest's bits do not
+look at it. The find-first-sets (:func:`_lowest`) work in chunks of 4 bits whose ORs and first-chunk mask are on
+kept wires (16 bits: 3 LUT levels). Accumulating a new entry inserts it (three comparisons with the head, second
 and third, made in the firing's cycle against the registers and s1's entry, chosen by s1's place and registered;
-the displaced one goes to rest). The occupancy bitmap is cleared as a whole while its bank is full.
+the displaced one goes to rest). Which group of rest s1's insertion may set is registered in the firing's cycle,
+per group: ``rest<k>_new_group`` (the firing accumulates into bank k and its entry lies in group g) and
+``rest<k>_third_group`` (the same for the third the entry meets, the third after that cycle's insertion), so in
+t + 1 a group's lowest bit, nonempty bit and rest bits look at their own two registers and the comparisons, not
+at s1's validity and bank (which fanned out to every group of both banks). The occupancy bitmap is cleared as a
+whole while its bank is full.
 ``emitting[k]`` (= full[k] and eb = k) is a register per bank, so the per-bank pops, ring writes and the emitted
 value decode no ``eb``. The values of the head and the second are in
 registers too, a ring of four per bank (the head's at a pointer, the second's after it): the accumulate side
@@ -103,18 +113,6 @@ from .alu import fixed_op
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
 
 
-def _prefix_below(bits, n):
-    """``below[i]`` = OR of ``bits[0:i]``: a Sklansky prefix tree (log2 n levels of 2-input ORs, which the
-    mapper packs into about half as many LUT levels), not a chain."""
-    p = [bits[i] for i in range(n)]
-    span = 1
-    while span < n:
-        p = [p[i] | p[(i // (2 * span)) * 2 * span + span - 1] if i % (2 * span) >= span else p[i]
-             for i in range(n)]
-        span *= 2
-    return [Const(0, 1)] + p[:-1]
-
-
 def _less_const(x, k):
     """``x < k`` for an unsigned Value ``x`` and a constant ``k``, as AND/OR logic: some bit i with k_i = 1 and
     x_i = 0 below bits equal to k's (Yosys maps a comparison with a constant to a carry chain, whose first stage
@@ -140,18 +138,41 @@ def _or_all(values, width):
 
 def _lowest(m, bits, n, payloads, name):
     """The lowest set bit of ``bits`` (n bits): ``(any, onehot, payload)``, ``onehot`` its one-hot mask (0 when
-    none) and ``payload`` the constant ``payloads[i]`` of that bit (0 when none): the OR of the constants
-    over the one-hot mask, so the depth is the prefix tree's plus an OR tree, with no multiplexer chain."""
-    below = _prefix_below(bits, n)
-    onehot = Signal(n, name=f"{name}_onehot")
-    m.d.comb += onehot.eq(Cat(bits[i] & ~below[i] for i in range(n)))
+    none) and ``payload`` the constant ``payloads[i]`` of that bit (0 when none).
+
+    In chunks of 4 bits: each chunk's OR on a kept wire, the lowest nonempty chunk (recursively, its one-hot
+    mask kept too) and, beside it, each chunk's own lowest bit and payload (functions of its 4 bits); a bit
+    is the lowest when it is its chunk's lowest in the lowest nonempty chunk, and the payload is the OR of the
+    chunks' payloads over the chunk mask. The kept wires bound the depth (16 bits: 3 LUT levels): without
+    them the mapper, counting only LUT levels, shares the prefix ORs of all outputs as chains."""
+    bits = Value.cast(bits)
     width = max(max(int(p).bit_length() for p in payloads), 1)
+    onehot = Signal(n, name=f"{name}_onehot")
     payload = Signal(width, name=f"{name}_payload")
-    for b in range(width):
-        terms = [onehot[i] for i in range(n) if (int(payloads[i]) >> b) & 1]
-        if terms:
-            m.d.comb += payload[b].eq(Cat(terms).any())
-    return bits.any(), onehot, payload
+
+    def local(lo, hi):
+        """The lowest set bit among bits[lo:hi] (at most 4): its one-hot mask and payload."""
+        oh = [bits[i] & ~Cat(*[bits[j] for j in range(lo, i)]).any() if i > lo else bits[i] for i in range(lo, hi)]
+        pl = [Cat(*[oh[i - lo] for i in range(lo, hi) if (int(payloads[i]) >> bb) & 1]).any()
+              if any((int(payloads[i]) >> bb) & 1 for i in range(lo, hi)) else Const(0, 1) for bb in range(width)]
+        return oh, Cat(*pl)
+    if n <= 4:
+        oh, pl = local(0, n)
+        m.d.comb += [onehot.eq(Cat(*oh)), payload.eq(pl)]
+        return bits.any(), onehot, payload
+    nc = -(-n // 4)
+    chunk = Signal(nc, name=f"{name}_chunks", attrs={"keep": 1})
+    m.d.comb += chunk.eq(Cat(*[bits[4 * j:min(4 * j + 4, n)].any() for j in range(nc)]))
+    c_any, c_oh, _ = _lowest(m, chunk, nc, list(range(nc)), f"{name}_c")
+    c_first = Signal(nc, name=f"{name}_first_chunk", attrs={"keep": 1})
+    m.d.comb += c_first.eq(c_oh)
+    ohs, pls = [], []
+    for j in range(nc):
+        oh, pl = local(4 * j, min(4 * j + 4, n))
+        ohs += [o & c_first[j] for o in oh]
+        pls.append(c_first[j].replicate(width) & pl)
+    m.d.comb += [onehot.eq(Cat(*ohs)), payload.eq(_or_all(pls, width))]
+    return c_any, onehot, payload
 
 
 class Spacc(OpComponent):
@@ -247,8 +268,31 @@ class Spacc(OpComponent):
         s1_v, s2_v, s3_v = (Signal(name=f"s{i}_valid") for i in (1, 2, 3))
         s1_x = Signal(signed(W), name="s1_val")
         s1_mem = Signal(name="s1_from_memory")          # occupied, no firing of t - 1 .. t - 3 had the entry
-        s1_cur = Signal(signed(W), name="s1_cur")
-        s2_m, s3_m = (Signal(signed(W), name=f"s{i}_merged") for i in (2, 3))
+        # a saturating add's result is kept as its wrapped sum and an overflow flag (the saturated value, a
+        # function of the two, is formed where it is used), so the merge ends at its carry chain and one
+        # overflow LUT, with no saturation multiplexer after them; other merges: the result, flag 0
+        sat_add = merge == "add" and W >= 2
+        s1_cur, s1_cur_o = Signal(signed(W), name="s1_cur"), Signal(name="s1_cur_overflow")
+        s2_raw, s3_raw = (Signal(signed(W), name=f"s{i}_sum") for i in (2, 3))
+        s2_o, s3_o = (Signal(name=f"s{i}_overflow") for i in (2, 3))
+        s2_m = Signal(signed(W), name="s2_merged")     # s2's saturated value
+
+        def saturated(raw, ovf):
+            """The merged value from its wrapped sum and overflow flag: on overflow the sum's sign is the
+            opposite of both operands', so the limit is the sum's top bit repeated over its negation."""
+            if not sat_add:
+                return raw
+            return Mux(ovf, Cat(raw[-1].replicate(W - 1), ~raw[-1]), raw.as_unsigned()).as_signed()
+
+        def merge_parts(a, b, prefix):
+            """(wrapped result, overflow) of the merge of signed(W) a, b (as alu.saturating_add_sub)."""
+            if not sat_add:
+                return fixed_op(m, merge, a, b, fx, prefix=prefix), Const(0, 1)
+            a, b = Value.cast(a), Value.cast(b)
+            raw = Signal(signed(W), name=f"{prefix}_sum")
+            m.d.comb += raw.eq((a + b)[:W])
+            return raw, ~(a[-1] ^ b[-1]) & (raw[-1] ^ a[-1])
+        m.d.comb += s2_m.eq(saturated(s2_raw, s2_o))
         s1_lin = Signal(range(max(n, 2)), name="s1_lin")
         s1_bank = Signal(name="s1_bank")
         # registers, set in the cycle before from the read's address (the next head's entry, two candidates):
@@ -265,20 +309,22 @@ class Spacc(OpComponent):
         occ_row = Signal(4, name="occupied_row")
         if split_lookup:
             m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
+        merged, merged_o = Signal(signed(W), name="merged"), Signal(name="merged_overflow")
         if block:
             # merged = f(cur, x) with cur = the read's data or s1_cur, as two merges side by side that s1_mem
             # chooses between: the block RAM's read data (its output register: a slow clock-to-output and a long
             # route) goes straight into its merge's carry chain, and s1_mem (with more than 256 bitmap bits a
             # choice among registers) is looked at after the merges
-            merged = Signal(signed(W), name="merged")
-            m.d.comb += merged.eq(Mux(s1_mem, fixed_op(m, merge, rpa.data.as_signed(), s1_x, fx, prefix="acc_mem"),
-                                      fixed_op(m, merge, s1_cur, s1_x, fx, prefix="acc_fwd")))
+            mem_r, mem_o = merge_parts(rpa.data.as_signed(), s1_x, "acc_mem")
+            fwd_r, fwd_o = merge_parts(saturated(s1_cur, s1_cur_o), s1_x, "acc_fwd")
+            m.d.comb += [merged.eq(Mux(s1_mem, mem_r, fwd_r)), merged_o.eq(Mux(s1_mem, mem_o, fwd_o))]
         else:
             # (a LUT-RAM accumulator's read data comes from a register beside the logic: one merge, after the
             # choice, is smaller)
             cur_val = Signal(signed(W))
-            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), s1_cur))
-            merged = fixed_op(m, merge, cur_val, s1_x, fx, prefix="acc")
+            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), saturated(s1_cur, s1_cur_o)))
+            acc_r, acc_o = merge_parts(cur_val, s1_x, "acc")
+            m.d.comb += [merged.eq(acc_r), merged_o.eq(acc_o)]
         if split_lookup:
             m.d.sync += s1_nohit.eq(~hit_now & ~hit2 & ~hit3)
         else:
@@ -286,9 +332,10 @@ class Spacc(OpComponent):
         m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
                      # (a hit means occupied; an occupied entry without a hit is read from the memory, so the
                      # bitmap's bit only chooses that)
-                     s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_m, Mux(hit3, s3_m, identity))))]
-        m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_m.eq(merged),
-                     s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_m.eq(s2_m)]
+                     s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_raw, Mux(hit3, s3_raw, identity)))),
+                     s1_cur_o.eq(Mux(hit_now, merged_o, Mux(hit2, s2_o, hit3 & s3_o)))]
+        m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_raw.eq(merged), s2_o.eq(merged_o),
+                     s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_raw.eq(s2_raw), s3_o.eq(s2_o)]
         m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
 
         # ---- accumulate side
@@ -567,6 +614,19 @@ class Spacc(OpComponent):
             yh, ys, yt = (Signal(name=f"ins{k}_prev_{x}") for x in ("head", "second", "third"))
             m.d.comb += [yh.eq(mine & ins_head), ys.eq(mine & ~ins_head & ins_second),
                          yt.eq(mine & ~ins_head & ~ins_second & ins_third)]
+            # the linear index of the third after this cycle's insertion of Y (from registers)
+            t_next = Signal(lw, name=f"ins{k}_third_next")
+            m.d.comb += t_next.eq(Mux(yh | ys, n_lin, Mux(yt, ins_lin, t_lin)))
+            # the groups of rest that s1's insertion may set, registered in the firing's cycle per group (each
+            # group's logic then looks at its own two registers, not at s1's validity and bank, which would fan
+            # out to every group and rest bit of both banks): the firing accumulates into bank k and its entry
+            # (the third the entry meets: the third after this cycle's insertion of Y) lies in group g. The
+            # comparisons (below, from registers) then say which of the two goes to rest
+            grp_new = Signal(ng, name=f"rest{k}_new_group")
+            grp_third = Signal(ng, name=f"rest{k}_third_group")
+            mine_next = wen & (ab == k)
+            m.d.sync += [grp_new.eq(Cat(mine_next & ((set_addr >> gw) == g) for g in range(ng))),
+                         grp_third.eq(Cat(mine_next & ((t_next >> gw) == g) for g in range(ng)))]
 
             def after_prev(r):
                 """The comparisons (r: with head, second, third, Y) after this cycle's insertion of Y."""
@@ -580,18 +640,22 @@ class Spacc(OpComponent):
             # on kept wires, so the pop, which waits for the outputs' room, is the last choice before each of
             # them); the others do not look at the pop (a bank that pops is emitting: it neither inserts nor
             # clears rest)
-            late_regs = [ptr[k], head[k], hv[k], nxt[k], nv[k], third[k], tv[k], gne[k]] + glow[k]
-            grp = glow[k] + [gne[k]]
-
-            def attrs(r):
-                # the groups' candidates are not kept: their find-first-sets, the deepest logic of the queue,
-                # map better merged with the choice
-                return {} if any(r is q for q in grp) else {"keep": 1}
-            if_pop = {id(r): Signal.like(r, name=f"{r.name}_if_pop", attrs=attrs(r)) for r in late_regs}
-            hold = {id(r): Signal.like(r, name=f"{r.name}_hold", attrs=attrs(r)) for r in late_regs}
+            late_regs = [ptr[k], head[k], hv[k], nxt[k], nv[k], third[k], tv[k]]
+            if_pop = {id(r): Signal.like(r, name=f"{r.name}_if_pop", attrs={"keep": 1}) for r in late_regs}
+            hold = {id(r): Signal.like(r, name=f"{r.name}_hold", attrs={"keep": 1}) for r in late_regs}
             for r in late_regs:
                 m.d.comb += [if_pop[id(r)].eq(r), hold[id(r)].eq(r)]
                 m.d.sync += r.eq(Mux(pop[k], if_pop[id(r)], hold[id(r)]))
+            # the groups: only the group losing its lowest bit (gone) changes on a pop, so each group looks at its
+            # own pop & gone[g] (a kept wire per group: the pop's fan-out is split among the groups); their hold
+            # candidates (the insertion) are not kept
+            for r in glow[k] + [gne[k]]:
+                hold[id(r)] = Signal.like(r, name=f"{r.name}_hold")
+                m.d.comb += hold[id(r)].eq(r)
+            pg = [Signal(name=f"rest{k}_g{g}_pop", attrs={"keep": 1}) for g in range(ng)]
+            m.d.comb += [pg[g].eq(pop[k] & gone[g]) for g in range(ng)]
+            m.d.sync += gne[k].eq(Cat(Mux(pg[g], nlow[g][0], hold[id(gne[k])][g]) for g in range(ng)))
+            m.d.sync += [glow[k][g].eq(Mux(pg[g], nlow[g][1], hold[id(glow[k][g])])) for g in range(ng)]
 
             def on_pop(r, value):
                 m.d.comb += if_pop[id(r)].eq(value)
@@ -621,16 +685,11 @@ class Spacc(OpComponent):
             on_pop(nv[k], tv[k])
             on_pop(third[k], low_entry)
             on_pop(tv[k], any_rest)
-            on_pop(gne[k], Cat(Mux(gone[g], nlow[g][0], gne[k][g]) for g in range(ng)))
-            for g in range(ng):
-                on_pop(glow[k][g], Mux(gone[g], nlow[g][1], glow[k][g]))
             # the insertion compares the entry with the registered head, second and third only (an entry already
             # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
             # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
-            # closing firing's cycle holds the last one)
-            with m.If(em[k] & ~hv[k]):
-                m.d.sync += rest[k].eq(0)
-            with m.Elif(mine):
+            # closing firing's cycle holds the last one; a bank inserting is not emitting)
+            with m.If(mine):
                 with m.If(ins_head):
                     for r, value in ((head[k], ins_entry), (hv[k], 1), (nxt[k], head[k]), (nv[k], hv[k]),
                                      (third[k], nxt[k]), (tv[k], nv[k])):
@@ -641,25 +700,30 @@ class Spacc(OpComponent):
                 with m.Elif(ins_third):
                     on_hold(third[k], ins_entry)
                     on_hold(tv[k], 1)
-                # the entry that goes to rest: the displaced third, or the new entry beyond the third (both
-                # candidates decoded from registers; the comparisons choose last)
-                # (with a third, the three are valid and sorted: the entry enters them iff it is below the third
-                # and equals none of them)
-                en_t = Signal(name=f"rest{k}_set_third")
-                en_i = Signal(name=f"rest{k}_set_new")
-                m.d.comb += [en_t.eq(tv[k] & lt_t & ~eq_h & ~eq_n), en_i.eq(tv[k] & ~lt_t & ~eq_t)]
-                dec_t = Cat(*[t_lin == b for b in range(n)])
-                dec_i = s1_onehot
-                with m.If(en_t | en_i):
-                    m.d.sync += rest[k].eq(rest[k] | (dec_t & en_t.replicate(n)) | (dec_i & en_i.replicate(n)))
-                gne_set = Signal(ng, name=f"rest{k}_groups_set")
-                for g in range(ng):
-                    cands = [(en_t & ((t_lin >> gw) == g), t_lin[:gw]), (en_i & ((ins_lin >> gw) == g), ins_lin[:gw])]
-                    m.d.comb += gne_set[g].eq(cands[0][0] | cands[1][0])
-                    for hit, low in cands:
-                        with m.If(hit & (~gne[k][g] | (low < glow[k][g]))):
-                            on_hold(glow[k][g], low)
-                on_hold(gne[k], gne[k] | gne_set)
+            # the entry that goes to rest: the displaced third, or the new entry beyond the third (with a third,
+            # the three are valid and sorted: the entry enters them iff it is below the third and equals none of
+            # them); per group from its registered selects (which hold s1's validity and bank: a bank inserting
+            # is not emitting, so neither pops nor clears rest in that cycle) and the comparisons
+            en_t = Signal(name=f"rest{k}_set_third")
+            en_i = Signal(name=f"rest{k}_set_new")
+            m.d.comb += [en_t.eq(tv[k] & lt_t & ~eq_h & ~eq_n), en_i.eq(tv[k] & ~lt_t & ~eq_t)]
+            t_low = Cat(*[t_lin[:gw] == i for i in range(G)])
+            gne_set = Signal(ng, name=f"rest{k}_groups_set")
+            rest_set = []
+            for g in range(ng):
+                h_t, h_i = Signal(name=f"rest{k}_g{g}_set_third"), Signal(name=f"rest{k}_g{g}_set_new")
+                m.d.comb += [h_t.eq(grp_third[g] & en_t), h_i.eq(grp_new[g] & en_i), gne_set[g].eq(h_t | h_i)]
+                for i in range(G):
+                    if g * G + i < n:
+                        rest_set.append((h_t & t_low[i]) | (h_i & s1_onehot[g * G + i]))
+                for hit, low in ((h_t, t_lin[:gw]), (h_i, ins_lin[:gw])):
+                    with m.If(hit & (~gne[k][g] | (low < glow[k][g]))):
+                        on_hold(glow[k][g], low)
+            with m.If(em[k] & ~hv[k]):
+                m.d.sync += rest[k].eq(0)
+            with m.Else():
+                m.d.sync += rest[k].eq(rest[k] | Cat(*rest_set))
+            on_hold(gne[k], gne[k] | gne_set)
         # the emit side's read: bank eb's third entry (a register), which becomes its second when the head is
         # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
         # closing firing) precedes its first emission, so the read never meets a write of its entry
