@@ -79,9 +79,22 @@ def saturating_add_sub(a, b, fixed, sub=False):
     if len(a) != W or len(b) != W or not (a.shape().signed and b.shape().signed) or W < 2:
         return saturate(a - b if sub else a + b, fixed)
     x = (a - b if sub else a + b)[:W]
+    return saturate_overflow(x, add_sub_overflow(a, b, x, sub), ~a[-1])
+
+
+def add_sub_overflow(a, b, x, sub=False):
+    """Whether ``x``, the wrapped W-bit ``a + b`` (``a - b`` with ``sub``) of signed(W) ``a`` and ``b``
+    (W >= 2), overflowed: from the operands' signs and the sum's top bit."""
     sa, sb = a[-1], b[-1]
-    ovf = (sa ^ sb if sub else ~(sa ^ sb)) & (x[-1] ^ sa)
-    return Mux(ovf, Cat((~sa).replicate(W - 1), sa), x).as_signed()
+    return (sa ^ sb if sub else ~(sa ^ sb)) & (x[-1] ^ sa)
+
+
+def saturate_overflow(x, ovf, fill):
+    """A wrapped W-bit result ``x`` saturated: on ``ovf`` the limit whose W - 1 low bits are ``fill`` and whose
+    top bit is its negation (``fill`` 1: max_raw, 0: min_raw). After an overflowed add ``fill`` is the negation
+    of ``a``'s sign, or the sum's top bit."""
+    W = len(x)
+    return Mux(ovf, Cat(fill.replicate(W - 1), ~fill), x).as_signed()
 
 
 def fixed_op(m, name, a, b, fixed, prefix="alu", pipe=None):

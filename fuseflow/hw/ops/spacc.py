@@ -108,7 +108,7 @@ from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level
 from ._common import Fire, OpComponent, set_data, set_done, set_stop
 from ...hw.memory import TensorMemory, memory_storage
-from .alu import fixed_op
+from .alu import add_sub_overflow, fixed_op, saturate_overflow
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
 
@@ -278,20 +278,18 @@ class Spacc(OpComponent):
         s2_m = Signal(signed(W), name="s2_merged")     # s2's saturated value
 
         def saturated(raw, ovf):
-            """The merged value from its wrapped sum and overflow flag: on overflow the sum's sign is the
-            opposite of both operands', so the limit is the sum's top bit repeated over its negation."""
-            if not sat_add:
-                return raw
-            return Mux(ovf, Cat(raw[-1].replicate(W - 1), ~raw[-1]), raw.as_unsigned()).as_signed()
+            """The merged value from its wrapped sum and overflow flag (on overflow the sum's sign is the
+            opposite of both operands')."""
+            return saturate_overflow(raw.as_unsigned(), ovf, raw[-1]) if sat_add else raw
 
         def merge_parts(a, b, prefix):
-            """(wrapped result, overflow) of the merge of signed(W) a, b (as alu.saturating_add_sub)."""
+            """(wrapped result, overflow) of the merge of signed(W) a, b (alu.saturating_add_sub's parts)."""
             if not sat_add:
                 return fixed_op(m, merge, a, b, fx, prefix=prefix), Const(0, 1)
             a, b = Value.cast(a), Value.cast(b)
             raw = Signal(signed(W), name=f"{prefix}_sum")
             m.d.comb += raw.eq((a + b)[:W])
-            return raw, ~(a[-1] ^ b[-1]) & (raw[-1] ^ a[-1])
+            return raw, add_sub_overflow(a, b, raw)
         m.d.comb += s2_m.eq(saturated(s2_raw, s2_o))
         s1_lin = Signal(range(max(n, 2)), name="s1_lin")
         s1_bank = Signal(name="s1_bank")
