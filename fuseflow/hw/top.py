@@ -259,6 +259,7 @@ class ProgramTop(wiring.Component):
         plan, program = self.plan, self.program
         nk = len(program.kernels)
         self.fifo_handles = []            # (Channel, StreamFIFO, payload layout): for stream tracing in simulation
+        self.finish_handles = []          # (StreamFIFO, consumer's In port, its finish flag, kernel enable): tests
 
         # memories --------------------------------------------------------------------------------
         mems = {}
@@ -334,10 +335,6 @@ class ProgramTop(wiring.Component):
                     pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
                     km.d.comb += pop.eq(q.r.valid & dst.ready)
                     fires.append(pop)
-                    seen = Signal(name=f"seenD_{_ident(sid)}__{_ident(str(d))}")
-                    with km.If(pop & tk.is_done(view)):
-                        km.d.sync += seen.eq(1)
-                    dones.append(seen)
                     if self.probes:
                         cnt = Signal(COUNTER_WIDTH, name=f"n_{_ident(sid)}__{_ident(str(d))}")
                         with km.If(pop):
@@ -355,6 +352,17 @@ class ProgramTop(wiring.Component):
                 push = Signal(name=f"push_{_ident(sid)}")
                 km.d.comb += push.eq(src.valid & room)
                 fires.append(push)
+                # a consumer has taken the done token (the stream's last) once the FIFO that received it is
+                # empty again: a register set by the push and the FIFO's level, equal in every cycle to a flag
+                # set by the pop, whose enable (the consumer's ready) would end the consumer's firing path
+                pushed_done = Signal(name=f"pushedD_{_ident(sid)}")
+                with km.If(push & tk.is_done(qs[0].w.payload)):
+                    km.d.sync += pushed_done.eq(1)
+                for q, d in zip(qs, s.dsts):
+                    seen = Signal(name=f"seenD_{_ident(sid)}__{_ident(str(d))}")
+                    km.d.comb += seen.eq(pushed_done & (q.level == 0))
+                    dones.append(seen)
+                    self.finish_handles.append((q, getattr(ops[d.node], f"i_{d.port}"), seen, en[ki]))
             # unconnected outputs: always ready
             for nid, op in ops.items():
                 node = k.nodes[nid]
@@ -487,7 +495,7 @@ class ProgramTop(wiring.Component):
         regs["cycles"] = total
         regs["wall_cycles"] = wall
         for ki, k in enumerate(program.kernels):
-            regs[f"kernel.{k.name}.cycles"] = kcycles_now[ki]
+            regs[f"kernel.{k.name}.cycles"] = kcycles[ki]      # settles a cycle later, like last_event
             regs[f"kernel.{k.name}.last_event"] = last_events[ki]
         regs["overflow"] = overflow
         for r, ki, nid, member in self.count_regs:

@@ -212,6 +212,59 @@ def test_suite_kernel_matches_simulator(name):
     check(b, res)
 
 
+@pytest.mark.parametrize("name", ["spmv_csr", "spmspm_gustavson", "elementwise_add", "elementwise unfused"])
+def test_finish_flags_equal_a_flag_set_by_the_pop_of_done(name):
+    """Each channel's finish flag (the producer pushed D and the FIFO is empty again) equals, in every cycle, a
+    flag set by the consumer's pop of D: the definition of docs/hardware.md ("Finish"). The kernel totals alone
+    do not show an early flag (a writer's own done usually finishes a kernel last)."""
+    from amaranth.sim import Simulator
+
+    from fuseflow.hw.elaborate import AmaranthDriver
+    from fuseflow.hw.token import is_done
+    from fuseflow.hw.top import host_run
+    if name == "elementwise unfused":                 # three kernels, through intermediates
+        p = compiled("elementwise", "none")
+        inputs = kernels.random_inputs(p, density=0.4, seed=1)
+    else:
+        p = kernels.build(name)
+        inputs = kernels.random_inputs(p, density=0.5, seed=3)
+    b = build(p, inputs, op_factory=factory)
+    sim = Simulator(b.top)                             # elaborates the top: the handles exist from here
+    handles = b.top.finish_handles
+    assert len(handles) == sum(len(s.dsts) for k in p.kernels for s in k.streams.values())
+    sim.add_clock(1e-8)
+    result, mismatches = {}, []
+    raised = [False] * len(handles)
+
+    async def bench(ctx):
+        result.update(await host_run(AmaranthDriver(ctx, b.top), b.manifest(), b.images, 20 * b.reference.cycles
+                                     + 1000))
+
+    async def monitor(ctx):
+        popped = [False] * len(handles)
+        sigs = [x for q, port, seen, en in handles for x in (q.r.valid & port.ready & is_done(q.r.payload),
+                                                               seen, en)]
+        cycle = 0
+        async for _clk, _rst, *vals in ctx.tick().sample(*sigs):
+            for i in range(len(handles)):
+                pop_done, seen, en = vals[3 * i:3 * i + 3]
+                if not en:                       # the kernel held in reset: its flags clear
+                    popped[i] = False
+                    continue
+                if bool(seen) != popped[i]:
+                    mismatches.append((cycle, i, bool(seen), popped[i]))
+                popped[i] = popped[i] or bool(pop_done)
+                raised[i] = raised[i] or popped[i]
+            cycle += 1
+
+    sim.add_testbench(bench)
+    sim.add_process(monitor)
+    sim.run()
+    check(b, result)
+    assert mismatches == []
+    assert all(raised)
+
+
 # --- intersect look-ahead: channels of depth >= 3 into every intersect ------------------------------------
 
 def deepen_intersect_inputs(program, depth=3):
