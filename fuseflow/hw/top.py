@@ -276,10 +276,6 @@ class ProgramTop(wiring.Component):
         en = [Signal(name=f"en_{_ident(k.name)}") for k in program.kernels]
         kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
         kcycles = [Signal(COUNTER_WIDTH, name=f"kcycles_{_ident(k.name)}") for k in program.kernels]
-        kcycles_now = [Signal(COUNTER_WIDTH, name=f"kcycles_now_{_ident(k.name)}") for k in program.kernels]
-        # kcycles_now's two candidates, the choice (an OR over the kernel's transfers) made after the adds
-        kfire = [Signal(name=f"kfire_{_ident(k.name)}") for k in program.kernels]
-        kcyc_next = [Signal(COUNTER_WIDTH, name=f"kcyc_next_{_ident(k.name)}") for k in program.kernels]
         regs = {}                          # register name -> value
 
         fifo_stats = []                    # per kernel: [(count, level)]
@@ -415,8 +411,7 @@ class ProgramTop(wiring.Component):
             # cycle counting and finish. The transfers are registered first (one flip-flop per event) and
             # counted a cycle later: an OR over every transfer of the kernel would otherwise end each op's
             # firing path (the critical path of the kernel tops). cyc_next keeps the value kcycles took from
-            # the firing cycle; the sequencer reads kcycles_now (the value after this edge), so the
-            # registers, the totals and the hand-over cycle are those of the unregistered count.
+            # the firing cycle, so kcycles is the count of the event's own cycle, settled a cycle after it.
             cyc = Signal(COUNTER_WIDTH, name=f"cyc_{_ident(k.name)}")
             cyc_next = Signal(COUNTER_WIDTH, name=f"cyc_next_{_ident(k.name)}")
             fired = Signal(len(fires), name=f"fired_{_ident(k.name)}")
@@ -434,13 +429,16 @@ class ProgramTop(wiring.Component):
                     km.d.sync += [last_idx.eq(top_idx), seen.eq(1)]
                 km.d.comb += last.eq(Mux(seen, last_idx + 1, 0))
             last_events.append(last)
-            km.d.comb += kdone[ki].eq(_all(dones))
+            # the finish, registered: the AND over every finish flag of the kernel (spread over the whole
+            # kernel) ends at a flip-flop, not at the sequencer. Nothing fires in a finished kernel, so a cycle
+            # later kcycles holds the count of its last firing (the hand-over takes two cycles)
+            finished = Signal(name=f"finished_{_ident(k.name)}")
+            km.d.comb += finished.eq(_all(dones))
+            km.d.sync += kdone[ki].eq(finished)
             with km.If(~kdone[ki]):
                 km.d.sync += cyc.eq(cyc + 1)
             with km.If(fire):
                 km.d.sync += kcycles[ki].eq(cyc_next)
-            km.d.comb += [kcycles_now[ki].eq(Mux(fire, cyc_next, kcycles[ki])), kfire[ki].eq(fire),
-                          kcyc_next[ki].eq(cyc_next)]
             m.submodules[f"kernel_{_ident(k.name)}"] = ResetInserter(~en[ki])(km)
             fifo_stats.append(stats)
 
@@ -463,8 +461,7 @@ class ProgramTop(wiring.Component):
                 m.d.sync += wall.eq(wall + 1)
                 for ki in range(nk):
                     with m.If((cur == ki) & kdone[ki]):
-                        # total + kcycles_now, added per candidate before the late firing OR chooses
-                        m.d.sync += total.eq(Mux(kfire[ki], total + kcyc_next[ki], total + kcycles[ki]))
+                        m.d.sync += total.eq(total + kcycles[ki])
                         if ki + 1 < nk:
                             m.d.sync += [en[ki + 1].eq(1), cur.eq(ki + 1)]
                         else:
@@ -495,7 +492,7 @@ class ProgramTop(wiring.Component):
         regs["cycles"] = total
         regs["wall_cycles"] = wall
         for ki, k in enumerate(program.kernels):
-            regs[f"kernel.{k.name}.cycles"] = kcycles[ki]      # settles a cycle later, like last_event
+            regs[f"kernel.{k.name}.cycles"] = kcycles[ki]
             regs[f"kernel.{k.name}.last_event"] = last_events[ki]
         regs["overflow"] = overflow
         for r, ki, nid, member in self.count_regs:

@@ -198,10 +198,10 @@ def test_unknown_interface_is_refused(tmp_path, capsys):
 
 def _check_axi(python, d, program, inputs, sim="verilator"):
     """The AXI bench (cocotbext-axi's AXI4-Lite master) passes: outputs bit-identical, kernel cycles equal to the
-    simulator's, done exactly wall_cycles = cycles + 1 launch cycle + 1 hand-over cycle per kernel after the start
+    simulator's, done exactly wall_cycles = cycles + 1 launch cycle + 2 hand-over cycles per kernel after the start
     write's handshake."""
     ref, out = check_passes(python, d, program, inputs, sim)
-    overhead = 1 + len(program.kernels)
+    overhead = 1 + 2 * len(program.kernels)
     assert (f"done {ref.cycles + overhead} cycles after the start write's handshake (wall_cycles "
             f"{ref.cycles + overhead} = cycles + {overhead} launch and hand-over)") in out
     return out
@@ -232,7 +232,7 @@ def test_axis_spmv_with_cocotbext_axi_streams(tmp_path, clean_python):
     assert ports["s_axis_tdest"]["width"] == man["axi"]["streams"]["in"]["dest_width"] == man["host"]["sel_width"]
     assert man["axi"]["control"] == {"control": 0, "cycles": 4, "stream_sel": 8, "stream_count": 12}
     _, out = check_passes(clean_python, d, program, inputs)
-    overhead = 1 + len(program.kernels)
+    overhead = 1 + 2 * len(program.kernels)
     ref = run(program, inputs, mode="fixed")
     assert f"done {ref.cycles + overhead} cycles after the start write's handshake" in out
     words = sum(len(m["words"]) for m in json.loads((d / "vectors.json").read_text())["inputs"])
