@@ -14,13 +14,21 @@ simulator decides it from the same depths.
 
 from functools import reduce
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib.wiring import In, Out
 
 from ...samml.registry import get_op
 from ..stream import all_of
 from ..token import token_layout
 from ._common import OpComponent, copy_ctrl, copy_tok, set_data
+
+
+def less(x, y):
+    """``x < y`` (unsigned) as the borrow of ``x - y`` one bit wider: a carry chain of its own for each
+    comparison. Written as ``<``, Yosys (alumacc) makes one subtraction serve ``x < y`` and ``y < x`` (or
+    ``x > y``) and derives the second from an equality tree beside it, several LUT levels deeper."""
+    wd = max(len(x), len(y)) + 1
+    return (Cat(x, Const(0, wd - len(x))) - Cat(y, Const(0, wd - len(y))))[wd - 1]
 
 
 class Intersect(OpComponent):
@@ -64,7 +72,7 @@ class Intersect(OpComponent):
         # below the largest head <=> below some head; above the largest <=> above every head: pairwise
         # comparisons side by side, instead of a comparison behind the maximum's own comparator and multiplexer
         low = [Signal(name=f"low{i}") for i in range(n)]
-        m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [cv[i] < cv[j] for j in range(n) if j != i]))
+        m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [less(cv[i], cv[j]) for j in range(n) if j != i]))
                      for i in range(n)]
         # all coordinates equal <=> none below another (used with all data only): from the same comparators,
         # no equality trees beside them on the coordinates
@@ -81,10 +89,10 @@ class Intersect(OpComponent):
             # below the largest head <=> below some head; above it <=> above every head (pairwise, as low). A
             # fibre's coordinates ascend, so a coordinate behind input i's head is above that head: only the other
             # heads are compared
-            below = [reduce(lambda a, b: a | b, [nxt[i].data[:w] < cv[j] for j in range(n) if j != i])
+            below = [reduce(lambda a, b: a | b, [less(nxt[i].data[:w], cv[j]) for j in range(n) if j != i])
                      for i in range(n)]
-            passes = [all_of(nxt[i].data[:w] > cv[j] for j in range(n) if j != i) for i in range(n)]
-            passes3 = [all_of(third[i].data[:w] > cv[j] for j in range(n) if j != i) for i in range(n)]
+            passes = [all_of(less(cv[j], nxt[i].data[:w]) for j in range(n) if j != i) for i in range(n)]
+            passes3 = [all_of(less(cv[j], third[i].data[:w]) for j in range(n) if j != i) for i in range(n)]
             # a second coordinate goes with the head when it is visible with its reference and, while every head
             # is data, below the largest head (else some input is at a stop, and every coordinate goes)
             m.d.comb += [two[i].eq(nxt_valid[i] & ~nxt[i].ctrl & ref_nxt_valid[i] & (~all_data | below[i]))
