@@ -133,6 +133,52 @@ def test_datapath_matches_matmul_array(fx, n, vector, dsp):
     assert not bad, bad[:4]
 
 
+@pytest.mark.parametrize("fx", [FixedFormat(32, 16), FixedFormat(16, 4)], ids=str)
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("vector", [False, True], ids=["matrix", "vector"])
+@pytest.mark.parametrize("dsp", [None, "ecp5-model"])
+def test_datapath_holds_rhs(fx, n, vector, dsp):
+    """``rhs_en`` (block_matmul's idle): the right-hand side is given only with row 0 of a block (rhs_en = 1),
+    junk with the later rows (rhs_en = 0); the multipliers' rhs registers keep the block's, so every row's
+    results match FixedFormat.matmul_array (the fabric registers and the MULT18X18D's CE1 wiring alike)."""
+    rng = random.Random(fx.width * 7 + n * 3 + vector)
+    cases = [(_block(rng, (n, n), fx), _block(rng, (n,) if vector else (n, n), fx)) for _ in range(6)]
+    m = Module()
+    ra = [Signal(signed(fx.width), name=f"a{k}") for k in range(n)]
+    rb = [Signal(signed(fx.width), name=f"b{k}") for k in range(n)] if vector else \
+        [[Signal(signed(fx.width), name=f"b{k}_{j}") for j in range(n)] for k in range(n)]
+    en = Signal()
+    res = block_rows(m, ra, rb, fx, n, vector, dsp, rhs_en=en)
+    depth = block_row_stages(n)
+    rows = _model_rows(fx, n, vector, cases)
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    bad = []
+
+    async def tb(ctx):
+        for c in range(len(rows) + depth):
+            if c < len(rows):
+                arow, b, _ = rows[c]
+                first = c % n == 0
+                ctx.set(en, first)
+                for k in range(n):
+                    ctx.set(ra[k], int(arow[k]))
+                    for j in range(1 if vector else n):
+                        junk = _value(rng, fx)
+                        ctx.set(rb[k] if vector else rb[k][j],
+                                int(b[k] if vector else b[k][j]) if first else junk)
+            else:
+                ctx.set(en, c % 2)
+            if c >= depth:
+                got = [ctx.get(x) for x in res]
+                if got != rows[c - depth][2]:
+                    bad.append((c - depth, got, rows[c - depth][2]))
+            await ctx.tick()
+    sim.add_testbench(tb)
+    sim.run()
+    assert not bad, bad[:4]
+
+
 def test_rtl_block_sizes_fit_ecp5_85f():
     """B x B 32-bit products take 4 MULT18X18D each: B <= 6 fits the ECP5-85F's 156 (B = 8 needs 256) and is
     refused in one line; a vector rhs (B products) or 16-bit values (1 block per product) fit at B = 8."""

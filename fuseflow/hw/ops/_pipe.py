@@ -56,29 +56,41 @@ class Pipe:
         fits = all(len(v) <= (18 if Value.cast(v).shape().signed else 17) for v in operands)
         return self.dsp if fits else None
 
-    def operands(self, a, b, dsp=None, beside=()):
+    def operands(self, a, b, dsp=None, beside=(), b_en=None):
         """Stage 1 of a multiply: the operands registered (a Const stays a constant) and ``beside``; returns
         ``(a, b, *beside)``. With ``dsp`` (:meth:`dsp_for`) the operand registers are the MULT18X18D's input
-        registers (:meth:`products`), so only ``beside`` is registered here."""
+        registers (:meth:`products`), so only ``beside`` is registered here. ``b_en``: b's register loads only
+        when it is 1 (else holds; pass the same to :meth:`products`)."""
         self.stages += 1
         keep = [isinstance(v, Const) or bool(dsp) for v in (a, b)]
-        regs = iter(self._registered([v for v, k in zip((a, b), keep) if not k] + list(beside)))
-        return tuple(v if k else next(regs) for v, k in zip((a, b), keep)) + tuple(regs)
+        held = [False, b_en is not None and not keep[1] and not self.comb]
+        regs = iter(self._registered([v for v, k, h in zip((a, b), keep, held) if not (k or h)] + list(beside)))
+        out = []
+        for v, k, h in zip((a, b), keep, held):
+            if h:
+                r = Signal(Value.cast(v).shape(), name=f"{self.prefix}_p{self.stages}_held")
+                with self.m.If(b_en):
+                    self.m.d.sync += r.eq(v)
+                out.append(r)
+            else:
+                out.append(v if k else next(regs))
+        return tuple(out) + tuple(regs)
 
-    def products(self, pairs, dsp=None, beside=()):
+    def products(self, pairs, dsp=None, beside=(), b_en=None):
         """Stage 2 of a multiply: the products of the operand pairs registered, and ``beside``; returns
         ``(*products, *beside)``. With ``dsp="ecp5"`` each product is one MULT18X18D whose input and output
         registers are stages 1 and 2 (Yosys maps ``*`` to the block without them, leaving its 4.5 ns between
-        two fabric registers); otherwise ``*`` between fabric registers."""
+        two fabric registers); otherwise ``*`` between fabric registers. ``b_en`` (with ``dsp``): the input
+        register of each pair's second operand loads only when it is 1 (the block's CE1)."""
         if self.comb or not dsp:
             return self.stage_tuple(*[x * y for x, y in pairs], *beside)
         self.stages += 1
-        return tuple(self._mult18x18d(x, y, dsp) for x, y in pairs) + self._registered(beside)
+        return tuple(self._mult18x18d(x, y, dsp, b_en) for x, y in pairs) + self._registered(beside)
 
-    def _mult18x18d(self, x, y, dsp):
+    def _mult18x18d(self, x, y, dsp, y_en=None):
         """``x * y`` through an ECP5 MULT18X18D with REG_INPUTA/B and REG_OUTPUT on this clock (two cycles
         late). Operands are extended to signed 18 bits (SIGNEDA/B = 1): an unsigned operand of at most 17
-        bits reads the same."""
+        bits reads the same. ``y_en``: y's input register loads only when it is 1 (its CE1)."""
         x, y = Value.cast(x), Value.cast(y)
         shape = (x * y).shape()
         ops = []
@@ -91,7 +103,9 @@ class Pipe:
         p = Signal(signed(36), name=f"{self.prefix}_dsp{self._dsps}_p")
         if dsp == "ecp5-model":            # its documented behaviour, for the Amaranth simulator (tests)
             ra, rb = Signal(signed(18)), Signal(signed(18))
-            self.m.d.sync += [ra.eq(ops[0]), rb.eq(ops[1]), p.eq(ra * rb)]
+            self.m.d.sync += [ra.eq(ops[0]), p.eq(ra * rb)]
+            with self.m.If(1 if y_en is None else y_en):
+                self.m.d.sync += rb.eq(ops[1])
         else:
             ports = {f"i_A{i}": ops[0][i] for i in range(18)}
             ports.update({f"i_B{i}": ops[1][i] for i in range(18)})
@@ -99,6 +113,8 @@ class Pipe:
             ports.update({f"o_P{i}": p[i] for i in range(36)})
             ports.update({f"i_CLK{i}": ClockSignal("sync") if i == 0 else 0 for i in range(4)})
             ports.update({f"i_CE{i}": 1 for i in range(4)})
+            if y_en is not None:                 # y's register on CE1 (the others keep CE0, the default)
+                ports.update(i_CE1=y_en, p_REG_INPUTB_CE="CE1")
             ports.update({f"i_RST{i}": 0 for i in range(4)})
             self.m.submodules[f"{self.prefix}_dsp{self._dsps}"] = Instance(
                 "MULT18X18D", p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
@@ -148,10 +164,14 @@ def rom_outreg(m, P, words, width, addr, prefix):
 #: an OutputPipeline of latency above this keeps its skid FIFO in a :class:`SkidFIFO` (the head in a register, the
 #: memory written at every last-stage token); shallower ones in Amaranth's ``SyncFIFO`` (one LUT-RAM block)
 SKID_FIFO_MIN_LATENCY = 17
+#: ... or whose tokens are this wide (block_matmul at B = 4: 522 bits): SyncFIFO's level compares then fan out over
+#: every LUT-RAM block's write enable and every output multiplexer, SkidFIFO's flags are registers
+SKID_FIFO_MIN_WIDTH = 256
 
 
 class SkidFIFO(Elaboratable):
-    """The skid FIFO of a deep :class:`OutputPipeline` (latency > 16: sqrt, div, rsqrt): first-word-fall-through
+    """The skid FIFO of a deep :class:`OutputPipeline` (latency > 16: sqrt, div, rsqrt; or a wide one: block_matmul at
+    B = 4): first-word-fall-through
     with the timing of Amaranth's ``SyncFIFO`` (a word kept in cycle t is readable from t + 1), ``depth`` entries
     in a memory (LUT RAM), and no late signal on the memory's write enable or on its read data's way out:
 
@@ -223,8 +243,8 @@ class OutputPipeline:
     bit travels beside the op's free-running stages (:meth:`beside` registers other values the same way); the
     last stage's tokens leave at once when every output is ready and nothing waits before them, else they wait
     in a first-word-fall-through FIFO of depth L (Amaranth's ``SyncFIFO``; a :class:`SkidFIFO` from
-    :data:`SKID_FIFO_MIN_LATENCY` on). Several outputs leave together (one firing writes all of
-    them), as :class:`._common.Fire` pushes them.
+    :data:`SKID_FIFO_MIN_LATENCY` on or for tokens of :data:`SKID_FIFO_MIN_WIDTH` bits). Several outputs leave
+    together (one firing writes all of them), as :class:`._common.Fire` pushes them.
 
     ``go``: the op could fire; ``push``: the firing writes its outputs (None: always); ``fire``: a signal
     to drive (else one is made). Call :meth:`connect` with the last stage's payloads."""
@@ -265,7 +285,7 @@ class OutputPipeline:
         widths = [len(Value.cast(o.payload)) for o in self.outs]
         last = Signal(sum(widths))
         m.d.comb += last.eq(Cat(*[Value.cast(v)[:w] for v, w in zip(lasts, widths)]))
-        deep = self.latency >= SKID_FIFO_MIN_LATENCY
+        deep = self.latency >= SKID_FIFO_MIN_LATENCY or len(last) >= SKID_FIFO_MIN_WIDTH
         if deep:
             fifo = m.submodules.skid = SkidFIFO(len(last), self.latency)
         else:

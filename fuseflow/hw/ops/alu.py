@@ -28,20 +28,23 @@ from ._common import OpComponent, copy_ctrl, set_data
 from ._pipe import OutputPipeline, Pipe, dsp_family, rom_outreg
 
 
-def pipelined_mul(P, a, b, add=0):
+def pipelined_mul(P, a, b, add=0, b_en=None):
     """``a * b + add`` (signed; ``add`` a constant, e.g. a rounding half) in four stages: the operands
     (registered, so a multiplier's inputs come from flip-flops), 18x18 partial products (one ECP5 MULT18X18D
     each; :meth:`Pipe.products`), the two cross products summed beside the outer pair (concatenated), the
-    full sum."""
+    full sum. ``b_en``: b's operand register loads only when it is 1, else keeps the last b (the product of
+    the new a and that b)."""
     wa, wb = len(a), len(b)
     dsp = P.dsp if max(wa, wb) <= 35 else None     # every 17-bit part fits a MULT18X18D operand
-    a, b = P.operands(a, b, dsp)
+    a, b = P.operands(a, b, dsp, b_en=b_en)
     if wa <= 18 and wb <= 18:
-        p, = P.products([(a, b)], dsp)
+        p, = P.products([(a, b)], dsp, b_en=b_en)
         p = P.stage(p)
         return P.stage(p + add)
     h = 17
     if wa <= h or wb <= h:                  # one narrow operand: two partial products
+        if b_en is not None:
+            raise HardwareError("pipelined_mul", "a held operand needs both operands wider than 17 bits")
         if wb <= h:
             a, b = b, a
         p0, p1 = P.products([(a, b[:h]), (a, b[h:].as_signed())], dsp)
@@ -49,7 +52,7 @@ def pipelined_mul(P, a, b, add=0):
         return P.stage(p)
     al, ah = a[:h], a[h:].as_signed()         # low parts unsigned, high parts signed
     bl, bh = b[:h], b[h:].as_signed()
-    pll, plh, phl, phh = P.products([(al, bl), (al, bh), (ah, bl), (ah, bh)], dsp)
+    pll, plh, phl, phh = P.products([(al, bl), (al, bh), (ah, bl), (ah, bh)], dsp, b_en=b_en)
     outer, mid = P.stage(Cat(pll[:2 * h], phh).as_signed(), plh + phl)
     return P.stage(outer + (mid << h) + add)
 

@@ -48,10 +48,11 @@ def block_row_stages(block: int) -> int:
     return 4 + math.ceil(math.log2(block)) + 1
 
 
-def block_rows(m, row_a, rhs, fixed, block, vector, dsp=None, prefix="bmm"):
+def block_rows(m, row_a, rhs, fixed, block, vector, dsp=None, prefix="bmm", rhs_en=None):
     """One output row per cycle: ``row_a`` (B signed(W) values, row r of a) times ``rhs`` (B x B values as a
     list of rows, or B values for a vector). Returns the row's B (or 1) signed(W) results, valid
-    :func:`block_row_stages` cycles after the operands (free-running stages)."""
+    :func:`block_row_stages` cycles after the operands (free-running stages). ``rhs_en``: the multipliers'
+    ``rhs`` operand registers load only when it is 1, else keep the last ``rhs``."""
     F = fixed.frac
     half = (1 << (F - 1)) if F else 0
     cols = 1 if vector else block
@@ -61,7 +62,7 @@ def block_rows(m, row_a, rhs, fixed, block, vector, dsp=None, prefix="bmm"):
         for k in range(block):
             bkj = rhs[k] if vector else rhs[k][j]
             P = Pipe(m, f"{prefix}_m{j}_{k}", dsp=dsp)
-            terms.append(pipelined_mul(P, row_a[k], bkj, half if k == 0 else 0))
+            terms.append(pipelined_mul(P, row_a[k], bkj, half if k == 0 else 0, b_en=rhs_en))
         T = Pipe(m, f"{prefix}_t{j}")
         while len(terms) > 1:               # one adder level per stage (exact: one bit wider per level)
             pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
@@ -121,29 +122,31 @@ class BlockMatmul(OpComponent):
         fire = Signal()
         # the interval: ``wait`` cycles left of the last data firing (its rows 1 .. B-1 enter while wait != 0)
         wait = Signal(range(max(interval, 2)))
-        # ``idle`` = (wait == 0), a register of its own: it drives the enables of the wide hold registers and the
-        # operand choice, so the firing logic (heads, in-flight count) stays off those high-fan-out nets
+        # ``idle`` = (wait == 0), a register of its own: it drives the enables of the hold register and of the
+        # multipliers' rhs operand registers and the row choice, so the firing logic (heads, in-flight count)
+        # stays off those high-fan-out nets
         idle = Signal(init=1)
         a_hold = Signal(max(a_bits - row_bits, 1))       # rows 1 .. B-1 of the firing's a, shifted down a row a cycle
-        b_hold = Signal(b_bits)
-        # the holds load the heads in every idle cycle (a firing's in its cycle: the rows are read only while
-        # wait != 0, which only a data firing in an idle cycle starts) and shift while rows are pending
+        # the hold loads the head in every idle cycle (a firing's in its cycle: the rows are read only while
+        # wait != 0, which only a data firing in an idle cycle starts) and shifts while rows are pending
         with m.If(idle):
-            m.d.sync += [a_hold.eq(a_in >> row_bits), b_hold.eq(b_in)]
+            m.d.sync += a_hold.eq(a_in >> row_bits)
         with m.Else():
             m.d.sync += a_hold.eq(a_hold >> row_bits)
         # the multipliers take the held rows while a firing's rows are pending, else the input heads (row 0 of
-        # a firing in this cycle; junk, never used, when none fires)
+        # a firing in this cycle; junk, never used, when none fires). b needs no hold: the multipliers' b
+        # operand registers (the MULT18X18D's own, with a clock enable) load the head only while idle and keep
+        # the firing's b for its later rows
         row = Signal(row_bits)
         rhs_bus = Signal(b_bits)
-        m.d.comb += [row.eq(Mux(idle, a_in, a_hold)), rhs_bus.eq(Mux(idle, b_in, b_hold))]
+        m.d.comb += [row.eq(Mux(idle, a_in, a_hold)), rhs_bus.eq(b_in)]
 
         def elem(bus, i):
             return bus[i * W:(i + 1) * W].as_signed()
         row_a = [elem(row, k) for k in range(n)]
         rhs = [elem(rhs_bus, k) for k in range(n)] if vector else \
             [[elem(rhs_bus, k * n + j) for j in range(n)] for k in range(n)]
-        res = block_rows(m, row_a, rhs, fx, n, vector, dsp_family(platform))
+        res = block_rows(m, row_a, rhs, fx, n, vector, dsp_family(platform), rhs_en=idle)
         last_row = Cat(*res)
         if n > 1:                               # rows 0 .. B-2 of the block leaving now: the last B-1 rows out
             done_rows = Signal(len(last_row) * (n - 1))
