@@ -261,6 +261,69 @@ def test_lowest_set_bit_onehot_and_payload(n):
     assert not bad, bad[:5]
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 16, 17, 64, 100])
+def test_lowest_set_bit_value_payload(n):
+    """spacc's find-first-set with a Value per bit (rest's lowest entry, a group's next lowest: chunk payloads
+    chosen by the chunk ORs): whether a bit is set, the one-hot mask of the lowest set bit and its payload (0 for
+    none), against Python's bit trick."""
+    import random
+    from amaranth.hdl import Const, Module, Signal
+    from amaranth.sim import Simulator
+    from fuseflow.hw.ops.spacc import _lowest_value
+    m = Module()
+    bits = Signal(n)
+    payloads = [(7 * i + 5) % 256 for i in range(n)]
+    found, onehot, payload = _lowest_value(m, bits, n, [Const(p, 8) for p in payloads], "low")
+    _, none, payload2 = _lowest_value(m, bits, n, [Const(p, 8) for p in payloads], "low2", onehot=False)
+    assert none is None
+    rng = random.Random(n)
+    values = [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
+    bad = []
+
+    async def tb(ctx):
+        for v in values:
+            ctx.set(bits, v)
+            low = payloads[(v & -v).bit_length() - 1] if v else 0
+            want = (v != 0, v & -v, low, low)
+            got = (bool(ctx.get(found)), ctx.get(onehot), ctx.get(payload), ctx.get(payload2))
+            if got != want:
+                bad.append((v, got, want))
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()
+    assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize("block", [False, True])
+@pytest.mark.parametrize("gap", [1, 2, 3, 4])
+def test_beyond_capacity_aliasing_an_entry_is_dropped(gap, block, stalls):
+    """Coordinates beyond the capacity whose low bits name an accumulated entry (dim + 2, 2 dim + 2: entry 2;
+    the read address and the forwarding's compares see the coordinate cut to the capacity's bits), ``gap``
+    firings after entry 2 and before its next firing: dropped, they neither change entry 2 nor appear. Also with
+    the block-RAM accumulator."""
+    dim = 16 if block else 4
+    fill = [0, 1, 3][:gap - 1]
+    crds = [2] + fill + [dim + 2] + fill + [2] + fill + [2 * dim + 2] + [2]
+    vals = [5 * i + 1 for i in range(len(crds))]
+    want = _merged([j for j in crds if j < dim], [v for j, v in zip(crds, vals) if j < dim], "sum")
+    with pytest.MonkeyPatch.context() as mp:
+        if block:
+            mp.setattr(Spacc, "memory_impl", "dp16kd-model")
+        got, _ = run_hw_op("spacc", {"dim": dim}, {"crd_inner": crds + ["S1", "D"], "val": vals + ["S1", "D"]},
+                           stalls=stalls, seed=30 + gap)
+    assert got == {"crd_inner": sorted(want) + ["S0", "D"], "val": [want[j] for j in sorted(want)] + ["S0", "D"]}
+
+
+def test_order2_beyond_capacity_aliasing_an_entry_is_dropped(stalls):
+    """Order 2, capacities 2 x 4 (one group): row 3 (cut to 1 bit: row 1) and column 5 (column 1) between
+    firings of entry (1, 1) are dropped: (1, 1) = 10 + 30 + 50 (the simulator's result without them)."""
+    inputs = {"crd_outer0": [1, 3, 1, "S0", 1, 3, "S1", "D"],
+              "crd_inner": [1, "S0", 1, "S0", 1, "S1", 5, 1, "S0", 1, "S2", "D"],
+              "val": [10, "S0", 20, "S0", 30, "S1", 40, 50, "S0", 60, "S2", "D"]}
+    got, _ = run_hw_op("spacc", {"order": 2, "dim": 4, "dim_outer": 2}, inputs, stalls=stalls, seed=40)
+    assert got == {"crd_outer0": [1, "S0", "D"], "crd_inner": [1, "S1", "D"], "val": [90, "S1", "D"]}
+
+
 @pytest.mark.parametrize("w", [1, 2, 3, 4, 5, 8, 16])
 def test_less_than_constant(w):
     """spacc's comparison with a constant as AND/OR logic (coordinate < capacity, stop level >= group): against

@@ -43,17 +43,19 @@ lowest bit above its lowest, computed for every group from registers; rest's bit
 rest in sorted order, so the emitted bits lie below their group's lowest, and rest is cleared as a whole while
 the emitting bank's head is empty). A pop (``want[k]`` from registers and the outputs' room ``emit_room``,
 both on kept wires) is the last choice before every register it changes: ``Mux(pop, if_pop, hold)``, both
-candidates from registers (kept wires, except the groups'; a group takes ``pop & gone[g]``, gone the one-hot
-mask of the first nonempty group, one kept wire per group, so the pop's fan-out is split); rest's bits do not
-look at it. The find-first-sets (:func:`_lowest`) work in chunks of 4 bits whose ORs and first-chunk mask are on
-kept wires (16 bits: 3 LUT levels). Accumulating a new entry inserts it (three comparisons with the head, second
-and third, made in the firing's cycle against the registers and s1's entry, chosen by s1's place and registered;
-the displaced one goes to rest). Which group of rest s1's insertion may set is registered in the firing's cycle,
-per group: ``rest<k>_new_group`` (the firing accumulates into bank k and its entry lies in group g) and
-``rest<k>_third_group`` (the same for the third the entry meets, the third after that cycle's insertion), so in
-t + 1 a group's lowest bit, nonempty bit and rest bits look at their own two registers and the comparisons, not
-at s1's validity and bank (which fanned out to every group of both banks). The occupancy bitmap is cleared as a
-whole while its bank is full.
+candidates from registers (kept wires; a group takes ``(want & gone[g]) & emit_room``, gone the one-hot
+mask of the first nonempty group, two kept wires per group, so the pop's fan-out is split, with its candidate
+(the group's next lowest) on kept wires too); rest's bits do not look at it. The find-first-sets work in chunks
+of 4 bits whose ORs are on kept wires; rest's lowest entry and each group's next lowest (:func:`_lowest_value`)
+also keep each chunk's lowest payload and choose among the chunks by their ORs (16 bits: the payload 3 LUT
+levels deep, a bit's mask 2 after the chunk ORs). Accumulating a new entry inserts it (three comparisons with
+the head, second and third, made in the firing's cycle against the registers and s1's entry, chosen by s1's
+place and registered; the displaced one goes to rest). Which group of rest s1's insertion may set is
+registered in the firing's cycle, per group: ``rest<k>_new_group`` (the firing accumulates into bank k and its
+entry lies in group g) and ``rest<k>_third_group`` (the same for the third the entry meets, the third after
+that cycle's insertion), so in t + 1 a group's lowest bit, nonempty bit and rest bits look at their own two
+registers and the comparisons, not at s1's validity and bank (which fanned out to every group of both banks).
+The occupancy bitmap is cleared as a whole while its bank is full.
 ``emitting[k]`` (= full[k] and eb = k) is a register per bank, so the per-bank pops, ring writes and the emitted
 value decode no ``eb``. The values of the head and the second are in
 registers too, a ring of four per bank (the head's at a pointer, the second's after it): the accumulate side
@@ -173,6 +175,50 @@ def _lowest(m, bits, n, payloads, name):
         pls.append(c_first[j].replicate(width) & pl)
     m.d.comb += [onehot.eq(Cat(*ohs)), payload.eq(_or_all(pls, width))]
     return c_any, onehot, payload
+
+
+def _lowest_value(m, bits, n, payloads, name, onehot=True):
+    """The lowest set bit of ``bits`` (n bits) with a Value per bit: ``(any, onehot, payload)``, ``payload`` that
+    bit's ``payloads[i]`` (all of one width; 0 when none). As :func:`_lowest`, but each chunk's payload (its
+    lowest bit's, a function of its 4 bits and their payloads) is a kept wire, and with at most 4 chunks the
+    payload is a priority choice among them by the chunk ORs (2 LUT levels after them and the chunk payloads),
+    not a one-hot mask and an OR over all n. ``onehot=False``: the mask is not needed (None)."""
+    bits = Value.cast(bits)
+    width = len(Value.cast(payloads[0]))
+
+    def local(lo, hi):
+        oh = [bits[i] & ~Cat(*[bits[j] for j in range(lo, i)]).any() if i > lo else bits[i] for i in range(lo, hi)]
+        return oh, _or_all([oh[i - lo].replicate(width) & payloads[i] for i in range(lo, hi)], width)
+    if n <= 4:
+        oh, pl = local(0, n)
+        return bits.any(), Cat(*oh) if onehot else None, pl
+    nc = -(-n // 4)
+    chunk = Signal(nc, name=f"{name}_chunks", attrs={"keep": 1})
+    m.d.comb += chunk.eq(Cat(*[bits[4 * j:min(4 * j + 4, n)].any() for j in range(nc)]))
+    if nc > 4:
+        c_any, c_oh, _ = _lowest(m, chunk, nc, list(range(nc)), f"{name}_c")
+        c_first = Signal(nc, name=f"{name}_first_chunk", attrs={"keep": 1})
+        m.d.comb += c_first.eq(c_oh)
+    else:
+        # (a bit's mask from its chunk's bits and the lower chunks' ORs: one LUT level less than through the
+        # first-chunk mask)
+        c_any = chunk.any()
+        c_first = Cat(*[~chunk[:j].any() if j else Const(1, 1) for j in range(nc)])
+    ohs, pls, cps = [], [], []
+    for j in range(nc):
+        oh, pl = local(4 * j, min(4 * j + 4, n))
+        cp = Signal(width, name=f"{name}_chunk{j}_payload", attrs={"keep": 1})
+        m.d.comb += cp.eq(pl)
+        ohs += [o & c_first[j] for o in oh]
+        pls.append(c_first[j].replicate(width) & cp)
+        cps.append(cp)
+    oh = Cat(*ohs) if onehot else None
+    if nc > 4:
+        return c_any, oh, _or_all(pls, width)
+    value = Const(0, width)
+    for j in reversed(range(nc)):
+        value = Mux(chunk[j], cps[j], value)
+    return c_any, oh, value
 
 
 class Spacc(OpComponent):
@@ -353,11 +399,22 @@ class Spacc(OpComponent):
 
         # the entry of the head of crd_inner at the current prefix (used by a firing that accumulates)
         def linear(prefix, jj):
-            """The linear index of entry (prefix, jj) in a bank."""
-            lin = 0
-            for d in range(order - 1):
-                lin = lin * dims[d] + prefix[d] if d else prefix[d]
-            return lin * dim + jj if order > 1 else jj
+            """The linear index of entry (prefix, jj) in a bank. Each coordinate is cut to the bits of its
+            capacity (an entry beyond it is not accumulated: its index is not used), so with capacities that are
+            powers of two the index is their concatenation, not an adder on the read address's path."""
+            crds = [Value.cast(x)[:max(dd - 1, 1).bit_length()] for x, dd in zip(list(prefix) + [jj], dims)]
+            if all(dd & (dd - 1) == 0 for dd in dims):
+                return Cat(*[x[:(dd - 1).bit_length()] for x, dd in reversed(list(zip(crds, dims)))])
+            lin = crds[0]
+            for d in range(1, order):
+                lin = lin * dims[d] + crds[d]
+            return lin
+
+        def bank_addr(bank, lin):
+            """The memory address of bank ``bank``'s entry ``lin``."""
+            if n & (n - 1) == 0:
+                return Cat(Value.cast(lin)[:max(n - 1, 1).bit_length() if n > 1 else 0], bank)
+            return bank * n + lin
 
         j = c.data[:w]
         in_range = Signal()
@@ -365,7 +422,7 @@ class Spacc(OpComponent):
         for d in range(order - 1):
             ok = ok & _less_const(pre[d], dims[d])
         m.d.comb += [in_range.eq(ok), set_addr.eq(linear(pre, j))]
-        m.d.comb += full_addr.eq(ab * n + set_addr)
+        m.d.comb += full_addr.eq(bank_addr(ab, set_addr))
         # the entry's one-hot mask, registered with s1 (sets the bitmap and rest without a decoder)
         s1_onehot = Signal(n, name="s1_onehot")
         m.d.sync += s1_onehot.eq(Cat(*[set_addr == b for b in range(n)]))
@@ -432,7 +489,7 @@ class Spacc(OpComponent):
         # as two candidates (the step fires or not; each from registers and the channel's two next-head views)
         # that the firing chooses last
         def entry_addr(bank, prefix, jj):
-            return bank * n + linear(prefix, jj)
+            return bank_addr(bank, linear(prefix, jj))
         behind = Value.cast(self.i_crd_inner_behind)[:w]
         stay = Value.cast(self.i_crd_inner_stay)[:w]
         addr_fire, addr_stay = Signal(aw, name="read_addr_fire"), Signal(aw, name="read_addr_stay")
@@ -574,13 +631,15 @@ class Spacc(OpComponent):
             table = Array([Const(entry_const(k, i) >> (lw + aw), sum(cws)) for i in range(n)])
             return Cat(lin, addr, table[lin])
 
+        want = [Signal(name=f"pop_wanted{k}", attrs={"keep": 1}) for k in range(2)]
+        m.d.comb += [want[k].eq(em[k] & hv[k] & ~ephase) for k in range(2)]
         for k in range(2):
             # rest's lowest entry from registers: the first nonempty group (a find-first-set on gne), that group's
             # registered lowest bit (glow)
-            any_rest, gone, gidx = _lowest(m, gne[k], ng, list(range(ng)), f"rest{k}_group")
-            iidx = Signal(gw, name=f"rest{k}_low_in_group")
-            m.d.comb += iidx.eq(_or_all([gone[g].replicate(gw) & glow[k][g] for g in range(ng)], gw))
-            low_entry = entry_of(k, Cat(iidx, gidx)[:lw] if ng > 1 else iidx[:lw])
+            gb = max(ng - 1, 1).bit_length()
+            any_rest, gone, low_lin = _lowest_value(m, gne[k], ng, [Cat(glow[k][g], Const(g, gb)) for g in range(ng)],
+                                                    f"rest{k}_group")
+            low_entry = entry_of(k, low_lin[:lw])
             # the group that loses its lowest bit: its next lowest, for every group from registers. A pop does not
             # clear rest's bit: entries leave rest in sorted order, so a group's stale bits lie below its lowest
             # (glow) and its next lowest is its lowest bit above glow; rest is cleared as a whole once the bank
@@ -590,8 +649,13 @@ class Spacc(OpComponent):
                 bits = group_bits(rest[k], g)
                 rem = Signal(G, name=f"rest{k}_g{g}_rem")
                 m.d.comb += rem.eq(bits & Cat(*[glow[k][g] < i for i in range(G)]))
-                g_any, _, g_low = _lowest(m, rem, G, list(range(G)), f"rest{k}_g{g}_next")
-                nlow.append((g_any, g_low))
+                g_any, _, g_low = _lowest_value(m, rem, G, [Const(i, gw) for i in range(G)], f"rest{k}_g{g}_next",
+                                                onehot=False)
+                # (kept: else the mapper moves the pop's choice into the find-first-set)
+                k_any = Signal(name=f"rest{k}_g{g}_next_any", attrs={"keep": 1})
+                k_low = Signal(gw, name=f"rest{k}_g{g}_next_low", attrs={"keep": 1})
+                m.d.comb += [k_any.eq(g_any), k_low.eq(g_low)]
+                nlow.append((k_any, k_low))
             low_addr.append(fields(third[k])[1])
             h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
             mine = s1_v & (s1_bank == k)
@@ -650,8 +714,11 @@ class Spacc(OpComponent):
             for r in glow[k] + [gne[k]]:
                 hold[id(r)] = Signal.like(r, name=f"{r.name}_hold")
                 m.d.comb += hold[id(r)].eq(r)
+            # (want & gone[g] from registers, so the outputs' room is one LUT before each group's choice)
+            wg = [Signal(name=f"rest{k}_g{g}_pop_wanted", attrs={"keep": 1}) for g in range(ng)]
             pg = [Signal(name=f"rest{k}_g{g}_pop", attrs={"keep": 1}) for g in range(ng)]
-            m.d.comb += [pg[g].eq(pop[k] & gone[g]) for g in range(ng)]
+            m.d.comb += [wg[g].eq(want[k] & gone[g]) for g in range(ng)]
+            m.d.comb += [pg[g].eq(wg[g] & e_room) for g in range(ng)]
             m.d.sync += gne[k].eq(Cat(Mux(pg[g], nlow[g][0], hold[id(gne[k])][g]) for g in range(ng)))
             m.d.sync += [glow[k][g].eq(Mux(pg[g], nlow[g][1], hold[id(glow[k][g])])) for g in range(ng)]
 
@@ -740,8 +807,6 @@ class Spacc(OpComponent):
 
         # pop[k] = want[k] & e_room: want[k] from registers, e_room from the outputs' room (both on kept wires, so
         # each register a pop changes takes one LUT after e_room: Mux(want & e_room, if_pop, hold))
-        want = [Signal(name=f"pop_wanted{k}", attrs={"keep": 1}) for k in range(2)]
-        m.d.comb += [want[k].eq(em[k] & hv[k] & ~ephase) for k in range(2)]
         m.d.comb += [pop[k].eq(want[k] & e_room) for k in range(2)]
         with m.If(e_full):
             m.d.comb += fe.go.eq(1)
