@@ -94,6 +94,19 @@ def _model_rows(fx, n, vector, cases):
     return rows
 
 
+def _rows_bench(fx, n, vector, dsp, cases, rhs_en=None):
+    """block_rows on operand signals in a simulator; returns (sim, a, b, results, depth, model rows)."""
+    m = Module()
+    ra = [Signal(signed(fx.width), name=f"a{k}") for k in range(n)]
+    rb = [Signal(signed(fx.width), name=f"b{k}") for k in range(n)] if vector else \
+        [[Signal(signed(fx.width), name=f"b{k}_{j}") for j in range(n)] for k in range(n)]
+    kw = {} if rhs_en is None else {"rhs_en": rhs_en}
+    res = block_rows(m, ra, rb, fx, n, vector, dsp, **kw)
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    return sim, ra, rb, res, block_row_stages(n), _model_rows(fx, n, vector, cases)
+
+
 @pytest.mark.parametrize("fx", [FixedFormat(32, 16), FixedFormat(16, 4), FixedFormat(12, 2), FixedFormat(32, 0)],
                          ids=str)
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
@@ -104,15 +117,7 @@ def test_datapath_matches_matmul_array(fx, n, vector, dsp):
     later, bit-identical to FixedFormat.matmul_array (exact products, exact sum, one rounding, saturation)."""
     rng = random.Random(fx.width * 1000 + fx.frac * 10 + n)
     cases = [(_block(rng, (n, n), fx), _block(rng, (n,) if vector else (n, n), fx)) for _ in range(8)]
-    m = Module()
-    ra = [Signal(signed(fx.width), name=f"a{k}") for k in range(n)]
-    rb = [Signal(signed(fx.width), name=f"b{k}") for k in range(n)] if vector else \
-        [[Signal(signed(fx.width), name=f"b{k}_{j}") for j in range(n)] for k in range(n)]
-    res = block_rows(m, ra, rb, fx, n, vector, dsp)
-    depth = block_row_stages(n)
-    rows = _model_rows(fx, n, vector, cases)
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
+    sim, ra, rb, res, depth, rows = _rows_bench(fx, n, vector, dsp, cases)
     bad = []
 
     async def tb(ctx):
@@ -143,16 +148,8 @@ def test_datapath_holds_rhs(fx, n, vector, dsp):
     results match FixedFormat.matmul_array (the fabric registers and the MULT18X18D's CE1 wiring alike)."""
     rng = random.Random(fx.width * 7 + n * 3 + vector)
     cases = [(_block(rng, (n, n), fx), _block(rng, (n,) if vector else (n, n), fx)) for _ in range(6)]
-    m = Module()
-    ra = [Signal(signed(fx.width), name=f"a{k}") for k in range(n)]
-    rb = [Signal(signed(fx.width), name=f"b{k}") for k in range(n)] if vector else \
-        [[Signal(signed(fx.width), name=f"b{k}_{j}") for j in range(n)] for k in range(n)]
     en = Signal()
-    res = block_rows(m, ra, rb, fx, n, vector, dsp, rhs_en=en)
-    depth = block_row_stages(n)
-    rows = _model_rows(fx, n, vector, cases)
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
+    sim, ra, rb, res, depth, rows = _rows_bench(fx, n, vector, dsp, cases, rhs_en=en)
     bad = []
 
     async def tb(ctx):

@@ -232,11 +232,17 @@ def test_sweep_2(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)
 
 
+def _bit_patterns(n):
+    """Every one-bit pattern, none, all and 100 random n-bit patterns."""
+    import random
+    rng = random.Random(n)
+    return [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 17, 64, 100])
 def test_lowest_set_bit_onehot_and_payload(n):
     """spacc's find-first-set on the prefix tree: whether a bit is set, the one-hot mask of the lowest set bit
     and that bit's payload constant (0 for none), against Python's bit trick."""
-    import random
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
     from fuseflow.hw.ops.spacc import _lowest
@@ -244,8 +250,7 @@ def test_lowest_set_bit_onehot_and_payload(n):
     bits = Signal(n)
     payloads = [3 * i + 5 for i in range(n)]
     found, onehot, payload = _lowest(m, bits, n, payloads, "low")
-    rng = random.Random(n)
-    values = [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
+    values = _bit_patterns(n)
     bad = []
 
     async def tb(ctx):
@@ -266,7 +271,6 @@ def test_lowest_set_bit_value_payload(n):
     """spacc's find-first-set with a Value per bit (rest's lowest entry, a group's next lowest: chunk payloads
     chosen by the chunk ORs): whether a bit is set, the one-hot mask of the lowest set bit and its payload (0 for
     none), against Python's bit trick."""
-    import random
     from amaranth.hdl import Const, Module, Signal
     from amaranth.sim import Simulator
     from fuseflow.hw.ops.spacc import _lowest_value
@@ -276,8 +280,7 @@ def test_lowest_set_bit_value_payload(n):
     found, onehot, payload = _lowest_value(m, bits, n, [Const(p, 8) for p in payloads], "low")
     _, none, payload2 = _lowest_value(m, bits, n, [Const(p, 8) for p in payloads], "low2", onehot=False)
     assert none is None
-    rng = random.Random(n)
-    values = [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
+    values = _bit_patterns(n)
     bad = []
 
     async def tb(ctx):
