@@ -94,17 +94,47 @@ def _model_rows(fx, n, vector, cases):
     return rows
 
 
-def _rows_bench(fx, n, vector, dsp, cases, rhs_en=None):
-    """block_rows on operand signals in a simulator; returns (sim, a, b, results, depth, model rows)."""
+def _rows_mismatches(fx, n, vector, dsp, cases, held_rhs=None):
+    """One row per cycle into block_rows; returns the rows whose results differ from the model's,
+    ``[(row, got, want)]``. ``held_rhs`` (a random.Random): rhs_en = 1 only with row 0 of each block, junk rhs
+    from it with the later rows (and rhs_en toggling while the pipeline drains)."""
     m = Module()
     ra = [Signal(signed(fx.width), name=f"a{k}") for k in range(n)]
     rb = [Signal(signed(fx.width), name=f"b{k}") for k in range(n)] if vector else \
         [[Signal(signed(fx.width), name=f"b{k}_{j}") for j in range(n)] for k in range(n)]
-    kw = {} if rhs_en is None else {"rhs_en": rhs_en}
-    res = block_rows(m, ra, rb, fx, n, vector, dsp, **kw)
+    en = Signal()
+    res = block_rows(m, ra, rb, fx, n, vector, dsp, **({} if held_rhs is None else {"rhs_en": en}))
+    depth = block_row_stages(n)
+    rows = _model_rows(fx, n, vector, cases)
     sim = Simulator(m)
     sim.add_clock(1e-6)
-    return sim, ra, rb, res, block_row_stages(n), _model_rows(fx, n, vector, cases)
+    bad = []
+
+    async def tb(ctx):
+        for c in range(len(rows) + depth):
+            if c < len(rows):
+                arow, b, _ = rows[c]
+                first = c % n == 0
+                if held_rhs is not None:
+                    ctx.set(en, first)
+                for k in range(n):
+                    ctx.set(ra[k], int(arow[k]))
+                    for j in range(1 if vector else n):
+                        v = int(b[k] if vector else b[k][j])
+                        if held_rhs is not None:
+                            junk = _value(held_rhs, fx)
+                            v = v if first else junk
+                        ctx.set(rb[k] if vector else rb[k][j], v)
+            elif held_rhs is not None:
+                ctx.set(en, c % 2)
+            if c >= depth:
+                got = [ctx.get(x) for x in res]
+                if got != rows[c - depth][2]:
+                    bad.append((c - depth, got, rows[c - depth][2]))
+            await ctx.tick()
+    sim.add_testbench(tb)
+    sim.run()
+    return bad
 
 
 @pytest.mark.parametrize("fx", [FixedFormat(32, 16), FixedFormat(16, 4), FixedFormat(12, 2), FixedFormat(32, 0)],
@@ -117,24 +147,7 @@ def test_datapath_matches_matmul_array(fx, n, vector, dsp):
     later, bit-identical to FixedFormat.matmul_array (exact products, exact sum, one rounding, saturation)."""
     rng = random.Random(fx.width * 1000 + fx.frac * 10 + n)
     cases = [(_block(rng, (n, n), fx), _block(rng, (n,) if vector else (n, n), fx)) for _ in range(8)]
-    sim, ra, rb, res, depth, rows = _rows_bench(fx, n, vector, dsp, cases)
-    bad = []
-
-    async def tb(ctx):
-        for c in range(len(rows) + depth):
-            if c < len(rows):
-                arow, b, _ = rows[c]
-                for k in range(n):
-                    ctx.set(ra[k], int(arow[k]))
-                    for j in range(1 if vector else n):
-                        ctx.set(rb[k] if vector else rb[k][j], int(b[k] if vector else b[k][j]))
-            if c >= depth:
-                got = [ctx.get(x) for x in res]
-                if got != rows[c - depth][2]:
-                    bad.append((c - depth, got, rows[c - depth][2]))
-            await ctx.tick()
-    sim.add_testbench(tb)
-    sim.run()
+    bad = _rows_mismatches(fx, n, vector, dsp, cases)
     assert not bad, bad[:4]
 
 
@@ -148,31 +161,7 @@ def test_datapath_holds_rhs(fx, n, vector, dsp):
     results match FixedFormat.matmul_array (the fabric registers and the MULT18X18D's CE1 wiring alike)."""
     rng = random.Random(fx.width * 7 + n * 3 + vector)
     cases = [(_block(rng, (n, n), fx), _block(rng, (n,) if vector else (n, n), fx)) for _ in range(6)]
-    en = Signal()
-    sim, ra, rb, res, depth, rows = _rows_bench(fx, n, vector, dsp, cases, rhs_en=en)
-    bad = []
-
-    async def tb(ctx):
-        for c in range(len(rows) + depth):
-            if c < len(rows):
-                arow, b, _ = rows[c]
-                first = c % n == 0
-                ctx.set(en, first)
-                for k in range(n):
-                    ctx.set(ra[k], int(arow[k]))
-                    for j in range(1 if vector else n):
-                        junk = _value(rng, fx)
-                        ctx.set(rb[k] if vector else rb[k][j],
-                                int(b[k] if vector else b[k][j]) if first else junk)
-            else:
-                ctx.set(en, c % 2)
-            if c >= depth:
-                got = [ctx.get(x) for x in res]
-                if got != rows[c - depth][2]:
-                    bad.append((c - depth, got, rows[c - depth][2]))
-            await ctx.tick()
-    sim.add_testbench(tb)
-    sim.run()
+    bad = _rows_mismatches(fx, n, vector, dsp, cases, held_rhs=rng)
     assert not bad, bad[:4]
 
 

@@ -232,11 +232,26 @@ def test_sweep_2(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)
 
 
-def _bit_patterns(n):
-    """Every one-bit pattern, none, all and 100 random n-bit patterns."""
+def _pattern_mismatches(m, bits, n, outputs, want):
+    """Drive ``bits`` (n wide) with every one-bit pattern, none, all and 100 random patterns; returns
+    ``[(pattern, got, want)]`` where the outputs (the first read as a bool) differ from ``want(pattern)``."""
     import random
+
+    from amaranth.sim import Simulator
     rng = random.Random(n)
-    return [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
+    values = [0, (1 << n) - 1] + [1 << i for i in range(n)] + [rng.getrandbits(n) for _ in range(100)]
+    bad = []
+
+    async def tb(ctx):
+        for v in values:
+            ctx.set(bits, v)
+            got = (bool(ctx.get(outputs[0])), *[ctx.get(o) for o in outputs[1:]])
+            if got != want(v):
+                bad.append((v, got, want(v)))
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()
+    return bad
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 17, 64, 100])
@@ -244,25 +259,13 @@ def test_lowest_set_bit_onehot_and_payload(n):
     """spacc's find-first-set on the prefix tree: whether a bit is set, the one-hot mask of the lowest set bit
     and that bit's payload constant (0 for none), against Python's bit trick."""
     from amaranth.hdl import Module, Signal
-    from amaranth.sim import Simulator
     from fuseflow.hw.ops.spacc import _lowest
     m = Module()
     bits = Signal(n)
     payloads = [3 * i + 5 for i in range(n)]
     found, onehot, payload = _lowest(m, bits, n, payloads, "low")
-    values = _bit_patterns(n)
-    bad = []
-
-    async def tb(ctx):
-        for v in values:
-            ctx.set(bits, v)
-            want = (v != 0, v & -v, payloads[(v & -v).bit_length() - 1] if v else 0)
-            got = (bool(ctx.get(found)), ctx.get(onehot), ctx.get(payload))
-            if got != want:
-                bad.append((v, got, want))
-    sim = Simulator(m)
-    sim.add_testbench(tb)
-    sim.run()
+    bad = _pattern_mismatches(m, bits, n, [found, onehot, payload],
+                              lambda v: (v != 0, v & -v, payloads[(v & -v).bit_length() - 1] if v else 0))
     assert not bad, bad[:5]
 
 
@@ -272,7 +275,6 @@ def test_lowest_set_bit_value_payload(n):
     chosen by the chunk ORs): whether a bit is set, the one-hot mask of the lowest set bit and its payload (0 for
     none), against Python's bit trick."""
     from amaranth.hdl import Const, Module, Signal
-    from amaranth.sim import Simulator
     from fuseflow.hw.ops.spacc import _lowest_value
     m = Module()
     bits = Signal(n)
@@ -280,20 +282,11 @@ def test_lowest_set_bit_value_payload(n):
     found, onehot, payload = _lowest_value(m, bits, n, [Const(p, 8) for p in payloads], "low")
     _, none, payload2 = _lowest_value(m, bits, n, [Const(p, 8) for p in payloads], "low2", onehot=False)
     assert none is None
-    values = _bit_patterns(n)
-    bad = []
 
-    async def tb(ctx):
-        for v in values:
-            ctx.set(bits, v)
-            low = payloads[(v & -v).bit_length() - 1] if v else 0
-            want = (v != 0, v & -v, low, low)
-            got = (bool(ctx.get(found)), ctx.get(onehot), ctx.get(payload), ctx.get(payload2))
-            if got != want:
-                bad.append((v, got, want))
-    sim = Simulator(m)
-    sim.add_testbench(tb)
-    sim.run()
+    def want(v):
+        low = payloads[(v & -v).bit_length() - 1] if v else 0
+        return (v != 0, v & -v, low, low)
+    bad = _pattern_mismatches(m, bits, n, [found, onehot, payload, payload2], want)
     assert not bad, bad[:5]
 
 
