@@ -24,11 +24,11 @@ instances whose output register holds the read data (:mod:`fuseflow.hw.block_ram
 that register and does not absorb a fabric register into it); elsewhere (Verilator, the Amaranth simulator, iCE40, and
 every LUT memory) an Amaranth ``Memory`` synchronous read port and one register after it (a block memory's ``Memory``
 carries ``ram_style = "block"``: iCE40 SB_RAM40_4K). Read during write of one entry in one cycle: the DP16KD's read data
-is undefined, the generic model gives the old entry; no kernel both writes and reads a block memory
-(:func:`fuseflow.hw.top.check_block_reads`), and the host writes and reads only while the top is idle.
+is undefined, the generic model gives the old entry; no kernel both writes and reads a memory (the top registers the
+writers' writes; :func:`fuseflow.hw.top.check_kernel_reads`), and the host writes and reads only while the top is idle.
 
-Writer ops drive one write port per memory, shared with the host (the writer wins; the host only writes
-while the top is idle). The host reads through a read port of latency 2 shared with the first op that reads
+Writer ops drive one write port per memory through a register (a write lands a cycle after the writer's firing),
+shared with the host (the writer wins; the host only writes while the top is idle). The host reads through a read port of latency 2 shared with the first op that reads
 the memory with one, or in block RAM with a port of latency 1 (level_scan's seg and first: then the address is
 the host's and the enable set while idle, and a register follows), or a port of its own (latency 2 for a block
 memory, else 1 and a register after the selection of the memory): :data:`HOST_READ_LATENCY` cycles from address

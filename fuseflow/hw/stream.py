@@ -81,8 +81,6 @@ class StreamFIFO(wiring.Component):
         do_write = self.w.valid & self.w.ready
         do_read = self.r.valid & self.r.ready
         m.d.comb += [
-            self.w.ready.eq(self.level != depth),
-            self.r.valid.eq(self.level != 0),
             wp.addr.eq(produce),
             wp.data.eq(Value.cast(self.w.payload)),
             wp.en.eq(do_write),
@@ -106,6 +104,10 @@ class StreamFIFO(wiring.Component):
             return f
 
         lt1, lt2, lt3 = flag("lt1", 1), flag("lt2", 2), flag("lt3", 3)
+        # the handshake flags from flip-flops too: the producer's and the consumer's firing (then this FIFO's
+        # refill multiplexers) start at them, not at a compare of the level
+        not_full = flag("not_full", depth)
+        m.d.comb += [self.w.ready.eq(not_full), self.r.valid.eq(~lt1)]
         w_data = Value.cast(self.w.payload)
         behind = w_data                     # what follows the head when the FIFO holds at most one token
         second = head                       # (depth 1: none)

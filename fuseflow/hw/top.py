@@ -202,7 +202,7 @@ class ProgramTop(wiring.Component):
                     chans.append(Channel(k.name, sid, str(s.src), str(d), s.kind, int(s.depth or depth_default),
                                          channel_width(program, s, src)))
             self.channels.append(chans)
-        check_block_reads(program, plan, self.ops)
+        check_kernel_reads(program, plan, self.ops)
         # what can fire in each kernel, in the order elaborate() lists it (for the last_event register)
         self.events = []
         for k in program.kernels:
@@ -473,12 +473,24 @@ class ProgramTop(wiring.Component):
             wp = mem.write_port()
             host_w = self.host_we & (self.host_sel == spec.sel) & idle
             m.d.comb += [wp.addr.eq(self.host_addr), wp.data.eq(self.host_wdata), wp.en.eq(host_w)]
-            for waddr, wdata, wen in writers[spec.name]:
-                fits = waddr < spec.capacity
-                with m.If(wen):
-                    m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wdata), wp.en.eq(fits)]
-                    with m.If(~fits):
-                        m.d.sync += overflow[spec.sel].eq(1)
+            if writers[spec.name]:
+                # the writers' write, registered and applied in the next cycle: a writer's firing (from its
+                # input FIFO's head through its decision) then ends at flip-flops, not at the memory's write
+                # enable (LUT RAM's WRE on every cell, a block's port B). Nothing reads a written memory in the
+                # writer's kernel (check_kernel_reads), and the hand-over to the next kernel and the host's
+                # done come two cycles after the last firing
+                ident = _ident(spec.name)
+                w_addr, w_data = Signal.like(wp.addr, name=f"waddr_{ident}"), Signal.like(wp.data, name=f"wdata_{ident}")
+                w_en = Signal(name=f"wen_{ident}")
+                m.d.sync += w_en.eq(0)
+                for waddr, wdata, wen in writers[spec.name]:
+                    fits = waddr < spec.capacity
+                    with m.If(wen):
+                        m.d.sync += [w_addr.eq(waddr), w_data.eq(wdata), w_en.eq(fits)]
+                        with m.If(~fits):
+                            m.d.sync += overflow[spec.sel].eq(1)
+                with m.If(w_en):
+                    m.d.comb += [wp.addr.eq(w_addr), wp.data.eq(w_data), wp.en.eq(1)]
             if spec.name not in host_rd:          # no op port of latency 2 to share: one of its own (a block
                 # memory's of latency 2 like every block read, the others' of 1, registered after their multiplexer)
                 host_rd[spec.name] = mem.read_port(MEMORY_READ_LATENCY if spec.storage == "block" else 1)
@@ -536,26 +548,27 @@ class ProgramTop(wiring.Component):
         return m
 
 
-def check_block_reads(program, plan, ops):
-    """Raise :class:`HardwareError` when a kernel both writes and reads a block memory: a DP16KD read of the
-    entry its other port writes in the same cycle is undefined (:mod:`fuseflow.hw.block_ram`), and the
-    generic model's old entry must not be what a kernel relies on. ``ops``: per kernel {node id: module}."""
+def check_kernel_reads(program, plan, ops):
+    """Raise :class:`HardwareError` when a kernel both writes and reads a memory: a writer's write lands a cycle
+    after its firing (the top registers it), and a DP16KD read of the entry its other port writes in the same cycle
+    is undefined (:mod:`fuseflow.hw.block_ram`), so no kernel may rely on reading what it writes. ``ops``: per
+    kernel {node id: module}."""
     for k, kops in zip(program.kernels, ops):
         written, read = {}, {}
         for nid, op in kops.items():
             node = k.nodes[nid]
             for array, mp in getattr(op, "memories", {}).items():
                 spec = plan.memory(node.params.get("tensor"), node.params.get("level", 0), array)
-                if spec is None or spec.storage != "block":
+                if spec is None:
                     continue
                 if mp.writes:
                     written[spec.name] = nid
                 if mp.reads:
                     read[spec.name] = nid
         for name in sorted(set(written) & set(read)):
-            raise HardwareError(f"kernel {k.name}", f"{written[name]} writes block memory {name} while "
-                                                    f"{read[name]} reads it (read during write is undefined "
-                                                    f"in block RAM)")
+            raise HardwareError(f"kernel {k.name}", f"{written[name]} writes memory {name} while {read[name]} "
+                                                    f"reads it (writes land a cycle after the firing; read during "
+                                                    f"write is undefined in block RAM)")
 
 
 def _highest(bits):

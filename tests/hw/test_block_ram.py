@@ -274,27 +274,29 @@ def test_kernel_with_dp16kd_memories_matches_simulator():
     assert res["cycles"] == b.reference.cycles
 
 
-def test_kernel_writing_and_reading_one_block_memory_is_refused():
-    """A kernel with a writer and a reader of one block memory is an error (read during write is undefined
-    in a DP16KD); a reader alone is not."""
+@pytest.mark.parametrize("array", ["vals", "seg"])
+def test_kernel_writing_and_reading_one_memory_is_refused(array):
+    """A kernel with a writer and a reader of one memory, block (B.vals) or LUT RAM (B.1.seg), is an error
+    (writes land a cycle after the firing; read during write is undefined in a DP16KD); a reader alone is not."""
     from fuseflow.errors import HardwareError
-    from fuseflow.hw.top import check_block_reads
+    from fuseflow.hw.top import check_kernel_reads
 
-    class Op:                                   # a writer and a reader of B.vals in one kernel
+    class Op:                                   # a writer or a reader of B's array in one kernel
         def __init__(self, writes, reads):
             from fuseflow.hw.ops._common import MemPorts
-            self.memories = {"vals": MemPorts(32, True, reads=reads, sync_reads=set(reads), writes=writes)}
+            self.memories = {array: MemPorts(32, True, reads=reads, sync_reads=set(reads), writes=writes)}
     program, inputs = _spmv(rows=24)
     b = build(program, inputs, probes=False)
     b.top._MustUse__silence = True              # built for its plan only
+    assert b.plan.memory("B", None if array == "vals" else 1, array).storage == ("block" if array == "vals" else "lut")
     k = program.kernels[0]
     ids = [nid for nid, n in k.nodes.items()][:2]
     for nid in ids:
-        k.nodes[nid].params["tensor"] = "B"
+        k.nodes[nid].params.update(tensor="B", level=1)
     ops = [{ids[0]: Op(["v"], []), ids[1]: Op([], ["v"])}] + [{} for _ in program.kernels[1:]]
     with pytest.raises(HardwareError, match="reads it"):
-        check_block_reads(program, b.plan, ops)
-    check_block_reads(program, b.plan, [{ids[1]: Op([], ["v"])}] + ops[1:])
+        check_kernel_reads(program, b.plan, ops)
+    check_kernel_reads(program, b.plan, [{ids[1]: Op([], ["v"])}] + ops[1:])
 
 
 @pytest.mark.slow
