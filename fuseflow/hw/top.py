@@ -478,19 +478,20 @@ class ProgramTop(wiring.Component):
                 # input FIFO's head through its decision) then ends at flip-flops, not at the memory's write
                 # enable (LUT RAM's WRE on every cell, a block's port B). Nothing reads a written memory in the
                 # writer's kernel (check_kernel_reads), and the hand-over to the next kernel and the host's
-                # done come two cycles after the last firing
+                # done come two cycles after the last firing. The capacity check reads the registered address
+                # (the writer's address multiplexers and the compare are not one path)
                 ident = _ident(spec.name)
-                w_addr, w_data = Signal.like(wp.addr, name=f"waddr_{ident}"), Signal.like(wp.data, name=f"wdata_{ident}")
-                w_en = Signal(name=f"wen_{ident}")
+                w_addr = Signal(max(len(a) for a, _, _ in writers[spec.name]), name=f"waddr_{ident}")
+                w_data, w_en = Signal.like(wp.data, name=f"wdata_{ident}"), Signal(name=f"wen_{ident}")
                 m.d.sync += w_en.eq(0)
                 for waddr, wdata, wen in writers[spec.name]:
-                    fits = waddr < spec.capacity
                     with m.If(wen):
-                        m.d.sync += [w_addr.eq(waddr), w_data.eq(wdata), w_en.eq(fits)]
-                        with m.If(~fits):
-                            m.d.sync += overflow[spec.sel].eq(1)
+                        m.d.sync += [w_addr.eq(waddr), w_data.eq(wdata), w_en.eq(1)]
+                fits = w_addr < spec.capacity
                 with m.If(w_en):
-                    m.d.comb += [wp.addr.eq(w_addr), wp.data.eq(w_data), wp.en.eq(1)]
+                    m.d.comb += [wp.addr.eq(w_addr), wp.data.eq(w_data), wp.en.eq(fits)]
+                    with m.If(~fits):
+                        m.d.sync += overflow[spec.sel].eq(1)
             if spec.name not in host_rd:          # no op port of latency 2 to share: one of its own (a block
                 # memory's of latency 2 like every block read, the others' of 1, registered after their multiplexer)
                 host_rd[spec.name] = mem.read_port(MEMORY_READ_LATENCY if spec.storage == "block" else 1)

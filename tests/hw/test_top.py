@@ -94,6 +94,22 @@ def test_one_build_serves_any_data_within_capacity():
         check_inputs_fit(b, {"c": np.arange(1.0, 9.0)})
 
 
+def test_a_write_past_a_memory_capacity_flags_overflow():
+    """A writer that reaches past its memory's capacity at run time sets that memory's overflow bit, one bit per
+    memory, and the entries below the capacity are still written (the capacity is cut after the build, so the
+    data checks before the run pass)."""
+    p = copy_program(n=8, capacity=[6, 6])
+    need_ops(p)
+    b = build(p, {"c": VEC}, op_factory=factory)
+    spec = b.plan.memory("x", 0, "crd")
+    spec.capacity = 2                           # VEC has 3 nonzeros
+    res = run_amaranth(b, max_cycles=1000)
+    assert res["done"] and res["overflow"] == 1 << spec.sel
+    want = b.reference.tensors["x"]
+    assert res["tensors"]["x"]["levels"][0]["crd"] == list(want.levels[0].crd[:2])
+    assert res["tensors"]["x"]["vals"] == list(want.vals[:2])     # read back as far as the crd holds
+
+
 def test_two_kernels_pass_an_intermediate_through_memory():
     p = copy_program(kernels_=2)
     need_ops(p)
