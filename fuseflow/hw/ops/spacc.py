@@ -15,21 +15,27 @@ order of their linear address, one per cycle (lexicographic: order 2 row by row,
 The accumulation is a pipeline; the timing contract is unchanged (every value reaches the outputs in the cycle a
 combinational read-modify-write would give it). A firing in cycle t (entry A, value x):
 - t - 1: the accumulate read is addressed from the next head (``after("crd_inner")`` at the next prefix and
-  bank: two candidates, the step fires or not, that the firing chooses last); beside it, from the same
-  candidates, whether the firings of t - 1 .. t - 3 had that entry (``hit1 .. hit3``), and the address itself
-  (``read_addr``).
-- t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2; with more than 256 bits in two
+  bank: the memory's address is right for an accumulating firing in t only, so it takes bank ``ab`` (a register;
+  after a closing firing the next one accumulates into a freed, empty bank, whose read is not used) and the
+  prefix a firing would take, and only crd_inner's view waits for the firing); beside it, from the two
+  candidates (the step fires or not) and the true next bank, whether the firings of t - 1 .. t - 3 had that
+  entry (``hit1 .. hit3``), and the address itself (``read_addr``).
+- t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2; with more than 64 bits in two
   steps, its 4 bits around ``read_addr`` registered, one chosen by s1's address in t + 1); registers ``s1`` take A, its
-  one-hot mask, x, whether the read's data holds A's value (occupied, no hit) and else that value (``s1_cur``:
-  the merged result of t - 1 (the merge output of this cycle), t - 2 or t - 3 (``s2``, ``s3``), the most recent
-  first, or the operation's identity: a hit implies occupied); and A's comparisons with the head, second and
-  third A meets in t + 1 (below).
-- t + 1: ``merged = f(cur, x)`` (cur = the read's data or ``s1_cur``; with block RAM two merges side by side,
-  chosen by ``s1_mem`` after them) into ``s2``; the bitmap bit is set and the entry inserted into the emit queue
-  (below) from s1. A saturating add (op sum) keeps its result as the wrapped sum and an overflow flag (in
-  ``merged``, ``s1_cur``, ``s2``, ``s3``): the merge ends at its carry chain and the flag's LUT, and the saturated
-  value (the sum's top bit repeated over its negation on overflow) is formed where it is used: the forwarded
-  ``s1_cur`` before its adder, and ``s2_merged`` (the memory write, the rings, the emitted value).
+  one-hot mask, x, whether the read's data holds A's value (occupied, no hit), ``hit1`` (``s1_hit1``: the result of
+  t - 1 is s2's in t + 1) and else the value (``s1_cur``: the merged result of t - 2 or t - 3 (``s2``, ``s3``),
+  the most recent first, or the operation's identity: a hit implies occupied); and A's comparisons with the
+  head, second and third A meets in t + 1 (below).
+- t + 1: ``merged = f(cur, x)`` (cur = the read's data, s2's value or ``s1_cur``; with block RAM merges side by
+  side, chosen by ``s1_mem`` and ``s1_hit1`` after them, so the loop of back-to-back firings on one entry is
+  s2 -> carry chain -> s2; with max/min the read's data or x, by the comparison's sign, is the last choice) into
+  ``s2``; the bitmap bit is set and the entry inserted into the emit queue (below) from s1. A saturating add (op
+  sum) keeps its result as the wrapped sum and its operands' signs (whether equal, and the second's; in
+  ``merged``, ``s2``, ``s3``): the merge ends at its carry chain (the signs come from before it), and the
+  overflow (equal signs, the sum's another) and saturated value (the sum's top bit repeated over its negation on
+  overflow) are formed where they are used: ``s1_cur`` registers it; the forward from s2 adds s2's wrapped sum
+  and, on s2's overflow (from registers), takes the limit + x instead, which needs no adder (x with its top bit
+  flipped, or x - 1, registered with x, likewise); ``s2_merged`` is the memory write, the rings, the emitted value.
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
   to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
   undefined: it is never used (forwarded instead).
@@ -67,8 +73,11 @@ once). A bank's last merge lands in s2 in its closing cycle t_c, its last memory
 t_c + 1: the emitted value forwards s2 when the head's slot is still being written (first emission at t_c + 1)
 and the emit read of t_c + 1 forwards s2's write when it names the same entry. So the emitted coordinates and
 value, the row and plane ends (the second entry is in another row, plane) and the emit read's address come
-from registers; the firings only choose among them and step pointers. Capacity: a coordinate of stream d must
-be ``< dims[d]`` (compared as AND/OR logic, :func:`_less_const`, as is the closing stop level with ``group``);
+from registers; the firings only choose among them and step pointers (the outputs' payloads: the entry when
+a bank emits one, ``(em[k] & hv[k]) & ~ephase`` from registers, else the control token of the firing's case).
+Capacity: a coordinate of stream d must be ``< dims[d]`` (compared as AND/OR logic, :func:`_less_const`, as is
+the closing stop level with ``group``; crd_inner's test, and with order 1 the stop's, computed a cycle ahead
+from the channel's two next-head views);
 an entry beyond is not accumulated and sets the sticky ``overflow`` output. The bitmaps and find-first-sets
 cost O(prod(dims)) logic: meant for small capacities (up to a few hundred entries; order 3 is for small
 tensors).
@@ -100,6 +109,7 @@ every output, once.
 """
 
 from math import prod
+from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib.wiring import Out
@@ -107,10 +117,10 @@ from amaranth.lib.wiring import Out
 from ...errors import HardwareError
 from ...samml.registry import REDUCE_MERGE, check_spacc
 from ..stream import all_of
-from ..token import is_data_or_empty, is_done, is_empty, stop_level
+from ..token import is_data_or_empty, is_done, is_empty, stop_level, token_layout
 from ._common import Fire, OpComponent, set_data, set_done, set_stop
 from ...hw.memory import TensorMemory, memory_storage
-from .alu import add_sub_overflow, fixed_op, saturate_overflow
+from .alu import fixed_op, saturate_overflow
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
 
@@ -313,29 +323,35 @@ class Spacc(OpComponent):
         s1_addr, s2_addr, s3_addr = (Signal(aw, name=f"s{i}_addr") for i in (1, 2, 3))
         s1_v, s2_v, s3_v = (Signal(name=f"s{i}_valid") for i in (1, 2, 3))
         s1_x = Signal(signed(W), name="s1_val")
+        s1_xm1 = Signal(W, name="s1_val_minus1")        # (s1_x - 1, wrapped: the forwarded merge at max_raw)
         s1_mem = Signal(name="s1_from_memory")          # occupied, no firing of t - 1 .. t - 3 had the entry
-        # a saturating add's result is kept as its wrapped sum and an overflow flag (the saturated value, a
-        # function of the two, is formed where it is used), so the merge ends at its carry chain and one
-        # overflow LUT, with no saturation multiplexer after them; other merges: the result, flag 0
+        # a saturating add's result is kept as its wrapped sum and its operands' signs (``_signs``: whether they
+        # are equal, and the second's, a register), whose overflow (equal signs, the sum's top bit another) and
+        # saturated value are formed where they are used; so the merge ends at its carry chain, with no overflow
+        # LUT or saturation multiplexer after it, and the signs come from before the chain. Other merges: the
+        # result, signs 0 (never overflowed)
         sat_add = merge == "add" and W >= 2
-        s1_cur, s1_cur_o = Signal(signed(W), name="s1_cur"), Signal(name="s1_cur_overflow")
+        s1_cur = Signal(signed(W), name="s1_cur")        # (saturated)
         s2_raw, s3_raw = (Signal(signed(W), name=f"s{i}_sum") for i in (2, 3))
-        s2_o, s3_o = (Signal(name=f"s{i}_overflow") for i in (2, 3))
+        s2_o, s3_o = (Signal(2, name=f"s{i}_signs") for i in (2, 3))
         s2_m = Signal(signed(W), name="s2_merged")     # s2's saturated value
 
-        def saturated(raw, ovf):
-            """The merged value from its wrapped sum and overflow flag (on overflow the sum's sign is the
+        def saturated(raw, signs):
+            """The merged value from its wrapped sum and operands' signs (on overflow the sum's sign is the
             opposite of both operands')."""
-            return saturate_overflow(raw.as_unsigned(), ovf, raw[-1]) if sat_add else raw
+            if not sat_add:
+                return raw
+            return saturate_overflow(raw.as_unsigned(), signs[0] & (raw[-1] ^ signs[1]), raw[-1])
 
         def merge_parts(a, b, prefix):
-            """(wrapped result, overflow) of the merge of signed(W) a, b (alu.saturating_add_sub's parts)."""
+            """(wrapped result, operands' signs) of the merge of signed(W) a, b (alu.saturating_add_sub's
+            parts: it overflowed iff the signs are equal and the result's differs)."""
             if not sat_add:
-                return fixed_op(m, merge, a, b, fx, prefix=prefix), Const(0, 1)
+                return fixed_op(m, merge, a, b, fx, prefix=prefix), Const(0, 2)
             a, b = Value.cast(a), Value.cast(b)
             raw = Signal(signed(W), name=f"{prefix}_sum")
             m.d.comb += raw.eq((a + b)[:W])
-            return raw, add_sub_overflow(a, b, raw)
+            return raw, Cat(~(a[-1] ^ b[-1]), b[-1])
         m.d.comb += s2_m.eq(saturated(s2_raw, s2_o))
         s1_lin = Signal(range(max(n, 2)), name="s1_lin")
         s1_bank = Signal(name="s1_bank")
@@ -345,39 +361,65 @@ class Spacc(OpComponent):
         # firing, from s1: so it holds the firings up to t - 2, and hit1 the firing of t - 1)
         hit_now, hit2, hit3 = Signal(name="hit1"), Signal(name="hit2"), Signal(name="hit3")
         read_addr = Signal(aw, name="read_addr")
-        # the bitmap's bit at read_addr, looked up in t; with more than 256 bits (both banks) in two steps: in t
+        # the bitmap's bit at read_addr, looked up in t; with more than 64 bits (both banks) in two steps: in t
         # its 4 bits around read_addr (registered), in t + 1 s1's address (read_addr of t) chooses among them
-        split_lookup = 2 * n > 256
+        split_lookup = 2 * n > 64
         occ_bm = Signal(name="occupied_bitmap")
         s1_nohit = Signal(name="s1_no_hit")
         occ_row = Signal(4, name="occupied_row")
         if split_lookup:
             m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
-        merged, merged_o = Signal(signed(W), name="merged"), Signal(name="merged_overflow")
+        merged, merged_o = Signal(signed(W), name="merged"), Signal(2, name="merged_signs")
+        # the firing of t - 1 had the entry (hit1 registered with s1): its merged result is s2's in t + 1, the
+        # current value (s2 is a register, so the merge's loop is s2 -> merge -> s2, no choice before s2)
+        s1_h1 = Signal(name="s1_hit1")
+        # s2's value saturated only on overflow, to its limit (the operands' sign): the forwarded merge adds s2's
+        # wrapped sum, or the limit, and the overflow (from s2's registers) chooses after the adders
+        s2_ovf = s2_o[0] & (s2_raw[-1] ^ s2_o[1]) if sat_add else Const(0, 1)
         if block:
-            # merged = f(cur, x) with cur = the read's data or s1_cur, as two merges side by side that s1_mem
-            # chooses between: the block RAM's read data (its output register: a slow clock-to-output and a long
-            # route) goes straight into its merge's carry chain, and s1_mem (with more than 256 bitmap bits a
-            # choice among registers) is looked at after the merges
-            mem_r, mem_o = merge_parts(rpa.data.as_signed(), s1_x, "acc_mem")
-            fwd_r, fwd_o = merge_parts(saturated(s1_cur, s1_cur_o), s1_x, "acc_fwd")
-            m.d.comb += [merged.eq(Mux(s1_mem, mem_r, fwd_r)), merged_o.eq(Mux(s1_mem, mem_o, fwd_o))]
+            # merged = f(cur, x) with cur = the read's data, s2's value or s1_cur (saturated: a register), as merges
+            # side by side that s1_mem, s1_hit1 and s2's overflow choose between after them: the block RAM's
+            # read data (its output register: a slow clock-to-output and a long route) and the registers go
+            # straight into their merges' carry chains, and s1_mem (with more than 64 bitmap bits a choice among
+            # registers) is looked at after the merges
+            fwd_r, fwd_o = merge_parts(s2_raw, s1_x, "acc_fwd")
+            if sat_add:
+                # (limit + x wrapped, without an adder: min_raw + x is x with its top bit flipped, max_raw + x the
+                # same of x - 1, registered with x)
+                top = Const(1 << (W - 1), W)
+                lim_r = Mux(s2_o[1], s1_x.as_unsigned() ^ top, s1_xm1 ^ top).as_signed()
+                lim_o = Cat(~(s2_o[1] ^ s1_x[-1]), s1_x[-1])
+                fwd_r, fwd_o = Mux(s2_ovf, lim_r, fwd_r), Mux(s2_ovf, lim_o, fwd_o)
+            cur_r, cur_o = merge_parts(s1_cur, s1_x, "acc_cur")
+            other_r, other_o = Mux(s1_h1, fwd_r, cur_r), Mux(s1_h1, fwd_o, cur_o)
+            if merge in ("max", "min"):
+                # (the read's data or x, by the comparison's sign, as the last choice: the sign, at the end of the
+                # carry chain from the block RAM, meets one LUT per bit, not a tree of multiplexers)
+                mem = rpa.data.as_signed()
+                keep_mem = ~(s1_x - mem)[-1] if merge == "min" else ~(mem - s1_x)[-1]
+                m.d.comb += [merged.eq(Mux(s1_mem & keep_mem, mem, Mux(s1_mem, s1_x, other_r))),
+                             merged_o.eq(0)]
+            else:
+                mem_r, mem_o = merge_parts(rpa.data.as_signed(), s1_x, "acc_mem")
+                m.d.comb += [merged.eq(Mux(s1_mem, mem_r, other_r)), merged_o.eq(Mux(s1_mem, mem_o, other_o))]
         else:
             # (a LUT-RAM accumulator's read data comes from a register beside the logic: one merge, after the
             # choice, is smaller)
             cur_val = Signal(signed(W))
-            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), saturated(s1_cur, s1_cur_o)))
+            m.d.comb += cur_val.eq(Mux(s1_mem, rpa.data.as_signed(), Mux(s1_h1, s2_m, s1_cur)))
             acc_r, acc_o = merge_parts(cur_val, s1_x, "acc")
             m.d.comb += [merged.eq(acc_r), merged_o.eq(acc_o)]
         if split_lookup:
             m.d.sync += s1_nohit.eq(~hit_now & ~hit2 & ~hit3)
         else:
             m.d.sync += s1_mem.eq(occ_bm & ~hit_now & ~hit2 & ~hit3)
-        m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_lin.eq(set_addr), s1_bank.eq(ab),
+        m.d.sync += [s1_addr.eq(full_addr), s1_v.eq(wen), s1_x.eq(x), s1_xm1.eq(x - 1), s1_lin.eq(set_addr),
+                     s1_bank.eq(ab),
                      # (a hit means occupied; an occupied entry without a hit is read from the memory, so the
-                     # bitmap's bit only chooses that)
-                     s1_cur.eq(Mux(hit_now, merged, Mux(hit2, s2_raw, Mux(hit3, s3_raw, identity)))),
-                     s1_cur_o.eq(Mux(hit_now, merged_o, Mux(hit2, s2_o, hit3 & s3_o)))]
+                     # bitmap's bit only chooses that; the firing of t - 2 (t - 3) had the entry: its result is
+                     # s2's (s3's) in t, s1_cur's in t + 1)
+                     s1_h1.eq(hit_now),
+                     s1_cur.eq(Mux(hit2, s2_m, Mux(hit3, saturated(s3_raw, s3_o), identity)))]
         m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_raw.eq(merged), s2_o.eq(merged_o),
                      s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_raw.eq(s2_raw), s3_o.eq(s2_o)]
         m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
@@ -417,8 +459,23 @@ class Spacc(OpComponent):
             return bank * n + lin
 
         j = c.data[:w]
+        # properties of crd_inner's head computed a cycle ahead (as compare_heads_ahead): each of the channel's
+        # two next-head views into a register, and whether the head was read picks one (a LUT after flip-flops,
+        # not a comparison with a constant behind the head register, on the paths of the firing's enables)
+        c_taken = Signal(name="crd_inner_taken")
+        m.d.sync += c_taken.eq(self.head_taken("crd_inner"))
+        c_lay = token_layout(self.port_info["i_crd_inner"][1])
+        c_views = [c_lay(Value.cast(self.i_crd_inner_stay)), c_lay(Value.cast(self.i_crd_inner_behind))]
+
+        def head_ahead(fn, name):
+            """``fn`` of crd_inner's head, from registers."""
+            r = [Signal(name=f"crd_inner_{name}_{x}") for x in ("stay", "behind")]
+            m.d.sync += [r[i].eq(fn(c_views[i])) for i in range(2)]
+            return Mux(c_taken, r[1], r[0])
         in_range = Signal()
-        ok = _less_const(j, dim)
+        ok = head_ahead(lambda t: _less_const(t.data[:w], dim), "in_range")
+        # (order 1: whether the head, as a stop, closes the group)
+        c_closes = head_ahead(lambda t: ~_less_const(stop_level(t), self.group), "closes") if order == 1 else None
         for d in range(order - 1):
             ok = ok & _less_const(pre[d], dims[d])
         m.d.comb += [in_range.eq(ok), set_addr.eq(linear(pre, j))]
@@ -442,7 +499,9 @@ class Spacc(OpComponent):
                 else:
                     m.d.sync += closed.eq(0)
             if not d:
-                m.d.comb += [close_if.eq(~_less_const(j, self.group)), close.eq(fa.fire & close_if),
+                # (order 1: the stop is crd_inner's head, its level's test computed a cycle ahead)
+                m.d.comb += [close_if.eq(c_closes if order == 1 else ~_less_const(j, self.group)),
+                             close.eq(fa.fire & close_if),
                              close_base.eq(j - self.group)]
 
         def take_done(tok):
@@ -487,15 +546,21 @@ class Spacc(OpComponent):
 
         # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank,
         # as two candidates (the step fires or not; each from registers and the channel's two next-head views)
-        # that the firing chooses last
+        # that the firing chooses last. The memory's read needs the right address only for an accumulating
+        # firing in the next cycle, so it takes bank ab (a register) even when the firing closes the bank (the
+        # next firing then accumulates into the other bank, freed and so empty: its bitmap clear, no hits, the
+        # read's data not used) and the prefix a firing would take (pre_f: when the step does not fire, the next
+        # cycle reads the same stream, not crd_inner, unless the prefix is unchanged); only crd_inner's view waits
+        # for the firing. The lookups (hits, bitmap, read_addr) take both candidates and the true next bank
         def entry_addr(bank, prefix, jj):
             return bank_addr(bank, linear(prefix, jj))
         behind = Value.cast(self.i_crd_inner_behind)[:w]
         stay = Value.cast(self.i_crd_inner_stay)[:w]
         addr_fire, addr_stay = Signal(aw, name="read_addr_fire"), Signal(aw, name="read_addr_stay")
-        m.d.comb += [addr_fire.eq(entry_addr(ab ^ close_if, pre_f, Mux(fa.pop["crd_inner"], behind, stay))),
+        lin_fire = linear(pre_f, Mux(fa.pop["crd_inner"], behind, stay))
+        m.d.comb += [addr_fire.eq(bank_addr(ab ^ close_if, lin_fire)),
                      addr_stay.eq(entry_addr(ab, pre, stay)),
-                     rpa.addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
+                     rpa.addr.eq(bank_addr(ab, linear(pre_f, Mux(fa.fire & fa.pop["crd_inner"], behind, stay))))]
         bm_all = Cat(bm[0], bm[1])                     # indexed by the memory address
         rows = -(-2 * n // 4)
         if split_lookup:
@@ -507,7 +572,7 @@ class Spacc(OpComponent):
             look.append((s1_v & (s1_addr == a), s2_v & (s2_addr == a)))
         m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
                      hit2.eq(Mux(fa.fire, look[0][0], look[1][0])), hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
-                     read_addr.eq(rpa.addr)]
+                     read_addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
 
         release = Signal()                             # this firing emits the closing stops: frees bank eb
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
@@ -795,11 +860,20 @@ class Spacc(OpComponent):
         m.d.comb += rpe.addr.eq(Mux(eb, low_addr[1], low_addr[0]))
         plane_end = Signal()                           # order 3: the row just emitted was its plane's last
 
+        # the outputs' payloads: an entry (coordinates, value) when a bank emits an entry (its head, from
+        # registers: (em[k] & hv[k]) & ~ephase), else the control token the firing rule's cases give (``cp``),
+        # so the case decode is a LUT of registers beside the value, not a priority chain behind it
+        cp = {id(o): SimpleNamespace(payload=Signal(o.payload.shape(), name=f"{p}_control"))
+              for p, o in zip(names + ["val"], outs + [ov])}
+        # (kept: else the mapper builds the entry case from the pop's kept wires and the value's choices, a chain)
+        e_data = Signal(name="emit_entry", attrs={"keep": 1})
+        e_value = Signal(signed(W), name="emit_value", attrs={"keep": 1})
+        m.d.comb += e_data.eq(((em[0] & hv[0]) | (em[1] & hv[1])) & ~ephase)
         def final_stops():
             m.d.comb += [fe.push[p].eq(1) for p in fe.push]
             for d, o in enumerate(outs):
-                set_stop(m, o, ebase + d)
-            set_stop(m, ov, ebase + order - 1)
+                set_stop(m, cp[id(o)], ebase + d)
+            set_stop(m, cp[id(ov)], ebase + order - 1)
             m.d.comb += release.eq(fe.fire)
             with m.If(fe.fire):
                 m.d.sync += [ephase.eq(0)] + [s.eq(1) for s in first]
@@ -816,13 +890,11 @@ class Spacc(OpComponent):
                 m.d.comb += [fe.push["crd_inner"].eq(1), fe.push["val"].eq(1)]
                 for d in range(order - 1):
                     m.d.comb += fe.push[names[d]].eq(first[d])
-                for d in range(order):
-                    set_data(m, outs[d], ecrd[d])
                 # the head's value: per bank from its ring at its pointer, the emitting bank's by em (registers)
                 e_hval = _or_all([em[k].replicate(W) & Array(ring[k])[ptr[k]] for k in range(2)], W)
                 # (the bank's first emission may follow its last merge directly: that value is still in s2)
                 fw = (em[0] & s2_hw[0]) | (em[1] & s2_hw[1])
-                set_data(m, ov, Mux(f2 & f1, rdata, Mux(fw, s2_m, e_hval.as_signed())))
+                m.d.comb += e_value.eq(Mux(f2 & f1, rdata, Mux(fw, s2_m, e_hval.as_signed())))
                 m.d.comb += clr_bit.eq(fe.fire)
                 with m.If(fe.fire):
                     m.d.sync += [s.eq(0) for s in first]
@@ -836,12 +908,12 @@ class Spacc(OpComponent):
                     m.d.comb += [fe.push["crd_inner"].eq(1), fe.push["val"].eq(1)]
                     if order == 3:
                         m.d.comb += fe.push[names[1]].eq(plane_end)
-                        set_stop(m, outs[1], 0)
-                        set_stop(m, oc, plane_end)
-                        set_stop(m, ov, plane_end)
+                        set_stop(m, cp[id(outs[1])], 0)
+                        set_stop(m, cp[id(oc)], plane_end)
+                        set_stop(m, cp[id(ov)], plane_end)
                     else:
-                        set_stop(m, oc, 0)
-                        set_stop(m, ov, 0)
+                        set_stop(m, cp[id(oc)], 0)
+                        set_stop(m, cp[id(ov)], 0)
                     with m.If(fe.fire):
                         m.d.sync += [ephase.eq(0), first[order - 2].eq(1)]
                         if order == 3:
@@ -850,9 +922,13 @@ class Spacc(OpComponent):
             m.d.comb += fe.go.eq(1)
             m.d.comb += [fe.push[p].eq(1) for p in fe.push]
             for o in outs + [ov]:
-                set_done(m, o)
+                set_done(m, cp[id(o)])
             with m.If(fe.fire):
                 m.d.sync += done_out.eq(1)
+
+        for o, value in list(zip(outs, ecrd)) + [(ov, e_value)]:
+            m.d.comb += [o.payload.data.eq(Mux(e_data, value, cp[id(o)].payload.data)),
+                         o.payload.ctrl.eq(~e_data & cp[id(o)].payload.ctrl)]
 
         # ---- bank registers (the two sides never work on the same bank)
         nfulls = []
