@@ -28,7 +28,7 @@ from ..stream import all_of
 from ..token import DONE, EMPTY, STOP, token_layout, token_signature
 
 __all__ = ["OpComponent", "Fire", "MemPorts", "kind_width", "set_tok", "set_data", "set_stop",
-           "set_done", "set_empty", "copy_ctrl", "copy_tok"]
+           "set_done", "set_empty", "copy_ctrl", "copy_tok", "kept"]
 
 
 def kind_width(kind, crd_width=16, fixed=None, block=()):
@@ -342,3 +342,13 @@ def copy_ctrl(m, out, tok):
 def copy_tok(m, out, tok):
     """Copy a token between streams of the same width."""
     set_tok(m, out, tok.data, tok.ctrl)
+
+
+def kept(m, value, name=None):
+    """``value`` through a wire Yosys keeps: a boundary for the logic mapper (it merges two reads of one memory
+    whose data a multiplexer chooses into one read at the multiplexed address, and folds a late signal, a block
+    RAM's output or a comparator's carry, into the logic before the last multiplexer, unless the values on
+    either side are kept)."""
+    w = Signal.like(value, attrs={"keep": 1}, name=name)
+    m.d.comb += w.eq(value)
+    return w

@@ -42,7 +42,7 @@ from ...errors import HardwareError
 from ...samml.registry import MEMORY_READ_LATENCY, op_latency
 from ..stream import all_of
 from ..token import is_done, is_empty, is_stop, stop_level, token_layout
-from ._common import OpComponent, copy_ctrl, set_data, set_stop
+from ._common import OpComponent, copy_ctrl, kept, set_data, set_stop
 from ._pipe import OutputPipeline, dsp_family
 
 IDLE, SCAN, END = 0, 1, 2
@@ -57,15 +57,6 @@ def successor(x, y):
     assert len(x) == len(y)
     d = x ^ y
     return all_of([d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))])
-
-
-def kept(m, value, name=None):
-    """``value`` through a wire Yosys keeps: otherwise it merges two reads of one memory whose data a
-    multiplexer chooses into one read at the multiplexed address, putting the choice before the read (and the
-    logic mapper would mix a late signal, a block RAM's output, into the logic before the last multiplexer)."""
-    w = Signal.like(value, attrs={"keep": 1}, name=name)
-    m.d.comb += w.eq(value)
-    return w
 
 
 def lut4_init(fn) -> int:
