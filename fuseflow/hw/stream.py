@@ -88,10 +88,10 @@ class StreamFIFO(wiring.Component):
         ]
         with m.If(do_write):
             m.d.sync += produce.eq(_incr(produce, depth))
-        with m.If(do_write & ~do_read):
-            m.d.sync += self.level.eq(self.level + 1)
-        with m.If(do_read & ~do_write):
-            m.d.sync += self.level.eq(self.level - 1)
+        # the next level from candidates of the register chosen by the write, then the consumer's (late) read
+        level_w = Mux(do_write, self.level + 1, self.level)
+        level_wr = Mux(do_write, self.level, self.level - 1)
+        m.d.sync += self.level.eq(Mux(do_read, level_wr, level_w))
         # flags of the level, registered (chosen by this cycle's write and read among compares of the
         # registered level), so that the refill multiplexers of head and second start at flip-flops
         inc, dec = do_write & ~do_read, do_read & ~do_write
@@ -207,9 +207,10 @@ class PeekFIFO(wiring.Component):
             two = Mux(ge[i + 3], content[i + 2], w_data)
             m.d.sync += entries[i].eq(Mux(pop1, Mux(second, two, one), stay))
         level = self.level
-        nxt = Signal(range(depth + 2))
-        m.d.comb += nxt.eq(level + do_write - pop1 - pop2)
-        m.d.sync += level.eq(nxt)
+        # the next level from candidates of the register chosen by the write, then the consumer's (late) reads
+        # (an adder after the pops ended the consumer's firing path)
+        reads = [Mux(do_write, level + 1 - k, level - k) for k in range(3)]
+        m.d.sync += level.eq(Mux(pop1, Mux(second, reads[2], reads[1]), reads[0]))
 
         def at_least(j):
             # level >= j in this cycle: a flag, or a compare of the level register (early: no read in it)
@@ -222,7 +223,7 @@ class PeekFIFO(wiring.Component):
                 return Mux(do_write, at_least(j + k - 1), at_least(j + k))
             m.d.sync += ge[j].eq(Mux(pop1, Mux(second, after(2), after(1)), after(0)))
         m.d.comb += [
-            self.w.ready.eq(level != depth),
+            self.w.ready.eq(~at_least(depth)),          # a flag (depth <= 5), not a compare of the level
             self.r.valid.eq(ge[1]),
             self.r.payload.eq(entries[0]),
             self.r_next.eq(entries[1]),

@@ -356,7 +356,7 @@ class ProgramTop(wiring.Component):
                     km.d.sync += pushed_done.eq(1)
                 for q, d in zip(qs, s.dsts):
                     seen = Signal(name=f"seenD_{_ident(sid)}__{_ident(str(d))}")
-                    km.d.comb += seen.eq(pushed_done & (q.level == 0))
+                    km.d.comb += seen.eq(pushed_done & ~q.r.valid)      # level == 0, a registered flag
                     dones.append(seen)
                     self.finish_handles.append((q, getattr(ops[d.node], f"i_{d.port}"), seen, en[ki]))
             # unconnected outputs: always ready
