@@ -33,7 +33,7 @@ so a harness can name where a stuck run stopped.
 import copy
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Shape, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -421,11 +421,14 @@ class ProgramTop(wiring.Component):
             assert len(fires) == len(self.events[ki])
             last = Signal(range(len(fires) + 1), name=f"last_event_{_ident(k.name)}")
             if fires:                                # the highest-numbered event of the last firing cycle
-                # found by a tree (log2 levels), not a priority chain over every event of the kernel
-                _, top_idx = _highest(fired)
+                # found by trees (log2 levels), not a priority chain over every event of the kernel, in two
+                # registered stages: each part of EVENT_PART events its highest, then the highest part (one tree
+                # over a whole kernel's events ended at last_idx: fused_chain3's critical path at some placements).
+                # last_event settles three cycles after the event, before the host can see done
+                any_part, top_idx = _highest_in_parts(km, fired, f"events_{_ident(k.name)}")
                 last_idx = Signal(range(max(len(fires), 2)), name=f"last_idx_{_ident(k.name)}")
                 seen = Signal(name=f"seen_event_{_ident(k.name)}")
-                with km.If(fire):
+                with km.If(any_part):
                     km.d.sync += [last_idx.eq(top_idx), seen.eq(1)]
                 km.d.comb += last.eq(Mux(seen, last_idx + 1, 0))
             last_events.append(last)
@@ -572,6 +575,10 @@ def check_kernel_reads(program, plan, ops):
                                                     f"write is undefined in block RAM)")
 
 
+#: events per part of the last_event encoder's first stage
+EVENT_PART = 16
+
+
 def _highest(bits):
     """(any bit set, index of the highest set bit of ``bits``; 0 when none) as a tree of multiplexers."""
     n = len(bits)
@@ -583,6 +590,20 @@ def _highest(bits):
     k = (h - 1).bit_length()                         # index bits within the lower half
     low = Mux(hi_any, hi_idx, lo_idx)[:k] if k else Const(0, 0)
     return lo_any | hi_any, Cat(low, hi_any)
+
+
+def _highest_in_parts(m, bits, name, part=EVENT_PART):
+    """(any bit set, index of the highest set bit) of ``bits`` as they were a cycle ago: each part of ``part`` bits
+    finds its highest (a tree, :func:`_highest`) into registers, then a tree over the parts picks the highest
+    part and a multiplexer its index."""
+    parts = [bits[i:i + part] for i in range(0, len(bits), part)]
+    part_any = Signal(len(parts), name=f"{name}_any")
+    part_idx = [Signal(range(part), name=f"{name}_idx{pi}") for pi in range(len(parts))]
+    for pi, p in enumerate(parts):
+        a, idx = _highest([p[j] for j in range(len(p))])
+        m.d.sync += [part_any[pi].eq(a), part_idx[pi].eq(idx)]
+    any_part, top_part = _highest([part_any[pi] for pi in range(len(parts))])
+    return any_part, Cat(Array(part_idx)[top_part], top_part)
 
 
 def _or_all(values):
