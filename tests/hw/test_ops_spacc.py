@@ -550,14 +550,17 @@ def test_order1_large_bitmap_random(c, stalls, seed):
     check_op("spacc", *c, stalls=stalls, seed=seed)
 
 
+@pytest.mark.parametrize("op", REDUCE_OPS)
 @pytest.mark.parametrize("gap", [1, 2, 3, 4, 5])
-def test_large_bitmap_repeated_entry_gap(gap, stalls):
-    """As test_repeated_entry_gap with dim 150 (the two-step occupancy lookup), entries 133 and 131 between."""
+def test_large_bitmap_repeated_entry_gap(gap, op, stalls):
+    """As test_repeated_entry_gap with dim 150 (the two-step occupancy lookup), entries 133 and 131 between
+    (max/min: the read's data registered in the fabric, the occupancy bits registered with read_addr's and the
+    hits)."""
     fill = [133, 131, 7, 149][:gap - 1]
     crds = [132] + fill + [132] + fill + [132, 149, 0, 131]
     vals = [(-1) ** i * (7 * i + 3) for i in range(len(crds))]
-    want = _merged(crds, vals, "sum")
-    got, _, _ = check_op("spacc", {"dim": 150}, {"crd_inner": crds + ["S1", 132, "S1", "D"],
+    want = _merged(crds, vals, op)
+    got, _, _ = check_op("spacc", {"dim": 150, "op": op}, {"crd_inner": crds + ["S1", 132, "S1", "D"],
                                                  "val": vals + ["S1", 5, "S1", "D"]}, stalls=stalls, seed=30 + gap)
     assert got == {"crd_inner": sorted(want) + ["S0", 132, "S0", "D"],
                    "val": [want[j] for j in sorted(want)] + ["S0", 5, "S0", "D"]}

@@ -36,6 +36,10 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   overflow) are formed where they are used: ``s1_cur`` registers it; the forward from s2 adds s2's wrapped sum
   and, on s2's overflow (from registers), takes the limit + x instead, which needs no adder (x with its top bit
   flipped, or x - 1, registered with x, likewise); ``s2_merged`` is the memory write, the rings, the emitted value.
+- max/min with block RAM: the accumulate read's blocks have no output register (latency 1) and its data is
+  registered in the fabric instead (the same cycle t + 1), so the comparison with x starts at a flip-flop, not at
+  the block's clock-to-output and its route; with the two-step lookup the 4 bitmap bits are registered each ANDed
+  with whether it is read_addr's and with no hit, so ``s1_mem`` is their OR (one LUT from registers).
 - t + 2: the memory write from ``s2``. So the read of t (latched at the edge ending t - 1) holds the firings up
   to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
   undefined: it is never used (forwarded instead).
@@ -272,7 +276,16 @@ class Spacc(OpComponent):
         # a read of an entry written at the same clock edge is never used (forwarded instead)
         acc = TensorMemory(2 * n, W, block=block, name="acc", impl=self.memory_impl)
         m.submodules.acc = acc
-        rpa = acc.read_port()                          # accumulate side: addressed from the next head
+        # max/min: the accumulate read's data register in the fabric (the blocks without their output register,
+        # latency 1, and a register after them: the same cycle), so the comparison with x starts at a flip-flop
+        # beside it, not at the block's clock-to-output and its route
+        fabric_read = block and REDUCE_MERGE[self.params["op"]] in ("max", "min")
+        if fabric_read:
+            rpa = acc.read_port(latency=1)             # accumulate side: addressed from the next head
+            rpa_data = Signal(W, name="acc_read_data")
+            m.d.sync += rpa_data.eq(rpa.data)
+        else:
+            rpa = acc.read_port()                      # accumulate side: addressed from the next head
         rpe = acc.read_port()                          # emit side: the emit bank's third entry, every cycle
         wp = acc.write_port()
         bm = [Signal(n, name=f"bitmap{k}") for k in range(2)]
@@ -368,7 +381,13 @@ class Spacc(OpComponent):
         s1_nohit = Signal(name="s1_no_hit")
         occ_row = Signal(4, name="occupied_row")
         if split_lookup:
-            m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
+            if fabric_read:
+                # (max/min: each of the 4 bits registered with whether it is read_addr's and no hit, so s1_mem is
+                # their OR, one LUT from registers)
+                occ_hot = Signal(4, name="occupied_row_hot")
+                m.d.comb += s1_mem.eq(occ_hot.any())
+            else:
+                m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
         merged, merged_o = Signal(signed(W), name="merged"), Signal(2, name="merged_signs")
         # the firing of t - 1 had the entry (hit1 registered with s1): its merged result is s2's in t + 1, the
         # current value (s2 is a register, so the merge's loop is s2 -> merge -> s2, no choice before s2)
@@ -395,7 +414,7 @@ class Spacc(OpComponent):
             if merge in ("max", "min"):
                 # (the read's data or x, by the comparison's sign, as the last choice: the sign, at the end of the
                 # carry chain from the block RAM, meets one LUT per bit, not a tree of multiplexers)
-                mem = rpa.data.as_signed()
+                mem = (rpa_data if fabric_read else rpa.data).as_signed()
                 keep_mem = ~(s1_x - mem)[-1] if merge == "min" else ~(mem - s1_x)[-1]
                 m.d.comb += [merged.eq(Mux(s1_mem & keep_mem, mem, Mux(s1_mem, s1_x, other_r))),
                              merged_o.eq(0)]
@@ -565,6 +584,10 @@ class Spacc(OpComponent):
         rows = -(-2 * n // 4)
         if split_lookup:
             m.d.sync += occ_row.eq(Cat(bm_all, Const(0, rows * 4 - 2 * n)).word_select(read_addr[2:], 4))
+            if fabric_read:
+                m.d.sync += occ_hot.eq(Cat(bm_all, Const(0, rows * 4 - 2 * n)).word_select(read_addr[2:], 4)
+                                       & Cat(*[read_addr[:2] == i for i in range(4)])
+                                       & (~hit_now & ~hit2 & ~hit3).replicate(4))
         else:
             m.d.comb += occ_bm.eq(bm_all.bit_select(read_addr, 1))
         look = []
