@@ -600,9 +600,9 @@ def _highest_in_parts(m, bits, name, part=EVENT_PART):
     part_any = Signal(len(parts), name=f"{name}_any")
     part_idx = [Signal(range(part), name=f"{name}_idx{pi}") for pi in range(len(parts))]
     for pi, p in enumerate(parts):
-        a, idx = _highest([p[j] for j in range(len(p))])
+        a, idx = _highest(p)
         m.d.sync += [part_any[pi].eq(a), part_idx[pi].eq(idx)]
-    any_part, top_part = _highest([part_any[pi] for pi in range(len(parts))])
+    any_part, top_part = _highest(part_any)
     return any_part, Cat(Array(part_idx)[top_part], top_part)
 
 

@@ -60,7 +60,7 @@ class Intersect(OpComponent):
         """Every input port when look-ahead is on: a firing may pop a lower input's second token too."""
         return self.peek_ports()
 
-    def _lookahead_pair(self, m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, low):
+    def _lookahead_pair(self, m, crds, refs, heads_valid, all_data, all_ctrl, ready_all):
         """Arity 2 with look-ahead: each ready as a choice by the comparisons among values decided without them.
 
         With all data, input i (the other is j) pops: when LOW (``L_ij = crd<i> < crd<j>``), if its second is
@@ -171,7 +171,7 @@ class Intersect(OpComponent):
         outs = [self.o_crd] + [getattr(self, f"o_ref{i}") for i in range(n)]
         ready_all = all_of(o.ready for o in outs)
         if pair:
-            self._lookahead_pair(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, low)
+            self._lookahead_pair(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all)
         else:
             for k in range(n):
                 pop_uneq = low[k] | skip                     # all data, not equal
