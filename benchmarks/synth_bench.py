@@ -41,8 +41,9 @@ sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath
 OP_TARGET_MHZ = 150.0
 KERNEL_TARGET_MHZ = 100.0
 MEM_DEPTH = 64
-#: the compressed level_scan also with memories of this depth: its seg and first arrays (2048 x 16 and x 17 bits)
-#: then pass fuseflow.hw.memory.HELD_BLOCK_MIN_BITS and are block RAM read without the output register
+#: the compressed level_scan also with memories of this depth: its seg and first arrays (2048 x 16 and x 18 bits)
+#: then pass fuseflow.samml.storage.BOUNDS_BLOCK_MIN_BITS and are block RAM read with the output register (the
+#: level_scan's bounds_latency 2, as the kernel top gives it for that storage)
 LARGE_MEM_DEPTH = 2048
 #: seconds per tool run (rsqrt, some 75 stages of dividers and square roots, is the slow one: 20 minutes of
 #: routing on a loaded 2-core machine)
@@ -101,8 +102,10 @@ def op_cases():
                 cases.append({"kind": "op", "name": f"{name} +mem", "op": op, "params": params, "kw": kw,
                               "mem_depth": MEM_DEPTH})
                 if op == "level_scan":
+                    from fuseflow.samml.storage import BLOCK_BOUNDS_LATENCY
                     cases.append({"kind": "op", "name": f"{name} +mem {LARGE_MEM_DEPTH}", "op": op,
-                                  "params": params, "kw": kw, "mem_depth": LARGE_MEM_DEPTH})
+                                  "params": dict(params, bounds_latency=BLOCK_BOUNDS_LATENCY), "kw": kw,
+                                  "mem_depth": LARGE_MEM_DEPTH})
     return cases
 
 

@@ -6,7 +6,7 @@ written together; the kernel top shares the first op read port with the host, :m
 ECP5 the DP16KD instances that the kernel top builds (1024 x 18 each, side by side and stacked:
 :mod:`fuseflow.hw.block_ram`), on the iCE40 Yosys' mapping, the cheapest of SB_RAM40_4K 2048 x 2 .. 256 x 16.
 Memories below :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS` (seg and first arrays: below
-:data:`fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`) stay in the fabric: LUT RAM on the ECP5 (two LUT4s per 16 x 4
+:data:`fuseflow.hw.memory.BOUNDS_BLOCK_MIN_BITS`) stay in the fabric: LUT RAM on the ECP5 (two LUT4s per 16 x 4
 ``TRELLIS_DPR16X4``, one copy per read port, the host's own included), flip-flops on the iCE40.
 """
 
@@ -114,13 +114,13 @@ def spmv_fits(rows: int, nnz: int, target: str, cols: int | None = None, crd_wid
         return None
     t = TARGETS[target]
     family, cap = t["family"], t["capacity"]
-    from ..hw.memory import HELD_READ_ARRAYS
+    from ..hw.memory import BOUNDS_ARRAYS
     reads, copies = level_scan_read_ports(), level_scan_block_copies()
     ports = {m.name: copies.get(m.array, 1) for m in plan.memories}
     blocks = sum(e["blocks"] for e in memory_map(plan, target, ports))
     # in LUT RAM each of seg's and first's ports has a copy, and the host one more of its own (the other LUT
     # memories: counted as two)
-    lut = sum(lutram_luts(m.depth, m.width, reads[m.array] + 1 if m.array in HELD_READ_ARRAYS else 2)
+    lut = sum(lutram_luts(m.depth, m.width, reads[m.array] + 1 if m.array in BOUNDS_ARRAYS else 2)
               for m in plan.memories if m.storage == "lut") if family == "ecp5" else 0
     if blocks > cap["brams"] or SPMV_LOGIC_LUTS[family] + lut > cap["luts"]:
         return None

@@ -5,11 +5,11 @@ not absorb a fabric register after the read into it, so the block's 5.6-5.8 ns c
 the next path. Here the blocks are instances with ``REGMODE_A = "OUTREG"``: the address register and the
 output register are both inside the block, two cycles from address to data (``registry.MEMORY_READ_LATENCY``)
 and the data leaves from a register. Used for the alu's function tables (:func:`fuseflow.hw.ops._pipe.rom_outreg`)
-and for the tensor memories in block RAM (:class:`fuseflow.hw.memory.TensorMemory`). A read of latency 1 with
-a clock enable (level_scan's seg and first, read into the op's registers at its next head) uses the blocks
-without the output register (``REGMODE_A = "NOREG"``, ``CEA`` the enable): the data then leaves from the block's
-5.6-5.8 ns clock-to-output, which is why only large seg and first arrays go to block RAM
-(:data:`fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`).
+and for the tensor memories in block RAM (:class:`fuseflow.hw.memory.TensorMemory`). level_scan's seg and first arrays
+in block RAM are read the same way with the port's clock enable (``CEA``): the address is taken only when the op
+loads its next head's entries, and the output register follows every edge (``bounds_latency`` 2,
+:mod:`fuseflow.samml.storage`). A read of latency 1 with a clock enable uses the blocks without the output register
+(``REGMODE_A = "NOREG"``): its data leaves from the block's 5.6-5.8 ns clock-to-output.
 
 Geometry: every block in 1024 x 18 mode, blocks side by side for wider words (bits ``18c .. 18c + 17`` in
 column ``c``) and stacked for deeper memories (entries ``1024r ..`` in row ``r``); with several rows the row's
@@ -104,8 +104,9 @@ def dp16kd(m, name: str, words: list[int], raddr, rdata, waddr=None, wdata=None,
 def block_memory(m, prefix: str, depth: int, width: int, words: list[int], raddr, rdata, waddr=None,
                  wdata=None, wen=None, *, model=False, latency=2, ren=None):
     """A ``depth`` x ``width`` memory of DP16KD blocks (module doc: geometry) read at ``raddr`` into ``rdata``
-    two cycles later, written at ``waddr`` when ``wen`` (None: a ROM). ``latency=1``: the blocks without
-    their output register, ``rdata`` the entry named at the last clock edge with ``ren`` set."""
+    two cycles later, written at ``waddr`` when ``wen`` (None: a ROM). ``ren``: the address is taken only at an
+    edge ending a cycle with it set (the blocks' clock enable). ``latency=1``: the blocks without their output
+    register, ``rdata`` the entry named at the last clock edge with ``ren`` set."""
     if latency not in (1, 2):
         raise HardwareError("DP16KD", f"no read of latency {latency}")
     rows, cols = ceil(depth / BLOCK_DEPTH), ceil(width / BLOCK_WIDTH)
@@ -130,13 +131,16 @@ def block_memory(m, prefix: str, depth: int, width: int, words: list[int], raddr
     picked = []
     for r, out in enumerate(outs):
         hot = Signal(name=f"{prefix}_row{r}_hot")
+        if ren is None:
+            m.d.sync += hot.eq(raddr[10:] == r)
+        else:
+            with m.If(ren):                         # as the blocks' address registers
+                m.d.sync += hot.eq(raddr[10:] == r)
         if latency == 2:
             hot_q = Signal(name=f"{prefix}_row{r}_hot_q")
-            m.d.sync += [hot.eq(raddr[10:] == r), hot_q.eq(hot)]
+            m.d.sync += hot_q.eq(hot)
         else:
             hot_q = hot
-            with m.If(1 if ren is None else ren):
-                m.d.sync += hot.eq(raddr[10:] == r)
         picked.append(out[:width] & hot_q.replicate(width))
     value = picked[0]
     for p in picked[1:]:

@@ -14,11 +14,12 @@ Capacities come from ``TensorDecl.capacity`` (entries per level, then values, as
 the user gave (inputs packed, outputs and intermediates sized by the reference simulator's run on that data);
 with neither, building is an error.
 
-Storage (:func:`memory_storage`, one rule): a memory read only through read ports of latency
+Storage (:func:`memory_storage`, one rule in :mod:`fuseflow.samml.storage`, which the simulator reads too): a memory read only through read ports of latency
 ``registry.MEMORY_READ_LATENCY`` (2: crd and vals; level_scan's crd port and array's vals port address them one cycle
 ahead, from their next state and the next head of their input, and take the registered data one cycle after their
 firing) goes to block RAM once it holds :data:`BLOCK_RAM_MIN_BITS` bits; the seg and first arrays (level_scan reads them
-with latency 1 and an enable, at the token behind its head) once they hold :data:`HELD_BLOCK_MIN_BITS`; below that,
+with an enable at the token behind its head: latency 1, or 2 in block RAM, its ``bounds_latency``) once they hold
+:data:`BOUNDS_BLOCK_MIN_BITS`; below that,
 Yosys picks LUT RAM or flip-flops. :class:`TensorMemory` builds every read port: on ECP5 a block memory is DP16KD
 instances whose output register holds the read data (:mod:`fuseflow.hw.block_ram`: Yosys maps a synchronous read without
 that register and does not absorb a fabric register into it); elsewhere (Verilator, the Amaranth simulator, iCE40, and
@@ -29,8 +30,9 @@ writers' writes; :func:`fuseflow.hw.top.check_kernel_reads`), and the host write
 
 Writer ops drive one write port per memory through a register (a write lands a cycle after the writer's firing),
 shared with the host (the writer wins; the host only writes while the top is idle). The host reads through a read port of latency 2 shared with the first op that reads
-the memory with one, or in block RAM with a port of latency 1 (level_scan's seg and first: then the address is
-the host's and the enable set while idle, and a register follows), or a port of its own (latency 2 for a block
+the memory with one (level_scan's seg and first in block RAM: their ports of latency 2 with an enable, then the
+address is the host's and the enable set while idle), or in block RAM with a port of latency 1 (then a register
+follows), or a port of its own (latency 2 for a block
 memory, else 1 and a register after the selection of the memory): :data:`HOST_READ_LATENCY` cycles from address
 to data, outside every kernel's cycle count.
 
@@ -48,6 +50,9 @@ from amaranth.hdl import Elaboratable, Module, Signal
 from ..errors import HardwareError
 from ..samml.blocks import tensor_block
 from ..samml.registry import MEMORY_READ_LATENCY
+# the storage rule is the simulator's too (a level_scan's bounds_latency depends on it): defined in samml
+from ..samml.storage import (BLOCK_RAM_MIN_BITS, BOUNDS_ARRAYS, BOUNDS_BLOCK_MIN_BITS,  # noqa: F401
+                             array_depth, array_shape, memory_storage)
 
 #: width of the registers of the register file (cycle counters, counts)
 REG_WIDTH = 32
@@ -56,23 +61,6 @@ REG_WIDTH = 32
 #: register, then an AND-OR with the registered select), or a read of latency 1 and a register after the
 #: multiplexer of the memories; the manifest's ``host.read_latency``
 HOST_READ_LATENCY = 2
-
-#: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
-#: (18 with parity) and one iCE40 SB_RAM40_4K 4 Kbit; a 1 Kbit memory costs about 16 ECP5 LUT-RAM cells
-#: (TRELLIS_DPR16X4, with their write decode) per read port and, on iCE40 (no LUT RAM), a thousand
-#: flip-flops. From 1 Kbit up a block is cheaper than the fabric on both, and the 85F's 208 blocks (the
-#: UP5K's 30) are not used up by the many small arrays of a kernel (a few entries each)
-BLOCK_RAM_MIN_BITS = 1024
-
-#: arrays read with latency 1 and an enable (level_scan's seg and first: read at the token behind the head into
-#: registers that hold the head's entries) and where they go to block RAM: from 16 Kbit (1024 16-bit entries,
-#: one full DP16KD). A block read without its output register starts the next path with the block's 5.6-5.8 ns
-#: clock-to-output (ECP5), so an array of up to a thousand entries stays in LUT RAM, whose copies (one per read
-#: port, three for seg) cost at most about 1500 LUT4s there; beyond, LUT RAM grows by a LUT4 per 32 bits per
-#: copy and its read by a multiplexer level per doubling (a matrix with 16384 rows: about 45000 LUT4s)
-HELD_READ_ARRAYS = ("seg", "first")
-HELD_BLOCK_MIN_BITS = 16384
-
 
 @dataclass
 class MemSpec:
@@ -170,16 +158,6 @@ def tensor_arrays(decl):
     return out
 
 
-def array_depth(capacity, level, array):
-    """Entries of one array of a tensor with ``capacity`` (per level, then vals)."""
-    if array == "vals":
-        return capacity[-1]
-    if array == "crd":
-        return capacity[level]
-    parents = 1 if level == 0 else capacity[level - 1]
-    return parents if array == "first" else parents + 1
-
-
 def plan_memories(program, data_capacities=None):
     """Plan the memories of ``program``.
 
@@ -193,7 +171,8 @@ def plan_memories(program, data_capacities=None):
         raise HardwareError("config.value.format", f"hardware needs fixed-point values, the graph says "
                                                     f"{value.get('format')!r}")
     crd_width = int(cfg.get("crd_width", 16))
-    from ..samml.widths import array_width, check_fits_width, tensor_width
+    from ..samml.storage import _with_capacity
+    from ..samml.widths import check_fits_width, tensor_width
     vwidth, vfrac = int(value.get("width", 32)), int(value.get("frac", 16))
     data_capacities = data_capacities or {}
     plan = MemoryPlan(crd_width=crd_width, value_width=vwidth, value_frac=vfrac)
@@ -219,16 +198,13 @@ def plan_memories(program, data_capacities=None):
         # one rule (fuseflow.samml.widths) for the simulator and the hardware: coordinates below the
         # dimensions, positions up to the capacities, all within the program's crd_width
         check_fits_width(program, t.name, t.shape, cap, error=HardwareError)
-        index_width = min(crd_width, tensor_width(_with_capacity(t, cap)))
-        plan.index_widths[t.name] = index_width
+        plan.index_widths[t.name] = min(crd_width, tensor_width(_with_capacity(t, cap)))
         for lv, array in tensor_arrays(t):
             depth = array_depth(cap, lv, array)
             if array == "vals":          # a blocked tensor: one block per word (docs/samml.md, "Blocks")
                 width, signed = vwidth * math.prod(tensor_block(t)), True
-            elif array == "first":       # coordinate << 2 | single << 1 | empty: two bits more than the crd
-                width, signed = min(index_width, array_width(t, cap, lv, "crd")) + 2, False
-            else:                        # crd: below the level's dimension; seg: up to its entries
-                width, signed = min(index_width, array_width(t, cap, lv, array)), False
+            else:                        # seg, crd, first (samml.storage: the simulator's rule too)
+                width, signed = array_shape(program, t, cap, lv, array)[1], False
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
             spec = MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role, len(plan.memories),
                            depth)
@@ -243,19 +219,6 @@ def plan_memories(program, data_capacities=None):
         plan.add_register(f"kernel.{k.name}.cycles", doc=f"cycles of kernel {k.name}")
     plan.add_register("overflow", doc="bit i: memory sel=i was written past its capacity")
     return plan
-
-
-def memory_storage(array: str, bits: int) -> str:
-    """``"block"`` when an array of ``bits`` bits goes to block RAM, else ``"lut"`` (see the module doc)."""
-    least = HELD_BLOCK_MIN_BITS if array in HELD_READ_ARRAYS else BLOCK_RAM_MIN_BITS
-    return "block" if bits >= least else "lut"
-
-
-def _with_capacity(decl, cap):
-    import copy
-    d = copy.copy(decl)
-    d.capacity = list(cap)
-    return d
 
 
 def check_fits(name, capacity, have):
@@ -382,9 +345,11 @@ class TensorMemory(Elaboratable):
     def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0,
                   enable: bool = False, plus_one: bool = False) -> SimpleNamespace:
         """A read port (``addr`` in, ``data`` out): ``data`` shows the entry ``addr + offset`` named ``latency``
-        cycles earlier (0: in the same cycle). ``enable`` (latency 1 only) gives the port ``en`` (in): the
-        address is taken, and ``data`` changes, only at an edge ending a cycle with ``en`` set (in a LUT memory a
-        combinational read and a register with that enable). A port with an ``offset`` reads a copy of the memory
+        cycles earlier (0: in the same cycle). ``enable`` (latency 1 or 2) gives the port ``en`` (in): the
+        address is taken only at an edge ending a cycle with ``en`` set, and the entry read there is the data
+        (latency 1) or, one edge later, the data's register (latency 2; in a LUT memory a combinational read and a
+        register with that enable, then one more register; in block RAM the address register's clock enable and
+        the output register). A port with an ``offset`` reads a copy of the memory
         shifted by ``offset`` entries, written with the memory (LUT RAM gives every read port a copy of its own
         anyway, and so does block RAM here), so no adder sits between the address and the read. ``plus_one`` gives
         the port ``data1`` (out): the same entry + 1 (modulo 2^width), in block RAM from a copy of its own whose
@@ -396,7 +361,7 @@ class TensorMemory(Elaboratable):
             raise HardwareError(f"memory {self.name}", "a block RAM has no combinational read")
         if offset < 0:
             raise HardwareError(f"memory {self.name}", f"no read port with offset {offset} (offset >= 0)")
-        if enable and latency != 1:
+        if enable and latency == 0:
             raise HardwareError(f"memory {self.name}", f"a read port of latency {latency} has no enable")
         n = len(self.reads)
         port = SimpleNamespace(addr=Signal(self.addr_width, name=f"r{n}_addr"),
@@ -462,6 +427,10 @@ class TensorMemory(Elaboratable):
                 m.d.comb += comb_data.eq(rp.data)
                 with m.If(port.en):
                     m.d.sync += data.eq(comb_data)
+                if port.latency == 2:               # as a block's output register, after the enabled read
+                    r = Signal.like(data, name=f"r{i}_data_p1")
+                    m.d.sync += r.eq(data)
+                    data = r
                 m.d.comb += port.data.eq(data)
             else:
                 rp = mem.read_port()

@@ -43,6 +43,7 @@ from ..samml.widths import INDEX_KINDS, stream_width
 from ..tensors.fixed import FixedFormat
 from . import token as tk
 from ..samml.registry import MEMORY_READ_LATENCY
+from ..samml.storage import bounds_latency
 from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory, attach_read
 from .ops.lanes import LANE_OPS, BlockLanes
 from .stream import PeekFIFO, StreamFIFO
@@ -98,6 +99,19 @@ def op_params(program, node):
         decl = program.tensors[name]
         p["dim"] = decl.level_dim(p.get("level", 0))
     return p
+
+
+def with_bounds_latency(program, plan, node):
+    """``node``, or for a compressed level_scan of a tensor without ``bounds_latency`` a copy whose params give it
+    as its memories' storage decides (:func:`fuseflow.samml.storage.bounds_latency`, the simulator's rule)."""
+    p = node.params
+    if node.op != "level_scan" or p.get("format", "compressed") != "compressed" or p.get("tensor") is None \
+            or p.get("bounds_latency") is not None or p["tensor"] not in plan.capacities:
+        return node
+    out = copy.copy(node)
+    out.params = dict(p, bounds_latency=bounds_latency(program, program.tensors[p["tensor"]],
+                                                       plan.capacities[p["tensor"]], p.get("level", 0)))
+    return out
 
 
 def default_factory(program, kernel, node):
@@ -187,7 +201,7 @@ class ProgramTop(wiring.Component):
         for k in program.kernels:
             ops = {}
             for nid, node in k.nodes.items():
-                ops[nid] = op = factory(program, k, node)
+                ops[nid] = op = factory(program, k, with_bounds_latency(program, plan, node))
                 op._MustUse__silence = True      # the top owns it; the top itself warns if unused
             self.ops.append(ops)
             chans = []
@@ -393,13 +407,13 @@ class ProgramTop(wiring.Component):
                                                                f"combinationally")
                         # the host reads through the first op port of latency 2 (or, in block RAM, of latency 1)
                         # while idle: a block RAM then has one write and one read port (no copy for a port of
-                        # the host's own)
+                        # the host's own); a port with an enable reads whenever the top is idle
                         share = spec.name not in host_rd and (latency == MEMORY_READ_LATENCY or
                                                               (latency == 1 and spec.storage == "block"))
                         addr = read_en = None
                         if share:
                             addr = Mux(idle, self.host_addr, getattr(op, f"{prefix}_addr"))
-                            if latency == 1:
+                            if prefix in mp.held_reads:
                                 read_en = idle | getattr(op, f"{prefix}_en")
                         rp = attach_read(km, mems[spec.name], op, prefix, mp, addr, read_en)
                         if share:

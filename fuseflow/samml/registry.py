@@ -186,12 +186,18 @@ _op(OpSpec(
             Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)",
                   limit=limits.DIMENSION),
             Param("seg", "ints", None, doc="segment array of a compressed level (run_op; else from tensor)"),
-            Param("crd", "ints", None, doc="coordinate array of a compressed level (run_op; else from tensor)")),
+            Param("crd", "ints", None, doc="coordinate array of a compressed level (run_op; else from tensor)"),
+            Param("bounds_latency", "int", None, (1, 2),
+                  "cycles from a reference reaching the input's head to its fibre's seg and first entries being "
+                  "read (compressed; absent: 2 when the level's seg or first array is in block RAM, else 1: "
+                  "fuseflow.samml.storage.bounds_latency)")),
     memory="read",
     timing="A fibre of L coordinates takes L+1 cycles: the first coordinate leaves in the cycle the "
            "reference is taken, the closing stop one cycle after the last coordinate; a bare stop, N or D "
            "takes 1 cycle; an empty fibre 2. Compressed: every output token is visible MEMORY_READ_LATENCY "
-           "(2) cycles after its firing (op_latency), as a pipelined op's.",
+           "(2) cycles after its firing (op_latency), as a pipelined op's. With bounds_latency 2 a reference "
+           "is taken no earlier than 2 cycles after it was pushed and 2 cycles after the op's previous pop of "
+           "its input.",
 ))
 _op(OpSpec(
     "locate", "Locates coordinates in a dense level (TACO's locate capability): for each coordinate c of a fibre "

@@ -8,7 +8,7 @@ import pytest
 from amaranth.back import rtlil
 
 from fuseflow.hw.elaborate import build, run_amaranth
-from fuseflow.hw.memory import BLOCK_RAM_MIN_BITS, HELD_BLOCK_MIN_BITS, memory_storage
+from fuseflow.hw.memory import BLOCK_RAM_MIN_BITS, BOUNDS_BLOCK_MIN_BITS, memory_storage
 from fuseflow.hw.top import compare_tensors
 from fuseflow.samml import kernels
 
@@ -22,11 +22,11 @@ def _spmv(rows=40, density=0.4, seed=3):
 def test_storage_rule():
     assert memory_storage("crd", BLOCK_RAM_MIN_BITS) == "block"
     assert memory_storage("vals", BLOCK_RAM_MIN_BITS - 1) == "lut"
-    # level_scan reads seg and first with latency 1 (no output register): block RAM only when large
-    assert HELD_BLOCK_MIN_BITS > BLOCK_RAM_MIN_BITS
+    # seg and first in block RAM cost a cycle after each stop a level_scan pops (bounds_latency 2): only when large
+    assert BOUNDS_BLOCK_MIN_BITS > BLOCK_RAM_MIN_BITS
     for array in ("seg", "first"):
-        assert memory_storage(array, HELD_BLOCK_MIN_BITS - 1) == "lut"
-        assert memory_storage(array, HELD_BLOCK_MIN_BITS) == "block"
+        assert memory_storage(array, BOUNDS_BLOCK_MIN_BITS - 1) == "lut"
+        assert memory_storage(array, BOUNDS_BLOCK_MIN_BITS) == "block"
 
 
 def test_plan_marks_large_synchronous_arrays_block_and_the_top_tags_them():
@@ -36,7 +36,7 @@ def test_plan_marks_large_synchronous_arrays_block_and_the_top_tags_them():
     block = {n for n, m in specs.items() if m.storage == "block"}
     # golden from sizes: crd and vals of B hold ~0.4 * 40 * 40 entries (>= 640 of 16 or 32 bits)
     expect = {n for n, m in specs.items()
-              if m.depth * m.width >= (HELD_BLOCK_MIN_BITS if m.array in ("seg", "first") else BLOCK_RAM_MIN_BITS)}
+              if m.depth * m.width >= (BOUNDS_BLOCK_MIN_BITS if m.array in ("seg", "first") else BLOCK_RAM_MIN_BITS)}
     assert block == expect and {"B.1.crd", "B.vals"} <= block
     assert all(specs[n].storage == "lut" for n in specs if specs[n].array in ("seg", "first"))   # 41 x 16 bits
     man = b.manifest()
@@ -385,11 +385,11 @@ def test_dp16kd_instance_matches_yosys_mapping(tmp_path):
 @pytest.mark.parametrize("impl", ["generic", "dp16kd-model"])
 def test_kernel_with_seg_and_first_in_block_ram_matches_simulator(impl, monkeypatch):
     """With the threshold lowered so that SpMV's seg and first arrays go to block RAM (level_scan's reads of
-    latency 1 with an enable: DP16KD blocks without the output register, the clock enable on the read side),
-    the kernel still gives the simulator's results and cycles, and the host reads seg back through the op's
-    port (no port of its own)."""
-    import fuseflow.hw.memory as memory
-    monkeypatch.setattr(memory, "HELD_BLOCK_MIN_BITS", 256)
+    latency 2 with an enable, its bounds_latency 2: DP16KD blocks with the output register, the clock enable on the
+    read side), the kernel still gives the simulator's results and cycles (the simulator applies the same rule), and
+    the host reads seg back through the op's port (no port of its own)."""
+    import fuseflow.samml.storage as storage
+    monkeypatch.setattr(storage, "BOUNDS_BLOCK_MIN_BITS", 256)
     program, inputs = _spmv(rows=24, density=0.3, seed=6)
     b = build(program, inputs, probes=False, bake=True)
     specs = {m.name: m for m in b.plan.memories}
@@ -418,6 +418,38 @@ def test_kernel_with_seg_and_first_in_block_ram_matches_simulator(impl, monkeypa
     assert res["cycles"] == b.reference.cycles
     for name in back:
         assert back[name] == images[name]
+    # the rule costs cycles here (a reference after each popped stop waits one): the simulator applied it too
+    assert {(op.params["level"], op.bounds_latency) for ops in b.top.ops for op in ops.values()
+            if hasattr(op, "bounds_latency") and op.params.get("tensor") == "B"} == {(1, 2)}
+    monkeypatch.undo()
+    from fuseflow.hw.elaborate import reference_run
+    assert reference_run(program, inputs).cycles < res["cycles"]
     reads = [mp for op in b.top.ops[0].values() for a, mp in getattr(op, "memories", {}).items()
              if a == "seg" and mp.reads]
     assert reads and all(mp.held_reads == {"seg_lo_b", "seg_hi_b"} for mp in reads)
+
+
+def test_bounds_latency_follows_the_storage_of_seg_and_first_at_the_rule_threshold():
+    """At the real threshold (no monkeypatch): the CSR SpMV of the kernel suite (capacities declared for a dense
+    matrix: 24-bit seg) with 600 rows has a 601 x 24-bit seg and a 600 x 18-bit first (14424 and 10800 bits: LUT
+    RAM), with 1024 rows 1025 x 24 and 1024 x 18 bits (block RAM). The kernel top gives its level_scan
+    bounds_latency 2 exactly when the plan put seg or first in block RAM, and the simulator's parameter binding
+    (from the same capacities) says the same."""
+    from fuseflow.samml.storage import BOUNDS_BLOCK_MIN_BITS
+    from fuseflow.sim.engine import _bind
+    seen = set()
+    for rows in (600, 1024):
+        program, inputs = _spmv(rows=rows, density=0.001, seed=2)
+        b = build(program, inputs, probes=False)
+        specs = {m.name: m for m in b.plan.memories}
+        seg, first = specs["B.1.seg"], specs["B.1.first"]
+        big = max(seg.depth * seg.width, first.depth * first.width) >= BOUNDS_BLOCK_MIN_BITS
+        assert (seg.storage == "block" or first.storage == "block") == big
+        want = 2 if big else 1
+        hw = {op.bounds_latency for ops in b.top.ops for op in ops.values()
+              if getattr(op, "op_name", None) == "level_scan" and op.params.get("level") == 1}
+        node = next(n for k in program.kernels for n in k.nodes.values()
+                    if n.op == "level_scan" and n.params.get("tensor") == "B" and n.params.get("level") == 1)
+        assert hw == {want} and _bind(program, node, b.packed, None)["bounds_latency"] == want
+        seen.add(want)
+    assert seen == {1, 2}

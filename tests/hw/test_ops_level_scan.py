@@ -37,7 +37,10 @@ def compressed_case(draw):
     depth = draw(st.integers(0, 2))
     leaf = st.one_of(st.integers(0, len(fibres) - 1), st.just("N"))
     tree = draw(st_tree(depth, leaf))
-    return {"seg": seg, "crd": crd}, {"ref": stream(tree, depth)}
+    # bounds_latency 2: seg and first read as from block RAM with its output register (a reference waits a cycle
+    # after a pop or its push)
+    bounds = draw(st.sampled_from([None, 2]))
+    return {"seg": seg, "crd": crd, "bounds_latency": bounds}, {"ref": stream(tree, depth)}
 
 
 @st.composite
@@ -107,15 +110,16 @@ def test_late_mux_lut4_matches_its_expression(kind):
     assert len(seen) == 16 and all(x == y == w for x, y, w in seen)
 
 
-@pytest.mark.parametrize("depth,late", [(64, False), (2048, True)])
-def test_late_mux_lut4_only_with_first_in_block_ram(depth, late):
+@pytest.mark.parametrize("depth,bounds,late", [(64, None, False), (2048, None, True), (2048, 2, False)])
+def test_late_mux_lut4_only_with_first_in_block_ram(depth, bounds, late):
     """The LUT4 instances of the late multiplexer are built for ECP5 only when the first array is block RAM (2048
-    fibres pass HELD_BLOCK_MIN_BITS; attach_read marks the port), not with a LUT-RAM first array (64)."""
+    fibres pass BOUNDS_BLOCK_MIN_BITS; attach_read marks the port) read with latency 1, not with a LUT-RAM first
+    array (64) nor with bounds_latency 2 (the flags then leave the blocks' output registers)."""
     from amaranth.back import rtlil
 
     from fuseflow.boards.synth import RegisteredIO, SynthTarget
     from fuseflow.hw.ops import MODULES
-    op = MODULES["level_scan"]({"tensor": "T", "level": 0, "format": "compressed"})
+    op = MODULES["level_scan"]({"tensor": "T", "level": 0, "format": "compressed", "bounds_latency": bounds})
     text = rtlil.convert(RegisteredIO(op, depth), name="top", emit_src=False, platform=SynthTarget("ecp5"))
     assert ("cell \\LUT4 " in text) == late
-    assert (op.memories["first"].in_block == {"first_b"}) == late
+    assert (op.memories["first"].in_block == {"first_b"}) == (depth == 2048)

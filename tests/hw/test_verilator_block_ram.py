@@ -100,13 +100,13 @@ def test_kernel_with_dp16kd_instances_under_verilator():
 
 @pytest.mark.slow
 def test_large_spmv_with_seg_in_dp16kd_under_verilator(monkeypatch):
-    """A 320-row SpMV: its seg and first arrays (321 x 24 and 320 x 18 bits) pass HELD_BLOCK_MIN_BITS (lowered to
-    4 Kbit here: the rule's 16 Kbit would need some thousand rows) and are DP16KD blocks without the output
-    register, read with their clock enable (level_scan's reads of latency 1; seg[r] also from a copy holding
-    seg + 1), beside crd and vals with it; results and cycles are the reference simulator's."""
-    import fuseflow.hw.memory as memory
+    """A 320-row SpMV: its seg and first arrays (321 x 24 and 320 x 18 bits) pass BOUNDS_BLOCK_MIN_BITS (lowered to
+    4 Kbit here: the rule's 16 Kbit would need some thousand rows) and are DP16KD blocks with the output register,
+    read with their clock enable (level_scan's bounds_latency 2; seg[r] also from a copy holding seg + 1), beside
+    crd and vals; results and cycles are the reference simulator's, which applies the same rule."""
+    import fuseflow.samml.storage as storage
     from fuseflow.hw.verilator import build_verilator, run_verilator
-    monkeypatch.setattr(memory, "HELD_BLOCK_MIN_BITS", 4096)
+    monkeypatch.setattr(storage, "BOUNDS_BLOCK_MIN_BITS", 4096)
     program = kernels.build("spmv_csr", 320)
     inputs = kernels.random_inputs(program, density=0.02, seed=8)
     b = build(program, inputs, probes=False, bake=True)
@@ -114,7 +114,7 @@ def test_large_spmv_with_seg_in_dp16kd_under_verilator(monkeypatch):
     assert specs["B.1.seg"].storage == "block" and specs["B.1.first"].storage == "block"
     b.top.block_ram = "dp16kd"
     text = b.verilog()
-    assert re.search(r'\.REGMODE_A\("NOREG"\)', text) and re.search(r'\.REGMODE_A\("OUTREG"\)', text)
+    assert re.search(r'\.REGMODE_A\("OUTREG"\)', text) and not re.search(r'\.REGMODE_A\("NOREG"\)', text)
     bdir = build_verilator(text + dp16kd_verilog_model(), b.name)
     res = run_verilator(bdir, b.name, b.manifest(), {}, 400_000)
     assert res["done"]

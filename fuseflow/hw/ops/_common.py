@@ -52,10 +52,11 @@ class MemPorts:
     ``sync_reads`` is a read of latency ``registry.MEMORY_READ_LATENCY`` (2; a
     :meth:`fuseflow.hw.memory.TensorMemory.read_port`): ``<prefix>_addr`` in cycle t is the address of the data
     in cycle t + 2, so the op drives it from its next state and its inputs' next heads (``i_<p>_after``) and
-    takes the data one cycle after its firing. A prefix in ``held_reads`` is a read of latency 1 with an enable
-    (``<prefix>_en`` Out): ``<prefix>_data`` holds the entry ``<prefix>_addr`` named at the last clock edge
-    with the enable set (a register that loads a read; in block RAM the block's address register with its
-    clock enable). The others are combinational (latency 0). ``offsets``: prefix -> k for a port whose data is
+    takes the data one cycle after its firing. A prefix in ``held_reads`` is a read of latency ``held_latency``
+    (1 or 2) with an enable (``<prefix>_en`` Out): ``<prefix>_data`` holds the entry ``<prefix>_addr`` named at
+    the last clock edge with the enable set (a register that loads a read; in block RAM the block's address
+    register with its clock enable), or with latency 2 that entry one cycle later (then a register after it; in
+    block RAM the block's output register). The others are combinational (latency 0). ``offsets``: prefix -> k for a port whose data is
     the entry ``<prefix>_addr + k`` (a copy of the memory shifted by k entries:
     :meth:`fuseflow.hw.memory.TensorMemory.read_port`; no adder before the read). ``plus_one``: prefixes whose
     port also gives the entry + 1 (``<prefix>_data1`` In; in block RAM from blocks of their own that hold every
@@ -74,13 +75,17 @@ class MemPorts:
     #: prefixes of held reads attached to a block memory (set by ``fuseflow.hw.memory.attach_read``, which runs
     #: before the op elaborates): their data is then a block's output, late in the cycle
     in_block: set = field(default_factory=set)
+    #: the latency of the reads with an enable (level_scan's ``bounds_latency``: 1, or 2 as a block's output register)
+    held_latency: int = 1
     writes: list = field(default_factory=list)
     count: str | None = None
     addr_width: int = 16
 
     def latency(self, prefix):
-        """The read latency of interface ``prefix`` (0, 1 with an enable, or ``MEMORY_READ_LATENCY``)."""
-        return MEMORY_READ_LATENCY if prefix in self.sync_reads else 1 if prefix in self.held_reads else 0
+        """The read latency of interface ``prefix`` (0, ``held_latency`` with an enable, or
+        ``MEMORY_READ_LATENCY``)."""
+        return MEMORY_READ_LATENCY if prefix in self.sync_reads else self.held_latency if prefix in self.held_reads \
+            else 0
 
     def block_copies(self):
         """Copies of the array these reads need in block RAM: one per read port, one more per ``plus_one``."""

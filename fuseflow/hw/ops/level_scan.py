@@ -19,15 +19,18 @@ whether it holds exactly one and whether it is empty, ``fuseflow.hw.memory.first
 ``crd_addr/crd_data``, a read of latency ``registry.MEMORY_READ_LATENCY`` (2: the address, then the registered data;
 block RAM with its output register on ECP5, :class:`fuseflow.hw.memory.TensorMemory`) of the crd array. The seg and
 first reads are registers that hold the head's entries (LUT RAM and a register with an enable; from
-``fuseflow.hw.memory.HELD_BLOCK_MIN_BITS`` block RAM with its clock enable), so an IDLE step emits its first coordinate
-and decides an empty fibre and END or SCAN from registers: they load when the head is read (the token behind it,
-``i_ref_behind``, the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is then
-the token being written, the next head if there is one), and hold while the head stays; the reads wait for nothing of
-this cycle's firing, which only enables them. ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1
+``fuseflow.samml.storage.BOUNDS_BLOCK_MIN_BITS`` block RAM with its clock enable), so an IDLE step emits its first
+coordinate and decides an empty fibre and END or SCAN from registers: they load when the head is read (the token behind
+it, ``i_ref_behind``, the channel's ``r_behind``, is the next head) and when the channel has no head (``r_behind`` is
+then the token being written, the next head if there is one), and hold while the head stays; the reads wait for nothing
+of this cycle's firing, which only enables them. With ``bounds_latency`` 2 (the kernel top's choice for seg or first
+in block RAM: :mod:`fuseflow.samml.storage`) the entries pass one more register (the blocks' output registers) and so
+are those of the head of the cycle before: a reference step then waits while the head is not ``steady`` (the input
+had the same head in the last cycle and did not pop it; docs/samml.md, level_scan). ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1
 after a SCAN step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
 compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2; docs/samml.md,
-"Latency"), both outputs together (docs/hardware.md, "Memories"). In block RAM those registers are the blocks' outputs,
-late in the cycle: the state machine takes every reference for a non-empty fibre and the first array's flags pick
+"Latency"), both outputs together (docs/hardware.md, "Memories"). In block RAM read with latency 1 those registers are the
+blocks' outputs, late in the cycle: the state machine takes every reference for a non-empty fibre and the first array's flags pick
 between the outcomes last, in one LUT (:func:`late_mux`; docs/hardware.md, "The first array's flags in block RAM").
 Dense levels (``dim`` param) use no memory: refs are
 ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered like the seg reads, from
@@ -124,6 +127,11 @@ class LevelScan(OpComponent):
             # per fibre: first coordinate << 2 | single (one coordinate) << 1 | empty
             self._add_read(members, "first", "first_b", w + 2, held=True)
             self._add_read(members, "crd", "crd", w, sync=True)
+            # 2: the seg and first reads registered once more (in block RAM the blocks' output registers), so a
+            # reference is taken once it has been the head for a cycle (docs/samml.md, "Latency")
+            self.bounds_latency = int(self.params.get("bounds_latency") or 1)
+            for array in ("seg", "first"):
+                self.memories[array].held_latency = self.bounds_latency
             self._add_after(members, "ref")
 
     def after_ports(self):
@@ -215,9 +223,16 @@ class LevelScan(OpComponent):
         # state machine (below), which sees every reference as a non-empty fibre
         empty_fibre = is_empty(inp) | no_crd if self.dense else is_empty(inp)
 
+        # bounds_latency 2: the seg and first data are the entries of the head of the cycle before, so a reference
+        # step waits until the head has stayed for a cycle (steady: the input had this head and did not pop it)
+        go_idle = inv
+        if not self.dense and self.bounds_latency == 2:
+            steady = Signal()
+            m.d.sync += steady.eq(inv & ~self.i_ref.ready)
+            go_idle = inv & (steady | is_stop(inp) | is_done(inp) | is_empty(inp))
         with m.Switch(state):
             with m.Case(IDLE):
-                m.d.comb += f.go.eq(inv)
+                m.d.comb += f.go.eq(go_idle)
                 with m.If(is_stop(inp) | is_done(inp)):
                     m.d.comb += [f.push["crd"].eq(1), f.push["ref"].eq(1), f.pop["ref"].eq(1)]
                     with m.If(is_stop(inp)):
@@ -289,7 +304,9 @@ class LevelScan(OpComponent):
         no_crd_k = kept(m, no_crd, "no_crd_k")   # the flag as read (in block RAM after the row choice)
         # the LUT4 instances only where the first array is block RAM (elsewhere its flags come from registers and
         # the mapper does better with plain multiplexers: level_scan compressed 146 -> 180 MHz, +mem 144 -> 158)
-        lut_platform = platform if "first_b" in self.memories["first"].in_block else None
+        # (with bounds_latency 2 the flags leave the blocks' output registers early: plain multiplexers)
+        lut_platform = platform if "first_b" in self.memories["first"].in_block and self.bounds_latency == 1 \
+            else None
         push = Signal()                         # the step's push: not for an empty fibre
         m.d.comb += push.eq(f.push["crd"] & ~(ref_step & no_crd))
         room = Signal()

@@ -2,7 +2,9 @@
 
 A compressed level reads its coordinates from memory: its tokens leave ``registry.op_latency`` (2) cycles
 after their firing, through the output pipeline of :func:`._common.pipeline` (which delivers them as the output
-has room)."""
+has room). With ``bounds_latency`` 2 (its seg and first arrays in block RAM: :mod:`fuseflow.samml.storage`) the
+entries of a reference's fibre are read two cycles after it reaches the input's head, so the firing that takes a
+reference comes no earlier than two cycles after its push and two cycles after the previous pop of the input."""
 
 from ...samml.registry import op_latency
 from ._common import LEVEL, STOPS, bad, pipeline, together
@@ -24,6 +26,9 @@ def scan(st, ins, out):
     inp = ins["ref"]
     itoks, itimes = inp.toks, inp.times
     dense = p["format"] == "dense"
+    # cycles from a reference reaching the head to the firing that may take it (1: the next cycle)
+    bounds = 1 if dense else int(p.get("bounds_latency") or 1)
+    last_pop = -bounds                      # the cycle of the input's previous pop
     if dense:
         dim = p["dim"]
     else:
@@ -48,6 +53,7 @@ def scan(st, ins, out):
                 t = tin if tin >= r else r
                 st.blocked += t - tin
                 inp.pop(t)
+                last_pop = t
                 out.push((out_tok, out_tok), t)
                 clock = st.clock = t
                 st.busy += 1
@@ -66,6 +72,8 @@ def scan(st, ins, out):
                 raise bad(st, f"reference {tok} outside the level's {nseg} fibres")
             lo, hi = seg[tok], seg[tok + 1]
             reads += 2 + hi - lo
+            if bounds > 1:                  # the fibre's entries are read once it has been the head for a while
+                tin = max(tin, itimes[0] + bounds, last_pop + bounds)
         # the firing that takes the reference emits the first coordinate
         if lo < hi:
             for q in range(lo, hi):
@@ -77,12 +85,14 @@ def scan(st, ins, out):
                 st.blocked += t - tin
                 if q == lo:
                     inp.pop(t)
+                    last_pop = t
                 out.push((q - lo if dense else crd[q], q), t)
                 st.busy += 1
                 tin = t + 1
             clock = st.clock = t
         else:
             inp.pop(tin)
+            last_pop = tin
             clock = st.clock = tin
             st.busy += 1
         # fibre end: look at the next input for stop promotion
@@ -102,6 +112,7 @@ def scan(st, ins, out):
         st.blocked += t - tin
         if promote:
             inp.pop(t)
+            last_pop = t
         out.push((out_tok, out_tok), t)
         clock = st.clock = t
         st.busy += 1
