@@ -213,9 +213,10 @@ def markdown(doc):
              "so those of 1 Kbit and more (crd, vals, spacc's accumulator; the +mem rows' 64-entry crd and vals) "
              "go to block RAM: tensor memories as DP16KD instances whose output register holds the read data "
              "(Yosys would map them without it), spacc's accumulator likewise (two read ports of latency 2, "
-             "its merge pipelined); level_scan's seg and first arrays (read with latency 1 into registers that hold "
-             "the head's entries) go to block RAM from 16 Kbit (the +mem 2048 row: DP16KD without the output "
-             "register, its clock enable holding the data), smaller ones and smaller memories to LUT RAM "
+             "its merge pipelined); level_scan's seg and first arrays (read into registers that hold "
+             "the head's entries) go to block RAM from 16 Kbit, read there with latency 2 (the +mem 2048 row: "
+             "DP16KD with the output register, the clock enable on the address; bounds_latency 2, docs/samml.md "
+             "level_scan), smaller ones and smaller memories to LUT RAM "
              "(TRELLIS_DPR16X4, counted in LUTs; the LUT-RAM column shows how many) (docs/hardware.md, "
              "\"Memories\"). Channel FIFOs keep their head and the entry behind it in registers. "
              + bram_note(rows) +
