@@ -151,13 +151,19 @@ class PeekFIFO(wiring.Component):
     channel's: a token written in cycle t is readable in t + 1; slots freed by reads in t are writable in t + 1
     (``w.ready = level != depth``). The three entries are registers (the consumer's comparisons start at
     flip-flops); entries further back are read from the storage at registered pointers, to refill them.
+
+    ``held=False``: for a consumer that only passes the payload on (intersect's references): the payloads are
+    not held in registers but read from the storage (LUT RAM, asynchronous reads) at three pointer registers,
+    each advanced by the reads, so that the consumer's pops (late: its firing) drive a few pointer bits, not
+    every payload bit of three entries. Same ports, same values whenever they are valid, same cycles.
     """
 
-    def __init__(self, width, depth=3):
+    def __init__(self, width, depth=3, held=True):
         if depth < 1:
             raise ValueError(f"FIFO depth must be >= 1, got {depth}")
         self.width = width
         self.depth = depth
+        self.held = held
         super().__init__({
             "w": In(token_signature(width)),
             "r": Out(token_signature(width)),
@@ -183,7 +189,21 @@ class PeekFIFO(wiring.Component):
         second = self.r_pop2 & ge[2]            # with pop1: the entry behind the head is read too
         pop2 = pop1 & second
         content = list(entries)
-        if depth > 3:
+        if not self.held:
+            m.submodules.storage = mem = Memory(shape=unsigned(size), depth=depth, init=[])
+            wp = mem.write_port()
+            produce = Signal(range(depth))
+            with m.If(do_write):
+                m.d.sync += produce.eq(_incr(produce, depth))
+            m.d.comb += [wp.addr.eq(produce), wp.data.eq(w_data), wp.en.eq(do_write)]
+            for i in range(3):
+                # entry i's address, a register advanced by each read (no increments before the read)
+                ptr = Signal(range(depth), init=i % depth, name=f"ptr{i}")
+                one, two = _incr(ptr, depth), _incr(_incr(ptr, depth), depth)
+                m.d.sync += ptr.eq(Mux(pop2, two, Mux(pop1, one, ptr)))
+                rd = mem.read_port(domain="comb")
+                m.d.comb += [rd.addr.eq(ptr), entries[i].eq(rd.data)]
+        elif depth > 3:
             m.submodules.storage = mem = Memory(shape=unsigned(size), depth=depth, init=[])
             wp = mem.write_port()
             produce = Signal(range(depth))
@@ -200,7 +220,7 @@ class PeekFIFO(wiring.Component):
                 content.append(rd.data)
         while len(content) < 5:
             content.append(w_data)          # never holds a token: the FIFO is not that deep
-        for i in range(3):
+        for i in range(3 if self.held else 0):
             # entry i of the next cycle: entry k + i of this one after k reads, or the token being written
             stay = Mux(ge[i + 1], content[i], w_data)
             one = Mux(ge[i + 2], content[i + 1], w_data)

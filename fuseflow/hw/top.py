@@ -310,7 +310,10 @@ class ProgramTop(wiring.Component):
                     # (the op keeps crd_width inside; its output is truncated into the FIFO and the consumer's
                     # input zero-extended from it; docs/hardware.md, "Stream widths")
                     dop = ops[d.node]
-                    q = (PeekFIFO if d.port in dop.pop2_ports() else StreamFIFO)(ch.width - 1, ch.depth)
+                    if d.port in dop.pop2_ports():
+                        q = PeekFIFO(ch.width - 1, ch.depth, held=d.port not in dop.passed_ports())
+                    else:
+                        q = StreamFIFO(ch.width - 1, ch.depth)
                     self.fifo_handles.append((ch, q, tk.token_layout(ch.width - 1), en[ki]))
                     km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
                     qs.append(q)

@@ -2,6 +2,7 @@
 is writable at t+1) and all-at-once fan-out."""
 
 import random
+import pytest
 
 from amaranth.hdl import Module, Value
 from amaranth.lib import wiring
@@ -242,15 +243,17 @@ def _peek_model(depth, offers, reads):
     return out
 
 
+@pytest.mark.parametrize("held", [True, False])
 @hw_settings(30)
 @given(st.integers(1, 6), st.lists(st.tuples(st.booleans(), st.integers(0, 2)), min_size=40, max_size=40))
-def test_peek_fifo_matches_the_channel(depth, steps):
+def test_peek_fifo_matches_the_channel(held, depth, steps):
     """PeekFIFO: its three views, reads of one or two, and the write side's credits, cycle by cycle against the
-    simulator's channel (pops of two only when the second entry is visible, as the intersect does)."""
+    simulator's channel (pops of two only when the second entry is visible, as the intersect does); with the
+    entries held in registers and (``held=False``) read from the storage at pointer registers."""
     offers = [o for o, _ in steps]
     reads = [r for _, r in steps]
     want = _peek_model(depth, offers, reads)
-    dut = PeekFIFO(16, depth)
+    dut = PeekFIFO(16, depth, held=held)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     got = []

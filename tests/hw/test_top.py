@@ -305,6 +305,16 @@ def test_intersect_lookahead_kernel_matches_simulator(name):
     assert joins and all(op.peek_ports() for op in joins)
     res = run_amaranth(b, max_cycles=20 * b.reference.cycles + 1000)
     check(b, res)
+    # the channels into an intersect: PeekFIFOs, the references' payloads read from the storage (passed on
+    # only), the coordinates' held in registers (compared)
+    from fuseflow.hw.stream import PeekFIFO
+    kinds = {}
+    for ch, q, _layout, _en in b.top.fifo_handles:
+        node, port = ch.dst.split(".")
+        if any(k.nodes[node].op == "intersect" for k in p.kernels if node in k.nodes):
+            assert isinstance(q, PeekFIFO)
+            kinds[port[:3]] = kinds.get(port[:3], set()) | {q.held}
+    assert kinds == {"crd": {True}, "ref": {False}}
 
 
 def test_intersect_lookahead_saves_cycles_in_rtl():

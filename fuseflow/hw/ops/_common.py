@@ -219,6 +219,13 @@ class OpComponent(wiring.Component):
         :class:`~fuseflow.hw.stream.PeekFIFO`'s ``r_pop2``); none by default."""
         return []
 
+    def passed_ports(self):
+        """Input ports of :meth:`pop2_ports` whose payloads the op only passes on to an output (it never compares
+        or computes with them, nor with the entries behind the head): their
+        :class:`~fuseflow.hw.stream.PeekFIFO` reads the payloads from its storage (``held=False``), so that the
+        op's pops drive pointer registers, not every payload bit; none by default."""
+        return []
+
     def after_ports(self):
         """Input ports with a next-head view (the payload the head will have in the next cycle, to address
         synchronous memory reads): ``i_<p>_behind`` and ``i_<p>_stay``, driven by the channel's

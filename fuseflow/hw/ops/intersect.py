@@ -60,6 +60,10 @@ class Intersect(OpComponent):
         """Every input port when look-ahead is on: a firing may pop a lower input's second token too."""
         return self.peek_ports()
 
+    def passed_ports(self):
+        """The reference ports ``ref<i>`` when look-ahead is on: their payloads only go to ``o_ref<i>``."""
+        return [f"ref{i}" for i in range(self.params["arity"])] if self.lookahead else []
+
     def _lookahead_pair(self, m, crds, refs, heads_valid, all_data, all_ctrl, ready_all):
         """Arity 2 with look-ahead: each ready as a choice by the comparisons among values decided without them.
 
