@@ -10,9 +10,8 @@ some at a stop, others at data -> pops the data ones, no output.
 
 Look-ahead (``lookahead=True``) is for channels of depth >= the registry's ``input_depth`` (3) on every input; the
 simulator decides it from the same depths. At arity 2 its readies are choices, by the comparisons, among outcomes
-decided from the flip-flops alone (``Intersect._lookahead_pair``); at arity 3 each ready uses only the comparisons
-against its own head to decide a skip (``Intersect._lookahead_triple``); other arities combine the comparisons by OR
-and AND into ``low``, ``two`` and ``skip`` first.
+decided from the flip-flops alone (``Intersect._lookahead_pair``); at arity 3 a ready decides a skip from the
+comparisons against its own head only (``_lookahead_triple``); others combine them into ``low``, ``two``, ``skip``.
 """
 
 from functools import reduce
