@@ -78,6 +78,21 @@ LOOKAHEAD = [
     ({"arity": 3}, {"crd0": [0, 1, 5, "S0", "D"], "ref0": [0, 1, 2, "S0", "D"], "crd1": [3, 5, "S0", "D"],
                     "ref1": [0, 1, "S0", "D"], "crd2": [3, 5, "S0", "D"], "ref2": [0, 1, "S0", "D"]},
      {"crd": [5, "S0", "D"], "ref0": [2, "S0", "D"], "ref1": [1, "S0", "D"], "ref2": [1, "S0", "D"]}, 4),
+    # arity 3, what decides that the inputs at the largest head skip it (each example takes a cycle more if that
+    # is missed): the third a stop, the second a stop, the LOW inputs' second and third against the largest, a
+    # LOW input's second equal to the largest
+    ({"arity": 3}, {"crd0": [0, 1, "S0", "D"], "ref0": [0, 1, "S0", "D"], "crd1": [5, "S0", "D"],
+                    "ref1": [0, "S0", "D"], "crd2": [5, "S0", "D"], "ref2": [0, "S0", "D"]},
+     {"crd": ["S0", "D"], "ref0": ["S0", "D"], "ref1": ["S0", "D"], "ref2": ["S0", "D"]}, 3),
+    ({"arity": 3}, {"crd0": [0, "S0", "D"], "ref0": [0, "S0", "D"], "crd1": [5, "S0", "D"], "ref1": [0, "S0", "D"],
+                    "crd2": [5, "S0", "D"], "ref2": [0, "S0", "D"]},
+     {"crd": ["S0", "D"], "ref0": ["S0", "D"], "ref1": ["S0", "D"], "ref2": ["S0", "D"]}, 3),
+    ({"arity": 3}, {"crd0": [5, "S0", "D"], "ref0": [0, "S0", "D"], "crd1": [0, 1, "S0", "D"],
+                    "ref1": [0, 1, "S0", "D"], "crd2": [2, 6, "S0", "D"], "ref2": [0, 1, "S0", "D"]},
+     {"crd": ["S0", "D"], "ref0": ["S0", "D"], "ref1": ["S0", "D"], "ref2": ["S0", "D"]}, 4),
+    ({"arity": 3}, {"crd0": [4, 5, "S0", "D"], "ref0": [0, 1, "S0", "D"], "crd1": [0, 2, 5, "S0", "D"],
+                    "ref1": [0, 1, 2, "S0", "D"], "crd2": [1, 4, 5, "S0", "D"], "ref2": [0, 1, 2, "S0", "D"]},
+     {"crd": [5, "S0", "D"], "ref0": [1, "S0", "D"], "ref1": [2, "S0", "D"], "ref2": [2, "S0", "D"]}, 5),
 ]
 
 

@@ -10,8 +10,8 @@ some at a stop, others at data -> pops the data ones, no output.
 
 Look-ahead (``lookahead=True``) is for channels of depth >= the registry's ``input_depth`` (3) on every input; the
 simulator decides it from the same depths. At arity 2 its readies are choices, by the comparisons, among outcomes
-decided from the flip-flops alone (``Intersect._lookahead_pair``); other arities combine the comparisons by OR and
-AND into ``low``, ``two`` and ``skip`` first.
+decided from the flip-flops alone (``Intersect._lookahead_pair``); at arity 3 a ready decides a skip from the
+comparisons against its own head only (``_lookahead_triple``); others combine them into ``low``, ``two``, ``skip``.
 """
 
 from functools import reduce
@@ -108,6 +108,77 @@ class Intersect(OpComponent):
             pop2 = data2[i] & Mux(all_data, less(nxt[i].data[:w], cv[j]), ~all_ctrl & ~crds[i].payload.ctrl)
             m.d.comb += [getattr(self, f"pop2_crd{i}").eq(pop2), getattr(self, f"pop2_ref{i}").eq(pop2)]
 
+    def _heads_below(self, crds):
+        """``{(x, y): crd<x> < crd<y>}`` for arity 3 with look-ahead, forced true while any head is a control token
+        (then every ready is decided from the flip-flops): the three control bits above the coordinates."""
+        w = self.crd_width
+        ctrl = Cat(*[c.payload.ctrl for c in crds])
+        return {(x, y): less(Cat(crds[x].payload.data[:w], Const(0, 3)), Cat(crds[y].payload.data[:w], ctrl))
+                for x in range(3) for y in range(3) if x != y}
+
+    def _lookahead_triple(self, m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, lt, low):
+        """Arity 3 with look-ahead: each ready from the 24 comparators (as the general form's) by a few terms of at
+        most seven inputs each, only the comparisons against crd<k> deciding whether an input skips for ready<k>.
+
+        With all data and not all equal, input k (the others j and l) pops when every LOW input's second is visible
+        (``nv``) and, if k's head is the largest (M), some LOW input skips M. k is LOW when below j or l
+        (``L_kj | L_kl``); then j is LOW exactly when below l (the largest is j's or l's head) and l when below j.
+        Otherwise (k at M) j is LOW when below k; it skips M (``s_j``) when its second is a stop or above M, or
+        below M and popped with its reference, and its third visible and a stop or above M. So::
+
+            ready<k> = A | B & (L_jk & s_j | L_lk & s_l | ~L_jk & ~L_lk & R)
+            A = (L_kj | L_kl) & (L_jl ? O_kj : (L_lj ? O_kl : O_k))
+            B = ~L_kj & ~L_kl & (~L_jk | nv<j>) & (~L_lk | nv<l>) & H
+
+        with ``O_S`` (kept wires) every head and the seconds of S visible, or the ready when not all data (every
+        comparison of the heads is then forced true, so A chooses an O and B is 0), ``H`` every head and R every
+        output ready. Flip-flop conditions enter the comparators as bits above the coordinates (ahead of the
+        carry, which reaches them last), not as LUT inputs after them: a head that is a control token forces
+        the heads' comparisons; a second or third that is a stop compares as ``{1, data}``, above every head; the
+        third's comparison is forced false unless the second's reference (``rnv``) and the third are visible
+        (``{1, 1, 0, crd<k>} < {rnv, tv, ctrl, third}``; a second not visible or a stop decides without it).
+        Keeping A, B and the skip terms on wires as well, or writing the ref port's ready apart so that the
+        mapper does not derive one capture from the other, measured slower (130.0 to 138.3 MHz against 140.4 on
+        ECP5-85F, seed 1)."""
+        w = self.crd_width
+        cv = [c.payload.data[:w] for c in crds]
+        nxt = [getattr(self, f"i_crd{i}_next") for i in range(3)]
+        nv = [getattr(self, f"i_crd{i}_next_valid") for i in range(3)]
+        rnv = [getattr(self, f"i_ref{i}_next_valid") for i in range(3)]
+        third = [getattr(self, f"i_crd{i}_third") for i in range(3)]
+        tv = [getattr(self, f"i_crd{i}_third_valid") for i in range(3)]
+        nt = [Cat(nxt[i].data[:w], nxt[i].ctrl) for i in range(3)]          # a stop above every coordinate
+        tt = [Cat(third[i].data[:w], third[i].ctrl) for i in range(3)]
+        data2 = [nv[i] & ~nxt[i].ctrl & rnv[i] for i in range(3)]          # second data, with its reference
+        below = {(x, k): less(nt[x], cv[k]) for x in range(3) for k in range(3) if x != k}
+        for k in range(3):
+            j, l = [x for x in range(3) if x != k]
+            early = heads_valid & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl)
+
+            def outcome(value, name):
+                return kept(m, Mux(all_data, heads_valid & value, early), f"rdy{k}_{name}")
+
+            o_k, o_kj, o_kl = (outcome(nv[k], "low"), outcome(nv[k] & nv[j], f"low{j}"),
+                               outcome(nv[k] & nv[l], f"low{l}"))
+
+            def skips(x):
+                """Input x (LOW) skips crd<k>'s head (the largest)."""
+                third_above = less(Cat(cv[k], Const(0, 1), Const(0b11, 2)), Cat(tt[x], tv[x], rnv[x]))
+                return less(cv[k], nt[x]) | (below[x, k] & third_above)
+
+            a = (lt[k, j] | lt[k, l]) & Mux(lt[j, l], o_kj, Mux(lt[l, j], o_kl, o_k))
+            b = ~lt[k, j] & ~lt[k, l] & (~lt[j, k] | nv[j]) & (~lt[l, k] | nv[l]) & heads_valid
+            s_j = lt[j, k] & skips(j) | ~lt[j, k] & ~lt[l, k] & ready_all
+            s_l = lt[l, k] & skips(l) | ~lt[j, k] & ~lt[l, k] & ready_all
+            ready = a | b & (s_j | s_l)
+            m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
+        for i in range(3):
+            # the second token too (the channel reads it only with ready): with all data when LOW and below the
+            # largest head (below some head), else while another input is at a stop and this one is data
+            j, l = [x for x in range(3) if x != i]
+            pop2 = data2[i] & Mux(all_data, low[i] & (below[i, j] | below[i, l]), ~all_ctrl & ~crds[i].payload.ctrl)
+            m.d.comb += [getattr(self, f"pop2_crd{i}").eq(pop2), getattr(self, f"pop2_ref{i}").eq(pop2)]
+
     def elaborate(self, platform):
         m = Module()
         n = self.params["arity"]
@@ -122,15 +193,21 @@ class Intersect(OpComponent):
         # below the largest head <=> below some head; above the largest <=> above every head: pairwise
         # comparisons side by side, instead of a comparison behind the maximum's own comparator and multiplexer
         low = [Signal(name=f"low{i}") for i in range(n)]
-        m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [less(cv[i], cv[j]) for j in range(n) if j != i]))
-                     for i in range(n)]
+        if self.lookahead and n == 3:
+            lt = self._heads_below(crds)
+            m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [lt[i, j] for j in range(n) if j != i]))
+                         for i in range(n)]
+        else:
+            m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [less(cv[i], cv[j]) for j in range(n) if j != i]))
+                         for i in range(n)]
         # all coordinates equal <=> none below another (used with all data only): from the same comparators,
         # no equality trees beside them on the coordinates
         all_eq = ~reduce(lambda a, b: a | b, low)
         skip = Signal()                  # some LOW input passes the largest head after its pops
         two = [Signal(name=f"two{i}") for i in range(n)]      # input i may pop its second token too
         pair = self.lookahead and n == 2                       # written out by _lookahead_pair
-        if self.lookahead and not pair:
+        triple = self.lookahead and n == 3                     # readies written out by _lookahead_triple
+        if self.lookahead and not pair and not triple:
             nxt = [getattr(self, f"i_crd{i}_next") for i in range(n)]
             nxt_valid = [getattr(self, f"i_crd{i}_next_valid") for i in range(n)]
             ref_nxt_valid = [getattr(self, f"i_ref{i}_next_valid") for i in range(n)]
@@ -177,12 +254,15 @@ class Intersect(OpComponent):
         if pair:
             self._lookahead_pair(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all)
         else:
+            if triple:
+                self._lookahead_triple(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, lt, low)
             for k in range(n):
-                pop_uneq = low[k] | skip                     # all data, not equal
-                ready = Mux(all_data, go & Mux(all_eq, ready_all, pop_uneq),
-                            go & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl))
-                m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
-                if self.lookahead:
+                if not triple:
+                    pop_uneq = low[k] | skip                     # all data, not equal
+                    ready = Mux(all_data, go & Mux(all_eq, ready_all, pop_uneq),
+                                go & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl))
+                    m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
+                if self.lookahead and not triple:
                     # the second token too (the channel reads it only with ready): a LOW input, or a data input
                     # while another is at a stop
                     pop2 = two[k] & Mux(all_data, low[k], ~all_ctrl & ~crds[k].payload.ctrl)
