@@ -691,7 +691,8 @@ def _meta_cols(r):
         return m.get("kernel", ""), "-", density, f"fuse={m.get('fuse')}"
     if m.get("source") == "blocked":
         return m.get("kernel", ""), str(m.get("size")), f"{m.get('density', '')} (blocks)", f"block {m.get('block')}"
-    return m.get("kernel", ""), str(m.get("size") or "default"), f"{m.get('density', '')}", "classic"
+    kind = "large level (bounds_latency 2)" if m.get("source") == "large level" else "classic"
+    return m.get("kernel", ""), str(m.get("size") or "default"), f"{m.get('density', '')}", kind
 
 
 def render_markdown(report):
@@ -777,7 +778,8 @@ def render_plot(report, f):
     recs = [r for r in report["records"] if r["done"] and r["rtl_cycles"] is not None]
     m = report["metrics"]
     fig, ax = plt.subplots(figsize=(6.4, 6.0), dpi=110)
-    styles = {"classic": ("tab:blue", "o"), "compiled": ("tab:orange", "s"), "blocked": ("tab:green", "^")}
+    styles = {"classic": ("tab:blue", "o"), "compiled": ("tab:orange", "s"), "blocked": ("tab:green", "^"),
+              "large level": ("tab:purple", "D")}
     for src, (color, marker) in styles.items():
         pts = [r for r in recs if r["meta"].get("source") == src and r["status"] == "ok"]
         if pts:

@@ -32,6 +32,10 @@ from ..samml import kernels
 #: sizes and densities of the classic kernels in the default suite
 DEFAULT_SIZES = (4, 8, 16, 24)
 DEFAULT_DENSITIES = (0.1, 0.3, 0.6)
+#: classic kernels whose row level is large enough that its seg and first arrays go to block RAM
+#: (fuseflow.samml.storage: the level_scan's bounds_latency 2), so the default suite checks that timing rule too:
+#: (kernel, rows, density, seed)
+LARGE_LEVELS = (("spmv_csr", 700, 0.003, 7), ("spmv_dcsr", 700, 0.003, 8))
 #: fusion granularities of the compiler (fuseflow.compiler.SCHEDULES)
 FUSIONS = ("none", "regions", "full")
 #: density and seed of the compiled programs' random inputs
@@ -216,6 +220,10 @@ def _seed(name, n, density):
 
 def default(sizes=DEFAULT_SIZES, densities=DEFAULT_DENSITIES):
     entries = [classic(k, n, d, _seed(k, n, d)) for k in kernels.SUITE for n in sizes for d in densities]
+    for k, n, d, seed in LARGE_LEVELS:
+        e = classic(k, n, d, seed)
+        e.meta["source"] = "large level"
+        entries.append(e)
     notes = []
     ex = examples_dir()
     if ex is None:

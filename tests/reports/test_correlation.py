@@ -139,6 +139,13 @@ def test_default_suite_contents():
     assert len(s) >= 60
     names = [e.name for e in s.entries]
     assert len(set(names)) == len(names)
+    # the large-level entries put their row level's seg or first in block RAM (bounds_latency 2), by the rule
+    from fuseflow.samml.storage import bounds_latency
+    large = [e for e in s.entries if e.meta["source"] == "large level"]
+    assert len(large) == len(suites.LARGE_LEVELS)
+    for e in large:
+        decl = e.program.tensors["B"]
+        assert bounds_latency(e.program, decl, decl.capacity or decl.worst_case_capacity(), 1) == 2
     classic = [e for e in s.entries if e.meta["source"] == "classic"]
     assert {e.meta["kernel"] for e in classic} == set(kernels.SUITE)
     assert {e.meta["size"] for e in classic} == set(suites.DEFAULT_SIZES)
