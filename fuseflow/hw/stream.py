@@ -190,12 +190,7 @@ class PeekFIFO(wiring.Component):
         pop2 = pop1 & second
         content = list(entries)
         if not self.held:
-            m.submodules.storage = mem = Memory(shape=unsigned(size), depth=depth, init=[])
-            wp = mem.write_port()
-            produce = Signal(range(depth))
-            with m.If(do_write):
-                m.d.sync += produce.eq(_incr(produce, depth))
-            m.d.comb += [wp.addr.eq(produce), wp.data.eq(w_data), wp.en.eq(do_write)]
+            mem = _ring_memory(m, size, depth, w_data, do_write)
             for i in range(3):
                 # entry i's address, a register advanced by each read (no increments before the read)
                 ptr = Signal(range(depth), init=i % depth, name=f"ptr{i}")
@@ -204,12 +199,7 @@ class PeekFIFO(wiring.Component):
                 rd = mem.read_port(domain="comb")
                 m.d.comb += [rd.addr.eq(ptr), entries[i].eq(rd.data)]
         elif depth > 3:
-            m.submodules.storage = mem = Memory(shape=unsigned(size), depth=depth, init=[])
-            wp = mem.write_port()
-            produce = Signal(range(depth))
-            with m.If(do_write):
-                m.d.sync += produce.eq(_incr(produce, depth))
-            m.d.comb += [wp.addr.eq(produce), wp.data.eq(w_data), wp.en.eq(do_write)]
+            mem = _ring_memory(m, size, depth, w_data, do_write)
             for j in range(3, min(depth, 5)):
                 # the entry j places behind the head, at a pointer advanced by each read
                 ptr = Signal(range(depth), init=j % depth, name=f"ptr{j}")
@@ -252,6 +242,18 @@ class PeekFIFO(wiring.Component):
             self.r_third_valid.eq(ge[3]),
         ]
         return m
+
+
+def _ring_memory(m, size, depth, w_data, do_write):
+    """A memory of ``depth`` entries written in turn (``w_data`` when ``do_write``, at a pointer advanced by each
+    write); the caller reads it at pointers of its own."""
+    m.submodules.storage = mem = Memory(shape=unsigned(size), depth=depth, init=[])
+    wp = mem.write_port()
+    produce = Signal(range(depth))
+    with m.If(do_write):
+        m.d.sync += produce.eq(_incr(produce, depth))
+    m.d.comb += [wp.addr.eq(produce), wp.data.eq(w_data), wp.en.eq(do_write)]
+    return mem
 
 
 def _incr(ptr, depth):
