@@ -564,3 +564,31 @@ def test_large_bitmap_repeated_entry_gap(gap, op, stalls):
                                                  "val": vals + ["S1", 5, "S1", "D"]}, stalls=stalls, seed=30 + gap)
     assert got == {"crd_inner": sorted(want) + ["S0", 132, "S0", "D"],
                    "val": [want[j] for j in sorted(want)] + ["S0", 5, "S0", "D"]}
+
+
+# each group of rest (16 entries at dim 256, 8 at dim 64) holds its lowest entry (a register) and its other
+# entries as bits; these patterns fill a group's bits and pop them one after another: entries arriving below the
+# group's lowest (its old lowest goes to the bits), the lowest and a bit's entry arriving again (must not be
+# emitted twice), runs of consecutive entries (the next lowest one above the last), gaps across groups
+_REST_PATTERNS = {
+    "descending": list(range(40, -1, -1)),
+    "ascending_twice": list(range(0, 40)) + list(range(0, 40)),
+    "repeats": [0, 1, 2, 9, 5, 12, 5, 9, 7, 12, 3, 4, 3, 13, 14, 15, 11, 8, 6, 10, 6, 31, 17, 16, 17, 30, 18],
+    "sparse": [63, 3, 5, 62, 7, 48, 6, 4, 20, 21, 20, 0, 1, 2, 47, 33, 19, 18, 17, 16, 34, 32, 49, 50, 61],
+}
+
+
+@pytest.mark.parametrize("dim", [64, 256])
+@pytest.mark.parametrize("pattern", sorted(_REST_PATTERNS))
+def test_rest_groups_pop_in_order(pattern, dim, stalls):
+    """The rest patterns (above) in one group, then the banks reused by a second group (rest emptied by the
+    pops): sorted, each entry once, its values summed (Python golden)."""
+    crds = [c % dim for c in _REST_PATTERNS[pattern]]
+    second = [c for c in (9, 3, 2, 1, 0, 5, 4, 12, 11) if c < dim]
+    vals = [(-1) ** i * (5 * i + 1) for i in range(len(crds))]
+    vals2 = [7 * i - 11 for i in range(len(second))]
+    got, _, _ = check_op("spacc", {"dim": dim}, {"crd_inner": crds + ["S1"] + second + ["S2", "D"],
+                                                 "val": vals + ["S1"] + vals2 + ["S2", "D"]}, stalls=stalls, seed=dim)
+    want, want2 = _merged(crds, vals, "sum"), _merged(second, vals2, "sum")
+    assert got == {"crd_inner": sorted(want) + ["S0"] + sorted(want2) + ["S1", "D"],
+                   "val": [want[j] for j in sorted(want)] + ["S0"] + [want2[j] for j in sorted(want2)] + ["S1", "D"]}
