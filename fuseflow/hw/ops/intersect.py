@@ -64,6 +64,15 @@ class Intersect(OpComponent):
         """The reference ports ``ref<i>`` when look-ahead is on: their payloads only go to ``o_ref<i>``."""
         return [f"ref{i}" for i in range(self.params["arity"])] if self.lookahead else []
 
+    def _behind_views(self, n):
+        """Per input: the look-ahead's views behind the head, ``(second crd, its valid, the second ref's valid,
+        third crd, its valid)``, each a list over the ``n`` inputs."""
+        return ([getattr(self, f"i_crd{i}_next") for i in range(n)],
+                [getattr(self, f"i_crd{i}_next_valid") for i in range(n)],
+                [getattr(self, f"i_ref{i}_next_valid") for i in range(n)],
+                [getattr(self, f"i_crd{i}_third") for i in range(n)],
+                [getattr(self, f"i_crd{i}_third_valid") for i in range(n)])
+
     def _lookahead_pair(self, m, crds, refs, heads_valid, all_data, all_ctrl, ready_all):
         """Arity 2 with look-ahead: each ready as a choice by the comparisons among values decided without them.
 
@@ -80,11 +89,7 @@ class Intersect(OpComponent):
         92.4 / 93.0)."""
         w = self.crd_width
         cv = [c.payload.data[:w] for c in crds]
-        nxt = [getattr(self, f"i_crd{i}_next") for i in range(2)]
-        nv = [getattr(self, f"i_crd{i}_next_valid") for i in range(2)]
-        rnv = [getattr(self, f"i_ref{i}_next_valid") for i in range(2)]
-        third = [getattr(self, f"i_crd{i}_third") for i in range(2)]
-        tv = [getattr(self, f"i_crd{i}_third_valid") for i in range(2)]
+        nxt, nv, rnv, third, tv = self._behind_views(2)
         # second data and visible with its reference (then behind a data head it is above that head)
         data2 = [nv[i] & ~nxt[i].ctrl & rnv[i] for i in range(2)]
         for i in range(2):
@@ -142,11 +147,7 @@ class Intersect(OpComponent):
         ECP5-85F, seed 1)."""
         w = self.crd_width
         cv = [c.payload.data[:w] for c in crds]
-        nxt = [getattr(self, f"i_crd{i}_next") for i in range(3)]
-        nv = [getattr(self, f"i_crd{i}_next_valid") for i in range(3)]
-        rnv = [getattr(self, f"i_ref{i}_next_valid") for i in range(3)]
-        third = [getattr(self, f"i_crd{i}_third") for i in range(3)]
-        tv = [getattr(self, f"i_crd{i}_third_valid") for i in range(3)]
+        nxt, nv, rnv, third, tv = self._behind_views(3)
         nt = [Cat(nxt[i].data[:w], nxt[i].ctrl) for i in range(3)]          # a stop above every coordinate
         tt = [Cat(third[i].data[:w], third[i].ctrl) for i in range(3)]
         data2 = [nv[i] & ~nxt[i].ctrl & rnv[i] for i in range(3)]          # second data, with its reference
@@ -192,8 +193,10 @@ class Intersect(OpComponent):
         all_ctrl = all_of(c.payload.ctrl for c in crds)
         # below the largest head <=> below some head; above the largest <=> above every head: pairwise
         # comparisons side by side, instead of a comparison behind the maximum's own comparator and multiplexer
+        pair = self.lookahead and n == 2                       # readies written out by _lookahead_pair
+        triple = self.lookahead and n == 3                     # readies written out by _lookahead_triple
         low = [Signal(name=f"low{i}") for i in range(n)]
-        if self.lookahead and n == 3:
+        if triple:
             lt = self._heads_below(crds)
             m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [lt[i, j] for j in range(n) if j != i]))
                          for i in range(n)]
@@ -205,14 +208,8 @@ class Intersect(OpComponent):
         all_eq = ~reduce(lambda a, b: a | b, low)
         skip = Signal()                  # some LOW input passes the largest head after its pops
         two = [Signal(name=f"two{i}") for i in range(n)]      # input i may pop its second token too
-        pair = self.lookahead and n == 2                       # written out by _lookahead_pair
-        triple = self.lookahead and n == 3                     # readies written out by _lookahead_triple
         if self.lookahead and not pair and not triple:
-            nxt = [getattr(self, f"i_crd{i}_next") for i in range(n)]
-            nxt_valid = [getattr(self, f"i_crd{i}_next_valid") for i in range(n)]
-            ref_nxt_valid = [getattr(self, f"i_ref{i}_next_valid") for i in range(n)]
-            third = [getattr(self, f"i_crd{i}_third") for i in range(n)]
-            third_valid = [getattr(self, f"i_crd{i}_third_valid") for i in range(n)]
+            nxt, nxt_valid, ref_nxt_valid, third, third_valid = self._behind_views(n)
             seconds = all_of(~low[i] | nxt_valid[i] for i in range(n))
             # below the largest head <=> below some head; above it <=> above every head (pairwise, as low). A
             # fibre's coordinates ascend, so a coordinate behind input i's head is above that head: only the other
@@ -253,16 +250,15 @@ class Intersect(OpComponent):
         ready_all = all_of(o.ready for o in outs)
         if pair:
             self._lookahead_pair(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all)
+        elif triple:
+            self._lookahead_triple(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, lt, low)
         else:
-            if triple:
-                self._lookahead_triple(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, lt, low)
             for k in range(n):
-                if not triple:
-                    pop_uneq = low[k] | skip                     # all data, not equal
-                    ready = Mux(all_data, go & Mux(all_eq, ready_all, pop_uneq),
-                                go & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl))
-                    m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
-                if self.lookahead and not triple:
+                pop_uneq = low[k] | skip                     # all data, not equal
+                ready = Mux(all_data, go & Mux(all_eq, ready_all, pop_uneq),
+                            go & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl))
+                m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
+                if self.lookahead:
                     # the second token too (the channel reads it only with ready): a LOW input, or a data input
                     # while another is at a stop
                     pop2 = two[k] & Mux(all_data, low[k], ~all_ctrl & ~crds[k].payload.ctrl)
