@@ -92,6 +92,7 @@ KERNELS = [("spmv_csr", 8, 0.3), ("spmv_dcsr", 8, 0.3), ("elementwise_add", 8, 0
 
 def op_cases():
     from fuseflow.hw.ops import MODULES
+    from fuseflow.samml.storage import BLOCK_BOUNDS_LATENCY
     cases = []
     for op in MODULES:
         for label, params, kw in VARIANTS.get(op, [("", {}, {})]):
@@ -102,7 +103,6 @@ def op_cases():
                 cases.append({"kind": "op", "name": f"{name} +mem", "op": op, "params": params, "kw": kw,
                               "mem_depth": MEM_DEPTH})
                 if op == "level_scan":
-                    from fuseflow.samml.storage import BLOCK_BOUNDS_LATENCY
                     cases.append({"kind": "op", "name": f"{name} +mem {LARGE_MEM_DEPTH}", "op": op,
                                   "params": dict(params, bounds_latency=BLOCK_BOUNDS_LATENCY), "kw": kw,
                                   "mem_depth": LARGE_MEM_DEPTH})

@@ -5,8 +5,8 @@ Block counts are those of one copy per op read port (each op read port of a bloc
 written together; the kernel top shares the first op read port with the host, :mod:`fuseflow.hw.top`): on the
 ECP5 the DP16KD instances that the kernel top builds (1024 x 18 each, side by side and stacked:
 :mod:`fuseflow.hw.block_ram`), on the iCE40 Yosys' mapping, the cheapest of SB_RAM40_4K 2048 x 2 .. 256 x 16.
-Memories below :data:`fuseflow.hw.memory.BLOCK_RAM_MIN_BITS` (seg and first arrays: below
-:data:`fuseflow.hw.memory.BOUNDS_BLOCK_MIN_BITS`) stay in the fabric: LUT RAM on the ECP5 (two LUT4s per 16 x 4
+Memories below :data:`fuseflow.samml.storage.BLOCK_RAM_MIN_BITS` (seg and first arrays: below
+:data:`fuseflow.samml.storage.BOUNDS_BLOCK_MIN_BITS`) stay in the fabric: LUT RAM on the ECP5 (two LUT4s per 16 x 4
 ``TRELLIS_DPR16X4``, one copy per read port, the host's own included), flip-flops on the iCE40.
 """
 
@@ -114,7 +114,7 @@ def spmv_fits(rows: int, nnz: int, target: str, cols: int | None = None, crd_wid
         return None
     t = TARGETS[target]
     family, cap = t["family"], t["capacity"]
-    from ..hw.memory import BOUNDS_ARRAYS
+    from ..samml.storage import BOUNDS_ARRAYS
     reads, copies = level_scan_read_ports(), level_scan_block_copies()
     ports = {m.name: copies.get(m.array, 1) for m in plan.memories}
     blocks = sum(e["blocks"] for e in memory_map(plan, target, ports))

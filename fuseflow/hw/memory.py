@@ -171,8 +171,8 @@ def plan_memories(program, data_capacities=None):
         raise HardwareError("config.value.format", f"hardware needs fixed-point values, the graph says "
                                                     f"{value.get('format')!r}")
     crd_width = int(cfg.get("crd_width", 16))
-    from ..samml.storage import _with_capacity
-    from ..samml.widths import check_fits_width, tensor_width
+    from ..samml.storage import index_width
+    from ..samml.widths import check_fits_width
     vwidth, vfrac = int(value.get("width", 32)), int(value.get("frac", 16))
     data_capacities = data_capacities or {}
     plan = MemoryPlan(crd_width=crd_width, value_width=vwidth, value_frac=vfrac)
@@ -198,7 +198,7 @@ def plan_memories(program, data_capacities=None):
         # one rule (fuseflow.samml.widths) for the simulator and the hardware: coordinates below the
         # dimensions, positions up to the capacities, all within the program's crd_width
         check_fits_width(program, t.name, t.shape, cap, error=HardwareError)
-        plan.index_widths[t.name] = min(crd_width, tensor_width(_with_capacity(t, cap)))
+        plan.index_widths[t.name] = index_width(program, t, cap)
         for lv, array in tensor_arrays(t):
             depth = array_depth(cap, lv, array)
             if array == "vals":          # a blocked tensor: one block per word (docs/samml.md, "Blocks")

@@ -106,7 +106,7 @@ def with_bounds_latency(program, plan, node):
     as its memories' storage decides (:func:`fuseflow.samml.storage.bounds_latency`, the simulator's rule)."""
     p = node.params
     if node.op != "level_scan" or p.get("format", "compressed") != "compressed" or p.get("tensor") is None \
-            or p.get("bounds_latency") is not None or p["tensor"] not in plan.capacities:
+            or p.get("bounds_latency") is not None:
         return node
     out = copy.copy(node)
     out.params = dict(p, bounds_latency=bounds_latency(program, program.tensors[p["tensor"]],

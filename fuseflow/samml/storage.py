@@ -22,10 +22,12 @@ Example
 
 from __future__ import annotations
 
+import copy
+
 from .widths import array_width, tensor_width
 
 __all__ = ["BLOCK_RAM_MIN_BITS", "BOUNDS_ARRAYS", "BOUNDS_BLOCK_MIN_BITS", "memory_storage", "array_depth",
-           "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
+           "index_width", "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
 
 #: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
 #: (18 with parity) and one iCE40 SB_RAM40_4K 4 Kbit; a 1 Kbit memory costs about 16 ECP5 LUT-RAM cells
@@ -65,18 +67,26 @@ def array_depth(capacity, level, array) -> int:
     return parents if array == "first" else parents + 1
 
 
+def index_width(program, decl, capacity) -> int:
+    """Width of the seg and crd memories of tensor ``decl`` holding ``capacity`` entries per level (then values):
+    its index width at that capacity (:func:`fuseflow.samml.widths.tensor_width`), at most the program's
+    ``config.crd_width``."""
+    d = copy.copy(decl)
+    d.capacity = list(capacity)
+    return min(int(program.config.get("crd_width", 16)), tensor_width(d))
+
+
 def array_shape(program, decl, capacity, level, array) -> tuple[int, int]:
     """``(entries, bits per entry)`` of index array ``array`` (``seg``, ``crd`` or ``first``) of compressed level
     ``level`` of tensor ``decl`` whose levels hold ``capacity`` entries (then values), in a program of coordinate
     width ``config.crd_width``: seg and crd as wide as their largest entry needs (at most the tensor's index width),
     first two bits wider than crd (the fibre's first coordinate, then its 'single' and 'empty' flags:
     :func:`fuseflow.hw.memory.first_words`). At least one entry (a memory of no entries is built with one)."""
-    crd_width = int(program.config.get("crd_width", 16))
-    index_width = min(crd_width, tensor_width(_with_capacity(decl, capacity)))
+    widest = index_width(program, decl, capacity)
     depth = max(1, array_depth(capacity, level, array))
     if array == "first":
-        return depth, min(index_width, array_width(decl, capacity, level, "crd")) + 2
-    return depth, min(index_width, array_width(decl, capacity, level, array))
+        return depth, min(widest, array_width(decl, capacity, level, "crd")) + 2
+    return depth, min(widest, array_width(decl, capacity, level, array))
 
 
 def bounds_latency(program, decl, capacity, level) -> int:
@@ -87,10 +97,3 @@ def bounds_latency(program, decl, capacity, level) -> int:
         if memory_storage(array, depth * width) == "block":
             return BLOCK_BOUNDS_LATENCY
     return 1
-
-
-def _with_capacity(decl, cap):
-    import copy
-    d = copy.copy(decl)
-    d.capacity = list(cap)
-    return d
