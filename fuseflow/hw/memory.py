@@ -171,7 +171,7 @@ def plan_memories(program, data_capacities=None):
         raise HardwareError("config.value.format", f"hardware needs fixed-point values, the graph says "
                                                     f"{value.get('format')!r}")
     crd_width = int(cfg.get("crd_width", 16))
-    from ..samml.storage import index_width
+    from ..samml.storage import build_capacity, index_width
     from ..samml.widths import check_fits_width
     vwidth, vfrac = int(value.get("width", 32)), int(value.get("frac", 16))
     data_capacities = data_capacities or {}
@@ -179,20 +179,17 @@ def plan_memories(program, data_capacities=None):
     for t in program.tensors.values():
         n = t.order + 1
         have = data_capacities.get(t.name)
-        if t.capacity is not None:
-            cap = [int(c) for c in t.capacity]
+        cap = build_capacity(t, have)
+        if cap is None:
+            raise HardwareError(f"tensor {t.name}", "no capacity: declare 'capacity' (entries per level, then "
+                                                    "values) in graph.json or give data with --inputs")
+        source = "graph" if t.capacity is not None else "data"
+        if source == "graph":
             if len(cap) != n:
                 raise HardwareError(f"tensor {t.name}", f"capacity has {len(cap)} entries, expected {n} "
                                                         f"(one per level, then values)")
             if have is not None:
                 check_fits(t.name, cap, have)
-            source = "graph"
-        elif have is not None:
-            cap = [int(c) for c in have]
-            source = "data"
-        else:
-            raise HardwareError(f"tensor {t.name}", "no capacity: declare 'capacity' (entries per level, then "
-                                                    "values) in graph.json or give data with --inputs")
         plan.capacities[t.name] = cap
         plan.capacity_source[t.name] = source
         # one rule (fuseflow.samml.widths) for the simulator and the hardware: coordinates below the

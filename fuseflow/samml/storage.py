@@ -26,8 +26,8 @@ import copy
 
 from .widths import array_width, tensor_width
 
-__all__ = ["BLOCK_RAM_MIN_BITS", "BOUNDS_ARRAYS", "BOUNDS_BLOCK_MIN_BITS", "memory_storage", "array_depth",
-           "index_width", "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
+__all__ = ["BLOCK_RAM_MIN_BITS", "BOUNDS_ARRAYS", "BOUNDS_BLOCK_MIN_BITS", "memory_storage", "build_capacity",
+           "array_depth", "index_width", "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
 
 #: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
 #: (18 with parity) and one iCE40 SB_RAM40_4K 4 Kbit; a 1 Kbit memory costs about 16 ECP5 LUT-RAM cells
@@ -55,6 +55,13 @@ def memory_storage(array: str, bits: int) -> str:
     """``"block"`` when an array of ``bits`` bits goes to block RAM, else ``"lut"`` (see the module doc)."""
     least = BOUNDS_BLOCK_MIN_BITS if array in BOUNDS_ARRAYS else BLOCK_RAM_MIN_BITS
     return "block" if bits >= least else "lut"
+
+
+def build_capacity(decl, measured=None):
+    """The entries per level (then values) a build holds for tensor ``decl``: its declared ``capacity`` if it has one,
+    else ``measured`` (capacities measured on its data, ``PackedTensor.capacities()``); None if neither."""
+    cap = decl.capacity if decl.capacity is not None else measured
+    return None if cap is None else [int(c) for c in cap]
 
 
 def array_depth(capacity, level, array) -> int:

@@ -20,7 +20,7 @@ from ..errors import DeadlockError, FuseFlowError, GraphError, TensorError
 from ..samml import Program
 from ..samml import io as samml_io
 from ..samml.registry import OPS, REDUCE_OPS, UNARY_ALU_OPS, get_op, port_kind
-from ..samml.storage import bounds_latency
+from ..samml.storage import bounds_latency, build_capacity
 from ..samml.widths import INDEX_KINDS, check_fits_width, stream_width
 from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, matmul_op, row_reduce_op, unary_op
@@ -524,8 +524,8 @@ def _bind(prog, node, store, env):
                 p["crd"] = level.crd.tolist()
                 if p.get("bounds_latency") is None:     # the hardware's storage of seg and first decides
                     decl = prog.tensors[name]
-                    cap = decl.capacity if decl.capacity is not None else packed.capacities()
-                    p["bounds_latency"] = bounds_latency(prog, decl, [int(c) for c in cap], p["level"])
+                    p["bounds_latency"] = bounds_latency(prog, decl, build_capacity(decl, packed.capacities()),
+                                                         p["level"])
     elif node.op == "level_scan" and p.get("format") == "dense" and p.get("dim") is None:
         raise GraphError(f"node {node.id}", "a dense level_scan needs a tensor or 'dim'")
     elif node.op in ("level_scan", "array"):
