@@ -26,12 +26,15 @@ then the token being written, the next head if there is one), and hold while the
 of this cycle's firing, which only enables them. With ``bounds_latency`` 2 (the kernel top's choice for seg or first
 in block RAM: :mod:`fuseflow.samml.storage`) the entries pass one more register (the blocks' output registers) and so
 are those of the head of the cycle before: a reference step then waits while the head is not ``steady`` (the input
-had the same head in the last cycle and did not pop it; docs/samml.md, level_scan). ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step, q + 1
-after a SCAN step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another within a cycle. A
-compressed level's tokens leave through an :class:`OutputPipeline` of latency ``registry.op_latency`` (2; docs/samml.md,
-"Latency"), both outputs together (docs/hardware.md, "Memories"). In block RAM read with latency 1 those registers are the
-blocks' outputs, late in the cycle: the state machine takes every reference for a non-empty fibre and the first array's flags pick
-between the outcomes last, in one LUT (:func:`late_mux`; docs/hardware.md, "The first array's flags in block RAM").
+had the same head in the last cycle and did not pop it; docs/samml.md, level_scan); they then also load while the head
+is not a reference (its entries are unused), and SCAN's end test and q + 1 are registers made a step ahead
+(docs/hardware.md, "seg and first in block RAM"). ``crd_addr`` is the next position (seg[r] + 1 after an IDLE step,
+q + 1 after a SCAN step), so crd_data holds crd[q] one cycle after each SCAN step; no memory read depends on another
+within a cycle. A compressed level's tokens leave through an :class:`OutputPipeline` of latency
+``registry.op_latency`` (2; docs/samml.md, "Latency"), both outputs together (docs/hardware.md, "Memories"). In block
+RAM read with latency 1 those registers are the blocks' outputs, late in the cycle: the state machine takes every
+reference for a non-empty fibre and the first array's flags pick between the outcomes last, in one LUT
+(:func:`late_mux`; docs/hardware.md, "The first array's flags in block RAM").
 Dense levels (``dim`` param) use no memory: refs are
 ``r*dim + c``, coordinates ``c``; ``r*dim`` and ``r*dim + dim`` of the next head are registered like the seg reads, from
 both candidates (so the ref a dense level emits comes from a register, not from a multiply of its channel's head).
@@ -57,9 +60,21 @@ def successor(x, y):
     ``x``'s bit i - 1 is set); given the bits below agree, that carry is ``d[i - 1] & x[i - 1]``. Each bit's
     test reads two bits of each operand (one LUT4), then one AND over the bits: a few LUT levels from the
     operands' registers, where ``x + 1 < y`` was an adder and a comparator, two carry chains in a row."""
+    return all_of(successor_terms(x, y))
+
+
+def successor_terms(x, y):
+    """:func:`successor`'s per-bit tests (two bits of each operand each), whose AND is ``y == x + 1``."""
     assert len(x) == len(y)
     d = x ^ y
-    return all_of([d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))])
+    return [d[0]] + [~(d[i] ^ (d[i - 1] & x[i - 1])) for i in range(1, len(x))]
+
+
+def second_successor_terms(x, y):
+    """Per-bit tests whose AND is ``y == x + 2`` modulo 2^n, without a carry chain: bit 0 agrees, and the bits
+    above are :func:`successor`'s tests of ``x >> 1`` and ``y >> 1``."""
+    assert len(x) == len(y)
+    return [~(x[0] ^ y[0])] + successor_terms(x[1:], y[1:])
 
 
 def lut4_init(fn) -> int:
@@ -230,6 +245,10 @@ class LevelScan(OpComponent):
             steady = Signal()
             m.d.sync += steady.eq(inv & ~self.i_ref.ready)
             go_idle = inv & (steady | is_stop(inp) | is_done(inp) | is_empty(inp))
+        # bounds_latency 2: SCAN's end test (q + 1 == the fibre's end) is made a step ahead, into one register per
+        # bit test (scan_end_terms, below), so the state register waits for their AND only
+        registered_end = not self.dense and self.bounds_latency == 2
+        scan_end_terms = Signal(w + 1)
         with m.Switch(state):
             with m.Case(IDLE):
                 m.d.comb += f.go.eq(go_idle)
@@ -271,7 +290,8 @@ class LevelScan(OpComponent):
                     m.d.comb += nq.eq(q + 1)
                     # q + 1 >= the fibre's end (dense: last_q is the end - 1; compressed: the end, and SCAN
                     # starts below it, so the last step has q + 1 == end, tested without a carry chain)
-                    with m.If(q >= last_q if self.dense else successor(q, last_q)):
+                    with m.If(q >= last_q if self.dense else
+                              scan_end_terms.all() if registered_end else successor(q, last_q)):
                         m.d.comb += nstate.eq(END)
             with m.Case(END):
                 m.d.comb += [f.go.eq(inv), f.push["crd"].eq(1), f.push["ref"].eq(1)]
@@ -323,10 +343,21 @@ class LevelScan(OpComponent):
         # head's entries)
         ready_full, ready_empty = Signal(), Signal()
         m.d.comb += [ready_full.eq(fire_full & f.pop["ref"]), ready_empty.eq(fire_empty & f.pop["ref"])]
-        m.d.comb += [self.i_ref.ready.eq(late_mux(m, lut_platform, no_crd_k, kept(m, ready_empty, "ready_empty_k"),
-                                                  kept(m, ready_full, "ready_full_k"), "ready_late")),
-                     load.eq(late_mux(m, lut_platform, no_crd_k, kept(m, ready_empty | ~inv, "load_empty_k"),
-                                      kept(m, ready_full | ~inv, "load_full_k"), "load_late"))]
+        ready = late_mux(m, lut_platform, no_crd_k, kept(m, ready_empty, "ready_empty_k"),
+                         kept(m, ready_full, "ready_full_k"), "ready_late")
+        if registered_end:
+            # bounds_latency 2: the reads also load while the head is not a reference (its entries are never used,
+            # and the reference behind it is loaded when it is popped), so only a reference head is decoded
+            # further: it is read by an IDLE step once steady, with room or for an empty fibre (no state, room or
+            # stop level for the other tokens in front of the blocks' clock enables)
+            not_ref = is_stop(inp) | is_done(inp) | is_empty(inp)
+            ref_wait = Signal()                 # a reference head that an IDLE step reads once it has room
+            m.d.comb += ref_wait.eq((state == IDLE) & steady & ~not_ref)
+            load_next = ~inv | not_ref | ref_wait & (room | no_crd)
+        else:
+            load_next = late_mux(m, lut_platform, no_crd_k, kept(m, ready_empty | ~inv, "load_empty_k"),
+                                 kept(m, ready_full | ~inv, "load_full_k"), "load_late")
+        m.d.comb += [self.i_ref.ready.eq(ready), load.eq(load_next)]
         # the next state: the machine's (it fires as fire_full; a reference step goes to SCAN) unless a reference
         # step fires with an empty fibre (END) or with a single coordinate (the first array's second flag: END)
         ref_fire_full, ref_fire_empty = Signal(), Signal()
@@ -343,7 +374,26 @@ class LevelScan(OpComponent):
         # the crd read's address is the next position (its data serves a SCAN step in the next cycle): lo + 1 in
         # IDLE (from seg_lo's copy holding seg + 1), q + 1 after a SCAN step (SCAN always pushes and needs no
         # head: it fires when the pipeline has room), else q
-        m.d.comb += self.crd_addr.eq(Mux(state == IDLE, self.seg_lo_b_data1, Mux((state == SCAN) & room, q + 1, q)))
+        if registered_end:
+            # q + 1 in a register (q_plus1, crd's address bits), so no carry chain runs from q into the block's
+            # address; it loads seg[r] + 2 in every IDLE cycle (the adder after the block's output, into a register)
+            # and steps with q. And the end test a step ahead: in every IDLE cycle the first SCAN step's
+            # (seg[r] + 2 == seg[r + 1]; used only after the step fires), at each SCAN firing the next step's
+            # (q + 2 == end); each the per-bit tests, no carry chain
+            q_plus1 = Signal(w)
+            with m.If(state == IDLE):
+                m.d.sync += q_plus1.eq(self.seg_lo_b_data1[:w] + 1)
+            with m.Elif((state == SCAN) & room):
+                m.d.sync += q_plus1.eq(q_plus1 + 1)
+            m.d.comb += self.crd_addr.eq(Mux(state == IDLE, self.seg_lo_b_data1,
+                                             Mux((state == SCAN) & room, q_plus1, q)))
+            with m.If(state == IDLE):
+                m.d.sync += scan_end_terms.eq(Cat(*second_successor_terms(lo_now, hi_now)))
+            with m.Elif((state == SCAN) & room):
+                m.d.sync += scan_end_terms.eq(Cat(*second_successor_terms(q, last_q)))
+        else:
+            m.d.comb += self.crd_addr.eq(Mux(state == IDLE, self.seg_lo_b_data1,
+                                             Mux((state == SCAN) & room, q + 1, q)))
         crd_now = next_crd                      # crd[q] at the last stage (a read of MEMORY_READ_LATENCY)
         for i in range(MEMORY_READ_LATENCY, latency):   # none unless the op's latency grows beyond the read's
             r = Signal.like(next_crd, name=f"crd_data_p{i}")
