@@ -61,9 +61,12 @@ VARIANTS = {
            + [("mul const", {"op": "mul", "const": 0.5}, {})],
     "reduce": [("sum", {"op": "sum"}, {}), ("max", {"op": "max"}, {}), ("min", {"op": "min"}, {}),
                ("sum with crd", {"op": "sum"}, {"connected": {"val", "crd"}})],
+    # (arities 4 and 5 with look-ahead: compiled programs use them, e.g. decoder, graphsage2 and elementwise)
     "intersect": [("arity 2", {"arity": 2}, {}), ("arity 3", {"arity": 3}, {}),
                   ("arity 2, look-ahead", {"arity": 2}, {"lookahead": True}),
-                  ("arity 3, look-ahead", {"arity": 3}, {"lookahead": True})],
+                  ("arity 3, look-ahead", {"arity": 3}, {"lookahead": True}),
+                  ("arity 4", {"arity": 4}, {}), ("arity 4, look-ahead", {"arity": 4}, {"lookahead": True}),
+                  ("arity 5", {"arity": 5}, {}), ("arity 5, look-ahead", {"arity": 5}, {"lookahead": True})],
     "union": [("arity 2", {"arity": 2}, {"any_kind": "val"})],
     "level_write": [("level 0", {"tensor": "T", "level": 0, "format": "compressed"}, {}),
                     ("level 1", {"tensor": "T", "level": 1, "format": "compressed"}, {})],
