@@ -1,4 +1,4 @@
-"""intersect RTL vs run_op (arity 2 and 3, references or values on the ref ports)."""
+"""intersect RTL vs run_op (arity 2 to 5, references or values on the ref ports)."""
 
 import pytest
 from hypothesis import given, strategies as st
@@ -32,6 +32,30 @@ def test_random(c, stalls, seed):
 @given(st_joiner_case(values=True), st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
 def test_random_values(c, stalls, seed):
     check_op("intersect", *c, any_kind="val", stalls=stalls, seed=seed)
+
+
+@pytest.mark.parametrize("arity", [4, 5])
+@pytest.mark.parametrize("odd", [0, 1, -1])
+@pytest.mark.parametrize("fifo_depth", [2, 3])
+def test_wide_one_input_differs(arity, odd, fifo_depth):
+    """All heads equal but one (the first, second or last input's): no match until it catches up; the output is the
+    coordinates present in every input."""
+    odd %= arity
+    inp = {}
+    for i in range(arity):
+        crds = [2, 5] if i == odd else [1, 2, 4, 5]
+        inp[f"crd{i}"], inp[f"ref{i}"] = crds + ["S0", "D"], list(range(len(crds))) + ["S0", "D"]
+    got, _, _ = check_op("intersect", {"arity": arity}, inp, fifo_depth=fifo_depth, seed=arity)
+    assert got["crd"] == [2, 5, "S0", "D"]
+
+
+@hw_settings(25)
+@given(st_joiner_case(arity=(4, 5), dim=(1, 4)), st.sampled_from([2, 3]), st.sampled_from([0.0, 0.4]),
+       st.integers(0, 1 << 16))
+def test_random_wide(c, fifo_depth, stalls, seed):
+    """Arities 4 and 5, which compiled programs use: through depth-2 FIFOs (no look-ahead; from arity 5 all-equal
+    is its own equality comparisons) and depth-3 ones (the general look-ahead form)."""
+    check_op("intersect", *c, stalls=stalls, seed=seed, fifo_depth=fifo_depth)
 
 
 @pytest.mark.slow
