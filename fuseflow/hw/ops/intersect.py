@@ -203,13 +203,14 @@ class Intersect(OpComponent):
         else:
             m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [less(cv[i], cv[j]) for j in range(n) if j != i]))
                          for i in range(n)]
-        # all coordinates equal <=> none below another (used with all data only): from the same comparators,
-        # no equality trees beside them on the coordinates
-        all_eq = ~reduce(lambda a, b: a | b, low)
+        # all coordinates equal (used with all data only)
         if n >= 5 and not self.lookahead:
             # (from arity 5 the OR over n(n - 1) comparators is deeper than n - 1 equality trees beside them:
             # arity 5 121.4 / 122.5 / 124.0 -> 142.7 / 139.8 / 136.8 MHz at seeds 1 / 2 / 3; arity 4 no better)
             all_eq = all_of(cv[0] == cv[j] for j in range(1, n))
+        else:
+            # none below another: from the same comparators, no equality trees beside them on the coordinates
+            all_eq = ~reduce(lambda a, b: a | b, low)
         skip = Signal()                  # some LOW input passes the largest head after its pops
         two = [Signal(name=f"two{i}") for i in range(n)]      # input i may pop its second token too
         if self.lookahead and not pair and not triple:

@@ -239,16 +239,17 @@ class LevelScan(OpComponent):
         empty_fibre = is_empty(inp) | no_crd if self.dense else is_empty(inp)
 
         # bounds_latency 2: the seg and first data are the entries of the head of the cycle before, so a reference
-        # step waits until the head has stayed for a cycle (steady: the input had this head and did not pop it)
-        go_idle = inv
-        if not self.dense and self.bounds_latency == 2:
-            steady = Signal()
-            m.d.sync += steady.eq(inv & ~self.i_ref.ready)
-            go_idle = inv & (steady | is_stop(inp) | is_done(inp) | is_empty(inp))
-        # bounds_latency 2: SCAN's end test (q + 1 == the fibre's end) is made a step ahead, into one register per
-        # bit test (scan_end_terms, below), so the state register waits for their AND only
+        # step waits until the head has stayed for a cycle (steady: the input had this head and did not pop it);
+        # and SCAN's end test (q + 1 == the fibre's end) is made a step ahead, into one register per bit test
+        # (scan_end_terms, below), so the state register waits for their AND only
         registered_end = not self.dense and self.bounds_latency == 2
         scan_end_terms = Signal(w + 1)
+        go_idle = inv
+        if registered_end:
+            steady = Signal()
+            not_ref = is_stop(inp) | is_done(inp) | is_empty(inp)
+            m.d.sync += steady.eq(inv & ~self.i_ref.ready)
+            go_idle = inv & (steady | not_ref)
         with m.Switch(state):
             with m.Case(IDLE):
                 m.d.comb += f.go.eq(go_idle)
@@ -350,7 +351,6 @@ class LevelScan(OpComponent):
             # and the reference behind it is loaded when it is popped), so only a reference head is decoded
             # further: it is read by an IDLE step once steady, with room or for an empty fibre (no state, room or
             # stop level for the other tokens in front of the blocks' clock enables)
-            not_ref = is_stop(inp) | is_done(inp) | is_empty(inp)
             ref_wait = Signal()                 # a reference head that an IDLE step reads once it has room
             m.d.comb += ref_wait.eq((state == IDLE) & steady & ~not_ref)
             load_next = ~inv | not_ref | ref_wait & (room | no_crd)
