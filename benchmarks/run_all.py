@@ -31,6 +31,7 @@ BENCHMARKS = [
     ("intersect_window_model", [], ["intersect_model.json"]),
     ("rtl_bench", [], ["rtl.json"]),
     ("intersect_floor", [], ["intersect_floor.json"]),
+    ("wide_lookahead_cost", [], ["wide_lookahead.json"]),
     ("depth_bench", [], ["depths.json"]),
     ("scaling_bench", [], ["scaling.json"]),
     ("cost_bench", [], ["cost.json"]),

@@ -61,12 +61,11 @@ VARIANTS = {
            + [("mul const", {"op": "mul", "const": 0.5}, {})],
     "reduce": [("sum", {"op": "sum"}, {}), ("max", {"op": "max"}, {}), ("min", {"op": "min"}, {}),
                ("sum with crd", {"op": "sum"}, {"connected": {"val", "crd"}})],
-    # (arities 4 and 5 with look-ahead: compiled programs use them, e.g. decoder, graphsage2 and elementwise)
+    # (arities 4 and 5: compiled programs use them, e.g. decoder, graphsage2 and elementwise; look-ahead is
+    # arity 2's alone, the registry's input_depth_for)
     "intersect": [("arity 2", {"arity": 2}, {}), ("arity 3", {"arity": 3}, {}),
                   ("arity 2, look-ahead", {"arity": 2}, {"lookahead": True}),
-                  ("arity 3, look-ahead", {"arity": 3}, {"lookahead": True}),
-                  ("arity 4", {"arity": 4}, {}), ("arity 4, look-ahead", {"arity": 4}, {"lookahead": True}),
-                  ("arity 5", {"arity": 5}, {}), ("arity 5, look-ahead", {"arity": 5}, {"lookahead": True})],
+                  ("arity 4", {"arity": 4}, {}), ("arity 5", {"arity": 5}, {})],
     "union": [("arity 2", {"arity": 2}, {"any_kind": "val"})],
     "level_write": [("level 0", {"tensor": "T", "level": 0, "format": "compressed"}, {}),
                     ("level 1", {"tensor": "T", "level": 1, "format": "compressed"}, {})],
@@ -338,10 +337,14 @@ def notes(rows):
 
 def merge_rows(old, new, order):
     """``old`` rows with ``new`` ones replacing rows of the same name; new names go to their place in
-    ``order`` (the table order of every case)."""
+    ``order`` (the table order of every case); old rows of names no longer in ``order`` are dropped."""
+    rank = {n: i for i, n in enumerate(order)}
+    gone = [r["name"] for r in old if r["name"] not in rank]
+    if gone:
+        print(f"dropped (no longer a case): {', '.join(gone)}", file=sys.stderr)
+    old = [r for r in old if r["name"] in rank]
     by_name = {r["name"]: r for r in old}
     by_name.update({r["name"]: r for r in new})
-    rank = {n: i for i, n in enumerate(order)}
     olds = [r["name"] for r in old]
     names = olds + [r["name"] for r in new if r["name"] not in olds]
     return [by_name[n] for n in sorted(names, key=lambda n: (rank.get(n, len(rank)), olds.index(n) if n in olds
@@ -404,8 +407,9 @@ def main(argv=None):
         print(f"error: --target: unknown target {args.target!r} (have: {', '.join(TARGETS)})", file=sys.stderr)
         return 2
     all_cases = ([] if args.only == "kernels" else op_cases()) + ([] if args.only == "ops" else kernel_cases())
+    every_name = [c["name"] for c in op_cases() + kernel_cases()]          # the table's rows, whatever --only
     if args.merge:
-        return merge_files(args.out, args.md, args.merge, [c["name"] for c in all_cases])
+        return merge_files(args.out, args.md, args.merge, every_name)
     cases = all_cases
     if args.names:
         known = {c["name"] for c in all_cases}
@@ -438,7 +442,7 @@ def main(argv=None):
     if args.names and os.path.exists(args.out):
         with open(args.out) as f:
             old = json.load(f)
-        rows = merge_rows(old["results"], rows, [c["name"] for c in all_cases])
+        rows = merge_rows(old["results"], rows, every_name)
         seconds = round((old.get("seconds") or 0) + seconds, 1)     # wall time of every run merged here
     t = TARGETS[args.target]
     doc = {

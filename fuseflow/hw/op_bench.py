@@ -52,13 +52,14 @@ class OpBank(Elaboratable):
         self._io = []           # per case: [(top signal, harness signal, is_input)]
         for k, c in enumerate(cases):
             dut = make_op(c.op, c.params, crd_width=crd_width, fixed=c.fixed, any_kind=c.any_kind,
-                          connected=set(c.inputs), lookahead=harness_lookahead(c.op, fifo_depth(c.op)))
+                          connected=set(c.inputs),
+                          lookahead=harness_lookahead(c.op, fifo_depth(c.op, c.params), c.params))
             init, depth = _mem_params(c.op, dut.params | c.params, c.fixed)
             ntok = sum(len(t) for t in c.inputs.values())
             for array, mp in dut.memories.items():
                 if mp.writes:
                     depth[array] = ntok + 2
-            h = OpHarness(dut, init, depth, fifo_depth=fifo_depth(c.op), clock_domain=False)
+            h = OpHarness(dut, init, depth, fifo_depth=fifo_depth(c.op, c.params), clock_domain=False)
             self.harnesses.append(h)
             lay = {"inputs": {}, "outputs": {}, "writes": {}}
             io = []
@@ -104,10 +105,11 @@ class OpBank(Elaboratable):
         return m
 
 
-def fifo_depth(op: str) -> int:
-    """The FIFO depth around an op: 2, or its look-ahead depth when larger (the FIFOs then feed its look-ahead)."""
-    from .ops import MODULES
-    return max(2, MODULES[op].lookahead_depth or 0)
+def fifo_depth(op: str, params=None) -> int:
+    """The FIFO depth around an op: 2, or its look-ahead depth when larger and it looks ahead at these parameters
+    (the FIFOs then feed its look-ahead)."""
+    spec = get_op(op)
+    return max(2, spec.input_depth_for(spec.resolve_params(dict(params or {}), f"op {op}")) or 0)
 
 
 def op_bank_verilog(cases: list) -> tuple:

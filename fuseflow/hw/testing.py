@@ -85,12 +85,16 @@ def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connec
     return MODULES[op](params, blocks=blocks, **kw)
 
 
-def harness_lookahead(op, fifo_depth=None):
-    """Whether ``run_hw_op`` turns the op's look-ahead on: it has one, and its inputs are the harness's
-    unbounded sources (no FIFOs) or FIFOs of at least its ``lookahead_depth``."""
+def harness_lookahead(op, fifo_depth=None, params=None):
+    """Whether ``run_hw_op`` turns the op's look-ahead on: it has one at these parameters (the registry's
+    ``input_depth_for``: intersect at arity 2), and its inputs are the harness's unbounded sources (no FIFOs) or
+    FIFOs of at least its ``lookahead_depth``."""
     from .ops import MODULES
     need = MODULES[op].lookahead_depth
-    return need is not None and (not fifo_depth or fifo_depth >= need)
+    spec = get_op(op)
+    if need is None or spec.input_depth_for(spec.resolve_params(dict(params or {}), f"op {op}")) is None:
+        return False
+    return not fifo_depth or fifo_depth >= need
 
 
 class OpHarness(Elaboratable):
@@ -238,7 +242,7 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     params = dict(params or {})
     inputs = dict(inputs or {})
     dut = make_op(op, params, crd_width=crd_width, fixed=fixed, any_kind=any_kind, connected=set(inputs),
-                  lookahead=harness_lookahead(op, fifo_depth), blocks=blocks)
+                  lookahead=harness_lookahead(op, fifo_depth, params), blocks=blocks)
     init, depth = _mem_params(op, dut.params | params, fixed, dut.blocks.get("o_val", ()))
     ntok = sum(len(t) for t in inputs.values())
     for array in dut.memories:

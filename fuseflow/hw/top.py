@@ -149,8 +149,9 @@ def node_blocks(kernel, node):
 
 def lookahead(cls, program, kernel, node):
     """Whether op module ``cls`` gets its look-ahead rule at ``node``: every input channel holds at least
-    ``cls.lookahead_depth`` tokens (the reference simulator decides the same from the same depths)."""
-    if cls.lookahead_depth is None:
+    ``cls.lookahead_depth`` tokens, and the registry asks for that depth at its parameters (``input_depth_for``:
+    the intersect at arity 2); the reference simulator decides the same from the same depths."""
+    if cls.lookahead_depth is None or node.spec.input_depth_for(node.params) is None:
         return False
     depth_default = int(program.config.get("fifo_depth", 2))
     streams = [kernel.driver(node.id, pname) for pname, _ in node.spec.input_ports(node.params)]

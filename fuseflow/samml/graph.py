@@ -179,8 +179,8 @@ class Kernel:
     def connect(self, src, node_id, port, kind=None):
         """Drive input ``port`` of ``node_id`` from producer port ``src`` (fan-out is allowed).
 
-        A stream into an op whose registry entry asks for deeper inputs (``input_depth``: the intersect's
-        look-ahead) gets at least that depth; graphs loaded from JSON keep the depths they state."""
+        A stream into an op whose registry entry asks for deeper inputs (``input_depth_for``: the intersect's
+        look-ahead at arity 2) gets at least that depth; graphs loaded from JSON keep the depths they state."""
         if isinstance(src, NodeHandle):
             raise GraphError(f"node {node_id}", f"input '{port}' needs a port such as node['ref'], not a node")
         dst = PortRef(node_id, port)
@@ -194,7 +194,8 @@ class Kernel:
         stream = self.streams[sid]
         stream.dsts.append(dst)
         self._driver[dst] = sid
-        need = self.nodes[node_id].spec.input_depth if node_id in self.nodes else None
+        node = self.nodes.get(node_id)
+        need = node.spec.input_depth_for(node.params) if node is not None else None
         if need and (stream.depth or 0) < need:
             stream.depth = need
 

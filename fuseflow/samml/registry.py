@@ -87,6 +87,15 @@ class OpSpec:
     timing: str = ""
     #: channel depth every input needs for the op's full rate (the intersect's look-ahead), else None
     input_depth: int | None = None
+    #: the largest ``arity`` that asks for ``input_depth`` (None: every arity); see :meth:`input_depth_for`
+    input_depth_arity: int | None = None
+
+    def input_depth_for(self, params):
+        """``input_depth`` at these (resolved) parameters, or None: the intersect looks ahead at arity 2 only
+        (wider, it costs more clock than it saves cycles: docs/hardware.md, "intersect look-ahead")."""
+        if self.input_depth_arity is not None and params.get("arity", 2) > self.input_depth_arity:
+            return None
+        return self.input_depth
 
     def param(self, name):
         for p in self.params:
@@ -223,10 +232,11 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
                  Port("ref{i}", "any", "references of input i, aligned with crd", count="arity",
                       carries=("ref{i}",))),
         input_depth=3 if _name == "intersect" else None,
+        input_depth_arity=2 if _name == "intersect" else None,
         params=(Param("arity", "int", 2, doc="number of inputs (>= 2)", minimum=2, limit=limits.ARITY),),
         timing="1 cycle per step; a step needs every input's head. "
                + ("Intersect pops every input below the largest head coordinate, or all inputs on a match. "
-                  "Look-ahead (every input channel of depth >= 3, and run_op): a step that pops the inputs below "
+                  "Look-ahead (arity 2, every input channel of depth >= 3, and run_op): a step that pops the inputs below "
                   "the largest head also needs their second coordinates; an input whose second coordinate is "
                   "below the largest head too pops it as well when its second reference is visible, and the "
                   "inputs at the largest head pop too when some lower input's next token (behind what it pops, "

@@ -285,7 +285,7 @@ def test_finish_flags_equal_a_flag_set_by_the_pop_of_done(name):
 
 def deepen_intersect_inputs(program, depth=3):
     """Give every stream into an intersect ``depth`` slots (the look-ahead needs 3; the graph builder already
-    gives 3, the registry's input_depth; ``depth=None`` falls back to the default of 2)."""
+    gives 3 at arity 2, the registry's input_depth_for; ``depth=None`` falls back to the default of 2)."""
     for k in program.kernels:
         for nid, node in k.nodes.items():
             if node.op == "intersect":
@@ -341,14 +341,14 @@ def vector_mul3(n):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_intersect_lookahead_arity3_kernel_matches_simulator(seed):
-    """An arity-3 intersect with look-ahead behind level scans, whose second and third tokens are not always
-    visible yet: RTL cycles equal to the simulator's (the readies wait for every LOW input's second)."""
+def test_intersect_arity3_on_deep_channels_matches_simulator(seed):
+    """An arity-3 intersect behind level scans on depth-3 channels: no look-ahead (arity 2 only, the registry's
+    input_depth_for), in the simulator and the RTL alike: RTL cycles equal to the simulator's."""
     for density in (0.3, 0.6):
         p = deepen_intersect_inputs(vector_mul3(24))
         b = build(p, kernels.random_inputs(p, density=density, seed=seed), op_factory=factory)
         joins = [op for ops in b.top.ops for op in ops.values() if op.op_name == "intersect"]
-        assert len(joins) == 1 and joins[0].params["arity"] == 3 and joins[0].peek_ports()
+        assert len(joins) == 1 and joins[0].params["arity"] == 3 and not joins[0].peek_ports()
         res = run_amaranth(b, max_cycles=20 * b.reference.cycles + 1000)
         check(b, res)
 

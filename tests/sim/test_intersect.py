@@ -36,11 +36,40 @@ def test_same_tokens_in_no_more_cycles(case):
 @settings(max_examples=100, deadline=None)
 @given(st_joiner_case(arity=(2, 2), depth=(1, 3), dim=(1, 16)))
 def test_two_input_fast_path_is_the_n_input_rule(case):
+    """Without look-ahead (which arity 2 alone has) the two-input path and the n-input one are the same rule."""
     params, inputs = case
-    got = run_op("intersect", params, inputs, mode="fixed", stats=True)
     with pytest.MonkeyPatch.context() as mp:
+        no_lookahead(mp)
+        got = run_op("intersect", params, inputs, mode="fixed", stats=True)
         mp.setattr(intersect, "_run2", intersect._run_n)
         assert run_op("intersect", params, inputs, mode="fixed", stats=True) == got
+
+
+def test_lookahead_and_its_depth_only_at_arity_2():
+    """The registry asks for depth-3 inputs at arity 2 only (input_depth_for), the graph builder gives them, and
+    a wider intersect takes the cycles of the op without look-ahead even on deep channels."""
+    from fuseflow.samml.graph import Kernel
+    from fuseflow.samml.registry import get_op
+    spec = get_op("intersect")
+    assert [spec.input_depth_for({"arity": a}) for a in (2, 3, 5)] == [3, None, None]
+    assert get_op("union").input_depth_for({"arity": 2}) is None
+    for arity, want in ((2, 3), (3, None)):
+        k = Kernel("k")
+        src = k.add("root")
+        x = k.add("intersect", arity=arity)
+        for i in range(arity):
+            k.connect(src["ref"], x.id, f"crd{i}")
+            k.connect(src["ref"], x.id, f"ref{i}")
+        assert {k.driver(x.id, f"crd{i}").depth for i in range(arity)} == {want}
+    params, inputs = {"arity": 3}, {}
+    for i, fib in enumerate(([0, 1, 2, 5, 7], [1, 3, 5, 6, 7], [0, 2, 4, 5, 7])):
+        inputs[f"crd{i}"] = fib + ["S0", "D"]
+        inputs[f"ref{i}"] = list(range(len(fib))) + ["S0", "D"]
+    got, info = run_op("intersect", params, inputs, mode="fixed", stats=True)
+    with pytest.MonkeyPatch.context() as mp:
+        no_lookahead(mp)
+        assert run_op("intersect", params, inputs, mode="fixed", stats=True) == (got, info)
+    assert got["crd"] == [5, 7, "S0", "D"]
 
 
 def test_long_fibres_take_about_L():

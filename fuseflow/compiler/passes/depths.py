@@ -8,7 +8,7 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
 
 1. **Floors** (deadlock freedom, :func:`deadlock_floors`): every stream out of a sparse accumulator holds one
    emitted fibre (``dim + 2``; ``crd_outer0``/``crd_outer1`` their outer dimension + 2); the registry's
-   ``input_depth`` (the intersect's look-ahead, 3) for the inputs of the ops that ask for it.
+   ``input_depth_for`` (the intersect's look-ahead at arity 2, 3) for the inputs of the ops that ask for it.
 2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops, a pipelined
    op of latency L counting ``1 + (L - 1) / 2``: ``fuseflow.samml.registry.op_latency``) from a source; a
    stream whose consumer arrives ``slack`` ops after its producer could deliver gets
@@ -294,7 +294,7 @@ def assign_depths(program, options=None) -> dict:
                     s.depth = f
                     why[(k.name, sid)] = "floor"
             for node in k.nodes.values():          # the registry's input_depth (the intersect's look-ahead)
-                need = node.spec.input_depth
+                need = node.spec.input_depth_for(node.params)
                 for pname, _ in node.spec.input_ports(node.params) if need else ():
                     s = k.driver(node.id, pname)
                     if s is not None and (s.depth or default) < need:

@@ -123,6 +123,9 @@ class OpComponent(wiring.Component):
             raise HardwareError(f"op {self.op_name}", "has no look-ahead rule")
         self.lookahead = bool(lookahead)
         self.params = self.spec.resolve_params(dict(params or {}), f"op {self.op_name}")
+        if lookahead and self.spec.input_depth_for(self.params) is None:
+            self._MustUse__silence = True
+            raise HardwareError(f"op {self.op_name}", f"has no look-ahead rule at {self.params}")
         self.crd_width = int(crd_width)
         self.fixed = fixed or FixedFormat()
         if any_kind not in ("ref", "val", "crd"):

@@ -3,15 +3,15 @@
 Every firing inspects all 2n input heads (fuseflow/sim/ops/intersect.py):
 all coordinates equal -> emits the coordinate and every input's reference, pops all;
 all data but not equal -> pops (crd and ref of) every input whose coordinate is below the largest (LOW), no
-output; with look-ahead it needs the second coordinate (``i_crd<i>_next``, valid) of every LOW input as well,
-and also pops the inputs at the largest when some LOW input's second coordinate is above it or a stop;
+output; with look-ahead it needs the second coordinate (``i_crd<i>_next``, valid) of the LOW input as well,
+and also pops the input at the largest when the LOW input's second coordinate is above it or a stop;
 all control (equal stops, or D) -> emits it on every output, pops all;
 some at a stop, others at data -> pops the data ones, no output.
 
-Look-ahead (``lookahead=True``) is for channels of depth >= the registry's ``input_depth`` (3) on every input; the
-simulator decides it from the same depths. At arity 2 its readies are choices, by the comparisons, among outcomes
-decided from the flip-flops alone (``Intersect._lookahead_pair``); at arity 3 a ready decides a skip from the
-comparisons against its own head only (``_lookahead_triple``); others combine them into ``low``, ``two``, ``skip``.
+Look-ahead (``lookahead=True``) is for arity 2 (the registry's ``input_depth_for``) with channels of depth >= its
+``input_depth`` (3) on every input; the simulator decides it from the same depths. Its readies are choices, by the
+comparisons, among outcomes decided from the flip-flops alone (``Intersect._lookahead_pair``). Wider intersects
+pop on their heads alone (docs/hardware.md, "intersect look-ahead": there it cost more clock than it saved cycles).
 """
 
 from functools import reduce
@@ -113,73 +113,6 @@ class Intersect(OpComponent):
             pop2 = data2[i] & Mux(all_data, less(nxt[i].data[:w], cv[j]), ~all_ctrl & ~crds[i].payload.ctrl)
             m.d.comb += [getattr(self, f"pop2_crd{i}").eq(pop2), getattr(self, f"pop2_ref{i}").eq(pop2)]
 
-    def _heads_below(self, crds):
-        """``{(x, y): crd<x> < crd<y>}`` for arity 3 with look-ahead, forced true while any head is a control token
-        (then every ready is decided from the flip-flops): the three control bits above the coordinates."""
-        w = self.crd_width
-        ctrl = Cat(*[c.payload.ctrl for c in crds])
-        return {(x, y): less(Cat(crds[x].payload.data[:w], Const(0, 3)), Cat(crds[y].payload.data[:w], ctrl))
-                for x in range(3) for y in range(3) if x != y}
-
-    def _lookahead_triple(self, m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, lt, low):
-        """Arity 3 with look-ahead: each ready from the 24 comparators (as the general form's) by a few terms of at
-        most seven inputs each, only the comparisons against crd<k> deciding whether an input skips for ready<k>.
-
-        With all data and not all equal, input k (the others j and l) pops when every LOW input's second is visible
-        (``nv``) and, if k's head is the largest (M), some LOW input skips M. k is LOW when below j or l
-        (``L_kj | L_kl``); then j is LOW exactly when below l (the largest is j's or l's head) and l when below j.
-        Otherwise (k at M) j is LOW when below k; it skips M (``s_j``) when its second is a stop or above M, or
-        below M and popped with its reference, and its third visible and a stop or above M. So::
-
-            ready<k> = A | B & (L_jk & s_j | L_lk & s_l | ~L_jk & ~L_lk & R)
-            A = (L_kj | L_kl) & (L_jl ? O_kj : (L_lj ? O_kl : O_k))
-            B = ~L_kj & ~L_kl & (~L_jk | nv<j>) & (~L_lk | nv<l>) & H
-
-        with ``O_S`` (kept wires) every head and the seconds of S visible, or the ready when not all data (every
-        comparison of the heads is then forced true, so A chooses an O and B is 0), ``H`` every head and R every
-        output ready. Flip-flop conditions enter the comparators as bits above the coordinates (ahead of the
-        carry, which reaches them last), not as LUT inputs after them: a head that is a control token forces
-        the heads' comparisons; a second or third that is a stop compares as ``{1, data}``, above every head; the
-        third's comparison is forced false unless the second's reference (``rnv``) and the third are visible
-        (``{1, 1, 0, crd<k>} < {rnv, tv, ctrl, third}``; a second not visible or a stop decides without it).
-        Keeping A, B and the skip terms on wires as well, or writing the ref port's ready apart so that the
-        mapper does not derive one capture from the other, measured slower (130.0 to 138.3 MHz against 140.4 on
-        ECP5-85F, seed 1)."""
-        w = self.crd_width
-        cv = [c.payload.data[:w] for c in crds]
-        nxt, nv, rnv, third, tv = self._behind_views(3)
-        nt = [Cat(nxt[i].data[:w], nxt[i].ctrl) for i in range(3)]          # a stop above every coordinate
-        tt = [Cat(third[i].data[:w], third[i].ctrl) for i in range(3)]
-        data2 = [nv[i] & ~nxt[i].ctrl & rnv[i] for i in range(3)]          # second data, with its reference
-        below = {(x, k): less(nt[x], cv[k]) for x in range(3) for k in range(3) if x != k}
-        for k in range(3):
-            j, l = [x for x in range(3) if x != k]
-            early = heads_valid & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl)
-
-            def outcome(value, name):
-                return kept(m, Mux(all_data, heads_valid & value, early), f"rdy{k}_{name}")
-
-            o_k, o_kj, o_kl = (outcome(nv[k], "low"), outcome(nv[k] & nv[j], f"low{j}"),
-                               outcome(nv[k] & nv[l], f"low{l}"))
-
-            def skips(x):
-                """Input x (LOW) skips crd<k>'s head (the largest)."""
-                third_above = less(Cat(cv[k], Const(0, 1), Const(0b11, 2)), Cat(tt[x], tv[x], rnv[x]))
-                return less(cv[k], nt[x]) | (below[x, k] & third_above)
-
-            a = (lt[k, j] | lt[k, l]) & Mux(lt[j, l], o_kj, Mux(lt[l, j], o_kl, o_k))
-            b = ~lt[k, j] & ~lt[k, l] & (~lt[j, k] | nv[j]) & (~lt[l, k] | nv[l]) & heads_valid
-            s_j = lt[j, k] & skips(j) | ~lt[j, k] & ~lt[l, k] & ready_all
-            s_l = lt[l, k] & skips(l) | ~lt[j, k] & ~lt[l, k] & ready_all
-            ready = a | b & (s_j | s_l)
-            m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
-        for i in range(3):
-            # the second token too (the channel reads it only with ready): with all data when LOW and below the
-            # largest head (below some head), else while another input is at a stop and this one is data
-            j, l = [x for x in range(3) if x != i]
-            pop2 = data2[i] & Mux(all_data, low[i] & (below[i, j] | below[i, l]), ~all_ctrl & ~crds[i].payload.ctrl)
-            m.d.comb += [getattr(self, f"pop2_crd{i}").eq(pop2), getattr(self, f"pop2_ref{i}").eq(pop2)]
-
     def elaborate(self, platform):
         m = Module()
         n = self.params["arity"]
@@ -191,50 +124,20 @@ class Intersect(OpComponent):
         cv = [c.payload.data[:w] for c in crds]
         all_data = all_of(~c.payload.ctrl for c in crds)
         all_ctrl = all_of(c.payload.ctrl for c in crds)
-        # below the largest head <=> below some head; above the largest <=> above every head: pairwise
-        # comparisons side by side, instead of a comparison behind the maximum's own comparator and multiplexer
-        pair = self.lookahead and n == 2                       # readies written out by _lookahead_pair
-        triple = self.lookahead and n == 3                     # readies written out by _lookahead_triple
+        # below the largest head <=> below some head: pairwise comparisons side by side, instead of a comparison
+        # behind the maximum's own comparator and multiplexer
         low = [Signal(name=f"low{i}") for i in range(n)]
-        if triple:
-            lt = self._heads_below(crds)
-            m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [lt[i, j] for j in range(n) if j != i]))
-                         for i in range(n)]
-        else:
-            m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [less(cv[i], cv[j]) for j in range(n) if j != i]))
-                         for i in range(n)]
+        m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [less(cv[i], cv[j]) for j in range(n) if j != i]))
+                     for i in range(n)]
         # all coordinates equal (used with all data only)
-        if n >= 5 and not self.lookahead:
+        if n >= 5:
             # (from arity 5 the OR over n(n - 1) comparators is deeper than n - 1 equality trees beside them:
             # arity 5 121.4 / 122.5 / 124.0 -> 142.7 / 139.8 / 136.8 MHz at seeds 1 / 2 / 3; arity 4 no better)
             all_eq = all_of(cv[0] == cv[j] for j in range(1, n))
         else:
             # none below another: from the same comparators, no equality trees beside them on the coordinates
             all_eq = ~reduce(lambda a, b: a | b, low)
-        skip = Signal()                  # some LOW input passes the largest head after its pops
-        two = [Signal(name=f"two{i}") for i in range(n)]      # input i may pop its second token too
-        if self.lookahead and not pair and not triple:
-            nxt, nxt_valid, ref_nxt_valid, third, third_valid = self._behind_views(n)
-            seconds = all_of(~low[i] | nxt_valid[i] for i in range(n))
-            # below the largest head <=> below some head; above it <=> above every head (pairwise, as low). A
-            # fibre's coordinates ascend, so a coordinate behind input i's head is above that head: only the other
-            # heads are compared
-            below = [reduce(lambda a, b: a | b, [less(nxt[i].data[:w], cv[j]) for j in range(n) if j != i])
-                     for i in range(n)]
-            passes = [all_of(less(cv[j], nxt[i].data[:w]) for j in range(n) if j != i) for i in range(n)]
-            passes3 = [all_of(less(cv[j], third[i].data[:w]) for j in range(n) if j != i) for i in range(n)]
-            # a second coordinate goes with the head when it is visible with its reference and, while every head
-            # is data, below the largest head (else some input is at a stop, and every coordinate goes)
-            m.d.comb += [two[i].eq(nxt_valid[i] & ~nxt[i].ctrl & ref_nxt_valid[i] & (~all_data | below[i]))
-                         for i in range(n)]
-            # what decides whether input i skips the largest head: the token behind the ones it pops
-            # (with two, the second is data below the largest head, so the first term is 0; without, the second is)
-            ahead = [nxt[i].ctrl | passes[i] | (two[i] & third_valid[i] & (third[i].ctrl | passes3[i]))
-                     for i in range(n)]
-            m.d.comb += skip.eq(reduce(lambda a, b: a | b, [low[i] & ahead[i] for i in range(n)]))
-            m.d.comb += go.eq(heads_valid & (~all_data | all_eq | seconds))
-        else:
-            m.d.comb += go.eq(heads_valid)
+        m.d.comb += go.eq(heads_valid)
         # the payloads do not wait for the comparisons (they matter only when pushed): control tokens when every
         # head is one, else the coordinate and the references
         with m.If(all_ctrl):
@@ -249,25 +152,17 @@ class Intersect(OpComponent):
         # o.valid = go & push & AND_{q != p}(~push_q | ready_q)) written out for intersect, whose outputs are all
         # pushed or none (push = all data & all equal | all control), so that the comparisons enter at the last
         # multiplexers instead of passing through push and fire. Per case, with R = every output ready:
-        # all data, all equal: push, pop all (ready = go & R); all data, not equal: pop LOW (and skip), no push;
-        # all control: push, pop all; else pop the data heads, no push.
+        # all data, all equal: push, pop all (ready = go & R); all data, not equal: pop LOW (with look-ahead, and
+        # skip), no push; all control: push, pop all; else pop the data heads, no push.
         outs = [self.o_crd] + [getattr(self, f"o_ref{i}") for i in range(n)]
         ready_all = all_of(o.ready for o in outs)
-        if pair:
+        if self.lookahead:                                   # arity 2 (the registry's input_depth_for)
             self._lookahead_pair(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all)
-        elif triple:
-            self._lookahead_triple(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all, lt, low)
         else:
             for k in range(n):
-                pop_uneq = low[k] | skip                     # all data, not equal
-                ready = Mux(all_data, go & Mux(all_eq, ready_all, pop_uneq),
+                ready = Mux(all_data, go & Mux(all_eq, ready_all, low[k]),     # all data, not equal: pop LOW
                             go & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl))
                 m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
-                if self.lookahead:
-                    # the second token too (the channel reads it only with ready): a LOW input, or a data input
-                    # while another is at a stop
-                    pop2 = two[k] & Mux(all_data, low[k], ~all_ctrl & ~crds[k].payload.ctrl)
-                    m.d.comb += [getattr(self, f"pop2_crd{k}").eq(pop2), getattr(self, f"pop2_ref{k}").eq(pop2)]
         # go & push: with all data, pushing needs all equal, and then go holds with the heads
         push = Mux(all_data, all_eq, all_ctrl)
         for p, o in enumerate(outs):

@@ -9,8 +9,8 @@ at M pop too. While some input is at a stop, the others pop their second coordin
 visible. Two random fibres of length L (density 0.3) then take about 1.0 L cycles instead of 1.7 L: a lower side
 catches up two tokens per cycle after a match.
 
-It applies when every input channel (crd and ref) holds at least ``LOOKAHEAD_DEPTH`` = 3 tokens (or is one of
-run_op's unbounded sources, depth 0); otherwise the op needs only its heads, as before. Three, not two: a slot
+It applies at arity 2 (the registry's ``input_depth_for``) when every input channel (crd and ref) holds at least
+``LOOKAHEAD_DEPTH`` = 3 tokens (or is one of run_op's unbounded sources, depth 0); otherwise the op needs only its heads, as before. Three, not two: a slot
 freed in cycle t is refilled at t+1 and visible at t+2, so a depth-2 channel shows two tokens only every other
 cycle after a pop, and waiting for the second one would halve the rate of runs of pops from one side. The RTL
 decides the same from the depths of the FIFOs the kernel top gives the ports (``fuseflow/hw/top.py``), which are
@@ -31,12 +31,12 @@ two slots. The tokens are unchanged: the op pops the same tokens before each out
 from ...samml.registry import get_op
 from ._common import LEVEL, bad, joiner_ports, wait_heads, wait_room
 
-#: every input channel must hold this many tokens for the look-ahead (the registry's input_depth)
-LOOKAHEAD_DEPTH = get_op("intersect").input_depth
+#: every input channel must hold this many tokens for the look-ahead (the registry's input_depth, at arity 2)
+LOOKAHEAD_DEPTH = get_op("intersect").input_depth_for({"arity": 2})
 
 
 def lookahead(chans):
-    """Whether the op looks ahead on these input channels (depth 0: run_op's unbounded sources)."""
+    """Whether the two-input op looks ahead on these input channels (depth 0: run_op's unbounded sources)."""
     return all(ch.depth == 0 or ch.depth >= LOOKAHEAD_DEPTH for ch in chans)
 
 
@@ -177,9 +177,9 @@ def _run2(st, ins, outs):
 
 
 def _run_n(st, ins, outs):
+    """Arity 3 and more: no look-ahead (the registry's ``input_depth_for``), a firing needs only the heads."""
     n, crds, refs, ocrd, orefs, allouts = joiner_ports(st, ins, outs)
     chans = crds + refs
-    look = lookahead(chans)
     clock = -1
     while True:
         tin = yield from wait_heads(chans, clock)
@@ -197,40 +197,8 @@ def _run_n(st, ins, outs):
                     orefs[i].push(refs[i].pop(t), t)
             else:
                 t = tin
-                low = [i for i in range(n) if heads[i] < m]
-                if look:
-                    for i in low:
-                        ch = crds[i]
-                        while len(ch.toks) < 2:
-                            yield ch
-                        t = max(t, ch.times[1] + 1)
-                    skip = False
-                    for i in low:
-                        ch, ref = crds[i], refs[i]
-                        nxt = ch.toks[1]
-                        if nxt.__class__ is not str and nxt < m:
-                            two = yield from _second_visible(ch, ref, t)
-                            ch.pop(t)
-                            ref.pop(t)
-                            if not two:
-                                continue
-                            ch.pop(t)
-                            ref.pop(t)
-                            while not ch.toks:
-                                yield ch
-                            if ch.times[0] >= t:
-                                continue
-                            nxt = ch.toks[0]
-                        else:
-                            ch.pop(t)
-                            ref.pop(t)
-                        skip = skip or nxt.__class__ is str or nxt > m
-                    for i in range(n):
-                        if skip and heads[i] == m:
-                            crds[i].pop(t)
-                            refs[i].pop(t)
-                else:
-                    for i in low:
+                for i in range(n):
+                    if heads[i] < m:
                         crds[i].pop(t)
                         refs[i].pop(t)
         elif all(kinds):
@@ -255,15 +223,7 @@ def _run_n(st, ins, outs):
             t = tin
             for i in range(n):
                 if not kinds[i]:
-                    ch, ref = crds[i], refs[i]
-                    two = False
-                    if look:
-                        two = yield from _second_visible(ch, ref, t)
-                        two = two and ch.toks[1].__class__ is not str
-                    ch.pop(t)
-                    ref.pop(t)
-                    if two:
-                        ch.pop(t)
-                        ref.pop(t)
+                    crds[i].pop(t)
+                    refs[i].pop(t)
         clock = st.clock = t
         st.busy += 1

@@ -1,0 +1,81 @@
+"""What the intersect's look-ahead at arity >= 3 saved before it was dropped (docs/hardware.md, "intersect
+look-ahead"): the simulator's cycles of every suite entry with an intersect of arity >= 3, at a base revision
+(``--base``, default 5436664, the last with the look-ahead at every arity) and in this tree.
+
+Each side runs in its own Python process on its own source tree (the base one unpacked by ``git archive`` into a
+temporary folder), compiles the suites with its own compiler (so channel depths are each revision's own) and
+simulates in fixed-point mode. Writes benchmarks/results/wide_lookahead.json.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if "--worker" not in sys.argv:
+    sys.path.insert(0, ROOT)             # a worker imports the tree its PYTHONPATH names
+
+SUITES = ("default", "parallel")
+
+
+def worker(suites):
+    """In the child: {suite/entry: cycles} of the entries with an intersect of arity >= 3."""
+    from fuseflow.reports.suites import get_suite
+    from fuseflow.sim.engine import run
+    out = {}
+    for name in suites:
+        for e in get_suite(name).entries:
+            arities = [int(n.params.get("arity", 2)) for k in e.program.kernels for n in k.nodes.values()
+                       if n.op == "intersect"]
+            if not any(a >= 3 for a in arities):
+                continue
+            out[f"{name}/{e.name}"] = {"cycles": run(e.program, e.inputs, mode="fixed").cycles,
+                                       "widest": max(arities)}
+            print(f"  {name}/{e.name}: {out[f'{name}/{e.name}']['cycles']}", file=sys.stderr, flush=True)
+    json.dump(out, sys.stdout)
+
+
+def measure(tree, suites):
+    env = dict(os.environ, PYTHONPATH=tree)
+    res = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", *suites], cwd=tree, env=env,
+                         stdout=subprocess.PIPE, check=True, text=True)
+    return json.loads(res.stdout)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default="5436664", help="revision with the look-ahead at every arity")
+    ap.add_argument("--suites", nargs="+", default=list(SUITES))
+    ap.add_argument("-o", "--out", default=os.path.join(HERE, "results", "wide_lookahead.json"))
+    ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    from fuseflow.cli import atomic_write
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE, text=True).stdout.strip()
+    base = subprocess.run(["git", "rev-parse", args.base], cwd=ROOT, stdout=subprocess.PIPE, check=True,
+                          text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", base], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        print(f"base {base[:10]} (look-ahead at every arity):", file=sys.stderr)
+        before = measure(tmp, args.suites)
+    print("this tree (look-ahead at arity 2 only):", file=sys.stderr)
+    now = measure(ROOT, args.suites)
+    rows = [{"entry": k, "widest_intersect": before[k]["widest"], "cycles_base": before[k]["cycles"],
+             "cycles_now": now[k]["cycles"], "ratio": round(now[k]["cycles"] / before[k]["cycles"], 4)}
+            for k in before if k in now]
+    doc = {"benchmark": "wide_lookahead_cost", "base": base, "commit": commit, "suites": args.suites,
+           "rows": rows, "max_ratio": max(r["ratio"] for r in rows), "min_ratio": min(r["ratio"] for r in rows)}
+    atomic_write(args.out, json.dumps(doc, indent=1) + "\n")
+    for r in rows:
+        print(f"{r['entry']:62s} {r['cycles_base']:9d} {r['cycles_now']:9d} {r['ratio']:7.4f}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
