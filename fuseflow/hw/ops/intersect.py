@@ -113,49 +113,90 @@ class Intersect(OpComponent):
             pop2 = data2[i] & Mux(all_data, less(nxt[i].data[:w], cv[j]), ~all_ctrl & ~crds[i].payload.ctrl)
             m.d.comb += [getattr(self, f"pop2_crd{i}").eq(pop2), getattr(self, f"pop2_ref{i}").eq(pop2)]
 
+    def _readies_wide(self, m, crds, refs, outs, heads_valid, all_data, all_ctrl, ready_all):
+        """Arity >= 4 without look-ahead: every ready and output valid a choice among outcomes from flip-flops, the
+        comparisons entering at the last LUTs.
+
+        ``lt[x, y]`` is ``crd<x> < crd<y>`` with control bits above the coordinates (y's, and from arity 5 x's too),
+        so forced true while a head is a control token. Input k is LOW when below some head (``lo<k>``); else its
+        head is the largest, and with all data k pops only when all are equal and every output is ready::
+
+            ready<k> = lo<k> ? X<k> : (H & R & all_eq)        o<p>.valid = all_eq ? O<p> : O<p> & all_ctrl
+
+        ``X<k>`` (kept) is every head valid when all data, else the not-all-data ready (a control head forces every
+        ``lo``: a data input k pops, a control one waits, or all control push and pop all); ``all_eq`` is no
+        neighbour below another (``lt[i, i+1] | lt[i+1, i]``, false while any head is a control token: y's bit
+        forces one of the two); ``O<p>`` (kept) every head valid and every other output ready."""
+        n = self.params["arity"]
+        w = self.crd_width
+
+        def top(x):
+            # (arity 4: y's control bit only, 147.1 / 152.4 / 150.9 MHz at seeds 1 / 2 / 3 against 148.1 / 145.3 /
+            # 144.8 with both; arity 5 with both, 147.2 / 139.7 / 140.8 against 133.2 / 130.2 / 135.5 with y's only)
+            return [crds[x].payload.ctrl] if n >= 5 else []
+
+        lt = {(x, y): less(Cat(crds[x].payload.data[:w], Const(0, len(top(x)) + 1)),
+                           Cat(crds[y].payload.data[:w], *top(x), crds[y].payload.ctrl))
+              for x in range(n) for y in range(n) if x != y}
+        any_of = lambda terms: reduce(lambda a, b: a | b, terms)
+        all_eq = ~any_of([lt[i, i + 1] | lt[i + 1, i] for i in range(n - 1)])
+        heads_ready = kept(m, heads_valid & ready_all, "heads_ready")
+        for k in range(n):
+            early = heads_valid & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl)
+            x = kept(m, Mux(all_data, heads_valid, early), f"rdy_low{k}")
+            ready = Mux(any_of([lt[k, j] for j in range(n) if j != k]), x, heads_ready & all_eq)
+            m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
+        for p, o in enumerate(outs):
+            others = kept(m, heads_valid & all_of(q.ready for j, q in enumerate(outs) if j != p), f"valid_base{p}")
+            ctrl_push = kept(m, others & all_ctrl, f"valid_ctrl{p}")
+            m.d.comb += o.valid.eq(Mux(all_eq, others, ctrl_push))
+
+    def _payloads(self, m, crds, refs, all_ctrl):
+        """The payloads do not wait for the comparisons (they matter only when pushed): control tokens when every
+        head is one, else the coordinate and the references."""
+        n = self.params["arity"]
+        with m.If(all_ctrl):
+            copy_ctrl(m, self.o_crd, crds[0].payload)
+            for i in range(n):
+                copy_ctrl(m, getattr(self, f"o_ref{i}"), crds[0].payload)
+        with m.Else():
+            set_data(m, self.o_crd, crds[0].payload.data[:self.crd_width])
+            for i in range(n):
+                copy_tok(m, getattr(self, f"o_ref{i}"), refs[i].payload)
+
     def elaborate(self, platform):
         m = Module()
         n = self.params["arity"]
         w = self.crd_width
-        go = Signal(name="go")
         crds = [getattr(self, f"i_crd{i}") for i in range(n)]
         refs = [getattr(self, f"i_ref{i}") for i in range(n)]
         heads_valid = all_of(s.valid for s in crds + refs)
         cv = [c.payload.data[:w] for c in crds]
         all_data = all_of(~c.payload.ctrl for c in crds)
         all_ctrl = all_of(c.payload.ctrl for c in crds)
+        outs = [self.o_crd] + [getattr(self, f"o_ref{i}") for i in range(n)]
+        ready_all = all_of(o.ready for o in outs)
+        if n >= 4:                                           # readies and valids written out by _readies_wide
+            self._payloads(m, crds, refs, all_ctrl)
+            self._readies_wide(m, crds, refs, outs, heads_valid, all_data, all_ctrl, ready_all)
+            return m
+        go = Signal(name="go")
         # below the largest head <=> below some head: pairwise comparisons side by side, instead of a comparison
         # behind the maximum's own comparator and multiplexer
         low = [Signal(name=f"low{i}") for i in range(n)]
         m.d.comb += [low[i].eq(reduce(lambda a, b: a | b, [less(cv[i], cv[j]) for j in range(n) if j != i]))
                      for i in range(n)]
-        # all coordinates equal (used with all data only)
-        if n >= 5:
-            # (from arity 5 the OR over n(n - 1) comparators is deeper than n - 1 equality trees beside them:
-            # arity 5 121.4 / 122.5 / 124.0 -> 142.7 / 139.8 / 136.8 MHz at seeds 1 / 2 / 3; arity 4 no better)
-            all_eq = all_of(cv[0] == cv[j] for j in range(1, n))
-        else:
-            # none below another: from the same comparators, no equality trees beside them on the coordinates
-            all_eq = ~reduce(lambda a, b: a | b, low)
+        # all coordinates equal (used with all data only): none below another, from the same comparators, no
+        # equality trees beside them on the coordinates
+        all_eq = ~reduce(lambda a, b: a | b, low)
         m.d.comb += go.eq(heads_valid)
-        # the payloads do not wait for the comparisons (they matter only when pushed): control tokens when every
-        # head is one, else the coordinate and the references
-        with m.If(all_ctrl):
-            copy_ctrl(m, self.o_crd, crds[0].payload)
-            for i in range(n):
-                copy_ctrl(m, getattr(self, f"o_ref{i}"), crds[0].payload)
-        with m.Else():
-            set_data(m, self.o_crd, cv[0])
-            for i in range(n):
-                copy_tok(m, getattr(self, f"o_ref{i}"), refs[i].payload)
+        self._payloads(m, crds, refs, all_ctrl)
         # The firing rule of ``_common.Fire`` (fire = go & AND_q(~push_q | ready_q), i.ready = fire & pop,
         # o.valid = go & push & AND_{q != p}(~push_q | ready_q)) written out for intersect, whose outputs are all
         # pushed or none (push = all data & all equal | all control), so that the comparisons enter at the last
         # multiplexers instead of passing through push and fire. Per case, with R = every output ready:
         # all data, all equal: push, pop all (ready = go & R); all data, not equal: pop LOW (with look-ahead, and
         # skip), no push; all control: push, pop all; else pop the data heads, no push.
-        outs = [self.o_crd] + [getattr(self, f"o_ref{i}") for i in range(n)]
-        ready_all = all_of(o.ready for o in outs)
         if self.lookahead:                                   # arity 2 (the registry's input_depth_for)
             self._lookahead_pair(m, crds, refs, heads_valid, all_data, all_ctrl, ready_all)
         else:
