@@ -592,3 +592,35 @@ def test_rest_groups_pop_in_order(pattern, dim, stalls):
     want, want2 = _merged(crds, vals, "sum"), _merged(second, vals2, "sum")
     assert got == {"crd_inner": sorted(want) + ["S0"] + sorted(want2) + ["S1", "D"],
                    "val": [want[j] for j in sorted(want)] + ["S0"] + [want2[j] for j in sorted(want2)] + ["S1", "D"]}
+
+
+@hw_settings(15)
+@given(st.sampled_from([(8, 8), (4, 16), (16, 16)]).flatmap(
+           lambda dims: st.tuples(st.just(dims), st_spacc_tree(2, dims, st.one_of(st_value(), st.just("N")),
+                                                               max_len=4),
+                                  st.sampled_from(REDUCE_OPS))),
+       st.sampled_from([0.0, 0.4]), st.integers(0, 1 << 16))
+def test_order2_bitmap_rows_random(c, stalls, seed):
+    """Order 2 with 64 and more entries per bank (the occupancy bitmap in LUT RAM rows of 16 bits, cleared
+    row by row as the bank emits): several groups, so the banks are reused; repeated entries."""
+    dims, (tree, kept, g), op = c
+    params = {"order": 2, "group": g, "op": op, "dim": dims[1], "dim_outer": dims[0]}
+    check_op("spacc", params, spacc_streams(tree, kept + g, 2), stalls=stalls, seed=seed)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_order2_bitmap_rows_bank_reused(op, stalls):
+    """Order 2, 8 x 8: the entries of a bank's earlier groups (rows 1 and 6) are not occupied when the bank
+    accumulates again (its rows cleared while it emitted), nor entries of the other bank."""
+    groups = [{1: [2, 3, 2], 6: [7]}, {1: [5, 3]}, {1: [3, 4, 3], 6: [0, 7]}, {6: [7, 7]}, {1: [2]}]
+    outer, inner, val, v = [], [], [], 1
+    for i, rows in enumerate(groups):
+        for r, js in rows.items():
+            outer.append(r)
+            inner += js + ["S0"]
+            val += [v + 3 * e for e in range(len(js))] + ["S0"]
+            v += 5
+        inner[-1] = val[-1] = "S2"
+        outer.append("S1")
+    check_op("spacc", {"order": 2, "dim": 8, "dim_outer": 8, "op": op},
+             {"crd_outer0": outer + ["D"], "crd_inner": inner + ["D"], "val": val + ["D"]}, stalls=stalls, seed=9)
