@@ -74,8 +74,14 @@ def main(argv=None) -> int:
     for i, (name, extra, files) in enumerate(todo, 1):
         cmd = [sys.executable, os.path.join(HERE, f"{name}.py"), *extra]
         print(f"[{i}/{len(todo)}] {name} ...", flush=True)
-        load0, t0 = os.getloadavg()[0], time.perf_counter()
+        load0, t0, started = os.getloadavg()[0], time.perf_counter(), time.time()
         rc = subprocess.call(cmd, cwd=ROOT)
+        stale = [f for f in files if not os.path.exists(os.path.join(RESULTS, f))
+                 or os.path.getmtime(os.path.join(RESULTS, f)) < started]
+        if rc == 0 and stale:
+            # a benchmark that exits 0 without writing its results is a failure, not a record
+            print(f"error: {name}: exited 0 but did not write {', '.join(stale)}", file=sys.stderr)
+            rc = 1
         row = {"name": name, "command": " ".join(["python", f"benchmarks/{name}.py", *[
             os.path.relpath(a, ROOT) if os.path.isabs(a) else a for a in extra]]),
             "files": files, "commit": commit(), "exit_status": rc, "wall_seconds": round(time.perf_counter() - t0, 1),

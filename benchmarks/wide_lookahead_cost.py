@@ -71,7 +71,8 @@ def main(argv=None):
             for k in before if k in now]
     doc = {"benchmark": "wide_lookahead_cost", "base": base, "commit": commit, "suites": args.suites,
            "rows": rows, "max_ratio": max(r["ratio"] for r in rows), "min_ratio": min(r["ratio"] for r in rows)}
-    atomic_write(args.out, json.dumps(doc, indent=1) + "\n")
+    with atomic_write(args.out) as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
     for r in rows:
         print(f"{r['entry']:62s} {r['cycles_base']:9d} {r['cycles_now']:9d} {r['ratio']:7.4f}")
     print(f"wrote {args.out}")

@@ -40,6 +40,22 @@ def test_run_all_rejects_an_unknown_benchmark(capsys):
     assert err.startswith("error: benchmark no_such_bench: not one of ") and "\n" not in err
 
 
+def test_run_all_fails_a_benchmark_that_writes_nothing(tmp_path, monkeypatch, capsys):
+    """A script that exits 0 without writing its results file is reported as failed (a benchmark once did)."""
+    run_all = load("run_all")
+    (tmp_path / "quiet.py").write_text("pass\n")
+    (tmp_path / "loud.py").write_text("import sys\nopen(sys.argv[1], 'w').write('{}')\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(run_all, "HERE", str(tmp_path))
+    monkeypatch.setattr(run_all, "RESULTS", str(results))
+    monkeypatch.setattr(run_all, "BENCHMARKS", [("loud", [str(results / "loud.json")], ["loud.json"]),
+                                               ("quiet", [], ["quiet.json"])])
+    assert run_all.main([]) == 1
+    assert "error: quiet: exited 0 but did not write quiet.json" in capsys.readouterr().err
+    assert run_all.main(["--only", "loud"]) == 0
+
+
 def test_pytorch_doc_quotes_models_json():
     """docs/pytorch.md's measured-models table is models_bench's rendering of the committed models.json."""
     import json
