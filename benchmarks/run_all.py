@@ -76,8 +76,8 @@ def main(argv=None) -> int:
         print(f"[{i}/{len(todo)}] {name} ...", flush=True)
         load0, t0, started = os.getloadavg()[0], time.perf_counter(), time.time()
         rc = subprocess.call(cmd, cwd=ROOT)
-        stale = [f for f in files if not os.path.exists(os.path.join(RESULTS, f))
-                 or os.path.getmtime(os.path.join(RESULTS, f)) < started]
+        written = [os.path.join(RESULTS, f) for f in files]
+        stale = [f for f, w in zip(files, written) if not os.path.exists(w) or os.path.getmtime(w) < started]
         if rc == 0 and stale:
             # a benchmark that exits 0 without writing its results is a failure, not a record
             print(f"error: {name}: exited 0 but did not write {', '.join(stale)}", file=sys.stderr)

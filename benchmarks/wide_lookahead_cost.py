@@ -33,9 +33,9 @@ def worker(suites):
                        if n.op == "intersect"]
             if not any(a >= 3 for a in arities):
                 continue
-            out[f"{name}/{e.name}"] = {"cycles": run(e.program, e.inputs, mode="fixed").cycles,
-                                       "widest": max(arities)}
-            print(f"  {name}/{e.name}: {out[f'{name}/{e.name}']['cycles']}", file=sys.stderr, flush=True)
+            key = f"{name}/{e.name}"
+            out[key] = {"cycles": run(e.program, e.inputs, mode="fixed").cycles, "widest": max(arities)}
+            print(f"  {key}: {out[key]['cycles']}", file=sys.stderr, flush=True)
     json.dump(out, sys.stdout)
 
 

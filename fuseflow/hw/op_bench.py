@@ -20,7 +20,7 @@ from amaranth.hdl import ClockDomain, Elaboratable, Module, Signal, Value
 
 from ..samml.registry import get_op, port_kind
 from ..tensors.fixed import FixedFormat
-from .testing import OpHarness, _mem_params, harness_lookahead, make_op, written_arrays
+from .testing import OpHarness, _mem_params, harness_lookahead, lookahead_input_depth, make_op, written_arrays
 
 #: the cocotb test module (not a pytest module)
 BENCH_MODULE = "fuseflow.hw.op_bench_cocotb"
@@ -108,8 +108,7 @@ class OpBank(Elaboratable):
 def fifo_depth(op: str, params=None) -> int:
     """The FIFO depth around an op: 2, or its look-ahead depth when larger and it looks ahead at these parameters
     (the FIFOs then feed its look-ahead)."""
-    spec = get_op(op)
-    return max(2, spec.input_depth_for(spec.resolve_params(dict(params or {}), f"op {op}")) or 0)
+    return max(2, lookahead_input_depth(op, params) or 0)
 
 
 def op_bank_verilog(cases: list) -> tuple:

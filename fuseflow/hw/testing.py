@@ -36,7 +36,7 @@ from .token import decode, decode_value, encode, encode_value, pack_block, token
 
 __all__ = ["stream_put", "stream_get", "Stalls", "OpHarness", "run_hw_op", "check_op", "check_block_op",
            "lane_reference", "encode_port", "decode_port", "make_op",
-           "harness_lookahead", "peek_source", "HarnessTimeout"]
+           "harness_lookahead", "lookahead_input_depth", "peek_source", "HarnessTimeout"]
 
 
 class HarnessTimeout(HardwareError):
@@ -85,16 +85,19 @@ def make_op(op, params=None, *, crd_width=16, fixed=None, any_kind="ref", connec
     return MODULES[op](params, blocks=blocks, **kw)
 
 
-def harness_lookahead(op, fifo_depth=None, params=None):
-    """Whether ``run_hw_op`` turns the op's look-ahead on: it has one at these parameters (the registry's
-    ``input_depth_for``: intersect at arity 2), and its inputs are the harness's unbounded sources (no FIFOs) or
-    FIFOs of at least its ``lookahead_depth``."""
-    from .ops import MODULES
-    need = MODULES[op].lookahead_depth
+def lookahead_input_depth(op, params=None):
+    """The channel depth the op's look-ahead needs at these (unresolved) parameters, or None where it has none
+    (the registry's ``input_depth_for``: intersect at arity 2)."""
     spec = get_op(op)
-    if need is None or spec.input_depth_for(spec.resolve_params(dict(params or {}), f"op {op}")) is None:
-        return False
-    return not fifo_depth or fifo_depth >= need
+    return spec.input_depth_for(spec.resolve_params(dict(params or {}), f"op {op}"))
+
+
+def harness_lookahead(op, fifo_depth=None, params=None):
+    """Whether ``run_hw_op`` turns the op's look-ahead on: it has one at these parameters
+    (:func:`lookahead_input_depth`), and its inputs are the harness's unbounded sources (no FIFOs) or FIFOs of at
+    least that depth."""
+    need = lookahead_input_depth(op, params)
+    return need is not None and (not fifo_depth or fifo_depth >= need)
 
 
 class OpHarness(Elaboratable):

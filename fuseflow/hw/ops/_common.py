@@ -118,14 +118,12 @@ class OpComponent(wiring.Component):
     def __init__(self, params=None, *, crd_width=16, fixed=None, any_kind="ref", connected=None,
                  lookahead=False, blocks=None):
         self.spec = get_op(self.op_name)
-        if lookahead and self.lookahead_depth is None:
-            self._MustUse__silence = True            # never constructed: nothing to warn about
-            raise HardwareError(f"op {self.op_name}", "has no look-ahead rule")
-        self.lookahead = bool(lookahead)
         self.params = self.spec.resolve_params(dict(params or {}), f"op {self.op_name}")
-        if lookahead and self.spec.input_depth_for(self.params) is None:
-            self._MustUse__silence = True
-            raise HardwareError(f"op {self.op_name}", f"has no look-ahead rule at {self.params}")
+        if lookahead and (self.lookahead_depth is None or self.spec.input_depth_for(self.params) is None):
+            self._MustUse__silence = True            # never constructed: nothing to warn about
+            at = "" if self.lookahead_depth is None else f" at {self.params}"    # (intersect: arity 2 only)
+            raise HardwareError(f"op {self.op_name}", f"has no look-ahead rule{at}")
+        self.lookahead = bool(lookahead)
         self.crd_width = int(crd_width)
         self.fixed = fixed or FixedFormat()
         if any_kind not in ("ref", "val", "crd"):
