@@ -32,6 +32,7 @@ BENCHMARKS = [
     ("rtl_bench", [], ["rtl.json"]),
     ("intersect_floor", [], ["intersect_floor.json"]),
     ("wide_lookahead_cost", [], ["wide_lookahead.json"]),
+    ("intersect_ring_cost", [], ["intersect_ring.json"]),
     ("depth_bench", [], ["depths.json"]),
     ("scaling_bench", [], ["scaling.json"]),
     ("cost_bench", [], ["cost.json"]),

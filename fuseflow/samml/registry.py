@@ -235,7 +235,8 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
         input_depth_arity=2 if _name == "intersect" else None,
         params=(Param("arity", "int", 2, doc="number of inputs (>= 2)", minimum=2, limit=limits.ARITY),),
         timing="1 cycle per step; a step needs every input's head. "
-               + ("Intersect pops every input below the largest head coordinate, or all inputs on a match. "
+               + ("Intersect pops every input whose head coordinate is below a ring neighbour's (inputs i-1 and "
+                  "i+1 mod arity; at arities 2 and 3, below the largest head), or all inputs on a match. "
                   "Look-ahead (arity 2, every input channel of depth >= 3, and run_op): a step that pops the inputs below "
                   "the largest head also needs their second coordinates; an input whose second coordinate is "
                   "below the largest head too pops it as well when its second reference is visible, and the "

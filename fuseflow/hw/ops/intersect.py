@@ -2,9 +2,9 @@
 
 Every firing inspects all 2n input heads (fuseflow/sim/ops/intersect.py):
 all coordinates equal -> emits the coordinate and every input's reference, pops all;
-all data but not equal -> pops (crd and ref of) every input whose coordinate is below the largest (LOW), no
-output; with look-ahead it needs the second coordinate (``i_crd<i>_next``, valid) of the LOW input as well,
-and also pops the input at the largest when the LOW input's second coordinate is above it or a stop;
+all data but not equal -> pops (crd and ref of) every input whose coordinate is below a ring neighbour's
+(inputs i - 1 and i + 1 mod n; at arities 2 and 3, below the largest) (LOW), no output; with look-ahead it needs
+the second coordinate (``i_crd<i>_next``, valid) of the LOW input as well, and also pops the input at the largest when the LOW input's second coordinate is above it or a stop;
 all control (equal stops, or D) -> emits it on every output, pops all;
 some at a stop, others at data -> pops the data ones, no output.
 
@@ -114,42 +114,53 @@ class Intersect(OpComponent):
             m.d.comb += [getattr(self, f"pop2_crd{i}").eq(pop2), getattr(self, f"pop2_ref{i}").eq(pop2)]
 
     def _readies_wide(self, m, crds, refs, outs, heads_valid, all_data, all_ctrl, ready_all):
-        """Arity >= 4 without look-ahead: every ready and output valid a choice among outcomes from flip-flops, the
-        comparisons entering at the last LUTs.
+        """Arity >= 4 without look-ahead: input k is LOW when below a ring neighbour (``crd<k> < crd<k-1>`` or
+        ``crd<k> < crd<k+1>``, indices mod n; the simulator's rule), so 2n comparators, each coordinate into four.
+        Each ready and output valid is an OR/AND of terms kept in flip-flop-free LUTs (``kept``) so that the
+        comparisons enter only at the last LUT levels::
 
-        ``lt[x, y]`` is ``crd<x> < crd<y>`` with control bits above the coordinates (y's, and from arity 5 x's too),
-        so forced true while a head is a control token. Input k is LOW when below some head (``lo<k>``); else its
-        head is the largest, and with all data k pops only when all are equal and every output is ready::
+            ready<k> = lowterm<k> | eqterm<k> & ~OR(succ<j> for the others beyond the first three)
+            lowterm<k> = (~all_data & X<k>) | (all_data & H) & (lt<k,k-1> | succ<k>)
+            eqterm<k> = (all_data & H & R) & ~OR(succ<j> for the first three others)
+            o<p>.valid = (none_below & ~succ<n-1>) ? D<p> : C<p>
 
-            ready<k> = lo<k> ? X<k> : (H & R & all_eq)        o<p>.valid = all_eq ? O<p> : O<p> & all_ctrl
-
-        ``X<k>`` (kept) is every head valid when all data, else the not-all-data ready (a control head forces every
-        ``lo``: a data input k pops, a control one waits, or all control push and pop all); ``all_eq`` is no
-        neighbour below another (``lt[i, i+1] | lt[i+1, i]``, false while any head is a control token: y's bit
-        forces one of the two); ``O<p>`` (kept) every head valid and every other output ready."""
+        ``succ<k>`` is ``crd<k> < crd<k+1>``; no input below its successor around the ring forces all equal
+        (meaningful with all data only: the comparisons ignore control bits). With k not LOW its own ``succ<k>``
+        is false, so "all equal" in ``eqterm`` needs the others' only. ``X<k>`` is the not-all-data ready (a data
+        input pops, a control one waits, all control push and pop all), ``H`` every head valid, ``R`` every
+        output ready, ``D<p>``/``C<p>`` every head valid and every other output ready with all data or all
+        control / with all control."""
         n = self.params["arity"]
         w = self.crd_width
-
-        def top(x):
-            # (arity 4: y's control bit only, 147.1 / 152.4 / 150.9 MHz at seeds 1 / 2 / 3 against 148.1 / 145.3 /
-            # 144.8 with both; arity 5 with both, 147.2 / 139.7 / 140.8 against 133.2 / 130.2 / 135.5 with y's only)
-            return [crds[x].payload.ctrl] if n >= 5 else []
-
-        lt = {(x, y): less(Cat(crds[x].payload.data[:w], Const(0, len(top(x)) + 1)),
-                           Cat(crds[y].payload.data[:w], *top(x), crds[y].payload.ctrl))
-              for x in range(n) for y in range(n) if x != y}
+        cv = [c.payload.data[:w] for c in crds]
+        lt = {}
+        for k in range(n):
+            for j in ((k - 1) % n, (k + 1) % n):
+                lt[k, j] = less(cv[k], cv[j])
+        succ = [lt[k, (k + 1) % n] for k in range(n)]        # all equal <=> none below its successor
         any_of = lambda terms: reduce(lambda a, b: a | b, terms)
-        all_eq = ~any_of([lt[i, i + 1] | lt[i + 1, i] for i in range(n - 1)])
-        heads_ready = kept(m, heads_valid & ready_all, "heads_ready")
         for k in range(n):
             early = heads_valid & Mux(all_ctrl, ready_all, ~crds[k].payload.ctrl)
-            x = kept(m, Mux(all_data, heads_valid, early), f"rdy_low{k}")
-            ready = Mux(any_of([lt[k, j] for j in range(n) if j != k]), x, heads_ready & all_eq)
+            x = Mux(all_data, heads_valid, early)
+            # ready<k> = (~all data & X) | (all data & H & lo<k>) | (all data & H & R & all_eq); with k not LOW its
+            # own successor comparison is false, so all_eq is the others': one LUT level for the first two terms,
+            # one for the third with up to three of them, and one LUT joining both and the rest
+            low_term = kept(m, kept(m, ~all_data & x, f"rdy_mixed{k}")
+                            | kept(m, all_data & heads_valid, f"rdy_low{k}") & (lt[k, (k - 1) % n] | succ[k]),
+                            f"rdy_lowterm{k}")
+            others = [succ[j] for j in range(n) if j != k]
+            eq_term = kept(m, kept(m, all_data & heads_valid & ready_all, f"rdy_eq{k}") & ~any_of(others[:3]),
+                           f"rdy_eqterm{k}")
+            rest = others[3:]
+            ready = low_term | (eq_term & ~any_of(rest) if rest else eq_term)
             m.d.comb += [crds[k].ready.eq(ready), refs[k].ready.eq(ready)]
+        # o.valid = all_eq ? D : C, all_eq split so that the last LUT takes one comparison and the others' NOR
+        none_below = kept(m, ~any_of(succ[:-1]), "none_below")
         for p, o in enumerate(outs):
-            others = kept(m, heads_valid & all_of(q.ready for j, q in enumerate(outs) if j != p), f"valid_base{p}")
-            ctrl_push = kept(m, others & all_ctrl, f"valid_ctrl{p}")
-            m.d.comb += o.valid.eq(Mux(all_eq, others, ctrl_push))
+            others = heads_valid & all_of(q.ready for j, q in enumerate(outs) if j != p)
+            push_d = kept(m, others & (all_data | all_ctrl), f"valid_base{p}")
+            push_c = kept(m, others & all_ctrl, f"valid_ctrl{p}")
+            m.d.comb += o.valid.eq(Mux(none_below & ~succ[-1], push_d, push_c))
 
     def _payloads(self, m, crds, refs, all_ctrl):
         """The payloads do not wait for the comparisons (they matter only when pushed): control tokens when every

@@ -177,7 +177,10 @@ def _run2(st, ins, outs):
 
 
 def _run_n(st, ins, outs):
-    """Arity 3 and more: no look-ahead (the registry's ``input_depth_for``), a firing needs only the heads."""
+    """Arity 3 and more: no look-ahead (the registry's ``input_depth_for``), a firing needs only the heads. With
+    all data and not all equal, input i pops when its head is below one of its ring neighbours' (inputs i - 1 and
+    i + 1 mod n; below the largest at arity 3): some input always is, unless all are equal, and the RTL compares
+    2n pairs instead of n(n - 1) (docs/samml.md, intersect)."""
     n, crds, refs, ocrd, orefs, allouts = joiner_ports(st, ins, outs)
     chans = crds + refs
     clock = -1
@@ -196,9 +199,11 @@ def _run_n(st, ins, outs):
                     crds[i].pop(t)
                     orefs[i].push(refs[i].pop(t), t)
             else:
+                # an input pops when below a ring neighbour (at arity 3 every other input is one)
                 t = tin
+                low = [heads[i] < heads[i - 1] or heads[i] < heads[i + 1 - n] for i in range(n)]
                 for i in range(n):
-                    if heads[i] < m:
+                    if low[i]:
                         crds[i].pop(t)
                         refs[i].pop(t)
         elif all(kinds):
