@@ -355,9 +355,10 @@ _op(OpSpec(
                   limit=limits.DIMENSION)),
     timing="Double-buffered (two banks, a FIFO of depth 2 between two sides that may fire in the same cycle). "
            "Accumulate side: 1 cycle per input step, no output; a group's steps need a free bank, the step "
-           "taking the group-closing stop (cycle t) hands it over. Emit side, groups in order: from t+1, 1 cycle "
-           "per entry (sorted) and 1 per fibre end; the last (cycle t', the closing stops) frees the bank from "
-           "t'+1. D: taken without a bank, emitted after the last group.",
+           "taking the group-closing stop (cycle t) hands it over. Emit side, groups in order: from t+1+E (after "
+           "the previous group's last firing; E = SPACC_EMIT_DELAY: 0 for order 1, 7 for orders 2 and 3), 1 "
+           "cycle per entry (sorted) and 1 per fibre end; the last (cycle t', the closing stops) frees the bank "
+           "from t'+1. D: taken without a bank, emitted after the last group (no delay E).",
 ))
 
 #: pipeline stages of the alu ops that are pipelined, as functions of the value format (a FixedFormat):
@@ -451,6 +452,19 @@ _op(OpSpec(
            "row per cycle; a stop or D fires in 1 cycle. Pipelined: a result is visible op_latency cycles after "
            "its firing (block_matmul_latency: 1 + 5 multiplier stages + ceil(log2 B) adder stages + B - 1 rows).",
 ))
+#: spacc's emit start delay E per order: the emit side's first firing of a bank handed over in cycle t is at
+#: the earliest t + 1 + E. Order 1: 0. Orders 2 and 3: the RTL walks the bank's rows (row-nonempty bits, a
+#: fetch of the next nonempty row, the current row's lowest bit) and reads each entry's value from the
+#: accumulator memory (latency 2) into a queue of firing descriptors ahead of the outputs: 7 cycles from the
+#: handover to the queue's head (docs/hardware.md, "spacc capacity and banks")
+SPACC_EMIT_DELAY = {1: 0, 2: 7, 3: 7}
+
+
+def spacc_emit_delay(order):
+    """The emit start delay E of spacc at ``order`` (:data:`SPACC_EMIT_DELAY`)."""
+    return SPACC_EMIT_DELAY[int(order)]
+
+
 def check_spacc(params, where="op spacc"):
     """Raise GraphError (one line) for a spacc ``order`` or ``group`` out of range."""
     order, group = params.get("order", 1), params.get("group", 1)

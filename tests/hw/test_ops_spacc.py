@@ -624,3 +624,48 @@ def test_order2_bitmap_rows_bank_reused(op, stalls):
         outer.append("S1")
     check_op("spacc", {"order": 2, "dim": 8, "dim_outer": 8, "op": op},
              {"crd_outer0": outer + ["D"], "crd_inner": inner + ["D"], "val": val + ["D"]}, stalls=stalls, seed=9)
+
+
+@st.composite
+def _walker_groups(draw):
+    """Order 2 groups that exercise the row walker: empty groups, rows of one entry, full rows (every j, in a
+    random order), repeated entries; several groups back to back, so both banks are reused."""
+    dout, dim = draw(st.sampled_from([(1, 1), (2, 3), (4, 4), (3, 5)]))
+    groups = []
+    for _ in range(draw(st.integers(1, 5))):
+        rows = {}
+        for r in draw(st.lists(st.integers(0, dout - 1), max_size=dout, unique=True)):
+            kind = draw(st.sampled_from(["one", "full", "any"]))
+            if kind == "one":
+                js = [draw(st.integers(0, dim - 1))]
+            elif kind == "full":
+                js = draw(st.permutations(list(range(dim))))
+            else:
+                js = draw(st.lists(st.integers(0, dim - 1), min_size=1, max_size=2 * dim))
+            rows[r] = js
+        groups.append(rows)
+    return dout, dim, groups
+
+
+@hw_settings(25)
+@given(_walker_groups(), st.sampled_from(REDUCE_OPS), st.sampled_from([0.0, 0.3, 0.7]), st.integers(0, 1 << 16))
+def test_order2_walker_random(c, op, stalls, seed):
+    """Orders 2's row walker against the simulator (tokens and cycles, check_op), random output stalls."""
+    dout, dim, groups = c
+    outer, inner, val, v = [], [], [], 1
+    for rows in groups:
+        if not rows:                   # an empty group: the bare stop of the kept level on every stream
+            outer.append("S1")
+            inner.append("S2")
+            val.append("S2")
+            continue
+        for r, js in rows.items():
+            outer.append(r)
+            inner += js + ["S0"]
+            val += [v + e for e in range(len(js))] + ["S0"]
+            v += 3
+        inner[-1] = val[-1] = "S2"
+        outer.append("S1")
+    check_op("spacc", {"order": 2, "dim": dim, "dim_outer": dout, "op": op},
+             {"crd_outer0": outer + ["D"], "crd_inner": inner + ["D"], "val": val + ["D"]}, stalls=stalls,
+             seed=seed)

@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from fuseflow.errors import GraphError, StreamError
 from fuseflow.hw.testing import spacc_streams, st_spacc_tree, tree_map
+from fuseflow.samml.registry import SPACC_EMIT_DELAY
 from fuseflow.sim import run_op
 
 SETTINGS = settings(max_examples=150, deadline=None)
@@ -72,8 +73,9 @@ def test_transpose_by_group_2():
     out, info = run_op("spacc", {"order": 2, "group": 2}, inputs, stats=True)
     assert out == {"crd_outer0": [0, 1, 2, "S0", "D"], "crd_inner": [1, "S0", 0, "S0", 0, "S1", "D"],
                    "val": [3.0, "S0", 1.0, "S0", 2.0, "S1", "D"]}
-    # 12 input steps (the last takes the closing S2), 3 entries, 3 fibre ends, D
-    assert info["cycles"] == 12 + 3 + 3 + 1
+    # 12 input steps (the last, cycle 11, takes the closing S2), the emit start delay E (from cycle 12 + E),
+    # 3 entries, 3 fibre ends, D
+    assert info["cycles"] == 12 + SPACC_EMIT_DELAY[2] + 3 + 3 + 1
 
 
 def test_order3_permutes_a_tensor():

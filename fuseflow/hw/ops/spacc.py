@@ -46,7 +46,10 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   to t - 4; t - 3's write is at the very edge that latched the address, where a DP16KD's read data is
   undefined: it is never used (forwarded instead).
 
-Per bank an emit queue in registers holds the three lowest entries (``head``, ``second``, ``third``: linear
+Orders 2 and 3 emit with a row walker instead (``Spacc._walk``: rows fetched from per-row nonempty bits, one
+entry issued per cycle through the memory read into a queue ahead of the outputs), which starts E =
+``registry.spacc_emit_delay(order)`` cycles after the bank closes (the simulator's ``_emitter``). With order 1,
+per bank an emit queue in registers holds the three lowest entries (``head``, ``second``, ``third``: linear
 address, memory address and coordinates) and a bitmap ``rest`` of the others, kept in groups of G bits
 (G about sqrt(prod(dims)), a power of two) with per group a nonempty bit and the index of its lowest bit
 (registers). Emitting pops the head (second and third move up; rest's lowest entry, a find-first-set over the
@@ -634,7 +637,7 @@ class Spacc(OpComponent):
         m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
                      hit2.eq(Mux(fa.fire, look[0][0], look[1][0])), hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
                      read_addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
-
+        if order > 1: return self._walk(m, SimpleNamespace(**locals()))  # (one line: order 1's RTLIL src lines kept)  # noqa: E701,E501
         release = Signal()                             # this firing emits the closing stops: frees bank eb
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
@@ -1012,6 +1015,266 @@ class Spacc(OpComponent):
             nfulls.append(nfull)
         m.d.sync += ab_free.eq(~Mux(nab, nfulls[1], nfulls[0]))
         with m.If(close):
+            m.d.comb += nab.eq(~ab)
+        fa.build(m)
+        fe.build(m)
+        return m
+
+    def _walk(self, m, ns):
+        """Orders 2 and 3: the emit side as a row walker (the emit start delay E of the registry).
+
+        Rows are the prefixes ((a,) or (a, b)), ``dim`` bits each of the bank's occupancy bitmap; ``rne[k]``
+        (registers, set from s1) says which rows of bank k are nonempty. Three stages, each a register that
+        takes the one before when it is empty or handed on: ``f1`` (the fetcher: the lowest row left of the
+        fetch bank, its one-hot mask, cleared from rne; whether it is the bank's last row, its plane's last;
+        an empty bank gives an ``empty`` item), ``nb`` (that row's bits, read from the bitmap by the mask,
+        which clears them) and ``cr`` (the current row: its lowest bit is the next entry, cleared when issued;
+        with no bit left its stop, a row end or the closing stops). Each issue (one per cycle, while the
+        credits allow) is a firing descriptor (the outputs' tokens, the entry's memory address) through p1
+        (the memory read addressed), p2, p3 (the read's data: the value) into a queue of ``Q`` ahead of the
+        outputs; the outputs fire whenever the queue's head is present and they have room. The credits
+        (issued, not yet fired, at most Q) keep the queue from overrunning. Every row costs at least two
+        issues (an entry and its stop) and the fetch takes one row per cycle, so after the start-up (E) the
+        issues keep pace with the outputs, across banks too (the fetcher moves on to the next full bank after
+        a bank's last row). A bank's rows and bits are cleared as the walker passes them, so it is empty when
+        freed (the closing firing, from the queue's head)."""
+        order, dims, n, W, aw = ns.order, ns.dims, ns.n, ns.W, ns.aw
+        dim = dims[-1]
+        nrows = n // dim
+        bm, full, base, ab, eb, nab, neb = ns.bm, ns.full, ns.base, ns.ab, ns.eb, ns.nab, ns.neb
+        fa, fe, outs, ov, rpe = ns.fa, ns.fe, ns.outs, ns.ov, ns.rpe
+        names = ns.names
+        s1_v, s1_bank, s1_onehot = ns.s1_v, ns.s1_bank, ns.s1_onehot
+        lw = Shape.cast(range(max(n, 2))).width
+        cws = [Shape.cast(range(max(dd, 2))).width for dd in dims]
+        jw = cws[-1]
+        # per row: its linear base and its outer coordinates (constants), packed
+        rpay = []
+        for r in range(nrows):
+            word, at = r * dim, lw
+            for d in range(order - 1):
+                word |= (r // prod(dims[d + 1:-1]) % dims[d]) << at
+                at += cws[d]
+            rpay.append(word)
+        pw = lw + sum(cws[:-1])
+
+        def unpack_row(p):
+            crds, at = [], lw
+            for d in range(order - 1):
+                crds.append(p[at:at + cws[d]])
+                at += cws[d]
+            return p[:lw], crds
+
+        # ---- row-nonempty bits per bank, set from s1 (beside the bitmap)
+        rne = [Signal(nrows, name=f"row_nonempty{k}") for k in range(2)]
+        rowor = Cat(*[s1_onehot[r * dim:(r + 1) * dim].any() for r in range(nrows)])
+        walked = [Signal(name=f"walked{k}") for k in range(2)]     # the fetcher passed bank k's last row
+        fb = Signal(name="fetch_bank")
+        release = Signal()
+
+        # ---- f1: the fetcher
+        f1_v, f1_empty, f1_last, f1_plast, f1_bank = (Signal(name=f"f1_{x}") for x in
+                                                      ("valid", "empty", "last", "plane_last", "bank"))
+        f1_oh = Signal(nrows, name="f1_rows")
+        f1_pay = Signal(pw, name="f1_row")
+        f1_newp = Signal(name="f1_plane_first")
+        newp = Signal(init=1, name="fetch_plane_first")            # the next row fetched starts a plane
+        nb_v, nb_empty, nb_last, nb_plast, nb_bank, nb_newp = (Signal(name=f"nb_{x}") for x in
+                                                               ("valid", "empty", "last", "plane_last", "bank",
+                                                                "plane_first"))
+        nb_bits = Signal(dim, name="nb_bits")
+        nb_pay = Signal(pw, name="nb_row")
+        cr_v, cr_empty, cr_last, cr_plast, cr_bank, cr_first, cr_newp = (
+            Signal(name=f"cr_{x}") for x in ("valid", "empty", "last", "plane_last", "bank", "first",
+                                             "plane_first"))
+        cr_bits = Signal(dim, name="cr_bits")
+        cr_pay = Signal(pw, name="cr_row")
+        credit = Signal(init=1, name="emit_credit")
+
+        pend = Signal(nrows, name="fetch_rows")
+        m.d.comb += pend.eq(Mux(fb, rne[1], rne[0]))
+        avail = Signal(name="fetch_avail")
+        m.d.comb += avail.eq(Mux(fb, full[1] & ~walked[1], full[0] & ~walked[0]))
+        p_any, p_oh, p_pay = _lowest(m, pend, nrows, rpay, "fetch")
+        rest = pend & ~p_oh
+        last = ~rest.any()
+        if order == 3:
+            per = dims[1]
+            plane_of = [r // per for r in range(nrows)]
+            same = Cat(*[p_oh[r] & Cat(*[rest[q] for q in range(nrows) if plane_of[q] == plane_of[r]]).any()
+                         for r in range(nrows)]).any()
+            plast = ~same
+        else:
+            plast = Const(1, 1)
+        # hand-on conditions
+        # cr has a bit left: a register (cleared when the issue takes the last one: cr_bits & (cr_bits - 1),
+        # the lowest bit cleared, a carry chain), so the hand-ons look at registers only
+        cr_has = Signal(name="cr_has")
+        has = cr_has
+        cr_next = Signal(dim, name="cr_bits_next")
+        m.d.comb += cr_next.eq(cr_bits & (cr_bits - 1))
+        issue = Signal(name="issue")
+        cr_done = Signal(name="cr_done")           # cr's item is finished by this cycle's issue
+        m.d.comb += [issue.eq(cr_v & credit), cr_done.eq(issue & (cr_empty | ~has))]
+        nb_take = Signal(name="nb_take")
+        m.d.comb += nb_take.eq(nb_v & (~cr_v | cr_done))
+        nb_free = ~nb_v | nb_take
+        f1_take = Signal(name="f1_take")
+        m.d.comb += f1_take.eq(f1_v & nb_free)
+        f1_load = Signal(name="f1_load")
+        m.d.comb += f1_load.eq(avail & (~f1_v | f1_take))
+        with m.If(f1_load):
+            m.d.sync += [f1_v.eq(1), f1_empty.eq(~p_any), f1_last.eq(last), f1_plast.eq(plast),
+                         f1_bank.eq(fb), f1_oh.eq(p_oh), f1_pay.eq(p_pay), f1_newp.eq(newp)]
+            m.d.sync += newp.eq(last | plast)
+            with m.If(last):
+                m.d.sync += fb.eq(~fb)
+        with m.Elif(f1_take):
+            m.d.sync += f1_v.eq(0)
+        # ---- nb: the row's bits from the bitmap
+        bmf = Mux(f1_bank, bm[1], bm[0])
+        rows_bits = [bmf[r * dim:(r + 1) * dim] for r in range(nrows)]
+        with m.If(f1_take):
+            m.d.sync += [nb_v.eq(1), nb_empty.eq(f1_empty), nb_last.eq(f1_last), nb_plast.eq(f1_plast),
+                         nb_bank.eq(f1_bank), nb_pay.eq(f1_pay), nb_newp.eq(f1_newp),
+                         nb_bits.eq(_or_all([f1_oh[r].replicate(dim) & rows_bits[r] for r in range(nrows)], dim))]
+        with m.Elif(nb_take):
+            m.d.sync += nb_v.eq(0)
+        # ---- cr: the current row, the issue
+        j_any, j_oh, j = _lowest(m, cr_bits, dim, list(range(dim)), "row")
+        with m.If(nb_take):
+            m.d.sync += [cr_v.eq(1), cr_empty.eq(nb_empty), cr_last.eq(nb_last), cr_plast.eq(nb_plast),
+                         cr_bank.eq(nb_bank), cr_pay.eq(nb_pay), cr_bits.eq(nb_bits), cr_first.eq(1),
+                         cr_newp.eq(nb_newp), cr_has.eq(~nb_empty)]
+        with m.Elif(cr_done):
+            m.d.sync += cr_v.eq(0)
+        with m.Elif(issue):
+            m.d.sync += [cr_bits.eq(cr_next), cr_first.eq(0), cr_has.eq(cr_next.any())]
+
+        # the descriptor: per output its push and token, val's token (a stop) or an entry (value from memory)
+        outs_all = outs + [ov]
+        toks = [Signal(o.payload.shape(), name=f"issue_{p}") for p, o in zip(names + ["val"], outs_all)]
+        pushes = Signal(order + 1, name="issue_push")
+        d_entry, d_close = Signal(name="issue_entry"), Signal(name="issue_close")
+        d_addr = Signal(aw, name="issue_addr")
+        rbase, rcrd = unpack_row(cr_pay)
+        lin = (rbase + j)[:lw]
+        m.d.comb += d_addr.eq(ns.bank_addr(cr_bank, lin))
+        ebase = Mux(cr_bank, base[1], base[0])
+        closing = cr_empty | (~has & cr_last)
+        with m.If(closing):
+            m.d.comb += [d_close.eq(1), pushes.eq(-1)]
+            for d in range(order):
+                set_stop(m, SimpleNamespace(payload=toks[d]), ebase + d)
+            set_stop(m, SimpleNamespace(payload=toks[order]), ebase + order - 1)
+        with m.Elif(has):
+            m.d.comb += d_entry.eq(1)
+            pf = [cr_first & cr_newp] + [cr_first] if order == 3 else [cr_first]
+            m.d.comb += pushes.eq(Cat(*pf, Const(3, 2)))
+            for d in range(order - 1):
+                set_data(m, SimpleNamespace(payload=toks[d]), rcrd[d])
+            set_data(m, SimpleNamespace(payload=toks[order - 1]), j)
+        with m.Else():
+            # a row end: order 2 S0 on crd_inner/val; order 3 S1 there and S0 on crd_outer0 when the plane ends
+            if order == 3:
+                m.d.comb += pushes.eq(Cat(Const(0, 1), cr_plast, Const(3, 2)))
+                set_stop(m, SimpleNamespace(payload=toks[1]), 0)
+                set_stop(m, SimpleNamespace(payload=toks[2]), cr_plast)
+                set_stop(m, SimpleNamespace(payload=toks[3]), cr_plast)
+            else:
+                m.d.comb += pushes.eq(Cat(Const(0, 1), Const(3, 2)))
+                set_stop(m, SimpleNamespace(payload=toks[1]), 0)
+                set_stop(m, SimpleNamespace(payload=toks[2]), 0)
+        desc = Cat(pushes, d_entry, d_close, *[Value.cast(t) for t in toks])
+        dw = len(desc)
+        p = [(Signal(name=f"p{i}_valid"), Signal(dw, name=f"p{i}_desc")) for i in (1, 2, 3)]
+        p1_addr = Signal(aw, name="p1_addr")
+        m.d.sync += [p[0][0].eq(issue), p[0][1].eq(desc), p1_addr.eq(d_addr)]
+        m.d.sync += [p[1][0].eq(p[0][0]), p[1][1].eq(p[0][1]), p[2][0].eq(p[1][0]), p[2][1].eq(p[1][1])]
+        m.d.comb += rpe.addr.eq(p1_addr)
+        # p3: the read's data (addressed by p1 two cycles before) is the entry's value
+        vlay = ov.payload.shape()
+        vtok = Signal(vlay, name="p3_val")
+        p3 = p[2][1]
+        vt_off = dw - len(Value.cast(toks[order]))
+        m.d.comb += Value.cast(vtok).eq(p3[vt_off:])
+        with m.If(p3[order + 1]):
+            m.d.comb += [vtok.data.eq(rpe.data.as_signed()), vtok.ctrl.eq(0)]
+        qin = Cat(p3[:vt_off], Value.cast(vtok))
+        # the queue: Q entries behind a head register (the outputs' tokens and push flags come from registers)
+        Q = 8
+        queue = Array([Signal(dw, name=f"queue{i}") for i in range(Q)])
+        q_wr, q_rd = Signal(range(Q), name="queue_wr"), Signal(range(Q), name="queue_rd")
+        q_n = Signal(range(Q + 1), name="queue_count")
+        head = Signal(dw, name="queue_head")
+        q_any = Signal(name="queue_head_valid")
+        pop = Signal(name="queue_pop")
+        m.d.comb += pop.eq(fe.fire & q_any)
+        take = ~q_any | pop
+        bypass = Signal(name="queue_bypass")
+        m.d.comb += bypass.eq(take & (q_n == 0))
+        with m.If(take):
+            with m.If(q_n != 0):
+                m.d.sync += [head.eq(queue[q_rd]), q_any.eq(1), q_rd.eq(q_rd + 1)]
+            with m.Else():
+                m.d.sync += [head.eq(qin), q_any.eq(p[2][0])]
+        wr = p[2][0] & ~bypass
+        with m.If(wr):
+            m.d.sync += [queue[q_wr].eq(qin), q_wr.eq(q_wr + 1)]
+        m.d.sync += q_n.eq(q_n + wr - (take & (q_n != 0)))
+        occ = Signal(range(Q + 1), name="emit_issued")
+        m.d.sync += occ.eq(occ + issue - pop)
+        # (the credit does not wait for this cycle's firing, which occ counts from the next cycle: the outputs'
+        # room is not on its path)
+        m.d.sync += credit.eq(occ + issue < Q)
+        done_in, done_out = ns.done_in, ns.done_out
+        at = order + 3
+        with m.If(q_any):
+            m.d.comb += fe.go.eq(1)
+            for i, (pn, o) in enumerate(zip(names + ["val"], outs_all)):
+                tw = len(Value.cast(toks[i]))
+                m.d.comb += [fe.push[pn].eq(head[i]), Value.cast(o.payload).eq(head[at:at + tw])]
+                at += tw
+            m.d.comb += release.eq(fe.fire & head[order + 2])
+        with m.Elif(done_in & ~done_out & ~full[0] & ~full[1]):
+            m.d.comb += fe.go.eq(1)
+            m.d.comb += [fe.push[pn].eq(1) for pn in fe.push]
+            for o in outs_all:
+                set_done(m, o)
+            with m.If(fe.fire):
+                m.d.sync += done_out.eq(1)
+        with m.If(release):
+            m.d.comb += neb.eq(~eb)
+
+        # ---- bank registers
+        nfulls = []
+        for k in range(2):
+            # the bitmap and row bits: set from s1; a row's cleared when the walker fetches it (f1: rne, nb: bm)
+            # (a row's bits are cleared the cycle after nb read them, from registers: the bank stays full)
+            clr = Signal(nrows, name=f"bitmap{k}_clear")
+            m.d.sync += clr.eq(Mux(f1_take & (f1_bank == k), f1_oh, 0))
+            with m.If(s1_v & (s1_bank == k)):
+                m.d.sync += bm[k].eq(bm[k] | s1_onehot)
+            with m.Else():
+                m.d.sync += bm[k].eq(bm[k] & ~Cat(*[clr[r].replicate(dim) for r in range(nrows)]))
+            with m.If(f1_load & (fb == k)):
+                m.d.sync += rne[k].eq(rest)
+                with m.If(last):
+                    m.d.sync += walked[k].eq(1)
+            with m.Elif(s1_v & (s1_bank == k)):
+                m.d.sync += rne[k].eq(rne[k] | rowor)
+            nfull = Signal(name=f"next_full{k}")
+            m.d.comb += nfull.eq(full[k])
+            with m.If(ns.close & (ab == k)):
+                m.d.sync += base[k].eq(ns.close_base)
+                m.d.comb += nfull.eq(1)
+            with m.If(release & (eb == k)):
+                m.d.comb += nfull.eq(0)
+                m.d.sync += walked[k].eq(0)
+            m.d.sync += full[k].eq(nfull)
+            nfulls.append(nfull)
+        m.d.sync += ns.ab_free.eq(~Mux(nab, nfulls[1], nfulls[0]))
+        with m.If(ns.close):
             m.d.comb += nab.eq(~ab)
         fa.build(m)
         fe.build(m)

@@ -9,7 +9,8 @@ order and repeat; entries with the same (a, b, j) are merged with ``op``.
 Double-buffered: two processes (two generators sharing the node) joined by a channel of depth 2 whose slots are
 the two banks. The accumulate side fires once per input step (no output); it needs a bank for every firing of
 a group (it takes a free slot's credit at the group's first firing) and pushes the bank into the channel with
-the group-closing stop in cycle t. The emit side pops it once visible (t + 1 on): one firing per entry in sorted
+the group-closing stop in cycle t. The emit side pops it once visible and E cycles later (t + 1 + E on,
+E = registry.SPACC_EMIT_DELAY: 0 for order 1, 7 for orders 2 and 3): one firing per entry in sorted
 order, one per fibre end, the last one carrying the group's closing stops (S_(m - group + d) on stream d); it
 pops the bank in that last firing t', so the accumulate side may refill it from t' + 1. D is taken by the
 accumulate side (no bank needed) and sent through the channel outside its credits; the emit side emits D after
@@ -21,7 +22,7 @@ counts the emit side's cycles waiting for output room (waiting for a free bank i
 """
 
 from ..channel import Channel, Out
-from ...samml.registry import REDUCE_MERGE, check_spacc
+from ...samml.registry import REDUCE_MERGE, check_spacc, spacc_emit_delay
 from ._common import LEVEL, STOPS, bad, fire_at
 
 
@@ -236,13 +237,16 @@ def _emitter(st, banks, ochans, acc_log):
     """The emit side: drains the banks in order, then emits D."""
     log = []
     clock = -1
+    delay = spacc_emit_delay(st.params["order"])
     while True:
         while not banks.toks:
             yield banks
         item = banks.toks[0]
         handed = banks.times[0]
-        if clock < handed:
-            clock = handed
+        # a bank's first firing waits E cycles more (orders 2, 3: the RTL's row walker and memory read); D not
+        start = handed if item == "D" else handed + delay
+        if clock < start:
+            clock = start
         if item == "D":
             t = yield from fire_at(st, ochans, clock + 1)
             banks.pop(t)
