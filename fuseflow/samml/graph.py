@@ -510,11 +510,44 @@ def _validate_kernel(p, k, where):
             _validate_memory_node(p, node, nw)
         if node.op == "locate":
             _validate_locate(p, node, nw)
+        for group, sid in shared_intersect_inputs(k, node):
+            if not _ring_arc(group, node.params["arity"]):
+                raise GraphError(nw, f"intersect '{nid}': inputs {', '.join(f'crd{i}' for i in group)} share "
+                                     f"stream '{sid}' but are not next to each other on the ring, so one could run "
+                                     f"ahead of another without bound and deadlock their producer (drive them "
+                                     f"from adjacent inputs)")
     g = k.graph()
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise GraphError(where, "streams form a cycle: " + " -> ".join(e[0] for e in cycle))
     check_blocks(p, k, where)
+
+
+def shared_intersect_inputs(kernel, node):
+    """[(input indices, stream id)]: the groups of two or more inputs of an intersect of arity >= 4 whose
+    coordinates come from one stream (a union's ``crd`` met with each of its references, say).
+
+    From arity 4 an input pops when below a ring neighbour (docs/samml.md, intersect), so inputs with equal
+    heads may pop at different firings. Two members of a group next to each other on the ring stay within one
+    token of each other, so m adjacent members drift apart by at most m - 1 tokens, and channels of depth m
+    from their producer keep it from blocking on the lagging ones while a leading one waits empty (the depths
+    pass's :func:`~fuseflow.compiler.passes.depths.deadlock_floors`). Members that are not adjacent can drift
+    apart without bound; validation refuses them."""
+    n = node.params.get("arity", 2)
+    if node.op != "intersect" or n < 4:
+        return []
+    by_stream = {}
+    for i in range(n):
+        s = kernel.driver(node.id, f"crd{i}")
+        if s is not None:
+            by_stream.setdefault(s.id, []).append(i)
+    return [(group, sid) for sid, group in by_stream.items() if len(group) > 1]
+
+
+def _ring_arc(group, n) -> bool:
+    """Whether the input indices ``group`` are consecutive on a ring of ``n``."""
+    members = set(group)
+    return len(members) == n or sum((i + 1) % n not in members for i in members) == 1
 
 
 def _check_stream_width(p, s, where):

@@ -289,3 +289,50 @@ def test_serializer_inputs_do_not_squeeze_the_kernels_without_lanes():
     for k in laneless:
         assert {s.id: s.depth for s in k.streams.values()} == \
             {s.id: s.depth for s in before[k.name].streams.values()}, k.name
+
+
+def _shared_union_program(n_terms, extra=(), depth_override=None):
+    """y(i) = c(i) * [d(i) *] (b1(i) + ... + bn(i)): one intersect meets c (and d) with the union's coordinates
+    once per union input, so n_terms of its inputs share the union's crd stream."""
+    names = [f"b{t}" for t in range(1, n_terms + 1)]
+    decl = "".join(f"tensor {x}(40) : sparse\n" for x in ["c", *extra, *names])
+    factors = " * ".join(f"{x}(i)" for x in ["c", *extra])
+    text = decl + f"y(i) = {factors} * ({' + '.join(f'{x}(i)' for x in names)})\n"
+    passes = {"profile": False} if depth_override is None else {"fifo_depth": depth_override}
+    return compile_text(text, passes=passes).program, ["c", *extra], names
+
+
+def _golden(inputs, factors, terms):
+    return np.prod([inputs[f] for f in factors], axis=0) * np.sum([inputs[t] for t in terms], axis=0)
+
+
+def test_intersect_inputs_sharing_a_stream_get_their_group_size():
+    p, _, _ = _shared_union_program(5)
+    k = p.kernels[0]
+    (node,) = [n for n in k.nodes.values() if n.op == "intersect"]
+    assert node.params["arity"] == 6
+    floors = deadlock_floors(k)
+    shared = {k.driver(node.id, port).id for i in range(1, 6) for port in (f"crd{i}", f"ref{i}")}
+    assert {sid: floors.get(sid) for sid in shared} == dict.fromkeys(shared, 5)
+    assert k.driver(node.id, "crd0").id not in floors          # c's scanner has its own stream
+
+
+@pytest.mark.parametrize("n_terms, extra", [(3, ()), (5, ()), (4, ("d",)), (6, ("d",))])
+def test_shared_intersect_inputs_never_deadlock_at_their_floor(n_terms, extra):
+    # every other channel at depth 2: only the floors keep the union from blocking on a lagging input while a
+    # leading one waits empty (with d, the group's two ring neighbours differ, so one end of it may lead alone)
+    p, factors, terms = _shared_union_program(n_terms, extra, depth_override=2)
+    for seed in range(12):
+        for density in (0.1, 0.5):
+            inputs = kernels.random_inputs(p, density=density, seed=seed)
+            res = run(p, inputs)
+            np.testing.assert_allclose(res.outputs["y"], _golden(inputs, factors, terms), rtol=1e-12)
+
+
+def test_shared_intersect_inputs_deadlock_below_their_floor():
+    from fuseflow.errors import DeadlockError
+    p, _, _ = _shared_union_program(5, depth_override=2)
+    for s in p.kernels[0].streams.values():
+        s.depth = 2
+    with pytest.raises(DeadlockError, match="waits"):
+        run(p, kernels.random_inputs(p, density=0.5, seed=0))

@@ -682,3 +682,22 @@ def test_last_event_names_a_writer_taking_the_final_token():
     writers = {nid for k in program.kernels for nid, node in k.nodes.items() if node.op.endswith("_write")}
     ev = res["last_event"]["main"]
     assert ev.endswith("popped") and ev.split(" -> ")[1].split(".")[0] in writers
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_intersect_inputs_sharing_a_union_match_the_simulator(seed):
+    # y = c * (b1 + ... + b5): five inputs of an arity-6 intersect share the union's crd; the ring rule lets them
+    # drift apart by up to 4 tokens, which their depth-5 floor absorbs (every other channel at depth 2). The RTL
+    # gives the simulator's tensors and cycles (the simulator's tensors are checked against NumPy in
+    # tests/compiler/test_passes_depths.py)
+    from fuseflow.compiler import compile_text
+    terms = [f"b{t}" for t in range(1, 6)]
+    decl = "".join(f"tensor {x}(12) : sparse\n" for x in ["c", *terms])
+    p = compile_text(decl + f"y(i) = c(i) * ({' + '.join(f'{x}(i)' for x in terms)})\n",
+                     passes={"fifo_depth": 2}).program
+    need_ops(p)
+    k = p.kernels[0]
+    assert {s.depth for s in k.streams.values() if s.src.node == "union"} == {5}
+    inputs = kernels.random_inputs(p, density=0.5, seed=seed)
+    b = build(p, inputs, op_factory=factory)
+    check(b, run_amaranth(b, max_cycles=5000))

@@ -115,3 +115,26 @@ def test_cycle_is_rejected():
 def test_dumps_is_valid_json_with_expr():
     text = dumps(small())
     assert json.loads(text)["expr"] == "x(i) = c(i) * c(i)"
+
+
+def test_intersect_inputs_sharing_a_stream_must_be_ring_neighbours():
+    # y = c * d * (b1 + ... + b4): the union's crd drives intersect inputs 2-5, next to each other on the ring;
+    # swapping d's stream with input 3 splits them into {1, 2} and {4, 5}, which could drift apart without bound
+    from fuseflow.compiler import compile_text
+    decl = "".join(f"tensor {x}(12) : sparse\n" for x in ("c", "d", "b1", "b2", "b3", "b4"))
+    doc = compile_text(decl + "y(i) = c(i) * d(i) * (b1(i) + b2(i) + b3(i) + b4(i))\n",
+                       passes={"profile": False}).program.to_json()
+    from_dict(copy.deepcopy(doc))
+    (kernel,) = doc["kernels"]
+    (node,) = [n for n in kernel["nodes"] if n["op"] == "intersect"]
+    assert node["params"]["arity"] == 6
+    by_from = {s["from"]: s for s in kernel["streams"]}
+    d_crd, union_crd = by_from["scan_d_i.crd"], by_from["union.crd"]
+    assert sorted(union_crd["to"]) == [f"{node['id']}.crd{i}" for i in range(2, 6)]
+    d_crd["to"] = [t.replace(".crd1", ".crd3") for t in d_crd["to"]]
+    union_crd["to"] = [t.replace(".crd3", ".crd1") for t in union_crd["to"]]
+    with pytest.raises(GraphError) as info:
+        from_dict(doc)
+    assert info.value.what.endswith(f".nodes[{kernel['nodes'].index(node)}]")
+    assert "crd1, crd2, crd4, crd5 share stream 'union.crd'" in info.value.why
+    assert "not next to each other on the ring" in info.value.why

@@ -8,7 +8,8 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
 
 1. **Floors** (deadlock freedom, :func:`deadlock_floors`): every stream out of a sparse accumulator holds one
    emitted fibre (``dim + 2``; ``crd_outer0``/``crd_outer1`` their outer dimension + 2); the registry's
-   ``input_depth_for`` (the intersect's look-ahead at arity 2, 3) for the inputs of the ops that ask for it.
+   ``input_depth_for`` (the intersect's look-ahead at arity 2) for the inputs of the ops that ask for it; the
+   inputs of an intersect that share a coordinate stream (from arity 4) their group's size.
 2. **Structure** (:func:`structural_depths`): the arrival of a node is the longest path (in ops, a pipelined
    op of latency L counting ``1 + (L - 1) / 2``: ``fuseflow.samml.registry.op_latency``) from a source; a
    stream whose consumer arrives ``slack`` ops after its producer could deliver gets
@@ -51,6 +52,7 @@ import math
 import networkx as nx
 
 from ...samml.blocks import block_shape
+from ...samml.graph import shared_intersect_inputs
 from ...samml.lanes import lane_zero
 from ...samml.registry import op_latency
 from ...samml.widths import stream_width
@@ -105,9 +107,18 @@ def deadlock_floors(kernel) -> dict:
     out of a ``spacc`` gets ``dim + 2`` (the inner dimension plus the closing stop and one token of the next
     fibre); ``crd_outer0`` gets ``dim_outer + 2`` and ``crd_outer1`` (order 3) ``dim_outer1 + 2``. Every lane
     channel out of a ``parallelize`` of ``dim`` gets ``ceil(dim / lanes) + 2`` (docs/compiler.md, "Parallel
-    lanes")."""
+    lanes"). From arity 4, the m adjacent inputs of an intersect that share a coordinate stream (fewer than all
+    its inputs) may drift m - 1 tokens apart, so their crd and ref streams get m
+    (:func:`fuseflow.samml.graph.shared_intersect_inputs`)."""
     floors = {}
     for node in kernel.nodes.values():
+        for group, _ in shared_intersect_inputs(kernel, node):
+            if len(group) < node.params["arity"]:
+                for i in group:
+                    for port in (f"crd{i}", f"ref{i}"):
+                        s = kernel.driver(node.id, port)
+                        if s is not None:
+                            floors[s.id] = max(floors.get(s.id, 0), len(group))
         if node.op == "parallelize" and node.params.get("dim"):
             # a lane closes a row only when it sees its next one (stop promotion, an empty-row drop looking past
             # empty rows), which the parallelizer sends after every other lane's rows in between: each lane's
