@@ -19,11 +19,17 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   after a closing firing the next one accumulates into a freed, empty bank, whose read is not used) and the
   prefix a firing would take, and only crd_inner's view waits for the firing: with orders 2 and 3 not for the
   firing rule itself but for dep = innermost, both heads valid and the bank free, a LUT of registers that
-  agrees with it whenever the next cycle accumulates); beside it, from the two
-  candidates (the step fires or not) and the true next bank, whether the firings of t - 1 .. t - 3 had that
-  entry (``hit1 .. hit3``), and the address itself (``read_addr``).
+  agrees with it whenever the next cycle accumulates); beside it, whether the firings of t - 1 .. t - 3 had that
+  entry (``hit1 .. hit3``), and the address itself (``read_addr``): with order 1 from the two candidates (the
+  step fires or not) and the true next bank, chosen by the firing; with orders 2 and 3 from the read's own two
+  candidates, chosen by that LUT of registers after the comparisons (the read's address is the entry of any
+  accumulating firing in t: a closing stop is at dep 0, so no close precedes one).
 - t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2; with more than 64 bits in two
-  steps, its 4 bits around ``read_addr`` registered, one chosen by s1's address in t + 1); registers ``s1`` take A, its
+  steps: with order 1 its 4 bits around ``read_addr`` registered, one chosen by s1's address in t + 1; with
+  orders 2 and 3 its 8 bits (``read_addr[3:]`` chooses, as a tree of 8:1 word selects on kept wires: on ECP5
+  slices of LUT4 / PFUMX / L6MUX21 instances, the first level's select from a copy of ``read_addr``'s bits per
+  node, ``TRELLIS_FF`` instances that Yosys does not merge), s1's 3 low bits choosing in t + 1); registers
+  ``s1`` take A, its
   one-hot mask, x, whether the read's data holds A's value (occupied, no hit), ``hit1`` (``s1_hit1``: the result of
   t - 1 is s2's in t + 1) and else the value (``s1_cur``: the merged result of t - 2 or t - 3 (``s2``, ``s3``),
   the most recent first, or the operation's identity: a hit implies occupied); and A's comparisons with the
@@ -1124,7 +1130,16 @@ class Spacc(OpComponent):
         issues (an entry and its stop) and the fetch takes one row per cycle, so after the start-up (E) the
         issues keep pace with the outputs, across banks too (the fetcher moves on to the next full bank after
         a bank's last row). A bank's rows and bits are cleared as the walker passes them, so it is empty when
-        freed (the closing firing, from the queue's head)."""
+        freed (the closing firing, from the queue's head).
+
+        Timing (ECP5): the fetcher's lowest row and last-row test are per bank from rne's registers, the fetch
+        bank chosen after (the last row: at most one row nonempty, no find-first-set before it), and f1 keeps
+        the one-hot mask only (nb's row payload is encoded from it); ``cr_has`` is whether two bits are set
+        (no carry chain); p3 is written into the queue's slot whatever the firing (the firing only decides
+        whether the write pointer steps), the head is taken on a kept wire from its own push flags and the
+        outputs' room, the slot at the read pointer is chosen by slices of LUT4 / PFUMX / L6MUX21 with the
+        pointer in 4 copies, the release comes from the pop, and ``ab_free`` has both close cases on kept
+        wires, the close choosing last."""
         order, dims, n, W, aw = ns.order, ns.dims, ns.n, ns.W, ns.aw
         dim = dims[-1]
         nrows = n // dim
@@ -1243,7 +1258,8 @@ class Spacc(OpComponent):
         with m.Elif(cr_done):
             m.d.sync += cr_v.eq(0)
         with m.Elif(issue):
-            m.d.sync += [cr_bits.eq(cr_next), cr_first.eq(0), cr_has.eq(cr_next.any())]
+            # (a bit is left after the lowest when at least two are set: no carry chain on cr_has's path)
+            m.d.sync += [cr_bits.eq(cr_next), cr_first.eq(0), cr_has.eq(~_at_most_one(m, cr_bits, "row_one"))]
 
         # the descriptor: per output its push and token, val's token (a stop) or an entry (value from memory)
         outs_all = outs + [ov]
@@ -1309,9 +1325,17 @@ class Spacc(OpComponent):
         m.d.comb += pop.eq(q_any & take)
         bypass = Signal(name="queue_bypass")
         m.d.comb += bypass.eq(take & (q_n == 0))
+        # (the slot at q_rd as slices of LUT4/PFUMX/L6MUX21 on ECP5, their selects from copies of q_rd, 4 per
+        # bit of it, each for a quarter of the head's bits)
+        rd_next = Signal(range(Q), name="queue_rd_next")
+        m.d.comb += rd_next.eq(Mux(take & (q_n != 0), q_rd + 1, q_rd))
+        rd_cp = [_copy_register(m, ns.platform, rd_next, f"queue_rd_{c}") for c in range(4)]
+        qw = -(-dw // 4)
+        slot = Cat(*[_mux8(m, ns.platform, rd_cp[c], [queue[i][c * qw:min(dw, (c + 1) * qw)] for i in range(Q)],
+                           min(dw, (c + 1) * qw) - c * qw, f"queue_slot_{c}") for c in range(4)])
         with m.If(take):
             with m.If(q_n != 0):
-                m.d.sync += [head.eq(queue[q_rd]), q_any.eq(1), q_rd.eq(q_rd + 1)]
+                m.d.sync += [head.eq(slot), q_any.eq(1), q_rd.eq(q_rd + 1)]
             with m.Else():
                 m.d.sync += [head.eq(qin), q_any.eq(p[2][0])]
         wr = p[2][0] & ~bypass
@@ -1336,7 +1360,7 @@ class Spacc(OpComponent):
                 tw = len(Value.cast(toks[i]))
                 m.d.comb += [fe.push[pn].eq(head[i]), Value.cast(o.payload).eq(head[at:at + tw])]
                 at += tw
-            m.d.comb += release.eq(fe.fire & head[order + 2])
+            m.d.comb += release.eq(pop & head[order + 2])
         with m.Elif(done_in & ~done_out & ~full[0] & ~full[1]):
             m.d.comb += fe.go.eq(1)
             m.d.comb += [fe.push[pn].eq(1) for pn in fe.push]
