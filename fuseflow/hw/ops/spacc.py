@@ -19,11 +19,17 @@ combinational read-modify-write would give it). A firing in cycle t (entry A, va
   after a closing firing the next one accumulates into a freed, empty bank, whose read is not used) and the
   prefix a firing would take, and only crd_inner's view waits for the firing: with orders 2 and 3 not for the
   firing rule itself but for dep = innermost, both heads valid and the bank free, a LUT of registers that
-  agrees with it whenever the next cycle accumulates); beside it, from the two
-  candidates (the step fires or not) and the true next bank, whether the firings of t - 1 .. t - 3 had that
-  entry (``hit1 .. hit3``), and the address itself (``read_addr``).
+  agrees with it whenever the next cycle accumulates); beside it, whether the firings of t - 1 .. t - 3 had that
+  entry (``hit1 .. hit3``), and the address itself (``read_addr``): with order 1 from the two candidates (the
+  step fires or not) and the true next bank, chosen by the firing; with orders 2 and 3 from the read's own two
+  candidates, chosen by that LUT of registers after the comparisons (the read's address is the entry of any
+  accumulating firing in t: a closing stop is at dep 0, so no close precedes one).
 - t: the bitmap bit at ``read_addr`` (the bitmap holds the firings up to t - 2; with more than 64 bits in two
-  steps, its 4 bits around ``read_addr`` registered, one chosen by s1's address in t + 1); registers ``s1`` take A, its
+  steps: with order 1 its 4 bits around ``read_addr`` registered, one chosen by s1's address in t + 1; with
+  orders 2 and 3 its 8 bits (``read_addr[3:]`` chooses, as a tree of 8:1 word selects on kept wires: on ECP5
+  slices of LUT4 / PFUMX / L6MUX21 instances, the first level's select from a copy of ``read_addr``'s bits per
+  node, ``TRELLIS_FF`` instances that Yosys does not merge), s1's 3 low bits choosing in t + 1); registers
+  ``s1`` take A, its
   one-hot mask, x, whether the read's data holds A's value (occupied, no hit), ``hit1`` (``s1_hit1``: the result of
   t - 1 is s2's in t + 1) and else the value (``s1_cur``: the merged result of t - 2 or t - 3 (``s2``, ``s3``),
   the most recent first, or the operation's identity: a hit implies occupied); and A's comparisons with the
@@ -120,15 +126,17 @@ every output, once.
 from math import prod
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
+from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
 from ...samml.registry import REDUCE_MERGE, check_spacc
 from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level, token_layout
-from ._common import Fire, OpComponent, set_data, set_done, set_stop
+from ._common import Fire, OpComponent, kept, set_data, set_done, set_stop
 from ...hw.memory import TensorMemory, memory_storage
+from ._pipe import dsp_family
+from .level_scan import MUX_INIT
 from .alu import fixed_op, saturate_overflow
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
@@ -147,6 +155,60 @@ def _less_const(x, k):
     terms = [all_of([~x[i]] + [x[j] if (k >> j) & 1 else ~x[j] for j in range(i + 1, w)])
              for i in range(w) if (k >> i) & 1]
     return Cat(*terms).any()
+
+
+def _copy_register(m, platform, d, name):
+    """A register of ``d`` (reset-less) that Yosys does not merge with its equal copies: on ECP5 one
+    ``TRELLIS_FF`` instance per bit (Yosys merges equal flip-flops bit by bit), elsewhere a plain register."""
+    q = Signal(len(d), name=name, reset_less=True)
+    if dsp_family(platform) == "ecp5":
+        for i in range(len(d)):
+            m.submodules[f"{name}_ff{i}"] = Instance(
+                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR", p_REGSET="RESET",
+                p_SRMODE="LSR_OVER_CE", i_CLK=ClockSignal("sync"), i_LSR=0, i_CE=1, i_DI=d[i], o_Q=q[i])
+    else:
+        m.d.sync += q.eq(d)
+    return q
+
+
+def _mux8(m, platform, sel, words, width, name):
+    """``words[sel]`` (8 words of ``width`` bits, ``sel`` 3 bits) on a kept wire: on ECP5 per bit one slice pair
+    (four ``LUT4`` 2:1 multiplexers by ``sel[0]``, two ``PFUMX`` by ``sel[1]``, an ``L6MUX21`` by ``sel[2]``),
+    which the logic mapper leaves as it is (it mapped the word select as a LUT4 before a LUT4 and PFUMX, with a
+    route between them), elsewhere the word select."""
+    out = Signal(width, name=name, attrs={"keep": 1})
+    if dsp_family(platform) != "ecp5":
+        m.d.comb += out.eq(Cat(*words).word_select(sel, width))
+        return out
+    sel = Value.cast(sel)
+    for b in range(width):
+        f = [Signal(name=f"{name}_b{b}_f{k}") for k in range(4)]
+        g = [Signal(name=f"{name}_b{b}_g{k}") for k in range(2)]
+        for k in range(4):
+            m.submodules[f"{name}_b{b}_lut{k}"] = Instance(
+                "LUT4", p_INIT=MUX_INIT, i_A=sel[0], i_B=Value.cast(words[2 * k + 1])[b],
+                i_C=Value.cast(words[2 * k])[b], i_D=0, o_Z=f[k])
+        for k in range(2):
+            m.submodules[f"{name}_b{b}_pfumx{k}"] = Instance(
+                "PFUMX", i_ALUT=f[2 * k + 1], i_BLUT=f[2 * k], i_C0=sel[1], o_Z=g[k])
+        m.submodules[f"{name}_b{b}_l6mux"] = Instance("L6MUX21", i_D0=g[0], i_D1=g[1], i_SD=sel[2], o_Z=out[b])
+    return out
+
+
+def _at_most_one(m, bits, name):
+    """Whether at most one bit of ``bits`` is set: per chunk of 4 bits its OR and whether two are set (kept
+    wires), then the same over the chunks' ORs."""
+    bits = Value.cast(bits)
+    n = len(bits)
+    if n <= 4:
+        return ~Cat(*[bits[i] & bits[j] for i in range(n) for j in range(i + 1, n)]).any()
+    nc = -(-n // 4)
+    chunks = [bits[4 * c:min(4 * c + 4, n)] for c in range(nc)]
+    c_any = Signal(nc, name=f"{name}_any", attrs={"keep": 1})
+    c_two = Signal(nc, name=f"{name}_two", attrs={"keep": 1})
+    m.d.comb += [c_any.eq(Cat(*[c.any() for c in chunks])),
+                 c_two.eq(Cat(*[~_at_most_one(m, c, name) for c in chunks]))]
+    return ~c_two.any() & _at_most_one(m, c_any, f"{name}_c")
 
 
 def _or_all(values, width):
@@ -384,15 +446,18 @@ class Spacc(OpComponent):
         split_lookup = 2 * n > 64
         occ_bm = Signal(name="occupied_bitmap")
         s1_nohit = Signal(name="s1_no_hit")
-        occ_row = Signal(4, name="occupied_row")
+        # (the word registered in t: 4 bits with order 1, 8 with orders 2 and 3, chosen by read_addr's bits from
+        # lo up; in t + 1 s1's lo low bits choose the bit)
+        lo = 2 if order == 1 else 3
+        occ_row = Signal(1 << lo, name="occupied_row")
         if split_lookup:
             if fabric_read:
-                # (max/min: each of the 4 bits registered with whether it is read_addr's and no hit, so s1_mem is
-                # their OR, one LUT from registers)
-                occ_hot = Signal(4, name="occupied_row_hot")
+                # (max/min: each of the bits registered with whether it is read_addr's and no hit, so s1_mem is
+                # their OR, one LUT from registers with 4 bits)
+                occ_hot = Signal(1 << lo, name="occupied_row_hot")
                 m.d.comb += s1_mem.eq(occ_hot.any())
             else:
-                m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:2], 1) & s1_nohit)
+                m.d.comb += s1_mem.eq(occ_row.bit_select(s1_addr[:lo], 1) & s1_nohit)
         merged, merged_o = Signal(signed(W), name="merged"), Signal(2, name="merged_signs")
         # the firing of t - 1 had the entry (hit1 registered with s1): its merged result is s2's in t + 1, the
         # current value (s2 is a register, so the merge's loop is s2 -> merge -> s2, no choice before s2)
@@ -598,27 +663,43 @@ class Spacc(OpComponent):
                          rd_stay.eq(bank_addr(ab, linear(pre_f, stay))),
                          rd_sel.eq((dep == order - 1) & cv & vv & a_free),
                          rpa.addr.eq(Mux(rd_sel, rd_behind, rd_stay))]
+            rd_addr = rpa.addr
         else:
             # (order 1 keeps the firing's choice: with the above, order 1, dim 64 measured 156.0 -> 142.7 MHz)
             m.d.comb += rpa.addr.eq(bank_addr(ab, linear(pre_f, Mux(fa.fire & fa.pop["crd_inner"], behind, stay))))
         bm_all = Cat(bm[0], bm[1])                     # indexed by the memory address
-        rows = -(-2 * n // 4)
+        rows = -(-2 * n // (1 << lo))
         if split_lookup:
-            words = Cat(bm_all, Const(0, rows * 4 - 2 * n))
+            words = Cat(bm_all, Const(0, rows * (1 << lo) - 2 * n))
             if order > 1:
                 # (the 4 bits at read_addr as a tree of multiplexers, of 8 words, then of 4, each on a kept wire:
                 # else the mapper builds the word select over all rows as a chain of LUTs; order 1, dim 64 keeps
                 # the plain select, measured 152.5 -> 148.4 MHz (min) with the tree and the choice below)
-                level = [words[4 * r:4 * r + 4] for r in range(rows)]
-                at, depth = 2, 0
+                rw = 1 << lo
+                level = [words[rw * r:rw * r + rw] for r in range(rows)]
+                at, depth = lo, 0
+                # (the first level's select bits duplicated, a register per node: read_addr's fan-out into the
+                # 512 bits was the first route of the critical path. On ECP5 the copies are TRELLIS_FF
+                # instances, which Yosys does not merge (equal registers it does, bit by bit, whatever their
+                # reset values); without a reset: the lookup matters only for an accumulating firing, whose
+                # address was registered at the edge before it, and the bitmap is empty after a reset)
+                sb0 = min(3, aw - at)
+                n0 = -(-len(level) // (1 << sb0))
+                sel_d = Signal(sb0, name="read_addr_l0")
+                m.d.comb += sel_d.eq(rd_addr[at:at + sb0])
+                sel0 = [_copy_register(m, platform, sel_d, f"read_addr_l0_{b}") for b in range(n0)]
                 while len(level) > 1:
-                    sb = min(3 if depth == 0 else 2, aw - at)
+                    sb = min(3, aw - at)
                     up = []
                     for b in range(-(-len(level) // (1 << sb))):
                         part = level[b << sb:(b + 1) << sb]
-                        node = Signal(4, name=f"occupied_l{depth}_{b}", attrs={"keep": 1})
-                        m.d.comb += node.eq(Cat(*part, Const(0, 4 * ((1 << sb) - len(part))))
-                                            .word_select(read_addr[at:at + sb], 4))
+                        part = part + [Const(0, rw)] * ((1 << sb) - len(part))
+                        sel = sel0[b] if depth == 0 else read_addr[at:at + sb]
+                        if sb == 3:
+                            node = _mux8(m, platform, sel, part, rw, f"occupied_l{depth}_{b}")
+                        else:
+                            node = Signal(rw, name=f"occupied_l{depth}_{b}", attrs={"keep": 1})
+                            m.d.comb += node.eq(Cat(*part).word_select(sel, rw))
                         up.append(node)
                     level, at, depth = up, at + sb, depth + 1
                 occ_word = level[0]
@@ -627,16 +708,28 @@ class Spacc(OpComponent):
             m.d.sync += occ_row.eq(occ_word)
             if fabric_read:
                 m.d.sync += occ_hot.eq(occ_word
-                                       & Cat(*[read_addr[:2] == i for i in range(4)])
-                                       & (~hit_now & ~hit2 & ~hit3).replicate(4))
+                                       & Cat(*[read_addr[:lo] == i for i in range(1 << lo)])
+                                       & (~hit_now & ~hit2 & ~hit3).replicate(1 << lo))
         else:
             m.d.comb += occ_bm.eq(bm_all.bit_select(read_addr, 1))
-        look = []
-        for a in (addr_fire, addr_stay):
-            look.append((s1_v & (s1_addr == a), s2_v & (s2_addr == a)))
-        m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
-                     hit2.eq(Mux(fa.fire, look[0][0], look[1][0])), hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
-                     read_addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
+        if order > 1:
+            # (orders 2 and 3: the accumulate read's address is the entry of an accumulating firing in the next
+            # cycle (above: no close precedes one, the closing stop is at dep 0), so the lookups compare with its
+            # two candidates, chosen by the LUT of registers after the comparisons, rather than with the
+            # firing's two candidates chosen by the firing)
+            def pick(f):
+                return Mux(rd_sel, f(rd_behind), f(rd_stay))
+            m.d.sync += [hit_now.eq(fa.fire & wen_if & pick(lambda a: full_addr == a)),
+                         hit2.eq(s1_v & pick(lambda a: s1_addr == a)), hit3.eq(s2_v & pick(lambda a: s2_addr == a)),
+                         read_addr.eq(rd_addr)]
+        else:
+            look = []
+            for a in (addr_fire, addr_stay):
+                look.append((s1_v & (s1_addr == a), s2_v & (s2_addr == a)))
+            m.d.sync += [hit_now.eq(fa.fire & wen_if & (full_addr == addr_fire)),
+                         hit2.eq(Mux(fa.fire, look[0][0], look[1][0])),
+                         hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
+                         read_addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
         if order > 1: return self._walk(m, SimpleNamespace(**locals()))  # (one line: order 1's RTLIL src lines kept)  # noqa: E701,E501
         release = Signal()                             # this firing emits the closing stops: frees bank eb
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
@@ -1037,7 +1130,16 @@ class Spacc(OpComponent):
         issues (an entry and its stop) and the fetch takes one row per cycle, so after the start-up (E) the
         issues keep pace with the outputs, across banks too (the fetcher moves on to the next full bank after
         a bank's last row). A bank's rows and bits are cleared as the walker passes them, so it is empty when
-        freed (the closing firing, from the queue's head)."""
+        freed (the closing firing, from the queue's head).
+
+        Timing (ECP5): the fetcher's lowest row and last-row test are per bank from rne's registers, the fetch
+        bank chosen after (the last row: at most one row nonempty, no find-first-set before it), and f1 keeps
+        the one-hot mask only (nb's row payload is encoded from it); ``cr_has`` is whether two bits are set
+        (no carry chain); p3 is written into the queue's slot whatever the firing (the firing only decides
+        whether the write pointer steps), the head is taken on a kept wire from its own push flags and the
+        outputs' room, the slot at the read pointer is chosen by slices of LUT4 / PFUMX / L6MUX21 with the
+        pointer in 4 copies, the release comes from the pop, and ``ab_free`` has both close cases on kept
+        wires, the close choosing last."""
         order, dims, n, W, aw = ns.order, ns.dims, ns.n, ns.W, ns.aw
         dim = dims[-1]
         nrows = n // dim
@@ -1076,7 +1178,6 @@ class Spacc(OpComponent):
         f1_v, f1_empty, f1_last, f1_plast, f1_bank = (Signal(name=f"f1_{x}") for x in
                                                       ("valid", "empty", "last", "plane_last", "bank"))
         f1_oh = Signal(nrows, name="f1_rows")
-        f1_pay = Signal(pw, name="f1_row")
         f1_newp = Signal(name="f1_plane_first")
         newp = Signal(init=1, name="fetch_plane_first")            # the next row fetched starts a plane
         nb_v, nb_empty, nb_last, nb_plast, nb_bank, nb_newp = (Signal(name=f"nb_{x}") for x in
@@ -1095,9 +1196,16 @@ class Spacc(OpComponent):
         m.d.comb += pend.eq(Mux(fb, rne[1], rne[0]))
         avail = Signal(name="fetch_avail")
         m.d.comb += avail.eq(Mux(fb, full[1] & ~walked[1], full[0] & ~walked[0]))
-        p_any, p_oh, p_pay = _lowest(m, pend, nrows, rpay, "fetch")
+        # (the lowest nonempty row per bank from its registers, the fetch bank chosen after; the row's payload
+        # is encoded from f1's one-hot mask on the way to nb)
+        lows = [_lowest(m, rne[k], nrows, rpay, f"fetch{k}") for k in range(2)]
+        p_any = Mux(fb, lows[1][0], lows[0][0])
+        p_oh = Signal(nrows, name="fetch_lowest")
+        m.d.comb += p_oh.eq(Mux(fb, lows[1][1], lows[0][1]))
         rest = pend & ~p_oh
-        last = ~rest.any()
+        # (the fetch bank's row is its last when at most one row is nonempty: per bank from its registers, the
+        # bank chosen after, rather than rest's OR after the find-first-set over the chosen bank's rows)
+        last = Mux(fb, _at_most_one(m, rne[1], "fetch_one1"), _at_most_one(m, rne[0], "fetch_one0"))
         if order == 3:
             per = dims[1]
             plane_of = [r // per for r in range(nrows)]
@@ -1125,7 +1233,7 @@ class Spacc(OpComponent):
         m.d.comb += f1_load.eq(avail & (~f1_v | f1_take))
         with m.If(f1_load):
             m.d.sync += [f1_v.eq(1), f1_empty.eq(~p_any), f1_last.eq(last), f1_plast.eq(plast),
-                         f1_bank.eq(fb), f1_oh.eq(p_oh), f1_pay.eq(p_pay), f1_newp.eq(newp)]
+                         f1_bank.eq(fb), f1_oh.eq(p_oh), f1_newp.eq(newp)]
             m.d.sync += newp.eq(last | plast)
             with m.If(last):
                 m.d.sync += fb.eq(~fb)
@@ -1136,7 +1244,8 @@ class Spacc(OpComponent):
         rows_bits = [bmf[r * dim:(r + 1) * dim] for r in range(nrows)]
         with m.If(f1_take):
             m.d.sync += [nb_v.eq(1), nb_empty.eq(f1_empty), nb_last.eq(f1_last), nb_plast.eq(f1_plast),
-                         nb_bank.eq(f1_bank), nb_pay.eq(f1_pay), nb_newp.eq(f1_newp),
+                         nb_bank.eq(f1_bank), nb_pay.eq(_or_all([f1_oh[r].replicate(pw) & Const(rpay[r], pw) for r in range(nrows)], pw)),
+                         nb_newp.eq(f1_newp),
                          nb_bits.eq(_or_all([f1_oh[r].replicate(dim) & rows_bits[r] for r in range(nrows)], dim))]
         with m.Elif(nb_take):
             m.d.sync += nb_v.eq(0)
@@ -1149,7 +1258,8 @@ class Spacc(OpComponent):
         with m.Elif(cr_done):
             m.d.sync += cr_v.eq(0)
         with m.Elif(issue):
-            m.d.sync += [cr_bits.eq(cr_next), cr_first.eq(0), cr_has.eq(cr_next.any())]
+            # (a bit is left after the lowest when at least two are set: no carry chain on cr_has's path)
+            m.d.sync += [cr_bits.eq(cr_next), cr_first.eq(0), cr_has.eq(~_at_most_one(m, cr_bits, "row_one"))]
 
         # the descriptor: per output its push and token, val's token (a stop) or an entry (value from memory)
         outs_all = outs + [ov]
@@ -1209,18 +1319,33 @@ class Spacc(OpComponent):
         head = Signal(dw, name="queue_head")
         q_any = Signal(name="queue_head_valid")
         pop = Signal(name="queue_pop")
-        m.d.comb += pop.eq(fe.fire & q_any)
-        take = ~q_any | pop
+        # (the head is taken when empty or popped: from the head's register and the outputs' room directly, on
+        # a kept wire, rather than through the firing rule's go and fire)
+        take = kept(m, ~q_any | all_of([~head[i] | o.ready for i, o in enumerate(outs_all)]), "queue_take")
+        m.d.comb += pop.eq(q_any & take)
         bypass = Signal(name="queue_bypass")
         m.d.comb += bypass.eq(take & (q_n == 0))
+        # (the slot at q_rd as slices of LUT4/PFUMX/L6MUX21 on ECP5, their selects from copies of q_rd, 4 per
+        # bit of it, each for a quarter of the head's bits)
+        rd_next = Signal(range(Q), name="queue_rd_next")
+        m.d.comb += rd_next.eq(Mux(take & (q_n != 0), q_rd + 1, q_rd))
+        rd_cp = [_copy_register(m, ns.platform, rd_next, f"queue_rd_{c}") for c in range(4)]
+        qw = -(-dw // 4)
+        slot = Cat(*[_mux8(m, ns.platform, rd_cp[c], [queue[i][c * qw:min(dw, (c + 1) * qw)] for i in range(Q)],
+                           min(dw, (c + 1) * qw) - c * qw, f"queue_slot_{c}") for c in range(4)])
         with m.If(take):
             with m.If(q_n != 0):
-                m.d.sync += [head.eq(queue[q_rd]), q_any.eq(1), q_rd.eq(q_rd + 1)]
+                m.d.sync += [head.eq(slot), q_any.eq(1), q_rd.eq(q_rd + 1)]
             with m.Else():
                 m.d.sync += [head.eq(qin), q_any.eq(p[2][0])]
         wr = p[2][0] & ~bypass
+        # (p3 is written into slot q_wr whatever the firing, which only decides whether q_wr steps: the slot
+        # written when p3 goes straight into the head stays free. The slot is free whenever p3 is valid, as
+        # the credits keep head, queue and p1..p3 at most Q: so the write enables come from registers)
+        with m.If(p[2][0]):
+            m.d.sync += queue[q_wr].eq(qin)
         with m.If(wr):
-            m.d.sync += [queue[q_wr].eq(qin), q_wr.eq(q_wr + 1)]
+            m.d.sync += q_wr.eq(q_wr + 1)
         m.d.sync += q_n.eq(q_n + wr - (take & (q_n != 0)))
         occ = Signal(range(Q + 1), name="emit_issued")
         m.d.sync += occ.eq(occ + issue - pop)
@@ -1235,7 +1360,7 @@ class Spacc(OpComponent):
                 tw = len(Value.cast(toks[i]))
                 m.d.comb += [fe.push[pn].eq(head[i]), Value.cast(o.payload).eq(head[at:at + tw])]
                 at += tw
-            m.d.comb += release.eq(fe.fire & head[order + 2])
+            m.d.comb += release.eq(pop & head[order + 2])
         with m.Elif(done_in & ~done_out & ~full[0] & ~full[1]):
             m.d.comb += fe.go.eq(1)
             m.d.comb += [fe.push[pn].eq(1) for pn in fe.push]
@@ -1273,7 +1398,11 @@ class Spacc(OpComponent):
                 m.d.sync += walked[k].eq(0)
             m.d.sync += full[k].eq(nfull)
             nfulls.append(nfull)
-        m.d.sync += ns.ab_free.eq(~Mux(nab, nfulls[1], nfulls[0]))
+        # (whether the next accumulate bank is free: for both cases of the close, from registers and the emit
+        # side's release on kept wires, the close chooses last)
+        free_stay = kept(m, ~Mux(ab, full[1], full[0]) | (release & (eb == ab)), "ab_free_stay")
+        free_flip = kept(m, ~Mux(ab, full[0], full[1]) | (release & (eb != ab)), "ab_free_flip")
+        m.d.sync += ns.ab_free.eq(Mux(ns.close, free_flip, free_stay))
         with m.If(ns.close):
             m.d.comb += nab.eq(~ab)
         fa.build(m)
