@@ -18,7 +18,9 @@ Writes JSON (default benchmarks/results/synth.json) and a Markdown table (defaul
 ``--names`` synthesises only the named rows and merges them into the existing JSON (rows of the same name are
 replaced, new ones added in table order); the Markdown table is rewritten from the merged rows. ``--merge``
 synthesises nothing: it folds the rows of other result files (``--names`` runs made in another checkout, with
-``-o`` pointing elsewhere) into ``--out`` the same way.
+``-o`` pointing elsewhere) into ``--out`` the same way. The JSON keeps the runs that made its rows (``runs``:
+seconds and row names); ``seconds`` is the wall time of the runs whose rows the table still shows, so a merge that
+replaces every row takes the new runs' time and a partial one adds its run to those still represented.
 
 A kernel's Fmax moves by 10 MHz and more between placements (routing is most of its paths), so one seed says
 little about a kernel near its target. ``--kernel-seeds 2 3`` also places and routes every kernel at those seeds:
@@ -351,14 +353,37 @@ def merge_rows(old, new, order):
                                                             else 0))]
 
 
+def runs_of(doc):
+    """The runs that made ``doc``'s rows, ``[{"seconds": s, "rows": [name, ...]}]``; a file written before runs
+    were kept counts as one run that made all its rows."""
+    if "runs" in doc:
+        return [dict(run, rows=list(run["rows"])) for run in doc["runs"]]
+    return [{"seconds": doc.get("seconds") or 0, "rows": [r["name"] for r in doc.get("results", [])]}]
+
+
+def merge_runs(runs, later, kept):
+    """``runs`` with each of ``later`` taking over the rows it made; a run left without a row (every row it made
+    replaced, or no longer a case: not in ``kept``) drops out. Returns (runs, seconds): the table's wall time
+    is that of the runs whose rows it shows, so a merge that replaces every row takes the new runs' time."""
+    runs = [dict(run, rows=list(run["rows"])) for run in runs]
+    for new in later:
+        taken = set(new["rows"])
+        runs = [dict(run, rows=[n for n in run["rows"] if n not in taken]) for run in runs]
+        runs.append(dict(new, rows=list(new["rows"])))
+    runs = [dict(run, rows=[n for n in run["rows"] if n in kept]) for run in runs]
+    runs = [run for run in runs if run["rows"]]
+    return runs, round(sum(run["seconds"] or 0 for run in runs), 1)
+
+
 def merge_files(out, md, files, order):
     """``--merge``: the rows of ``files`` (later files win) replace or join those of ``out``; tools, machine and
-    targets stay ``out``'s, the seconds add up; the table is rendered again."""
+    targets stay ``out``'s; the seconds are those of the runs whose rows the table keeps (:func:`merge_runs`);
+    the table is rendered again."""
     from fuseflow.cli import atomic_write
     try:
         with open(out) as f:
             doc = json.load(f)
-        news = []
+        news, later = [], []
         for path in files:
             with open(path) as f:
                 other = json.load(f)
@@ -367,11 +392,13 @@ def merge_files(out, md, files, order):
                       file=sys.stderr)
                 return 2
             news += other["results"]
-            doc["seconds"] = round((doc.get("seconds") or 0) + (other.get("seconds") or 0), 1)
-    except (OSError, ValueError, KeyError) as e:
+            later += runs_of(other)
+        runs = runs_of(doc)
+    except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"error: --merge: {e}", file=sys.stderr)
         return 2
     doc["results"] = merge_rows(doc["results"], news, order)
+    doc["runs"], doc["seconds"] = merge_runs(runs, later, {r["name"] for r in doc["results"]})
     doc["notes"] = notes(doc["results"])
     with atomic_write(out) as f:
         f.write(json.dumps(doc, indent=1) + "\n")
@@ -439,17 +466,18 @@ def main(argv=None):
             print(f"[{done:2d}/{len(jobs)}] {r['name'] + at:28s} {describe(r)}  ({r['seconds']} s)", flush=True)
     rows = fold_seeds(results[:len(cases)], results[len(cases):])
     seconds = round(time.monotonic() - t0, 1)
+    runs = [{"seconds": seconds, "rows": [r["name"] for r in rows]}]
     if args.names and os.path.exists(args.out):
         with open(args.out) as f:
             old = json.load(f)
         rows = merge_rows(old["results"], rows, every_name)
-        seconds = round((old.get("seconds") or 0) + seconds, 1)     # wall time of every run merged here
+        runs, seconds = merge_runs(runs_of(old), runs, {r["name"] for r in rows})
     t = TARGETS[args.target]
     doc = {
         "target": args.target, "device": t["device"], "nextpnr": t["nextpnr"], "tools": versions,
         "op_target_mhz": OP_TARGET_MHZ, "kernel_target_mhz": KERNEL_TARGET_MHZ, "mem_depth": MEM_DEPTH,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "seconds": seconds, "results": rows, "notes": notes(rows),
+        "seconds": seconds, "runs": runs, "results": rows, "notes": notes(rows),
     }
     md = args.md or os.path.splitext(args.out)[0] + ".md"
     with atomic_write(args.out) as f:

@@ -65,3 +65,40 @@ def test_median_of_an_even_count_and_without_seeds():
     # a failed run at another seed is left out of the fold
     rows = synth_bench.fold_seeds([dict(a)], [dict(a, error="nextpnr: x", seed=2)])
     assert "fmax_by_seed" not in rows[0]
+
+
+def _names(doc, kind):
+    return [r["name"] for r in doc["results"] if r["kind"] == kind]
+
+
+def test_a_merge_that_replaces_every_row_takes_the_new_runs_time(tmp_path):
+    with open(os.path.join(HERE, "..", "benchmarks", "results", "synth.json")) as f:
+        doc = json.load(f)
+    doc.pop("runs", None)                               # a file from before runs were kept: one run of all rows
+    doc["seconds"] = 80000.0
+    out = tmp_path / "synth.json"
+    out.write_text(json.dumps(doc))
+    ops = dict(doc, seconds=4485.0, results=[r for r in doc["results"] if r["kind"] == "op"])
+    ops.pop("runs", None)
+    ks = dict(ops, seconds=5053.0, results=[r for r in doc["results"] if r["kind"] == "kernel"])
+    (tmp_path / "ops.json").write_text(json.dumps(ops))
+    (tmp_path / "ks.json").write_text(json.dumps(ks))
+    order = [r["name"] for r in doc["results"]]
+    assert synth_bench.merge_files(str(out), None, [str(tmp_path / "ops.json")], order) == 0
+    merged = json.loads(out.read_text())
+    assert merged["seconds"] == 80000.0 + 4485.0        # the old run still made the kernel rows
+    assert synth_bench.merge_files(str(out), None, [str(tmp_path / "ks.json")], order) == 0
+    merged = json.loads(out.read_text())
+    assert merged["seconds"] == 4485.0 + 5053.0         # nothing of the 80,000 s run is left in the table
+    assert [run["rows"] for run in merged["runs"]] == [_names(doc, "op"), _names(doc, "kernel")]
+    assert "in 9538 s on" in (tmp_path / "synth.md").read_text()
+
+
+def test_a_partial_run_adds_its_time_and_a_run_without_rows_drops_out():
+    runs = [{"seconds": 100.0, "rows": ["a", "b"]}, {"seconds": 10.0, "rows": ["c"]}]
+    after, seconds = synth_bench.merge_runs(runs, [{"seconds": 7.0, "rows": ["b"]}], {"a", "b", "c"})
+    assert seconds == 117.0 and after[0]["rows"] == ["a"] and runs[0]["rows"] == ["a", "b"]
+    after, seconds = synth_bench.merge_runs(after, [{"seconds": 3.0, "rows": ["c"]}], {"a", "b", "c"})
+    assert seconds == 110.0 and [run["seconds"] for run in after] == [100.0, 7.0, 3.0]
+    after, seconds = synth_bench.merge_runs(after, [], {"b", "c"})          # "a" is no longer a case
+    assert seconds == 10.0
