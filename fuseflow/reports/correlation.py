@@ -32,6 +32,8 @@ import io
 import json
 import math
 import os
+import pickle
+import shutil
 import sys
 import tempfile
 import time
@@ -477,7 +479,10 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
     if not entries:
         raise ReportError("--only" if only else "--exclude", f"no entry of suite '{suite.name}' is left "
                           f"(--only {only!r}, --exclude {exclude!r})")
-    opts = {"trace": trace, "max_trace_cycles": max_trace_cycles}
+    # each finished entry is also written here by its worker, so an interrupt keeps the entries a family finished
+    # before it (a family's records otherwise come back only when the whole family is done)
+    checkpoints = tempfile.mkdtemp(prefix="fuseflow-correlate-")
+    opts = {"trace": trace, "max_trace_cycles": max_trace_cycles, "checkpoints": checkpoints}
     t_start = time.monotonic()
     # entries of one family share capacities (and so Verilator builds): a family is one task of the sweep
     families = {}
@@ -500,6 +505,8 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
         if partial:
             collect(*partial)
         for i, e in enumerate(entries):
+            if records[i] is None or records[i]["status"] is None:
+                records[i] = read_checkpoint(checkpoints, e.name) or records[i]
             if records[i] is None:
                 records[i] = _new_record(e, simulator)
             if records[i]["status"] is None:
@@ -509,9 +516,38 @@ def correlate(suite, outdir, simulator="verilator", *, cache=None, progress=True
         write_report(report, outdir)
         commit_outputs()             # the partial report is a consistent set of files: keep it
         raise
+    finally:
+        shutil.rmtree(checkpoints, ignore_errors=True)
     report = make_report(suite, entries, records, simulator, time.monotonic() - t_start)
     write_report(report, outdir)
     return report
+
+
+def _checkpoint_path(checkpoints, name):
+    return os.path.join(checkpoints, hashlib.sha256(name.encode()).hexdigest()[:24] + ".pickle")
+
+
+def write_checkpoint(checkpoints, rec):
+    """Keep a finished entry's record under ``checkpoints`` (best effort: a worker on another machine, which
+    does not see the directory, loses only what an interrupt would have lost anyway)."""
+    if not checkpoints:
+        return
+    path = _checkpoint_path(checkpoints, rec["name"])
+    try:
+        with open(path + ".tmp", "wb") as f:
+            pickle.dump(rec, f)
+        os.replace(path + ".tmp", path)     # a reader sees the whole record or none
+    except OSError:
+        pass
+
+
+def read_checkpoint(checkpoints, name):
+    """The record :func:`write_checkpoint` kept for entry ``name``, or None."""
+    try:
+        with open(_checkpoint_path(checkpoints, name), "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return None
 
 
 def _new_record(e, simulator):
@@ -618,6 +654,7 @@ def _run_group(entries, records, refs, idxs, caps, simulator, cache, rtl_variant
             _diagnose(rec, e, ref, rp, opts)
         except Exception as exc:  # noqa: BLE001
             rec.update(status="error", problems=[f"rtl: {_why(exc)}"])
+        write_checkpoint(opts.get("checkpoints"), rec)
 
 
 def make_report(suite, entries, records, simulator, seconds):

@@ -420,6 +420,36 @@ def test_interrupted_run_writes_a_partial_report(tmp_path):
     assert "Interrupted" in md
 
 
+def test_an_interrupt_keeps_the_entries_a_running_family_finished(tmp_path, monkeypatch):
+    # on a Dask cluster a family's records come back only when the whole family is done; the entries it
+    # finished before an interrupt are read back from the checkpoints its worker wrote
+    entries = [suites.classic("vector_add", 5, 0.5, s) for s in (1, 2)]
+    seen, dirs = [], []
+
+    def variant(p):
+        seen.append(p)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return p
+
+    def sweep_on_a_cluster(tasks, *args, **kwargs):
+        for t in tasks:
+            dirs.append(t.args[3]["checkpoints"])
+            try:
+                t.fn(*t.args, **t.kwargs)
+            except KeyboardInterrupt:
+                raise KeyboardInterrupt from None      # the worker's own records stay in the worker
+
+    monkeypatch.setattr(corr, "run_sweep", sweep_on_a_cluster)
+    with pytest.raises(KeyboardInterrupt):
+        corr.correlate(suites.Suite("tiny", entries), tmp_path, "amaranth", progress=False, rtl_variant=variant)
+    md, js = _read_report(tmp_path)
+    assert len(set(corr.family_key(e.program) for e in entries)) == 1         # one family, one task
+    assert js["interrupted"] is True and [r["status"] for r in js["records"]] == ["ok", "not run"]
+    assert js["records"][0]["rtl_cycles"] == js["records"][0]["sim_cycles"] > 0
+    assert dirs and not os.path.exists(dirs[0])                              # the checkpoints are removed
+
+
 def test_main_is_importable():
     from fuseflow.reports.correlation import main
     assert main(["--suite", "nope"]) == 2
