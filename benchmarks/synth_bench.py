@@ -357,19 +357,18 @@ def runs_of(doc):
     """The runs that made ``doc``'s rows, ``[{"seconds": s, "rows": [name, ...]}]``; a file written before runs
     were kept counts as one run that made all its rows."""
     if "runs" in doc:
-        return [dict(run, rows=list(run["rows"])) for run in doc["runs"]]
+        return doc["runs"]
     return [{"seconds": doc.get("seconds") or 0, "rows": [r["name"] for r in doc.get("results", [])]}]
 
 
 def merge_runs(runs, later, kept):
     """``runs`` with each of ``later`` taking over the rows it made; a run left without a row (every row it made
     replaced, or no longer a case: not in ``kept``) drops out. Returns (runs, seconds): the table's wall time
-    is that of the runs whose rows it shows, so a merge that replaces every row takes the new runs' time."""
-    runs = [dict(run, rows=list(run["rows"])) for run in runs]
+    is that of the runs whose rows it shows, so a merge that replaces every row takes the new runs' time.
+    Builds new run dicts; the arguments are left as they are."""
     for new in later:
         taken = set(new["rows"])
-        runs = [dict(run, rows=[n for n in run["rows"] if n not in taken]) for run in runs]
-        runs.append(dict(new, rows=list(new["rows"])))
+        runs = [dict(run, rows=[n for n in run["rows"] if n not in taken]) for run in runs] + [new]
     runs = [dict(run, rows=[n for n in run["rows"] if n in kept]) for run in runs]
     runs = [run for run in runs if run["rows"]]
     return runs, round(sum(run["seconds"] or 0 for run in runs), 1)
