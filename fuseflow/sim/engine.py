@@ -25,6 +25,7 @@ from ..samml.widths import INDEX_KINDS, check_fits_width, stream_width
 from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, matmul_op, row_reduce_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
+from . import compiled
 from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
 from .ops import MODELS
@@ -345,17 +346,20 @@ def load_program(graph_or_program):
     return samml_io.load(graph_or_program)
 
 
-def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, memory=None):
+def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, memory=None, engine="auto"):
     """Simulate a program (a :class:`~fuseflow.samml.Program` or a graph.json path) on ``inputs``.
 
     ``inputs`` maps input tensor names to NumPy arrays, SciPy sparse matrices or PackedTensors (packed into the
     declared formats here). Returns a :class:`SimResult` with dense outputs, cycles and counters; with
     ``trace=True`` also the cycle and the token of every push on every stream (slower; for diagnosis). ``memory``: where
     tensors live (:mod:`fuseflow.sim.memory`: ``"onchip"``, the default and the RTL's contract, ``"hbm2"``,
-    ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved.
+    ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved. ``engine``:
+    ``"auto"`` (the compiled engine when it is built and can run the program, else this module's, with one
+    line on stderr), ``"compiled"`` or ``"python"``; both give identical results (:mod:`fuseflow.sim.compiled`).
     """
     mem = memory_system(memory)
     prog = load_program(graph_or_program)
+    use_compiled = compiled.choose(engine, prog, trace) == "compiled"
     if fifo_depth is not None:
         if not isinstance(fifo_depth, (int, np.integer)) or isinstance(fifo_depth, bool) or fifo_depth < 1:
             raise FuseFlowError("--fifo-depth", f"must be an integer >= 1, got {fifo_depth!r}")
@@ -382,8 +386,12 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
         widths = {s.id: stream_width(prog, s) for s in k.streams.values() if s.kind in INDEX_KINDS}
-        compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
-                                      out_class=TracingOut if trace else Out, widths=widths)
+        if use_compiled:
+            compute, outs, _ = compiled.run_kernel([states[n] for n in order], streams, depth_default, widths, env,
+                                                   trace, UNBOUNDED)
+        else:
+            compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
+                                          out_class=TracingOut if trace else Out, widths=widths)
         read_b = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
         write_b = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
         moved = {nid for nid, st in states.items() if st.mem_reads or st.mem_writes}
@@ -425,7 +433,8 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         if mode == "fixed":
             packed = packed.decode_fixed(env.fixed)
         outputs[t.name] = packed.to_dense()
-    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, memory=mem.name)
+    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, memory=mem.name,
+                 engine="compiled" if use_compiled else "python")
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
     return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None,
                      sent if trace else None)

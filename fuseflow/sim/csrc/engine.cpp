@@ -1,0 +1,437 @@
+// The compiled engine's scheduler and shared mechanics (see engine.hpp; the reference is fuseflow/sim/engine.py).
+#include "engine.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace ff {
+
+// ---- Python reprs, for error messages identical to the reference's ----------------------------------------
+static std::string float_repr(double x) {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    // Python's repr: the shortest round-tripping digits, exponent form outside 1e-4 <= |x| < 1e16
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+    std::string sci(buf, res.ptr);                          // d.ddde[+-]XX
+    size_t e = sci.find('e');
+    std::string mant = sci.substr(0, e);
+    int exp10 = std::stoi(sci.substr(e + 1));
+    bool neg = mant[0] == '-';
+    if (neg) mant = mant.substr(1);
+    std::string digits;
+    for (char c : mant)
+        if (c != '.') digits += c;
+    std::string out;
+    if (exp10 < -4 || exp10 >= 16) {
+        out = digits.substr(0, 1);
+        if (digits.size() > 1) out += "." + digits.substr(1);
+        char eb[16];
+        std::snprintf(eb, sizeof eb, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+        out += eb;
+    } else if (exp10 < 0) {
+        out = "0." + std::string(-exp10 - 1, '0') + digits;
+    } else {
+        if ((int)digits.size() <= exp10 + 1) {
+            out = digits + std::string(exp10 + 1 - digits.size(), '0') + ".0";
+        } else {
+            out = digits.substr(0, exp10 + 1) + "." + digits.substr(exp10 + 1);
+        }
+    }
+    return neg ? "-" + out : out;
+}
+
+std::string repr(const Tok& t) {
+    switch (t.k) {
+        case K_INT: return std::to_string(t.i);
+        case K_FLT: return float_repr(t.f);
+        case K_STOP: return "'S" + std::to_string(t.i) + "'";
+        case K_N: return "'N'";
+        case K_D: return "'D'";
+        case K_R: return "'R'";
+        default: return "'S'";
+    }
+}
+
+std::string repr_list(const std::vector<Tok>& toks) {
+    std::string s = "[";
+    for (size_t i = 0; i < toks.size(); ++i) {
+        if (i) s += ", ";
+        s += repr(toks[i]);
+    }
+    return s + "]";
+}
+
+void bad(const Node& st, const std::string& why) {
+    throw SimError("StreamError", "node " + st.id + " (" + st.op + ")", why);
+}
+
+void Out::too_wide(const Tok& tok) {
+    int need = 0;
+    for (i64 v = tok.i; v; v >>= 1) ++need;
+    int width = 0;
+    for (i64 v = limit; v > 1; v >>= 1) ++width;
+    throw SimError("TensorError", "stream " + name,
+                   "token " + std::to_string(tok.i) + " needs " + std::to_string(need) + " bits, the stream is " +
+                       std::to_string(width) +
+                       " bits wide (the graph's widths do not hold this data: recompile it)");
+}
+
+std::string Out::describe_wait(const Node& st) {
+    std::string full;
+    for (Channel* c : chans)
+        if (!c->has_credit()) full += (full.empty() ? "" : ", ") + c->name;
+    return st.id + " waits to write '" + name + "' (full: " + (full.empty() ? "?" : full) + ")";
+}
+
+// ---- params ----------------------------------------------------------------------------------------------
+bool Params::truthy(const std::string& k) const {
+    const PVal* v = find(k);
+    if (!v) return false;
+    switch (v->t) {
+        case PVal::BOOL:
+        case PVal::INT: return v->i != 0;
+        case PVal::FLT: return v->f != 0;
+        case PVal::STR: return !v->s.empty();
+        case PVal::IVEC:
+        case PVal::FVEC: return !v->fv.empty() || !v->iv.empty();
+        default: return !v->items.empty();
+    }
+}
+
+const std::vector<i64>& Params::ivec(const std::string& k) const {
+    static const std::vector<i64> empty;
+    const PVal* v = find(k);
+    return v ? v->iv : empty;
+}
+
+const std::vector<double>& Params::fvec(const std::string& k) const {
+    static const std::vector<double> empty;
+    const PVal* v = find(k);
+    return v ? v->fv : empty;
+}
+
+// ---- arithmetic (fuseflow/tensors/fixed.py) ---------------------------------------------------------------
+static inline Tok num_tok(const Tok& like_a, const Tok& like_b, double v) {
+    (void)like_a, (void)like_b;
+    return Tok::Flt(v);
+}
+
+static Tok f_add(const Env&, const Tok& a, const Tok& b) {
+    if (a.k == K_INT && b.k == K_INT) return Tok::Int(a.i + b.i);
+    return num_tok(a, b, a.num() + b.num());
+}
+static Tok f_sub(const Env&, const Tok& a, const Tok& b) {
+    if (a.k == K_INT && b.k == K_INT) return Tok::Int(a.i - b.i);
+    return num_tok(a, b, a.num() - b.num());
+}
+static Tok f_mul(const Env&, const Tok& a, const Tok& b) {
+    if (a.k == K_INT && b.k == K_INT) return Tok::Int(a.i * b.i);
+    return num_tok(a, b, a.num() * b.num());
+}
+static Tok f_div(const Env&, const Tok& ta, const Tok& tb) {
+    double a = ta.num(), b = tb.num();
+    if (b == 0.0) {
+        if (a == 0.0 || a != a) return Tok::Flt(NAN);
+        return Tok::Flt(std::copysign(INFINITY, a) * std::copysign(1.0, b));
+    }
+    return Tok::Flt(a / b);
+}
+static Tok f_max(const Env&, const Tok& a, const Tok& b) {
+    double x = a.num(), y = b.num();
+    if (x != x) return a;
+    if (y != y) return b;
+    return x > y ? a : b;
+}
+static Tok f_min(const Env&, const Tok& a, const Tok& b) {
+    double x = a.num(), y = b.num();
+    if (x != x) return a;
+    if (y != y) return b;
+    return x < y ? a : b;
+}
+
+static inline Tok sat(const Env& e, __int128 r) { return Tok::Int(r < e.lo ? e.lo : r > e.hi ? e.hi : (i64)r); }
+
+static Tok x_add(const Env& e, const Tok& a, const Tok& b) { return sat(e, (__int128)a.i + b.i); }
+static Tok x_sub(const Env& e, const Tok& a, const Tok& b) { return sat(e, (__int128)a.i - b.i); }
+static Tok x_mul(const Env& e, const Tok& a, const Tok& b) {
+    return sat(e, ((__int128)a.i * b.i + e.half) >> e.frac);
+}
+static Tok x_div(const Env& e, const Tok& ta, const Tok& tb) {
+    i64 a = ta.i, b = tb.i;
+    if (b == 0) return Tok::Int(a >= 0 ? e.hi : e.lo);
+    __int128 n = (__int128)a << e.frac;
+    __int128 an = n < 0 ? -n : n, ab = b < 0 ? -(__int128)b : (__int128)b;
+    __int128 q = an / ab;
+    if ((n < 0) != (b < 0)) q = -q;
+    return sat(e, q);
+}
+static Tok x_max(const Env&, const Tok& a, const Tok& b) { return a.i >= b.i ? a : b; }
+static Tok x_min(const Env&, const Tok& a, const Tok& b) { return a.i <= b.i ? a : b; }
+
+BinFn Env::binary(const std::string& name) const {
+    if (fixed) {
+        if (name == "add") return x_add;
+        if (name == "sub") return x_sub;
+        if (name == "mul") return x_mul;
+        if (name == "div") return x_div;
+        if (name == "max") return x_max;
+        if (name == "min") return x_min;
+    } else {
+        if (name == "add") return f_add;
+        if (name == "sub") return f_sub;
+        if (name == "mul") return f_mul;
+        if (name == "div") return f_div;
+        if (name == "max") return f_max;
+        if (name == "min") return f_min;
+    }
+    throw SimError("GraphError", "op", "unknown binary op '" + name + "'");
+}
+
+std::function<Tok(const Tok&)> Env::unary(const std::string& name) const {
+    const Env* e = this;
+    if (name == "neg") {
+        if (fixed) return [e](const Tok& a) { return sat(*e, -(__int128)a.i); };
+        return [](const Tok& a) { return a.k == K_INT ? Tok::Int(-a.i) : Tok::Flt(-a.f); };
+    }
+    if (name == "relu") {
+        if (fixed) return [](const Tok& a) { return a.i > 0 ? a : Tok::Int(0); };
+        return [e](const Tok& a) { return f_max(*e, a, Tok::Flt(0.0)); };
+    }
+    auto it = unary_cb.find(name);
+    if (it == unary_cb.end()) throw SimError("GraphError", "op", "unknown unary op '" + name + "'");
+    return it->second;
+}
+
+// ---- output groups and pipelines --------------------------------------------------------------------------
+static i64 room_of(const std::vector<Out*>& outs) {
+    i64 r = 0;
+    for (Out* o : outs) {
+        i64 x = o->room_();
+        if (x == NONE) return NONE;
+        if (x > r) r = x;
+    }
+    return r;
+}
+
+i64 Together::room() { return room_of(outs); }
+
+std::string Together::describe_wait(const Node& s) {
+    std::string r;
+    for (Out* o : outs) {
+        if (o->room_() != NONE) continue;
+        if (!r.empty()) r += "; ";
+        r += o->describe_wait(s);
+    }
+    return r;
+}
+
+Pipeline::Pipeline(Node* s, std::vector<Out*> o, i64 latency) : st(s), outs(std::move(o)), nout(outs.size()),
+                                                                  ahead(latency - 1) {
+    for (i64 i = 0; i < latency; ++i) credits.push_back(0);
+}
+
+i64 Pipeline::out_room() const { return nout == 1 ? outs[0]->room_() : room_of(outs); }
+
+void Pipeline::deliver(const Tok* toks, i64 fired_at, i64 r) {
+    i64 t = fired_at + ahead;
+    if (t <= last) t = last + 1;
+    if (t < r) t = r;
+    for (size_t i = 0; i < nout; ++i) outs[i]->push1(toks[i], t);
+    credits.push_back(t + 1);
+    last = t;
+    if (toks[0].is_D()) done = true;
+}
+
+void Pipeline::flush() {
+    i64 moved = 0;
+    Tok buf[8];
+    while (!pending.empty()) {
+        i64 r = out_room();
+        if (r == NONE) break;
+        for (size_t i = 0; i < nout; ++i) buf[i] = pending.pop_front();
+        deliver(buf, fired.pop_front(), r);
+        ++moved;
+    }
+    st->moved += moved;
+}
+
+i64 Pipeline::vroom() {
+    if (done) return 0;
+    if (pending.empty() || out_room() == NONE) return NONE;
+    return 0;
+}
+
+std::string Pipeline::describe_wait(const Node&) {
+    std::string names;
+    for (Out* o : outs) {
+        if (o->room_() != NONE) continue;
+        if (!names.empty()) names += ", ";
+        names += "'" + o->name + "'";
+    }
+    return st->id + " (output pipeline) waits to deliver to " + names;
+}
+
+Stage::Stage(Pipeline* p) : pipe(p), name(p->st->id + " pipeline") {}
+
+i64 Stage::room() {
+    if (!pipe->credits.empty()) return pipe->credits[0];
+    if (pipe->out_room() == NONE) return NONE;
+    pipe->flush();
+    return pipe->credits[0];
+}
+
+void Stage::push(const Tok* toks, i64 t) {
+    pipe->credits.pop_front();
+    if (pipe->pending.empty()) {
+        i64 r = pipe->out_room();
+        if (r != NONE) {
+            pipe->deliver(toks, t, r);
+            return;
+        }
+    }
+    for (size_t i = 0; i < pipe->nout; ++i) pipe->pending.push_back(toks[i]);
+    pipe->fired.push_back(t);
+}
+
+std::string Stage::describe_wait(const Node&) {
+    return pipe->st->id + " waits to write '" + name + "' (its output pipeline is full)";
+}
+
+Proc pipeline_drain(Pipeline* pipe) {
+    Node* st = pipe->st;
+    while (!pipe->done) {
+        co_yield static_cast<Waitable*>(pipe);
+        pipe->flush();
+    }
+    if (pipe->last > st->clock) st->clock = pipe->last;
+}
+
+Emitter* make_pipeline(Node& st, Built& b, std::vector<Out*> outs, i64 latency) {
+    Pipeline* pipe = b.make<Pipeline>(&st, std::move(outs), latency);
+    Stage* stage = b.make<Stage>(pipe);
+    b.procs.push_back(pipeline_drain(pipe));
+    return stage;
+}
+
+Emitter* make_emitter(Node& st, Built& b, std::vector<Out*> outs, i64 latency) {
+    if (latency > 1) return make_pipeline(st, b, std::move(outs), latency);
+    if (outs.size() == 1) return outs[0];
+    return b.make<Together>(&st, std::move(outs));
+}
+
+std::unordered_map<std::string, OpBuilder>& op_table() {
+    static std::unordered_map<std::string, OpBuilder> table;
+    return table;
+}
+
+// ---- the scheduler (engine.run_kernel) --------------------------------------------------------------------
+namespace {
+struct Live {
+    Node* st;
+    Proc* proc;
+};
+
+std::string deadlock_message(const std::vector<Live>& blocked) {
+    std::string msg = "no op can fire: ";
+    bool first = true;
+    for (const Live& it : blocked) {
+        auto& pr = it.proc->h.promise();
+        std::string part;
+        if (pr.wobj) {
+            part = pr.wobj->describe_wait(*it.st);
+        } else if (pr.wch) {
+            Channel* w = pr.wch;
+            std::string held = w->empty() ? "empty" : "holds " + std::to_string(w->size()) + ", needs another";
+            part = it.st->id + " waits for a token on '" + w->name + "' (" + held + ")";
+        } else {
+            part = it.st->id + " waits";
+        }
+        if (!first) msg += "; ";
+        msg += part;
+        first = false;
+    }
+    return msg;
+}
+}  // namespace
+
+KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>& streams, i64 depth_default,
+                        RunHooks& hooks) {
+    std::vector<std::unique_ptr<Channel>> chans;
+    std::vector<std::unique_ptr<Out>> outs;
+    std::vector<Out*> stream_outs;
+    for (const StreamSpec& s : streams) {
+        std::vector<Channel*> cs;
+        for (auto& [dn, dp] : s.dsts) {
+            Node& d = nodes[dn];
+            i64 depth = s.depth < 0 ? 0 : (s.depth ? s.depth : depth_default);
+            chans.push_back(std::make_unique<Channel>(s.id + " -> " + d.id + "." + dp, depth, d.id + "." + dp));
+            d.ins[dp] = chans.back().get();
+            cs.push_back(chans.back().get());
+        }
+        outs.push_back(std::make_unique<Out>(s.id, std::move(cs)));
+        Out* o = outs.back().get();
+        if (s.width > 0) o->limit = (i64)1 << s.width;
+        if (hooks.trace && hooks.traces) {
+            auto& tr = (*hooks.traces)[s.id];
+            o->log = &tr.first;
+            o->sent = &tr.second;
+        }
+        nodes[s.src].outs[s.src_port] = o;
+        stream_outs.push_back(o);
+    }
+    for (Node& st : nodes)
+        for (const std::string& port : st.out_ports)
+            if (!st.outs.count(port)) {
+                outs.push_back(std::make_unique<Out>(st.id + "." + port, std::vector<Channel*>{}));
+                st.outs[port] = outs.back().get();
+            }
+    std::vector<Built> built(nodes.size());
+    std::vector<Live> live;
+    auto& table = op_table();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        Node& st = nodes[i];
+        auto it = table.find(st.op);
+        if (it == table.end()) throw SimError("GraphError", "node " + st.id, "op '" + st.op + "' has no compiled model");
+        it->second(st, built[i]);
+    }
+    for (size_t i = 0; i < nodes.size(); ++i)
+        for (Proc& p : built[i].procs) live.push_back({&nodes[i], &p});
+
+    std::vector<Live> still;
+    still.reserve(live.size());
+    uint64_t rounds = 0;
+    while (!live.empty()) {
+        bool progress = false;
+        still.clear();
+        for (Live& item : live) {
+            auto h = item.proc->h;
+            auto& pr = h.promise();
+            if (pr.wch) {
+                if (pr.wch->empty()) { still.push_back(item); continue; }
+            } else if (pr.wobj) {
+                if (pr.wobj->vroom() == NONE) { still.push_back(item); continue; }
+            }
+            Node* st = item.st;
+            i64 before = st->busy + st->moved;
+            h.resume();
+            if (pr.exc) std::rethrow_exception(pr.exc);
+            if (h.done()) { progress = true; continue; }
+            still.push_back(item);
+            if (st->busy + st->moved != before) progress = true;
+        }
+        if (!progress) throw SimError("DeadlockError", "", deadlock_message(still));
+        live.swap(still);
+        if ((++rounds & 1023) == 0 && hooks.poll) hooks.poll();
+    }
+    KernelResult res;
+    i64 mx = -1;
+    for (Node& st : nodes)
+        if (st.clock > mx) mx = st.clock;
+    res.cycles = mx + 1;
+    for (size_t i = 0; i < streams.size(); ++i) res.counts.emplace_back(streams[i].id, stream_outs[i]->count);
+    return res;
+}
+
+}  // namespace ff

@@ -1,0 +1,419 @@
+// The compiled simulator engine: the reference engine's DAM semantics (fuseflow/sim/engine.py) in C++.
+//
+// One definition stays in Python: op facts (ports, latencies, parameters) come from the registry through the
+// node parameters that fuseflow/sim/compiled.py binds; this file only holds the mechanics of tokens,
+// channels and processes. Each op model is a C++20 coroutine in ops/<op>.cpp written line by line after
+// fuseflow/sim/ops/<op>.py, so the two can be read side by side; a process yields what it waits for (a
+// channel without a token, or an output without room), exactly as the Python generators do.
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ff {
+
+using i64 = int64_t;
+constexpr i64 NONE = -1;   // "not known yet" for room(): cycles are never negative
+constexpr int MAX_STOP = 64;
+
+// ---- tokens ---------------------------------------------------------------------------------------------
+// The SAM convention of fuseflow/sim/tokens.py: data (an int, or a float value), S<n>, N, D, and R/S on
+// repeat-signal streams. k >= K_STOP is a "control" token (a str in Python).
+enum Kind : uint8_t { K_INT = 0, K_FLT = 1, K_STOP = 2, K_N = 3, K_D = 4, K_R = 5, K_S = 6 };
+
+struct Tok {
+    union {
+        i64 i;
+        double f;
+    };
+    uint8_t k;
+
+    Tok() : i(0), k(K_INT) {}
+    static Tok Int(i64 v) { Tok t; t.i = v; t.k = K_INT; return t; }
+    static Tok Flt(double v) { Tok t; t.f = v; t.k = K_FLT; return t; }
+    static Tok Stop(int lvl) { Tok t; t.i = lvl; t.k = K_STOP; return t; }
+    static Tok Ctl(Kind kind) { Tok t; t.i = 0; t.k = kind; return t; }
+
+    bool is_str() const { return k >= K_STOP; }        // Python: tok.__class__ is str
+    bool is_data() const { return k < K_STOP; }
+    bool is_stop() const { return k == K_STOP; }        // Python: tok in LEVEL
+    bool is_N() const { return k == K_N; }
+    bool is_D() const { return k == K_D; }
+    int level() const { return (int)i; }
+    double num() const { return k == K_FLT ? f : (double)i; }
+};
+
+inline const Tok TOK_N = Tok::Ctl(K_N);
+inline const Tok TOK_D = Tok::Ctl(K_D);
+inline const Tok TOK_R = Tok::Ctl(K_R);
+inline const Tok TOK_S = Tok::Ctl(K_S);
+
+// Python's ==: control tokens by name, numbers by value (0 == 0.0)
+inline bool tok_eq(const Tok& a, const Tok& b) {
+    if (a.is_str() || b.is_str()) return a.k == b.k && (a.k != K_STOP || a.i == b.i);
+    if (a.k == K_INT && b.k == K_INT) return a.i == b.i;
+    return a.num() == b.num();
+}
+// Python's < on numbers (the callers have checked both are data)
+inline bool tok_lt(const Tok& a, const Tok& b) {
+    if (a.k == K_INT && b.k == K_INT) return a.i < b.i;
+    return a.num() < b.num();
+}
+
+std::string repr(const Tok& t);                       // Python's repr of the token
+std::string repr_list(const std::vector<Tok>& toks);  // Python's repr of a list of tokens
+
+// ---- errors (re-raised in Python as fuseflow.errors classes) ---------------------------------------------
+struct SimError : std::exception {
+    std::string cls, what_, why;
+    SimError(std::string c, std::string w, std::string y) : cls(std::move(c)), what_(std::move(w)), why(std::move(y)) {}
+    const char* what() const noexcept override { return why.c_str(); }
+};
+
+// ---- a growable ring buffer (deque without allocation on the hot path) -----------------------------------
+template <class T>
+struct Ring {
+    std::vector<T> buf;
+    size_t head = 0, n = 0, mask = 0;
+
+    Ring() { buf.resize(4); mask = 3; }
+    size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    T& operator[](size_t i) { return buf[(head + i) & mask]; }
+    const T& operator[](size_t i) const { return buf[(head + i) & mask]; }
+    T& front() { return buf[head]; }
+    void push_back(const T& v) {
+        if (n == buf.size()) grow();
+        buf[(head + n) & mask] = v;
+        ++n;
+    }
+    T pop_front() {
+        T v = buf[head];
+        head = (head + 1) & mask;
+        --n;
+        return v;
+    }
+    void grow() {
+        std::vector<T> nb(buf.size() * 2);
+        for (size_t i = 0; i < n; ++i) nb[i] = (*this)[i];
+        buf.swap(nb);
+        head = 0;
+        mask = buf.size() - 1;
+    }
+};
+
+struct Node;
+
+// ---- what a process may wait for -------------------------------------------------------------------------
+// A Channel (resumed once it holds a token) or a Waitable with room() (resumed once room() != NONE).
+struct Waitable {
+    virtual ~Waitable() = default;
+    virtual i64 vroom() = 0;
+    virtual std::string describe_wait(const Node& st) = 0;
+};
+
+// A FIFO between a producer port and one consumer port (fuseflow/sim/channel.py: Channel).
+struct Channel {
+    std::string name, consumer;
+    i64 depth;                 // 0: unbounded (run_op's sources)
+    bool unbounded;
+    Ring<Tok> toks;
+    Ring<i64> times;           // push cycle of each queued token (visible one cycle later)
+    Ring<i64> credits;         // for each free slot, the cycle from which it may be refilled
+
+    Channel(std::string nm, i64 d, std::string cons) : name(std::move(nm)), consumer(std::move(cons)), depth(d),
+                                                        unbounded(d == 0) {
+        for (i64 i = 0; i < d; ++i) credits.push_back(0);
+    }
+    bool empty() const { return toks.empty(); }
+    size_t size() const { return toks.size(); }
+    const Tok& head() const { return toks[0]; }
+    i64 head_time() const { return times[0]; }
+    Tok pop(i64 t) {
+        times.pop_front();
+        if (!unbounded) credits.push_back(t + 1);
+        return toks.pop_front();
+    }
+    // credits as the producer sees them (an unbounded channel always has a slot free from cycle 0)
+    bool has_credit() const { return unbounded || !credits.empty(); }
+    i64 credit0() const { return unbounded ? 0 : credits[0]; }
+    void take_credit() { if (!unbounded) credits.pop_front(); }
+    void put(const Tok& tok, i64 t) { toks.push_back(tok); times.push_back(t); }
+};
+
+// Anything a firing writes: an Out, several written together, or an output pipeline's stage input.
+// push() takes one token per output.
+struct Emitter : Waitable {
+    virtual i64 room() = 0;
+    virtual void push(const Tok* toks, i64 t) = 0;
+    i64 vroom() override { return room(); }
+};
+
+// A producer port: the channels of its stream (several when it fans out) (channel.py: Out).
+struct Out : Emitter {
+    std::string name;
+    std::vector<Channel*> chans;
+    i64 count = 0;
+    i64 limit = 0;              // tokens must be below this (1 << width) when > 0: the width check
+    std::vector<i64>* log = nullptr;   // trace: cycle of every push
+    std::vector<Tok>* sent = nullptr;  // trace: every token pushed
+
+    Out(std::string nm, std::vector<Channel*> cs) : name(std::move(nm)), chans(std::move(cs)) {}
+
+    inline i64 room_() const {
+        if (chans.size() == 1) {
+            const Channel* c = chans[0];
+            return c->has_credit() ? c->credit0() : NONE;
+        }
+        i64 m = 0;
+        for (const Channel* c : chans) {
+            if (!c->has_credit()) return NONE;
+            i64 x = c->credit0();
+            if (x > m) m = x;
+        }
+        return m;
+    }
+    i64 room() override { return room_(); }
+    inline void push1(const Tok& tok, i64 t) {
+        if (limit && tok.k == K_INT && tok.i >= limit) too_wide(tok);
+        ++count;
+        if (log) { log->push_back(t); sent->push_back(tok); }
+        for (Channel* c : chans) {
+            c->take_credit();
+            c->put(tok, t);
+        }
+    }
+    void push(const Tok* toks, i64 t) override { push1(toks[0], t); }
+    std::string describe_wait(const Node& st) override;
+    [[noreturn]] void too_wide(const Tok& tok);
+};
+
+// ---- nodes -----------------------------------------------------------------------------------------------
+struct PVal {
+    enum T { NONE_, BOOL, INT, FLT, STR, IVEC, FVEC, OTHER } t = NONE_;
+    i64 i = 0;
+    double f = 0;
+    std::string s;
+    std::vector<i64> iv;       // a list of ints (or of numbers, truncated: check t)
+    std::vector<double> fv;    // a list of numbers
+    std::vector<PVal> items;   // a list of other things (nested lists)
+};
+
+struct Params {
+    std::unordered_map<std::string, PVal> m;
+    const PVal* find(const std::string& k) const {
+        auto it = m.find(k);
+        return it == m.end() || it->second.t == PVal::NONE_ ? nullptr : &it->second;
+    }
+    bool has(const std::string& k) const { return find(k) != nullptr; }        // present and not None
+    i64 get_int(const std::string& k, i64 dflt = 0) const {
+        const PVal* v = find(k);
+        return v ? (v->t == PVal::FLT ? (i64)v->f : v->i) : dflt;
+    }
+    double get_flt(const std::string& k, double dflt = 0) const {
+        const PVal* v = find(k);
+        return v ? (v->t == PVal::FLT ? v->f : (double)v->i) : dflt;
+    }
+    std::string get_str(const std::string& k, const std::string& dflt = "") const {
+        const PVal* v = find(k);
+        return v && v->t == PVal::STR ? v->s : dflt;
+    }
+    bool truthy(const std::string& k) const;    // Python: bool(params.get(k))
+    const std::vector<i64>& ivec(const std::string& k) const;
+    const std::vector<double>& fvec(const std::string& k) const;
+};
+
+struct Env;
+
+struct Node {
+    std::string id, op;
+    Params params;
+    i64 latency = 1;           // registry.op_latency for this node (bound in Python)
+    Env* env = nullptr;
+    i64 busy = 0, blocked = 0, alu_ops = 0, mem_reads = 0, mem_writes = 0, moved = 0, clock = -1;
+    // what a writer op leaves (level_write: seg and crd; value_write: vals)
+    enum Result { NO_RESULT, LEVEL_RESULT, VALS_RESULT, TOKENS_RESULT } result = NO_RESULT;
+    std::vector<i64> res_seg, res_crd;
+    std::vector<Tok> res_vals;
+    std::vector<Tok> src_tokens;          // _source (run_op's test source): the tokens it pushes
+    std::vector<std::string> out_ports;   // the op's output ports (registry): unconnected ones discard
+    std::unordered_map<std::string, Channel*> ins;
+    std::unordered_map<std::string, Out*> outs;
+
+    Channel* in(const std::string& port) const {
+        auto it = ins.find(port);
+        return it == ins.end() ? nullptr : it->second;
+    }
+    Out* out(const std::string& port) const { return outs.at(port); }
+};
+
+// bad(st, why): the op model's StreamError
+[[noreturn]] void bad(const Node& st, const std::string& why);
+
+// ---- number modes (fuseflow/tensors/fixed.py): the arithmetic every op model uses ------------------------
+using BinFn = Tok (*)(const Env&, const Tok&, const Tok&);
+
+struct Env {
+    bool fixed = false;
+    int width = 32, frac = 16;
+    i64 lo = 0, hi = 0, half = 0;
+    Tok zero;
+    // unary functions not written in C++ call back into Python (bit-identical by construction)
+    std::unordered_map<std::string, std::function<Tok(const Tok&)>> unary_cb;
+
+    BinFn binary(const std::string& name) const;           // add sub mul div max min
+    std::function<Tok(const Tok&)> unary(const std::string& name) const;
+    Tok encode(double x) const;                            // Env.encode
+};
+
+// ---- processes -------------------------------------------------------------------------------------------
+struct Proc {
+    struct promise_type {
+        Channel* wch = nullptr;
+        Waitable* wobj = nullptr;
+        std::exception_ptr exc;
+        Proc get_return_object() { return Proc{std::coroutine_handle<promise_type>::from_promise(*this)}; }
+        std::suspend_always initial_suspend() noexcept { return {}; }
+        std::suspend_always final_suspend() noexcept { return {}; }
+        std::suspend_always yield_value(Channel* c) noexcept { wch = c; wobj = nullptr; return {}; }
+        std::suspend_always yield_value(Waitable* w) noexcept { wobj = w; wch = nullptr; return {}; }
+        void return_void() noexcept {}
+        void unhandled_exception() { exc = std::current_exception(); }
+    };
+    std::coroutine_handle<promise_type> h;
+
+    explicit Proc(std::coroutine_handle<promise_type> hh) : h(hh) {}
+    Proc(Proc&& o) noexcept : h(std::exchange(o.h, {})) {}
+    Proc& operator=(Proc&& o) noexcept { if (h) h.destroy(); h = std::exchange(o.h, {}); return *this; }
+    Proc(const Proc&) = delete;
+    ~Proc() { if (h) h.destroy(); }
+};
+
+// The processes of one node, plus objects they share that must live as long as they do.
+struct Built {
+    std::vector<Proc> procs;
+    std::vector<std::unique_ptr<Waitable>> keep;
+    std::vector<std::unique_ptr<Channel>> chans;
+    std::vector<std::unique_ptr<Out>> outs;
+    template <class T, class... A>
+    T* make(A&&... a) {
+        auto p = std::make_unique<T>(std::forward<A>(a)...);
+        T* r = p.get();
+        keep.push_back(std::move(p));
+        return r;
+    }
+};
+
+using OpBuilder = void (*)(Node&, Built&);
+std::unordered_map<std::string, OpBuilder>& op_table();
+
+struct RegisterOp {
+    RegisterOp(const char* name, OpBuilder b) { op_table()[name] = b; }
+};
+#define FF_REGISTER_OP(name, fn) static ::ff::RegisterOp ff_register_##name(#name, fn)
+
+// ---- waiting, as the Python models' `while not ch.toks: yield ch` ----------------------------------------
+#define FF_WAIT_TOK(ch) \
+    while ((ch)->empty()) co_yield (ch)
+#define FF_WAIT_N(ch, n) \
+    while ((ch)->size() < (size_t)(n)) co_yield (ch)
+// r = out.room(); while r is None: yield out; r = out.room()
+#define FF_WAIT_ROOM(r, em) \
+    while (((r) = (em)->room()) == ::ff::NONE) co_yield static_cast<::ff::Waitable*>(em)
+
+// wait_room(outs): the cycle from which every output has room (yields the first lacking one)
+#define FF_WAIT_ROOM_ALL(r, vec)                                         \
+    for (;;) {                                                           \
+        ::ff::i64 ff_m_ = 0;                                             \
+        ::ff::Out* ff_lack_ = nullptr;                                   \
+        for (::ff::Out* ff_o_ : (vec)) {                                 \
+            ::ff::i64 ff_x_ = ff_o_->room_();                            \
+            if (ff_x_ == ::ff::NONE) { ff_lack_ = ff_o_; break; }        \
+            if (ff_x_ > ff_m_) ff_m_ = ff_x_;                            \
+        }                                                                \
+        if (!ff_lack_) { (r) = ff_m_; break; }                           \
+        co_yield static_cast<::ff::Waitable*>(ff_lack_);                 \
+    }
+
+// ---- output groups and pipelines (fuseflow/sim/ops/_common.py) -------------------------------------------
+// together(st, outs): outputs every firing writes together, without a pipeline
+struct Together : Emitter {
+    Node* st;
+    std::vector<Out*> outs;
+    Together(Node* s, std::vector<Out*> o) : st(s), outs(std::move(o)) {}
+    i64 room() override;
+    void push(const Tok* toks, i64 t) override {
+        for (size_t i = 0; i < outs.size(); ++i) outs[i]->push1(toks[i], t);
+    }
+    std::string describe_wait(const Node& st) override;
+};
+
+// pipeline(st, out, latency): the output pipeline of an op of latency >= 2 (see _common.pipeline)
+struct Pipeline : Waitable {
+    Node* st;
+    std::vector<Out*> outs;
+    size_t nout;
+    i64 ahead;
+    Ring<i64> credits;
+    Ring<Tok> pending;         // nout tokens per firing
+    Ring<i64> fired;
+    i64 last = -1;
+    bool done = false;
+
+    Pipeline(Node* s, std::vector<Out*> o, i64 latency);
+    i64 out_room() const;
+    void deliver(const Tok* toks, i64 fired_at, i64 r);
+    void flush();
+    i64 vroom() override;      // for the drain's wait
+    std::string describe_wait(const Node& st) override;
+};
+
+struct Stage : Emitter {
+    Pipeline* pipe;
+    std::string name;
+    explicit Stage(Pipeline* p);
+    i64 room() override;
+    void push(const Tok* toks, i64 t) override;
+    std::string describe_wait(const Node& st) override;
+};
+
+// The drain process of a pipeline: delivers what is still in flight, ends after D has left.
+Proc pipeline_drain(Pipeline* pipe);
+
+// pipeline(st, outs, latency): returns the stage (firing side's emitter) and adds the drain process.
+Emitter* make_pipeline(Node& st, Built& b, std::vector<Out*> outs, i64 latency);
+// latency 1: together(outs) (or the single output); else a pipeline
+Emitter* make_emitter(Node& st, Built& b, std::vector<Out*> outs, i64 latency);
+
+// ---- one kernel ------------------------------------------------------------------------------------------
+struct StreamSpec {
+    std::string id;
+    int src;                   // node index
+    std::string src_port;
+    std::vector<std::pair<int, std::string>> dsts;
+    i64 depth;                 // 0 = default, -1 = unbounded
+    i64 width = 0;             // > 0: data tokens must fit this many bits
+};
+
+struct KernelResult {
+    i64 cycles = 0;
+    std::vector<std::pair<std::string, i64>> counts;       // tokens per stream
+};
+
+struct RunHooks {
+    std::function<void()> poll;      // called every so often: may throw to stop (Ctrl-C)
+    bool trace = false;
+    std::unordered_map<std::string, std::pair<std::vector<i64>, std::vector<Tok>>>* traces = nullptr;
+};
+
+KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>& streams, i64 depth_default,
+                        RunHooks& hooks);
+
+}  // namespace ff

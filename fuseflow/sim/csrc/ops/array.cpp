@@ -1,0 +1,55 @@
+// array: loads values; reference r gives vals[r], N gives 0; stops and D pass through
+// (fuseflow/sim/ops/array.py). A value leaves op_latency cycles after its firing, through the output pipeline.
+#include "../engine.hpp"
+
+namespace ff {
+namespace {
+
+Proc load(Node& st, Emitter* out) {
+    Channel* inp = st.in("ref");
+    bool fixed = st.env->fixed;
+    const std::vector<i64>& ivals = st.params.ivec("vals");
+    const std::vector<double>& fvals = st.params.fvec("vals");
+    const PVal* pv = st.params.find("vals");
+    bool int_vals = fixed || (pv && pv->t == PVal::IVEC);
+    i64 nvals = (i64)fvals.size();
+    Tok zero = st.env->zero;
+    i64 clock = -1, reads = 0, r;
+    for (;;) {
+        FF_WAIT_TOK(inp);
+        Tok tok = inp->head();
+        i64 tin = inp->head_time() + 1;
+        if (tin <= clock) tin = clock + 1;
+        Tok v;
+        if (tok.is_str()) {
+            if (tok.is_N()) v = zero;
+            else if (tok.is_D() || tok.is_stop()) v = tok;
+            else bad(st, "unexpected token " + repr(tok));
+        } else {
+            if (!(0 <= tok.i && tok.i < nvals))
+                bad(st, "reference " + std::to_string(tok.i) + " outside the " + std::to_string(nvals) + " values");
+            v = int_vals ? Tok::Int(ivals[tok.i]) : Tok::Flt(fvals[tok.i]);
+            reads += 1;
+        }
+        FF_WAIT_ROOM(r, out);
+        i64 t = tin >= r ? tin : r;
+        st.blocked += t - tin;
+        inp->pop(t);
+        out->push(&v, t);
+        clock = st.clock = t;
+        st.busy += 1;
+        if (v.is_D()) {
+            st.mem_reads += reads;
+            co_return;
+        }
+    }
+}
+
+void build(Node& st, Built& b) {
+    Emitter* out = make_pipeline(st, b, {st.out("val")}, st.latency);
+    b.procs.insert(b.procs.begin(), load(st, out));
+}
+
+}  // namespace
+FF_REGISTER_OP(array, build);
+}  // namespace ff

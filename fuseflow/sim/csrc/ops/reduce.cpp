@@ -1,0 +1,163 @@
+// reduce: one value per non-empty innermost fibre (sum, max or min); S_n (n >= 1) becomes S_(n-1)
+// (fuseflow/sim/ops/reduce.py; blocks with ``rows`` are the Python engine's). The merge op is the registry's
+// REDUCE_MERGE, bound as _merge.
+#include "../engine.hpp"
+
+namespace ff {
+namespace {
+
+Proc with_crd(Node& st) {
+    Channel *iv = st.in("val"), *ic = st.in("crd");
+    Out* out = st.out("val");
+    const Env& env = *st.env;
+    BinFn f = env.binary(st.params.get_str("_merge"));
+    Tok zero = env.zero;
+    Tok acc;
+    bool have = false;
+    bool closed = false;
+    i64 clock = -1, ops = 0, r;
+    for (;;) {
+        FF_WAIT_TOK(ic);
+        Tok c = ic->head();
+        i64 t = std::max(clock + 1, ic->head_time() + 1);
+        Tok push;
+        bool pop_c, pop_v;
+        if (closed && c.is_stop()) {
+            push = c;
+            pop_c = true;
+            pop_v = false;
+            closed = false;
+        } else {
+            FF_WAIT_TOK(iv);
+            Tok v = iv->head();
+            t = std::max(t, iv->head_time() + 1);
+            if (!c.is_str()) {
+                if (!v.is_str() || v.is_N()) {
+                    if (v.is_N()) v = zero;
+                    if (!have) {
+                        acc = v;
+                        have = true;
+                    } else {
+                        acc = f(env, acc, v);
+                        ops += 1;
+                    }
+                    iv->pop(t);
+                    clock = st.clock = t;
+                    st.busy += 1;
+                    continue;
+                }
+                if (!v.is_stop()) bad(st, "coordinate " + repr(c) + " meets value token " + repr(v));
+                push = have ? acc : zero;
+                pop_c = pop_v = true;
+                have = false;
+                closed = v.level() != 0;
+            } else if (c.is_stop()) {
+                Tok want = Tok::Stop(c.level() + 1);
+                if (!tok_eq(v, want)) {
+                    std::string cs = repr(c), ws = repr(want);
+                    bad(st, "outer " + cs.substr(1, cs.size() - 2) + " meets value " + repr(v) + " (expected " +
+                                ws.substr(1, ws.size() - 2) + ")");
+                }
+                push = c;
+                pop_c = pop_v = true;
+            } else if (c.is_D()) {
+                if (!v.is_D()) bad(st, "crd is done but val has " + repr(v));
+                push = TOK_D;
+                pop_c = pop_v = true;
+            } else {
+                bad(st, "unexpected token " + repr(c) + " on crd");
+            }
+        }
+        i64 tin = t;
+        FF_WAIT_ROOM(r, out);
+        t = tin >= r ? tin : r;
+        st.blocked += t - tin;
+        if (pop_c) ic->pop(t);
+        if (pop_v) iv->pop(t);
+        out->push1(push, t);
+        clock = st.clock = t;
+        st.busy += 1;
+        if (push.is_D()) {
+            st.alu_ops += ops;
+            co_return;
+        }
+    }
+}
+
+Proc plain(Node& st) {
+    Channel* inp = st.in("val");
+    Out* out = st.out("val");
+    const Env& env = *st.env;
+    BinFn f = env.binary(st.params.get_str("_merge"));
+    Tok zero = env.zero;
+    Tok acc;
+    bool have = false;
+    i64 clock = -1, ops = 0, r, t;
+    for (;;) {
+        FF_WAIT_TOK(inp);
+        Tok tok = inp->head();
+        i64 tin = inp->head_time() + 1;
+        if (tin <= clock) tin = clock + 1;
+        if (!tok.is_str() || tok.is_N()) {
+            Tok v = tok.is_N() ? zero : tok;
+            if (!have) {
+                acc = v;
+                have = true;
+            } else {
+                acc = f(env, acc, v);
+                ops += 1;
+            }
+            inp->pop(tin);
+            clock = st.clock = tin;
+            st.busy += 1;
+            continue;
+        }
+        Tok push;
+        bool has_push = true, pop;
+        if (tok.is_D()) {
+            if (have) bad(st, "stream ends without closing its last fibre");
+            push = TOK_D;
+            pop = true;
+        } else if (tok.is_stop()) {
+            int n = tok.level();
+            if (have) {
+                push = acc;
+                pop = n == 0;        // S_n (n >= 1) is handled again as a bare stop
+                have = false;
+            } else if (n > 0) {
+                push = Tok::Stop(n - 1);
+                pop = true;
+            } else {
+                has_push = false;    // an empty fibre gives no value
+                pop = true;
+            }
+        } else {
+            bad(st, "unexpected token " + repr(tok));
+        }
+        if (!has_push) {
+            t = tin;
+        } else {
+            FF_WAIT_ROOM(r, out);
+            t = tin >= r ? tin : r;
+            st.blocked += t - tin;
+            out->push1(push, t);
+        }
+        if (pop) inp->pop(t);
+        clock = st.clock = t;
+        st.busy += 1;
+        if (has_push && push.is_D()) {
+            st.alu_ops += ops;
+            co_return;
+        }
+    }
+}
+
+void build(Node& st, Built& b) {
+    if (st.params.truthy("rows")) throw SimError("GraphError", "node " + st.id, "block rows are not compiled");
+    if (st.in("crd")) b.procs.push_back(with_crd(st));
+    else b.procs.push_back(plain(st));
+}
+
+}  // namespace
+FF_REGISTER_OP(reduce, build);
+}  // namespace ff
