@@ -229,7 +229,7 @@ def _deadlock_message(blocked):
 
 # --- run_op: one op in isolation -------------------------------------------------------------
 
-def run_op(op, params=None, inputs=None, mode="float", stats=False):
+def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="python"):
     """Run one op on SAM-style token lists; returns {output port: token list}.
 
     Inputs are visible from cycle 0 and outputs never stall, so with ``stats=True`` the returned
@@ -276,7 +276,16 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False):
         sinks[port] = sink
         nodes.append(sink)
         streams.append((f"out.{port}", (st.id, port), [(sink.id, "in")], UNBOUNDED))
-    cycles, _, _ = _run_with_test_nodes(nodes, streams)
+    if engine == "compiled":
+        if blocked or not compiled.available() or op not in compiled.compiled_ops():
+            raise FuseFlowError("engine compiled", f"no compiled model for op {op}" + (" on blocks" if blocked else ""))
+        compiled.run_kernel(nodes, streams, 2, {}, env, False, UNBOUNDED)
+        if isinstance(st.result, dict):
+            st.result = {k: v.tolist() for k, v in st.result.items()}
+    elif engine == "python":
+        _run_with_test_nodes(nodes, streams)
+    else:
+        raise FuseFlowError("engine", f"unknown engine {engine!r} (expected python or compiled)")
     outputs = {port: sink.result for port, sink in sinks.items()}
     if op in ("level_write", "value_write"):
         outputs = dict(st.result or {})
