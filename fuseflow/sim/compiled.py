@@ -92,7 +92,8 @@ def _bound_params(st):
     return p
 
 
-def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=False, unbounded=None, progress=None):
+def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=False, unbounded=None, progress=None,
+               progress_seconds=0.5):
     """:func:`fuseflow.sim.engine.run_kernel` on the compiled engine: the same arguments (``env``, the number
     mode, is the nodes' :class:`~fuseflow.sim.engine.Env`), the same return value; writes the counters and
     results into the nodes' states. ``progress(tokens, cycles)`` is called about twice a second. On Ctrl-C the
@@ -110,7 +111,8 @@ def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=Fal
         code = -1 if unbounded is not None and depth == unbounded else (depth or 0)
         cstreams.append((sid, index[src], sport, [(index[d], p) for d, p in dsts], code, widths.get(sid, 0)))
     cenv = {"mode": env.mode, "width": env.fixed.width, "frac": env.fixed.frac,
-            "unary": {n: f for n, f in env.unary.items() if n not in ("neg", "relu")}}
+            "unary": {n: f for n, f in env.unary.items() if n not in ("neg", "relu")},
+            "progress_seconds": progress_seconds}
     cycles, counts, per_node, traced, stopped = _engine.run_kernel(cnodes, cstreams, depth_default, cenv, trace,
                                                                    progress)
     for st, d in zip(nodes, per_node):

@@ -384,7 +384,8 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved. ``engine``:
     ``"auto"`` (the compiled engine when it is built and can run the program, else this module's, with one
     line on stderr), ``"compiled"`` or ``"python"``; both give identical results (:mod:`fuseflow.sim.compiled`).
-    ``progress=True`` shows tokens and simulated cycles per second on stderr while a kernel runs. Ctrl-C stops
+    ``progress=True`` shows tokens and simulated cycles per second on stderr while a kernel runs (a callable
+    ``progress(tokens, cycles)`` is called instead, about every ``PROGRESS_SECONDS``). Ctrl-C stops
     the run: the KeyboardInterrupt carries ``stats`` (tokens and cycles so far, per kernel).
     """
     mem = memory_system(memory)
@@ -416,11 +417,11 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
         widths = {s.id: stream_width(prog, s) for s in k.streams.values() if s.kind in INDEX_KINDS}
-        report = _ProgressLine(k.name) if progress else None
+        report = progress if callable(progress) else _ProgressLine(k.name) if progress else None
         try:
             if use_compiled:
                 compute, outs, _ = compiled.run_kernel([states[n] for n in order], streams, depth_default, widths,
-                                                       env, trace, UNBOUNDED, report)
+                                                       env, trace, UNBOUNDED, report, PROGRESS_SECONDS)
             else:
                 compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
                                               out_class=TracingOut if trace else Out, widths=widths, progress=report)
@@ -434,7 +435,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
             exc.stats["cycles"] = sum(x["cycles"] for x in exc.stats["kernels"])
             raise
         finally:
-            if report is not None:
+            if isinstance(report, _ProgressLine):
                 report.close()
         read_b = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
         write_b = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())

@@ -205,6 +205,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
         hooks.traces = &traces;
         hooks.partial = &partial;
         if (!progress.is_none()) hooks.progress = [progress](i64 tokens, i64 cycles) { progress(tokens, cycles); };
+        if (env_in.contains("progress_seconds")) hooks.progress_seconds = env_in["progress_seconds"].cast<double>();
         KernelResult res;
         py::object stopped = py::none();
         try {
