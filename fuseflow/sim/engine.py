@@ -413,7 +413,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         for nid in order:
             node = k.nodes[nid]
             node_env = env.for_block(blocks[nid]) if nid in blocks else env
-            states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), node_env)
+            states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env, not use_compiled), node_env)
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
         widths = {s.id: stream_width(prog, s) for s in k.streams.values() if s.kind in INDEX_KINDS}
@@ -583,8 +583,9 @@ def pack_inputs(prog, inputs, env):
     return store
 
 
-def _bind(prog, node, store, env):
-    """Parameters of a node with its tensor arrays attached (as Python lists for fast indexing)."""
+def _bind(prog, node, store, env, lists=True):
+    """Parameters of a node with its tensor arrays attached (as Python lists for fast indexing; as the packed
+    NumPy arrays with ``lists=False``, for the compiled engine)."""
     p = dict(node.params)
     name = p.get("tensor")
     if node.op in ("level_scan", "array") and name is not None:
@@ -592,14 +593,15 @@ def _bind(prog, node, store, env):
             raise GraphError(f"node {node.id}", f"reads tensor '{name}' before any kernel writes it")
         packed = store[name]
         if node.op == "array":
-            p["vals"] = [as_block(v) for v in packed.vals] if packed.format.block else packed.vals.tolist()
+            p["vals"] = [as_block(v) for v in packed.vals] if packed.format.block else \
+                packed.vals.tolist() if lists else packed.vals
         else:
             level = packed.levels[p["level"]]
             if isinstance(level, DenseLevel):
                 p["dim"] = int(level.size)
             else:
-                p["seg"] = level.seg.tolist()
-                p["crd"] = level.crd.tolist()
+                p["seg"] = level.seg.tolist() if lists else level.seg
+                p["crd"] = level.crd.tolist() if lists else level.crd
                 if p.get("bounds_latency") is None:     # the hardware's storage of seg and first decides
                     decl = prog.tensors[name]
                     p["bounds_latency"] = bounds_latency(prog, decl, build_capacity(decl, packed.capacities()),

@@ -110,7 +110,9 @@ const std::vector<i64>& Params::ivec(const std::string& k) const {
 const std::vector<double>& Params::fvec(const std::string& k) const {
     static const std::vector<double> empty;
     const PVal* v = find(k);
-    return v ? v->fv : empty;
+    if (!v) return empty;
+    if (v->t == PVal::IVEC && v->fv.size() != v->iv.size()) v->fv.assign(v->iv.begin(), v->iv.end());
+    return v->fv;
 }
 
 // ---- arithmetic (fuseflow/tensors/fixed.py) ---------------------------------------------------------------

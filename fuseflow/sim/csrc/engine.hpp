@@ -202,7 +202,7 @@ struct PVal {
     double f = 0;
     std::string s;
     std::vector<i64> iv;       // a list of ints (or of numbers, truncated: check t)
-    std::vector<double> fv;    // a list of numbers
+    mutable std::vector<double> fv;    // a list of numbers (of an IVEC: filled when first asked for)
     std::vector<PVal> items;   // a list of other things (nested lists)
 };
 

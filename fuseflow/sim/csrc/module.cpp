@@ -53,7 +53,6 @@ PVal to_pval(py::handle h) {
             auto arr = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(h);
             v.t = PVal::IVEC;
             v.iv.assign(arr.data(), arr.data() + arr.size());
-            v.fv.assign(v.iv.begin(), v.iv.end());
             return v;
         }
         if (a.ndim() == 1 && kind == 'f') {
@@ -77,14 +76,12 @@ PVal to_pval(py::handle h) {
         if (nums) {
             v.t = ints ? PVal::IVEC : PVal::FVEC;
             Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-            v.fv.reserve(n);
             if (ints) v.iv.reserve(n);
+            else v.fv.reserve(n);
             PyObject** items = PySequence_Fast_ITEMS(o);
             for (Py_ssize_t i = 0; i < n; ++i) {
                 if (ints) {
-                    i64 x = PyLong_AsLongLong(items[i]);
-                    v.iv.push_back(x);
-                    v.fv.push_back((double)x);
+                    v.iv.push_back(PyLong_AsLongLong(items[i]));
                 } else {
                     v.fv.push_back(PyFloat_Check(items[i]) ? PyFloat_AS_DOUBLE(items[i])
                                                            : (double)PyLong_AsLongLong(items[i]));
