@@ -192,7 +192,7 @@ BinFn Env::binary(const std::string& name) const {
     throw SimError("GraphError", "op", "unknown binary op '" + name + "'");
 }
 
-std::function<Tok(const Tok&)> Env::unary(const std::string& name) const {
+UnaryFn Env::unary(const std::string& name) const {
     const Env* e = this;
     if (name == "neg") {
         if (fixed) return [e](const Tok& a) { return sat(*e, -(__int128)a.i); };
@@ -202,7 +202,8 @@ std::function<Tok(const Tok&)> Env::unary(const std::string& name) const {
         if (fixed) return [](const Tok& a) { return a.i > 0 ? a : Tok::Int(0); };
         return [e](const Tok& a) { return f_max(*e, a, Tok::Flt(0.0)); };
     }
-    auto it = unary_cb.find(name);
+    if (UnaryFn f = native_unary(*this, name)) return f;          // functions.cpp
+    auto it = unary_cb.find(name);                                 // the rest: Python's own function
     if (it == unary_cb.end()) throw SimError("GraphError", "op", "unknown unary op '" + name + "'");
     return it->second;
 }

@@ -260,18 +260,43 @@ struct Node {
 // ---- number modes (fuseflow/tensors/fixed.py): the arithmetic every op model uses ------------------------
 using BinFn = Tok (*)(const Env&, const Tok&, const Tok&);
 
+using UnaryFn = std::function<Tok(const Tok&)>;
+
+// One lookup table of fixed.py/fixedfn.py: 2**k + 1 entries, each with frac + guard fractional bits.
+struct FnTable {
+    int k = -1;
+    std::vector<i64> t;
+};
+
+// The tables and constants of the fixed-point functions for the current format. Never typed in C++: Python
+// computes them with the functions of fixed.py/fixedfn.py and binds them (compiled.fixed_tables).
+struct FixedFns {
+    bool bound = false;
+    FnTable exp2, tanh, gelu, log2;
+    i64 log2e_q = 0, ln2_q = 0;
+    int log2e_bits = 0, exp_guard = 0, fn_guard = 0, range_log2 = 0, ln2_bits = 0;
+};
+
 struct Env {
     bool fixed = false;
     int width = 32, frac = 16;
     i64 lo = 0, hi = 0, half = 0;
     Tok zero;
-    // unary functions not written in C++ call back into Python (bit-identical by construction)
-    std::unordered_map<std::string, std::function<Tok(const Tok&)>> unary_cb;
+    FixedFns fns;              // fixed mode: what the native functions read
+    // unary functions without a native version call back into Python (bit-identical by construction)
+    std::unordered_map<std::string, UnaryFn> unary_cb;
 
     BinFn binary(const std::string& name) const;           // add sub mul div max min
-    std::function<Tok(const Tok&)> unary(const std::string& name) const;
+    UnaryFn unary(const std::string& name) const;          // native when implemented, else the callback
     Tok encode(double x) const;                            // Env.encode
 };
+
+// functions.cpp: the element-wise functions written in C++ (exp, sigmoid, tanh, gelu, sqrt, rsqrt, log, abs,
+// square in fixed mode; sqrt, rsqrt, abs, square in float mode). native_unary gives an empty function when
+// `name` has no native version in env's mode (or, in fixed mode, when no tables were bound).
+UnaryFn native_unary(const Env& env, const std::string& name);
+// the names native_unary implements in a mode (besides neg and relu, which Env::unary has itself)
+const std::vector<std::string>& native_unary_names(bool fixed);
 
 // ---- processes -------------------------------------------------------------------------------------------
 struct Proc {

@@ -138,8 +138,54 @@ py::object vals_array(const std::vector<Tok>& vals, const Env& env) {
     throw py::error_already_set();
 }
 
+// One table of the fixed-point functions: (k, [2**k + 1 ints]).
+void bind_table(py::dict tables, const char* name, FnTable& out) {
+    py::tuple kt = tables[name];
+    out.k = kt[0].cast<int>();
+    out.t = kt[1].cast<std::vector<i64>>();
+    if (out.k < 0 || out.k > 30 || out.t.size() != ((size_t)1 << out.k) + 1)
+        throw SimError("GraphError", "env", std::string("the fixed-point table '") + name + "' does not have 2**k + 1 entries");
+}
+
+// env: {"mode", "width", "frac", "unary": {name: callable}, "tables": compiled.fixed_tables(fmt) (fixed mode)}.
+// The callables are the Python functions of the names that have no native version (functions.cpp).
+void bind_env(Env& env, py::dict env_in) {
+    env.fixed = env_in["mode"].cast<std::string>() == "fixed";
+    env.width = env_in["width"].cast<int>();
+    env.frac = env_in["frac"].cast<int>();
+    env.lo = -((i64)1 << (env.width - 1));
+    env.hi = ((i64)1 << (env.width - 1)) - 1;
+    env.half = env.frac ? (i64)1 << (env.frac - 1) : 0;
+    env.zero = env.fixed ? Tok::Int(0) : Tok::Flt(0.0);
+    if (env.fixed && env_in.contains("tables") && !env_in["tables"].is_none()) {
+        py::dict t = env_in["tables"];
+        FixedFns& F = env.fns;
+        bind_table(t, "exp2", F.exp2);
+        bind_table(t, "tanh", F.tanh);
+        bind_table(t, "gelu", F.gelu);
+        bind_table(t, "log2", F.log2);
+        F.log2e_q = t["log2e_q"].cast<i64>();
+        F.log2e_bits = t["log2e_bits"].cast<int>();
+        F.exp_guard = t["exp_guard"].cast<int>();
+        F.fn_guard = t["fn_guard"].cast<int>();
+        F.range_log2 = t["range_log2"].cast<int>();
+        F.ln2_q = t["ln2_q"].cast<i64>();
+        F.ln2_bits = t["ln2_bits"].cast<int>();
+        F.bound = true;
+    }
+    py::dict unary = env_in["unary"];
+    for (auto kv : unary) {
+        py::object fn = py::reinterpret_borrow<py::object>(kv.second);
+        bool fixed = env.fixed;
+        env.unary_cb[kv.first.cast<std::string>()] = [fn, fixed](const Tok& a) {
+            py::object r = fn(from_tok(a));
+            return fixed ? Tok::Int(r.cast<i64>()) : Tok::Flt(r.cast<double>());
+        };
+    }
+}
+
 // nodes: [(id, op, params, latency, out_ports)]; streams: [(id, src, src_port, [(dst, port)], depth, width)]
-// (depth 0: the default, -1: unbounded); env: {"mode", "width", "frac", "unary": {name: callable}}.
+// (depth 0: the default, -1: unbounded); env: see bind_env.
 // Returns (cycles, {stream: tokens}, [per node: dict of counters and result]) and, with trace, the traces.
 py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_default, py::dict env_in, bool trace,
                         py::object progress) {
@@ -147,22 +193,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
     KernelResult partial;
     try {
         Env env;
-        env.fixed = env_in["mode"].cast<std::string>() == "fixed";
-        env.width = env_in["width"].cast<int>();
-        env.frac = env_in["frac"].cast<int>();
-        env.lo = -((i64)1 << (env.width - 1));
-        env.hi = ((i64)1 << (env.width - 1)) - 1;
-        env.half = env.frac ? (i64)1 << (env.frac - 1) : 0;
-        env.zero = env.fixed ? Tok::Int(0) : Tok::Flt(0.0);
-        py::dict unary = env_in["unary"];
-        for (auto kv : unary) {
-            py::object fn = py::reinterpret_borrow<py::object>(kv.second);
-            bool fixed = env.fixed;
-            env.unary_cb[kv.first.cast<std::string>()] = [fn, fixed](const Tok& a) {
-                py::object r = fn(from_tok(a));
-                return fixed ? Tok::Int(r.cast<i64>()) : Tok::Flt(r.cast<double>());
-            };
-        }
+        bind_env(env, env_in);
         nodes.resize(nodes_in.size());
         for (size_t i = 0; i < nodes.size(); ++i) {
             py::tuple t = nodes_in[i];
@@ -261,6 +292,40 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
     }
 }
 
+// Env::unary(name) applied to every value (int64 raw values in fixed mode, float64 in float mode), for the
+// tests that compare the compiled functions with the Python ones over many values at once.
+py::array unary_py(const std::string& name, py::dict env_in, py::array values) {
+    try {
+        Env env;
+        bind_env(env, env_in);
+        UnaryFn f = env.unary(name);
+        if (env.fixed) {
+            auto in = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(values);
+            py::array_t<i64> out(in.size());
+            const i64* x = in.data();
+            i64* y = out.mutable_data();
+            for (py::ssize_t i = 0; i < in.size(); ++i) y[i] = f(Tok::Int(x[i])).i;
+            return out;
+        }
+        auto in = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(values);
+        py::array_t<double> out(in.size());
+        const double* x = in.data();
+        double* y = out.mutable_data();
+        for (py::ssize_t i = 0; i < in.size(); ++i) y[i] = f(Tok::Flt(x[i])).f;
+        return out;
+    } catch (const SimError& e) {
+        raise_sim_error(e);
+    }
+}
+
+py::list native_unary_py(const std::string& mode) {
+    py::list l;
+    l.append("neg");
+    l.append("relu");
+    for (const std::string& n : native_unary_names(mode == "fixed")) l.append(n);
+    return l;
+}
+
 py::list ops_py() {
     py::list l;
     for (auto& [name, _] : op_table()) l.append(name);
@@ -274,4 +339,8 @@ PYBIND11_MODULE(_engine, m) {
     m.def("run_kernel", &run_kernel_py, py::arg("nodes"), py::arg("streams"), py::arg("depth_default"),
           py::arg("env"), py::arg("trace") = false, py::arg("progress") = py::none());
     m.def("ops", &ops_py, "The ops that have a compiled model.");
+    m.def("native_unary", &native_unary_py, py::arg("mode"),
+          "The unary alu ops written in C++ in number mode 'fixed' or 'float' (the others call back into Python).");
+    m.def("unary", &unary_py, py::arg("name"), py::arg("env"), py::arg("values"),
+          "Unary op `name` of the bound env (as run_kernel's) on every value of a 1-d array (tests).");
 }
