@@ -87,6 +87,8 @@ def _bound_params(st):
     spec = OPS.get(st.op)
     if spec is not None:
         p["_input_depth"] = spec.input_depth_for(st.params)
+        if spec.sim_facts is not None:         # e.g. spacc's emit start delay (checking its params as its model does)
+            p.update(spec.sim_facts(st.params, f"node {st.id}"))
     merge = p.get("op")
     if isinstance(merge, str) and merge in REDUCE_MERGE:
         p["_merge"] = REDUCE_MERGE[merge]
