@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from ..errors import FuseFlowError
-from ..samml.registry import OPS, REDUCE_MERGE, op_latency
+from ..samml.registry import OPS, REDUCE_MERGE, UNARY_ALU_OPS, op_interval, op_latency
 
 ENGINES = ("auto", "compiled", "python")
 
@@ -43,8 +45,6 @@ def unsupported(prog, trace=False) -> str | None:
     """Why the compiled engine cannot run ``prog`` (None when it can)."""
     if _engine is None:
         return "the compiled engine is not built (no C++ compiler when fuseflow was installed)"
-    if any(t.block for t in prog.tensors.values()):
-        return "blocked tensors run on the Python engine only"
     have = compiled_ops()
     missing = sorted({n.op for k in prog.kernels for n in k.nodes.values()} - have)
     if missing:
@@ -89,6 +89,16 @@ def _bound_params(st):
         p["_merge"] = REDUCE_MERGE[merge]
     if p.get("const") is not None:
         p["_const"] = st.env.encode(p["const"])
+    if st.op == "block_matmul":
+        p["_interval"] = op_interval(st.op, st.params)
+    zero = st.env.zero
+    if getattr(zero, "ndim", 0):                 # a node whose values are blocks: what its N loads
+        p["_block"] = list(zero.shape)
+    vals = p.get("vals")
+    if st.op == "array" and vals is not None and len(vals) and np.ndim(vals[0]) > 0:
+        # block values as one (n, B[, B]) array, bound into the run's block arena
+        p["_bvals"] = np.asarray(vals, dtype=np.int64 if st.env.mode == "fixed" else np.float64)
+        del p["vals"]
     return p
 
 
@@ -110,6 +120,10 @@ def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=Fal
         cstreams.append((sid, index[src], sport, [(index[d], p) for d, p in dsts], code, widths.get(sid, 0)))
     cenv = {"mode": env.mode, "width": env.fixed.width, "frac": env.fixed.frac,
             "unary": {n: f for n, f in env.unary.items() if n not in ("neg", "relu")}}
+    if getattr(env, "blocks", False):
+        # block arithmetic C++ does not do bit-identically itself: the Python Env's vectorised ops
+        cenv.update(blocks=True, matmul=env.matmul, rows=dict(env.row_reduce),
+                    unary_block={n: env.unary[n] for n in UNARY_ALU_OPS if n not in ("neg", "relu")})
     cycles, counts, per_node, traced = _engine.run_kernel(cnodes, cstreams, depth_default, cenv, trace)
     for st, d in zip(nodes, per_node):
         st.busy, st.blocked, st.alu_ops = d["busy"], d["blocked"], d["alu_ops"]
