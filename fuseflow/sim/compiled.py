@@ -12,12 +12,15 @@ program, and says in one line on stderr, once per reason, when it falls back to 
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
 
 from ..errors import FuseFlowError
 from ..samml.registry import OPS, REDUCE_MERGE, UNARY_ALU_OPS, op_interval, op_latency
+from ..tensors import fixed as _fixed
+from ..tensors import fixedfn as _fixedfn
 
 ENGINES = ("auto", "compiled", "python")
 
@@ -111,10 +114,56 @@ def _bound_params(st):
     return p
 
 
-def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=False, unbounded=None):
+@functools.lru_cache(maxsize=16)
+def fixed_tables(fmt) -> dict:
+    """The lookup tables and constants the compiled fixed-point functions read (csrc/functions.cpp), for
+    :class:`~fuseflow.tensors.fixed.FixedFormat` ``fmt``: computed by the functions of fixed.py and fixedfn.py
+    (the one definition, which the RTL generator also calls), never retyped in C++. Each table is ``(k, T)``
+    with ``2**k + 1`` entries."""
+    exp2 = _fixed.exp2_table(fmt)
+    return {
+        "exp2": ((len(exp2) - 1).bit_length() - 1, exp2),
+        "tanh": _fixedfn.tanh_table(fmt),
+        "gelu": _fixedfn.gelu_table(fmt),
+        "log2": _fixedfn.log2_table(fmt),
+        "log2e_q": _fixed.LOG2E_Q,
+        "log2e_bits": _fixed.LOG2E_BITS,
+        "exp_guard": _fixed.EXP_GUARD_BITS,
+        "fn_guard": _fixedfn.FN_GUARD_BITS,
+        "range_log2": _fixedfn.FN_RANGE_LOG2,
+        "ln2_q": _fixedfn.LN2_Q,
+        "ln2_bits": _fixedfn.LN2_BITS,
+    }
+
+
+def native_unary(mode: str) -> frozenset:
+    """The unary alu ops the compiled engine computes in C++ in number mode ``mode``; the others call back
+    into the Python function per value (csrc/functions.cpp says why each one is or is not native)."""
+    return frozenset(_engine.native_unary(mode)) if _engine is not None else frozenset()
+
+
+def bind_env(env) -> dict:
+    """The number mode :class:`~fuseflow.sim.engine.Env` as the compiled engine takes it: the format, the
+    Python functions of the unary ops that have no native version, (fixed mode) the function tables and (an
+    Env with blocks) the Python Env's vectorised ops on blocks."""
+    native = native_unary(env.mode)
+    cenv = {"mode": env.mode, "width": env.fixed.width, "frac": env.fixed.frac,
+            "unary": {n: f for n, f in env.unary.items() if n not in native}}
+    if env.mode == "fixed":
+        cenv["tables"] = fixed_tables(env.fixed)
+    if getattr(env, "blocks", False):
+        # block arithmetic C++ does not do bit-identically itself: the Python Env's vectorised ops
+        cenv.update(blocks=True, matmul=env.matmul, rows=dict(env.row_reduce),
+                    unary_block={n: env.unary[n] for n in UNARY_ALU_OPS if n not in ("neg", "relu")})
+    return cenv
+
+
+def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=False, unbounded=None, progress=None,
+               progress_seconds=0.5):
     """:func:`fuseflow.sim.engine.run_kernel` on the compiled engine: the same arguments (``env``, the number
     mode, is the nodes' :class:`~fuseflow.sim.engine.Env`), the same return value; writes the counters and
-    results into the nodes' states."""
+    results into the nodes' states. ``progress(tokens, cycles)`` is called about twice a second. On Ctrl-C the
+    counters so far are written and the KeyboardInterrupt is raised with ``partial = (cycles, outs)``."""
     widths = widths or {}
     index = {st.id: i for i, st in enumerate(nodes)}
     cnodes = []
@@ -127,13 +176,9 @@ def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=Fal
     for sid, (src, sport), dsts, depth in streams:
         code = -1 if unbounded is not None and depth == unbounded else (depth or 0)
         cstreams.append((sid, index[src], sport, [(index[d], p) for d, p in dsts], code, widths.get(sid, 0)))
-    cenv = {"mode": env.mode, "width": env.fixed.width, "frac": env.fixed.frac,
-            "unary": {n: f for n, f in env.unary.items() if n not in ("neg", "relu")}}
-    if getattr(env, "blocks", False):
-        # block arithmetic C++ does not do bit-identically itself: the Python Env's vectorised ops
-        cenv.update(blocks=True, matmul=env.matmul, rows=dict(env.row_reduce),
-                    unary_block={n: env.unary[n] for n in UNARY_ALU_OPS if n not in ("neg", "relu")})
-    cycles, counts, per_node, traced = _engine.run_kernel(cnodes, cstreams, depth_default, cenv, trace)
+    cenv = dict(bind_env(env), progress_seconds=progress_seconds)
+    cycles, counts, per_node, traced, stopped = _engine.run_kernel(cnodes, cstreams, depth_default, cenv, trace,
+                                                                   progress)
     for st, d in zip(nodes, per_node):
         st.busy, st.blocked, st.alu_ops = d["busy"], d["blocked"], d["alu_ops"]
         st.mem_reads, st.mem_writes, st.moved, st.clock = d["mem_reads"], d["mem_writes"], d["moved"], d["clock"]
@@ -144,4 +189,7 @@ def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=Fal
         outs = {sid: _Counted(c, logs.get(sid, []), sent.get(sid, [])) for sid, c in counts.items()}
     else:
         outs = {sid: _Counted(c) for sid, c in counts.items()}
+    if stopped is not None:
+        stopped.partial = (cycles, outs)
+        raise stopped
     return cycles, outs, {}

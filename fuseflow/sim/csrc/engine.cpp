@@ -2,6 +2,7 @@
 #include "engine.hpp"
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -110,7 +111,9 @@ const std::vector<i64>& Params::ivec(const std::string& k) const {
 const std::vector<double>& Params::fvec(const std::string& k) const {
     static const std::vector<double> empty;
     const PVal* v = find(k);
-    return v ? v->fv : empty;
+    if (!v) return empty;
+    if (v->t == PVal::IVEC && v->fv.size() != v->iv.size()) v->fv.assign(v->iv.begin(), v->iv.end());
+    return v->fv;
 }
 
 // ---- arithmetic (fuseflow/tensors/fixed.py) ---------------------------------------------------------------
@@ -378,7 +381,7 @@ UnFn unary_with_blocks(const Env& env, const std::string& name, UnFn scalar) {
     return [e, name, scalar](const Tok& a) { return a.k == K_BLK ? block_unary(*e, name, a) : scalar(a); };
 }
 
-std::function<Tok(const Tok&)> Env::unary(const std::string& name) const {
+UnaryFn Env::unary(const std::string& name) const {
     const Env* e = this;
     if (name == "neg") {
         if (fixed) return [e](const Tok& a) { return sat(*e, -(__int128)a.i); };
@@ -388,7 +391,8 @@ std::function<Tok(const Tok&)> Env::unary(const std::string& name) const {
         if (fixed) return [](const Tok& a) { return a.i > 0 ? a : Tok::Int(0); };
         return [e](const Tok& a) { return f_max(*e, a, Tok::Flt(0.0)); };
     }
-    auto it = unary_cb.find(name);
+    if (UnaryFn f = native_unary(*this, name)) return f;          // functions.cpp
+    auto it = unary_cb.find(name);                                 // the rest: Python's own function
     if (it == unary_cb.end()) throw SimError("GraphError", "op", "unknown unary op '" + name + "'");
     return it->second;
 }
@@ -591,6 +595,28 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
     std::vector<Live> still;
     still.reserve(live.size());
     uint64_t rounds = 0;
+    auto counts_so_far = [&](KernelResult& r) {
+        i64 mx = -1;
+        for (Node& st : nodes)
+            if (st.clock > mx) mx = st.clock;
+        r.cycles = mx + 1;
+        r.counts.clear();
+        for (size_t i = 0; i < streams.size(); ++i) r.counts.emplace_back(streams[i].id, stream_outs[i]->count);
+    };
+    using clock_t_ = std::chrono::steady_clock;
+    auto next_report = clock_t_::now() + std::chrono::duration<double>(hooks.progress_seconds);
+    auto poll = [&] {
+        if (hooks.poll) hooks.poll();
+        if (hooks.progress && clock_t_::now() >= next_report) {
+            next_report = clock_t_::now() + std::chrono::duration<double>(hooks.progress_seconds);
+            i64 tokens = 0, mx = -1;
+            for (Out* o : stream_outs) tokens += o->count;
+            for (Node& st : nodes)
+                if (st.clock > mx) mx = st.clock;
+            hooks.progress(tokens, mx + 1);
+        }
+    };
+    try {
     while (!live.empty()) {
         bool progress = false;
         still.clear();
@@ -612,14 +638,14 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         }
         if (!progress) throw SimError("DeadlockError", "", deadlock_message(still));
         live.swap(still);
-        if ((++rounds & 1023) == 0 && hooks.poll) hooks.poll();
+        if ((++rounds & 255) == 0) poll();
+    }
+    } catch (...) {
+        if (hooks.partial) counts_so_far(*hooks.partial);
+        throw;
     }
     KernelResult res;
-    i64 mx = -1;
-    for (Node& st : nodes)
-        if (st.clock > mx) mx = st.clock;
-    res.cycles = mx + 1;
-    for (size_t i = 0; i < streams.size(); ++i) res.counts.emplace_back(streams[i].id, stream_outs[i]->count);
+    counts_so_far(res);
     return res;
 }
 

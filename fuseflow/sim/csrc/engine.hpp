@@ -205,7 +205,7 @@ struct PVal {
     double f = 0;
     std::string s;
     std::vector<i64> iv;       // a list of ints (or of numbers, truncated: check t)
-    std::vector<double> fv;    // a list of numbers
+    mutable std::vector<double> fv;    // a list of numbers (of an IVEC: filled when first asked for)
     std::vector<PVal> items;   // a list of other things (nested lists)
 };
 
@@ -293,15 +293,32 @@ struct BlockArena {
 
 // ---- number modes (fuseflow/tensors/fixed.py): the arithmetic every op model uses ------------------------
 using BinFn = Tok (*)(const Env&, const Tok&, const Tok&);
-using UnFn = std::function<Tok(const Tok&)>;
+using UnaryFn = std::function<Tok(const Tok&)>;
+using UnFn = UnaryFn;
+
+// One lookup table of fixed.py/fixedfn.py: 2**k + 1 entries, each with frac + guard fractional bits.
+struct FnTable {
+    int k = -1;
+    std::vector<i64> t;
+};
+
+// The tables and constants of the fixed-point functions for the current format. Never typed in C++: Python
+// computes them with the functions of fixed.py/fixedfn.py and binds them (compiled.fixed_tables).
+struct FixedFns {
+    bool bound = false;
+    FnTable exp2, tanh, gelu, log2;
+    i64 log2e_q = 0, ln2_q = 0;
+    int log2e_bits = 0, exp_guard = 0, fn_guard = 0, range_log2 = 0, ln2_bits = 0;
+};
 
 struct Env {
     bool fixed = false;
     int width = 32, frac = 16;
     i64 lo = 0, hi = 0, half = 0;
     Tok zero;
-    // unary functions not written in C++ call back into Python (bit-identical by construction)
-    std::unordered_map<std::string, std::function<Tok(const Tok&)>> unary_cb;
+    FixedFns fns;              // fixed mode: what the native functions read
+    // unary functions without a native version call back into Python (bit-identical by construction)
+    std::unordered_map<std::string, UnaryFn> unary_cb;
     // blocks (Env(blocks=True)): binary and unary ops also take block tokens; what C++ does not compute
     // bit-identically (float matmul and row sums, the unary functions) calls the Python Env's vectorised op
     bool blocks = false;
@@ -311,7 +328,7 @@ struct Env {
     std::function<Tok(const Tok&, const Tok&)> matmul_cb;     // Env.matmul (float mode)
 
     BinFn binary(const std::string& name) const;           // add sub mul div max min
-    std::function<Tok(const Tok&)> unary(const std::string& name) const;
+    UnaryFn unary(const std::string& name) const;          // native when implemented, else the callback
     Tok encode(double x) const;                            // Env.encode
     Tok row_reduce(const std::string& op, const Tok& x) const;   // Env.row_reduce[op] (reduce with rows)
     Tok matmul(const Tok& a, const Tok& b) const;                 // Env.matmul (block_matmul)
@@ -320,6 +337,13 @@ struct Env {
 UnFn unary_with_blocks(const Env& env, const std::string& name, UnFn scalar);
 // a token's block shape as Python prints np.shape(tok): "(2, 2)", "(2,)", "()"
 std::string shape_repr(const Env& env, const Tok& t);
+
+// functions.cpp: the element-wise functions written in C++ (exp, sigmoid, tanh, gelu, sqrt, rsqrt, log, abs,
+// square in fixed mode; sqrt, rsqrt, abs, square in float mode). native_unary gives an empty function when
+// `name` has no native version in env's mode (or, in fixed mode, when no tables were bound).
+UnaryFn native_unary(const Env& env, const std::string& name);
+// the names native_unary implements in a mode (besides neg and relu, which Env::unary has itself)
+const std::vector<std::string>& native_unary_names(bool fixed);
 
 // ---- processes -------------------------------------------------------------------------------------------
 struct Proc {
@@ -452,11 +476,16 @@ struct StreamSpec {
 
 struct KernelResult {
     i64 cycles = 0;
+    bool interrupted = false;
     std::vector<std::pair<std::string, i64>> counts;       // tokens per stream
 };
 
 struct RunHooks {
     std::function<void()> poll;      // called every so often: may throw to stop (Ctrl-C)
+    // called about every progress_seconds with the tokens pushed so far and the latest firing's cycle
+    std::function<void(i64, i64)> progress;
+    double progress_seconds = 0.5;
+    KernelResult* partial = nullptr; // filled with the counts so far when a hook stops the run
     bool trace = false;
     std::unordered_map<std::string, std::pair<std::vector<i64>, std::vector<Tok>>>* traces = nullptr;
 };

@@ -95,7 +95,6 @@ PVal to_pval(py::handle h) {
             auto arr = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(h);
             v.t = PVal::IVEC;
             v.iv.assign(arr.data(), arr.data() + arr.size());
-            v.fv.assign(v.iv.begin(), v.iv.end());
             return v;
         }
         if (a.ndim() == 1 && kind == 'f') {
@@ -119,14 +118,12 @@ PVal to_pval(py::handle h) {
         if (nums) {
             v.t = ints ? PVal::IVEC : PVal::FVEC;
             Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-            v.fv.reserve(n);
             if (ints) v.iv.reserve(n);
+            else v.fv.reserve(n);
             PyObject** items = PySequence_Fast_ITEMS(o);
             for (Py_ssize_t i = 0; i < n; ++i) {
                 if (ints) {
-                    i64 x = PyLong_AsLongLong(items[i]);
-                    v.iv.push_back(x);
-                    v.fv.push_back((double)x);
+                    v.iv.push_back(PyLong_AsLongLong(items[i]));
                 } else {
                     v.fv.push_back(PyFloat_Check(items[i]) ? PyFloat_AS_DOUBLE(items[i])
                                                            : (double)PyLong_AsLongLong(items[i]));
@@ -190,48 +187,86 @@ py::object vals_array(const std::vector<Tok>& vals, const Env& env) {
     throw py::error_already_set();
 }
 
+// One table of the fixed-point functions: (k, [2**k + 1 ints]).
+void bind_table(py::dict tables, const char* name, FnTable& out) {
+    py::tuple kt = tables[name];
+    out.k = kt[0].cast<int>();
+    out.t = kt[1].cast<std::vector<i64>>();
+    if (out.k < 0 || out.k > 30 || out.t.size() != ((size_t)1 << out.k) + 1)
+        throw SimError("GraphError", "env", std::string("the fixed-point table '") + name + "' does not have 2**k + 1 entries");
+}
+
+// env: {"mode", "width", "frac", "unary": {name: callable}, "tables": compiled.fixed_tables(fmt) (fixed mode)}
+// and, for blocks (given an arena: a run's), "blocks": True, "unary_block": {name: callable}, "rows": {op: callable},
+// "matmul": callable (the Python Env's vectorised ops on Blocks).
+// The callables are the Python functions of the names that have no native version (functions.cpp).
+void bind_env(Env& env, py::dict env_in, BlockArena* arena) {
+    env.fixed = env_in["mode"].cast<std::string>() == "fixed";
+    env.width = env_in["width"].cast<int>();
+    env.frac = env_in["frac"].cast<int>();
+    env.lo = -((i64)1 << (env.width - 1));
+    env.hi = ((i64)1 << (env.width - 1)) - 1;
+    env.half = env.frac ? (i64)1 << (env.frac - 1) : 0;
+    env.zero = env.fixed ? Tok::Int(0) : Tok::Flt(0.0);
+    if (env.fixed && env_in.contains("tables") && !env_in["tables"].is_none()) {
+        py::dict t = env_in["tables"];
+        FixedFns& F = env.fns;
+        bind_table(t, "exp2", F.exp2);
+        bind_table(t, "tanh", F.tanh);
+        bind_table(t, "gelu", F.gelu);
+        bind_table(t, "log2", F.log2);
+        F.log2e_q = t["log2e_q"].cast<i64>();
+        F.log2e_bits = t["log2e_bits"].cast<int>();
+        F.exp_guard = t["exp_guard"].cast<int>();
+        F.fn_guard = t["fn_guard"].cast<int>();
+        F.range_log2 = t["range_log2"].cast<int>();
+        F.ln2_q = t["ln2_q"].cast<i64>();
+        F.ln2_bits = t["ln2_bits"].cast<int>();
+        F.bound = true;
+    }
+    if (arena) {
+        arena->fixed = env.fixed;
+        env.arena = arena;
+        env.blocks = env_in.contains("blocks") && env_in["blocks"].cast<bool>();
+    }
+    if (env.blocks) {
+        // what C++ does not compute bit-identically on blocks calls the Python Env's vectorised op
+        BlockArena* ar = arena;
+        auto block_fn = [ar](py::object fn) {
+            return [fn, ar](const Tok& a) { return to_tok(fn(from_tok(a, ar)), ar); };
+        };
+        for (auto kv : env_in["unary_block"].cast<py::dict>())
+            env.unary_block_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
+        for (auto kv : env_in["rows"].cast<py::dict>())
+            env.rows_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
+        py::object mm = env_in["matmul"];
+        env.matmul_cb = [mm, ar](const Tok& a, const Tok& b) {
+            return to_tok(mm(from_tok(a, ar), from_tok(b, ar)), ar);
+        };
+    }
+    py::dict unary = env_in["unary"];
+    for (auto kv : unary) {
+        py::object fn = py::reinterpret_borrow<py::object>(kv.second);
+        bool fixed = env.fixed;
+        env.unary_cb[kv.first.cast<std::string>()] = [fn, fixed](const Tok& a) {
+            py::object r = fn(from_tok(a));
+            return fixed ? Tok::Int(r.cast<i64>()) : Tok::Flt(r.cast<double>());
+        };
+    }
+}
+
 // nodes: [(id, op, params, latency, out_ports)]; streams: [(id, src, src_port, [(dst, port)], depth, width)]
-// (depth 0: the default, -1: unbounded); env: {"mode", "width", "frac", "unary": {name: callable}}.
+// (depth 0: the default, -1: unbounded); env: see bind_env.
 // Returns (cycles, {stream: tokens}, [per node: dict of counters and result]) and, with trace, the traces.
-py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_default, py::dict env_in, bool trace) {
+py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_default, py::dict env_in, bool trace,
+                        py::object progress) {
+    std::vector<Node> nodes;
+    KernelResult partial;
     try {
         Env env;
-        env.fixed = env_in["mode"].cast<std::string>() == "fixed";
-        env.width = env_in["width"].cast<int>();
-        env.frac = env_in["frac"].cast<int>();
-        env.lo = -((i64)1 << (env.width - 1));
-        env.hi = ((i64)1 << (env.width - 1)) - 1;
-        env.half = env.frac ? (i64)1 << (env.frac - 1) : 0;
-        env.zero = env.fixed ? Tok::Int(0) : Tok::Flt(0.0);
         BlockArena arena;
-        arena.fixed = env.fixed;
-        env.arena = &arena;
-        env.blocks = env_in.contains("blocks") && env_in["blocks"].cast<bool>();
-        if (env.blocks) {
-            // what C++ does not compute bit-identically on blocks calls the Python Env's vectorised op
-            BlockArena* ar = &arena;
-            auto block_fn = [ar](py::object fn) {
-                return [fn, ar](const Tok& a) { return to_tok(fn(from_tok(a, ar)), ar); };
-            };
-            for (auto kv : env_in["unary_block"].cast<py::dict>())
-                env.unary_block_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
-            for (auto kv : env_in["rows"].cast<py::dict>())
-                env.rows_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
-            py::object mm = env_in["matmul"];
-            env.matmul_cb = [mm, ar](const Tok& a, const Tok& b) {
-                return to_tok(mm(from_tok(a, ar), from_tok(b, ar)), ar);
-            };
-        }
-        py::dict unary = env_in["unary"];
-        for (auto kv : unary) {
-            py::object fn = py::reinterpret_borrow<py::object>(kv.second);
-            bool fixed = env.fixed;
-            env.unary_cb[kv.first.cast<std::string>()] = [fn, fixed](const Tok& a) {
-                py::object r = fn(from_tok(a));
-                return fixed ? Tok::Int(r.cast<i64>()) : Tok::Flt(r.cast<double>());
-            };
-        }
-        std::vector<Node> nodes(nodes_in.size());
+        bind_env(env, env_in, &arena);
+        nodes.resize(nodes_in.size());
         std::vector<std::unique_ptr<Env>> node_envs;     // a node whose values are blocks: its zero block
         for (size_t i = 0; i < nodes.size(); ++i) {
             py::tuple t = nodes_in[i];
@@ -297,7 +332,20 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
         std::unordered_map<std::string, std::pair<std::vector<i64>, std::vector<Tok>>> traces;
         hooks.trace = trace;
         hooks.traces = &traces;
-        KernelResult res = run_kernel(nodes, streams, depth_default, hooks);
+        hooks.partial = &partial;
+        if (!progress.is_none()) hooks.progress = [progress](i64 tokens, i64 cycles) { progress(tokens, cycles); };
+        if (env_in.contains("progress_seconds")) hooks.progress_seconds = env_in["progress_seconds"].cast<double>();
+        KernelResult res;
+        py::object stopped = py::none();
+        try {
+            res = run_kernel(nodes, streams, depth_default, hooks);
+        } catch (py::error_already_set& e) {
+            if (!e.matches(PyExc_KeyboardInterrupt)) throw;
+            // Ctrl-C: return the counters so far, marked interrupted (the caller raises)
+            res = partial;
+            res.interrupted = true;
+            stopped = e.value();
+        }
         py::dict counts;
         for (auto& [sid, c] : res.counts) counts[py::str(sid)] = c;
         py::list per_node;
@@ -339,10 +387,44 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
             }
             tr = py::make_tuple(logs, sent);
         }
-        return py::make_tuple(res.cycles, counts, per_node, tr);
+        return py::make_tuple(res.cycles, counts, per_node, tr, stopped);
     } catch (const SimError& e) {
         raise_sim_error(e);
     }
+}
+
+// Env::unary(name) applied to every value (int64 raw values in fixed mode, float64 in float mode), for the
+// tests that compare the compiled functions with the Python ones over many values at once.
+py::array unary_py(const std::string& name, py::dict env_in, py::array values) {
+    try {
+        Env env;
+        bind_env(env, env_in, nullptr);
+        UnaryFn f = env.unary(name);
+        if (env.fixed) {
+            auto in = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(values);
+            py::array_t<i64> out(in.size());
+            const i64* x = in.data();
+            i64* y = out.mutable_data();
+            for (py::ssize_t i = 0; i < in.size(); ++i) y[i] = f(Tok::Int(x[i])).i;
+            return out;
+        }
+        auto in = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(values);
+        py::array_t<double> out(in.size());
+        const double* x = in.data();
+        double* y = out.mutable_data();
+        for (py::ssize_t i = 0; i < in.size(); ++i) y[i] = f(Tok::Flt(x[i])).f;
+        return out;
+    } catch (const SimError& e) {
+        raise_sim_error(e);
+    }
+}
+
+py::list native_unary_py(const std::string& mode) {
+    py::list l;
+    l.append("neg");
+    l.append("relu");
+    for (const std::string& n : native_unary_names(mode == "fixed")) l.append(n);
+    return l;
 }
 
 py::list ops_py() {
@@ -356,6 +438,10 @@ py::list ops_py() {
 PYBIND11_MODULE(_engine, m) {
     m.doc() = "The compiled simulator engine (fuseflow.sim.compiled is its Python side).";
     m.def("run_kernel", &run_kernel_py, py::arg("nodes"), py::arg("streams"), py::arg("depth_default"),
-          py::arg("env"), py::arg("trace") = false);
+          py::arg("env"), py::arg("trace") = false, py::arg("progress") = py::none());
     m.def("ops", &ops_py, "The ops that have a compiled model.");
+    m.def("native_unary", &native_unary_py, py::arg("mode"),
+          "The unary alu ops written in C++ in number mode 'fixed' or 'float' (the others call back into Python).");
+    m.def("unary", &unary_py, py::arg("name"), py::arg("env"), py::arg("values"),
+          "Unary op `name` of the bound env (as run_kernel's) on every value of a 1-d array (tests).");
 }

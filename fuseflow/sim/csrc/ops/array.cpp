@@ -8,11 +8,12 @@ namespace {
 Proc load(Node& st, Emitter* out) {
     Channel* inp = st.in("ref");
     bool fixed = st.env->fixed;
-    const std::vector<i64>& ivals = st.params.ivec("vals");
-    const std::vector<double>& fvals = st.params.fvec("vals");
     const PVal* pv = st.params.find("vals");
     bool int_vals = fixed || (pv && pv->t == PVal::IVEC);
-    i64 nvals = (i64)fvals.size();
+    static const std::vector<double> no_floats;
+    const std::vector<i64>& ivals = st.params.ivec("vals");
+    const std::vector<double>& fvals = int_vals ? no_floats : st.params.fvec("vals");
+    i64 nvals = (i64)(int_vals ? ivals.size() : fvals.size());
     // block values: bound into the run's block arena as entries _bvals_base .. + _bvals_n - 1
     bool blocks = st.params.has("_bvals_base");
     i64 bbase = st.params.get_int("_bvals_base", 0);
