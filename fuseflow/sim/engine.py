@@ -50,6 +50,7 @@ class Env:
         if mode not in ("float", "fixed"):
             raise GraphError("mode", f"unknown number mode {mode!r} (expected float or fixed)")
         self.mode = mode
+        self.blocks = bool(blocks)                          # block tokens may occur (the compiled engine reads it)
         self.fixed = fixed or FixedFormat()
         self.zero = 0 if mode == "fixed" else 0.0
         names_b = ("add", "sub", "mul", "div", "max", "min")
@@ -295,11 +296,11 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="pyth
         nodes.append(sink)
         streams.append((f"out.{port}", (st.id, port), [(sink.id, "in")], UNBOUNDED))
     if engine == "compiled":
-        if blocked or not compiled.available() or op not in compiled.compiled_ops():
-            raise FuseFlowError("engine compiled", f"no compiled model for op {op}" + (" on blocks" if blocked else ""))
+        if not compiled.available() or op not in compiled.compiled_ops():
+            raise FuseFlowError("engine compiled", f"no compiled model for op {op}")
         compiled.run_kernel(nodes, streams, 2, {}, env, False, UNBOUNDED)
         if isinstance(st.result, dict):
-            st.result = {k: v.tolist() for k, v in st.result.items()}
+            st.result = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in st.result.items()}
     elif engine == "python":
         _run_with_test_nodes(nodes, streams)
     else:
