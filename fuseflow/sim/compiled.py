@@ -34,10 +34,9 @@ except ImportError as exc:                  # pragma: no cover - depends on the 
 
 _told = set()
 
-#: ops that compute on value tokens whose compiled models have not been checked on blocks (block tokens through
-#: them run on the Python engine): lift an op once tests/sim/test_compiled_blocks.py passes with it (spacc:
-#: the bspmm and attention entries of the blocks suite)
-BLOCKS_UNCHECKED = frozenset({"spacc"})
+#: ops whose compiled models have not been checked on block tokens (programs that pass blocks through them run
+#: on the Python engine); none today: the blocks suite's entries all compare exactly
+BLOCKS_UNCHECKED = frozenset()
 
 
 def available() -> bool:
