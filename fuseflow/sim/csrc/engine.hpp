@@ -81,29 +81,31 @@ struct SimError : std::exception {
 };
 
 // ---- a growable ring buffer (deque without allocation on the hot path) -----------------------------------
+#define FF_INLINE inline __attribute__((always_inline))
+
 template <class T>
 struct Ring {
     std::vector<T> buf;
     size_t head = 0, n = 0, mask = 0;
 
     Ring() { buf.resize(4); mask = 3; }
-    size_t size() const { return n; }
-    bool empty() const { return n == 0; }
-    T& operator[](size_t i) { return buf[(head + i) & mask]; }
-    const T& operator[](size_t i) const { return buf[(head + i) & mask]; }
-    T& front() { return buf[head]; }
-    void push_back(const T& v) {
-        if (n == buf.size()) grow();
+    FF_INLINE size_t size() const { return n; }
+    FF_INLINE bool empty() const { return n == 0; }
+    FF_INLINE T& operator[](size_t i) { return buf[(head + i) & mask]; }
+    FF_INLINE const T& operator[](size_t i) const { return buf[(head + i) & mask]; }
+    FF_INLINE T& front() { return buf[head]; }
+    FF_INLINE void push_back(const T& v) {
+        if (__builtin_expect(n == buf.size(), 0)) grow();
         buf[(head + n) & mask] = v;
         ++n;
     }
-    T pop_front() {
+    FF_INLINE T pop_front() {
         T v = buf[head];
         head = (head + 1) & mask;
         --n;
         return v;
     }
-    void grow() {
+    __attribute__((noinline)) void grow() {
         std::vector<T> nb(buf.size() * 2);
         for (size_t i = 0; i < n; ++i) nb[i] = (*this)[i];
         buf.swap(nb);
@@ -135,20 +137,20 @@ struct Channel {
                                                         unbounded(d == 0) {
         for (i64 i = 0; i < d; ++i) credits.push_back(0);
     }
-    bool empty() const { return toks.empty(); }
-    size_t size() const { return toks.size(); }
-    const Tok& head() const { return toks[0]; }
-    i64 head_time() const { return times[0]; }
-    Tok pop(i64 t) {
+    FF_INLINE bool empty() const { return toks.empty(); }
+    FF_INLINE size_t size() const { return toks.size(); }
+    FF_INLINE const Tok& head() const { return toks[0]; }
+    FF_INLINE i64 head_time() const { return times[0]; }
+    FF_INLINE Tok pop(i64 t) {
         times.pop_front();
         if (!unbounded) credits.push_back(t + 1);
         return toks.pop_front();
     }
     // credits as the producer sees them (an unbounded channel always has a slot free from cycle 0)
-    bool has_credit() const { return unbounded || !credits.empty(); }
-    i64 credit0() const { return unbounded ? 0 : credits[0]; }
-    void take_credit() { if (!unbounded) credits.pop_front(); }
-    void put(const Tok& tok, i64 t) { toks.push_back(tok); times.push_back(t); }
+    FF_INLINE bool has_credit() const { return unbounded || !credits.empty(); }
+    FF_INLINE i64 credit0() const { return unbounded ? 0 : credits[0]; }
+    FF_INLINE void take_credit() { if (!unbounded) credits.pop_front(); }
+    FF_INLINE void put(const Tok& tok, i64 t) { toks.push_back(tok); times.push_back(t); }
 };
 
 // Anything a firing writes: an Out, several written together, or an output pipeline's stage input.
@@ -168,13 +170,14 @@ struct Out : Emitter {
     std::vector<i64>* log = nullptr;   // trace: cycle of every push
     std::vector<Tok>* sent = nullptr;  // trace: every token pushed
 
-    Out(std::string nm, std::vector<Channel*> cs) : name(std::move(nm)), chans(std::move(cs)) {}
+    Out(std::string nm, std::vector<Channel*> cs) : name(std::move(nm)), chans(std::move(cs)) {
+        if (chans.size() == 1) single = chans[0];
+    }
 
-    inline i64 room_() const {
-        if (chans.size() == 1) {
-            const Channel* c = chans[0];
-            return c->has_credit() ? c->credit0() : NONE;
-        }
+    Channel* single = nullptr;  // the channel when the stream has one consumer (the common case)
+
+    FF_INLINE i64 room_() const {
+        if (single) return single->has_credit() ? single->credit0() : NONE;
         i64 m = 0;
         for (const Channel* c : chans) {
             if (!c->has_credit()) return NONE;
@@ -184,10 +187,15 @@ struct Out : Emitter {
         return m;
     }
     i64 room() override { return room_(); }
-    inline void push1(const Tok& tok, i64 t) {
-        if (limit && tok.k == K_INT && tok.i >= limit) too_wide(tok);
+    FF_INLINE void push1(const Tok& tok, i64 t) {
+        if (__builtin_expect(limit != 0, 0) && tok.k == K_INT && tok.i >= limit) too_wide(tok);
         ++count;
-        if (log) { log->push_back(t); sent->push_back(tok); }
+        if (__builtin_expect(log != nullptr, 0)) { log->push_back(t); sent->push_back(tok); }
+        if (single) {
+            single->take_credit();
+            single->put(tok, t);
+            return;
+        }
         for (Channel* c : chans) {
             c->take_credit();
             c->put(tok, t);
