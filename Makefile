@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # default test run: 2 workers on CI's 2 cores
 PYTEST_ARGS ?= -n 2
 
-.PHONY: all venv demo test slow bench examples correlate correlate-quick synth-report boards dse clean
+.PHONY: all venv demo test slow bench examples docs correlate correlate-quick synth-report boards dse clean
 
 all: test
 
@@ -65,6 +65,10 @@ boards: $(STAMP)
 
 examples: $(STAMP)
 	$(PY) -m fuseflow.samml kernels -o examples/kernels
+
+# the generated op reference (tests/samml/test_reference.py checks it is current)
+docs: $(STAMP)
+	$(PY) -m fuseflow.samml reference -o docs/reference/ops.md
 
 clean:
 	rm -rf out build sim_build report .pytest_cache .hypothesis

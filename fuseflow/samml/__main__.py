@@ -1,4 +1,4 @@
-"""``python -m fuseflow.samml``: validate graph.json, draw it, write the example kernel suite."""
+"""``python -m fuseflow.samml``: validate graph.json, draw it, write the example kernel suite and the op reference."""
 
 import argparse
 import os
@@ -22,6 +22,10 @@ def parser():
                    help="directory for the kernels' graph.json files (default: examples/kernels)")
     k.add_argument("--svg", action="store_true", help="also write graph.svg (needs graphviz)")
     sub.add_parser("ops", help="list the ops of the registry")
+    r = sub.add_parser("reference", help="write the op reference generated from the registry (make docs: "
+                                         "docs/reference/ops.md)")
+    r.add_argument("-o", "--output", type=output_file,
+                   help="output file (docs/reference/ops.md in the repository); default: Markdown on stdout")
     return ap
 
 
@@ -61,6 +65,15 @@ def main(argv=None):
         from .registry import OPS
         for spec in OPS.values():
             print(f"{spec.name:12s} {spec.doc}")
+    elif args.cmd == "reference":
+        from .reference import render
+        text = render()
+        if args.output:
+            with atomic_write(args.output) as f:
+                f.write(text)
+            print(f"wrote {args.output}")
+        else:
+            sys.stdout.write(text)
     return 0
 
 

@@ -317,7 +317,7 @@ _op(OpSpec(
     params=(Param("op", "str", REQUIRED, BINARY_ALU_OPS + UNARY_ALU_OPS, "operation"),
             Param("const", "float", None, doc="constant second operand (replaces port b)")),
     timing="1 firing per cycle. Pipelined: a result is visible op_latency cycles after its firing (1 = the "
-           "next cycle, as every other op); see ALU_LATENCY.",
+           "next cycle, as every other op).",
 ))
 _op(OpSpec(
     "reduce", "Reduces each innermost fibre to one value (sum, max or min). Without crd an empty fibre gives no "
