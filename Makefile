@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,torch]'
+	@$(PY) -c "import fuseflow.sim.compiled as c; c.available() or print('warning: the compiled simulator engine was not built (no C++20 compiler?): simulations run on the Python engine')"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -7,12 +7,14 @@ errors. Op facts are not copied into C++: every node's latency (``registry.op_la
 here from the registry, the number mode and :mod:`fuseflow.samml.masks`, once per node.
 
 ``engine="auto"`` (the default everywhere) takes the compiled engine when it is built and can run the
-program, and says in one line on stderr, once per reason, when it falls back to the Python engine.
+program; when it falls back to the Python engine it says why in one line on a terminal (once per reason), and
+``SimResult.stats["engine"]`` names the engine that ran.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import numpy as np
@@ -31,6 +33,9 @@ try:                                        # built by pip from fuseflow/sim/csr
 except ImportError as exc:                  # pragma: no cover - depends on the machine
     _engine = None
     _IMPORT_ERROR = str(exc)
+if os.environ.get("FUSEFLOW_NO_COMPILED_ENGINE"):     # behave as on a machine without a C++ compiler
+    _engine = None
+    _IMPORT_ERROR = "FUSEFLOW_NO_COMPILED_ENGINE is set"
 
 _told = set()
 
@@ -73,8 +78,8 @@ def compare(prog, inputs, mode="float", **run_kwargs) -> list:
 
 
 def choose(engine: str, prog, trace=False) -> str:
-    """The engine that runs ``prog``: ``"compiled"`` or ``"python"``. ``auto`` falls back with one line on
-    stderr (once per reason); ``compiled`` raises when it cannot run the program."""
+    """The engine that runs ``prog``: ``"compiled"`` or ``"python"``. ``auto`` falls back with one line on a
+    terminal's stderr (once per reason); ``compiled`` raises when it cannot run the program."""
     if engine not in ENGINES:
         raise FuseFlowError("--engine", f"unknown engine {engine!r} (expected {', '.join(ENGINES)})")
     if engine == "python":
@@ -84,10 +89,18 @@ def choose(engine: str, prog, trace=False) -> str:
         return "compiled"
     if engine == "compiled":
         raise FuseFlowError("--engine compiled", why)
-    if why not in _told:
+    if why not in _told and _interactive():
+        # on a terminal only: scripts and CI logs keep their one-line errors; res.stats["engine"] says it too
         _told.add(why)
         print(f"note: {why}: simulating with the Python engine", file=sys.stderr)
     return "python"
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class _Counted:

@@ -26,6 +26,7 @@ def test_auto_falls_back_with_one_line_once(monkeypatch, capsys):
     """Without the compiled engine, auto says so once (one line on stderr) and runs the Python engine."""
     monkeypatch.setattr(compiled, "_engine", None)
     monkeypatch.setattr(compiled, "_told", set())
+    monkeypatch.setattr(compiled, "_interactive", lambda: True)
     p, ins = _spmv()
     a = run(p, ins)
     b = run(p, ins)
@@ -34,6 +35,16 @@ def test_auto_falls_back_with_one_line_once(monkeypatch, capsys):
     assert a.stats["engine"] == b.stats["engine"] == "python"
     with pytest.raises(FuseFlowError, match="not built"):
         run(p, ins, engine="compiled")
+
+
+def test_no_note_off_a_terminal(monkeypatch, capsys):
+    """Off a terminal (scripts, CI logs, a CLI's one-line errors) the fallback is silent; stats name the engine."""
+    monkeypatch.setattr(compiled, "_engine", None)
+    monkeypatch.setattr(compiled, "_told", set())
+    monkeypatch.setattr(compiled, "_interactive", lambda: False)
+    p, ins = _spmv()
+    assert run(p, ins).stats["engine"] == "python"
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.skipif(not compiled.available(), reason="the compiled engine is not built")
