@@ -135,11 +135,13 @@ class CompiledModel:
         return (tuple(outs) if self.output_structure == "tuple" else list(outs)), arrays
 
     # ---- the user's calls ------------------------------------------------------------------------------
-    def simulate(self, inputs=None, mode: str | None = None, fifo_depth: int | None = None) -> Simulation:
-        """Run the reference simulator; outputs come back shaped like the PyTorch model's."""
+    def simulate(self, inputs=None, mode: str | None = None, fifo_depth: int | None = None,
+                 engine: str = "auto") -> Simulation:
+        """Run the simulator; outputs come back shaped like the PyTorch model's. ``engine``: ``"auto"`` (the
+        compiled engine when it is built), ``"compiled"`` or ``"python"`` (the reference); results are identical."""
         from .sim import run
         mode = mode or self.mode
-        res = run(self.program, self._inputs(inputs), mode=mode, fifo_depth=fifo_depth)
+        res = run(self.program, self._inputs(inputs), mode=mode, fifo_depth=fifo_depth, engine=engine)
         outs, arrays = self._outputs(res)
         sim = Simulation(outs, arrays, res.cycles, list(res.kernel_cycles), res.stats, mode, res)
         self._last = sim
@@ -162,12 +164,12 @@ class CompiledModel:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         return [_to_numpy(o) for o in outs]
 
-    def check(self, inputs=None, mode: str | None = None) -> Check:
+    def check(self, inputs=None, mode: str | None = None, engine: str = "auto") -> Check:
         """Simulate and compare with the PyTorch model (float mode: rtol 1e-6; fixed: docs/numbers.md)."""
         from .sim.engine import Env
         mode = mode or self.mode
         want = self.reference(inputs)
-        sim = self.simulate(inputs, mode)
+        sim = self.simulate(inputs, mode, engine=engine)
         rtol, atol = tolerance(mode, Env(mode).fixed)
         problems, max_abs, max_rel = [], 0.0, 0.0
         for b, got, ref in zip(self.outputs, sim.arrays, want):

@@ -45,6 +45,8 @@ def parser():
     ap.add_argument("-o", "--output", help="directory for graph.json, model.ff and the saved model")
     ap.add_argument("--ff", action="store_true", help="print the lowered program as .ff text")
     ap.add_argument("--simulate", action="store_true", help="run the reference simulator and print cycles")
+    ap.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
+                    help="simulator engine: auto (default: compiled when built), compiled or python")
     ap.add_argument("--check", action="store_true", help="compare with the PyTorch model; exit 1 on mismatch")
     ap.add_argument("--report", action="store_true", help="print the per-kernel table (cycles, tokens, ALU ops, "
                                                           "bytes, FIFO slots)")
@@ -155,9 +157,9 @@ def main(argv=None):
         m.save(args.output)
         print(f"wrote {args.output}/graph.json, model.ff, model.json, constants.npz")
     if args.simulate and not args.check:
-        print(f"  simulated: {m.simulate().summary()}")
+        print(f"  simulated: {m.simulate(engine=args.engine).summary()}")
     if args.check:
-        c = m.check()
+        c = m.check(engine=args.engine)
         print(f"  simulated: {c.simulation.summary()}")
         print(f"  check: {c.summary()}")
         for p in c.problems:

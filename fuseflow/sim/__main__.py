@@ -25,6 +25,11 @@ def parser():
     r.add_argument("--outputs", metavar="NPZ", type=output_file, help="write the output tensors (dense) to an .npz file")
     r.add_argument("--fifo-depth", type=positive_int, help="override the FIFO depth of every stream")
     r.add_argument("--nodes", action="store_true", help="print per-node busy/blocked/idle cycles")
+    r.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
+                   help="auto (default): the compiled engine when it is built and runs the graph, else the Python "
+                        "engine (one line says why); compiled; python (the reference). Results are identical")
+    r.add_argument("--progress", action="store_true",
+                   help="show tokens and simulated cycles per second while it runs (default: on a terminal)")
     r.add_argument("--memory", default="onchip", metavar="MEM",
                    help="where tensors live: onchip (default, the RTL's contract), hbm2, ddr4, or "
                         "bw=BYTES_PER_CYCLE,latency=CYCLES (docs/evaluation.md)")
@@ -80,10 +85,21 @@ def main(argv=None):
         raise FuseFlowError("--fifo-depth", "must be at least 1")
     from .memory import memory_system
     memory = memory_system(args.memory)
-    res = engine.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth, memory=memory)
+    progress = args.progress or sys.stderr.isatty()
+    try:
+        res = engine.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth, memory=memory,
+                         engine=args.engine, progress=progress)
+    except KeyboardInterrupt as exc:
+        part = getattr(exc, "stats", None)
+        if part:
+            done = ", ".join(f"{k['name']} {k['cycles']} cycles{' (stopped)' if k.get('interrupted') else ''}"
+                             for k in part["kernels"])
+            print(f"{prog.name}: stopped after {part['tokens']} tokens and {part['cycles']} simulated cycles "
+                  f"in {part['wall_seconds']:.1f} s ({done})", file=sys.stderr)
+        raise
     s = res.stats
     print(f"{prog.name}: {res.cycles} cycles in {len(prog.kernels)} kernel(s) ({args.mode} mode, "
-          f"memory {memory.name})")
+          f"memory {memory.name}, {s['engine']} engine)")
     for ks in s["kernels"]:
         m = ks["memory"]
         extra = (f" (compute {m['compute']}, transfer {m['transfer']}, latency {m['latency']})"

@@ -92,10 +92,11 @@ def _bound_params(st):
     return p
 
 
-def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=False, unbounded=None):
+def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=False, unbounded=None, progress=None):
     """:func:`fuseflow.sim.engine.run_kernel` on the compiled engine: the same arguments (``env``, the number
     mode, is the nodes' :class:`~fuseflow.sim.engine.Env`), the same return value; writes the counters and
-    results into the nodes' states."""
+    results into the nodes' states. ``progress(tokens, cycles)`` is called about twice a second. On Ctrl-C the
+    counters so far are written and the KeyboardInterrupt is raised with ``partial = (cycles, outs)``."""
     widths = widths or {}
     index = {st.id: i for i, st in enumerate(nodes)}
     cnodes = []
@@ -110,7 +111,8 @@ def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=Fal
         cstreams.append((sid, index[src], sport, [(index[d], p) for d, p in dsts], code, widths.get(sid, 0)))
     cenv = {"mode": env.mode, "width": env.fixed.width, "frac": env.fixed.frac,
             "unary": {n: f for n, f in env.unary.items() if n not in ("neg", "relu")}}
-    cycles, counts, per_node, traced = _engine.run_kernel(cnodes, cstreams, depth_default, cenv, trace)
+    cycles, counts, per_node, traced, stopped = _engine.run_kernel(cnodes, cstreams, depth_default, cenv, trace,
+                                                                   progress)
     for st, d in zip(nodes, per_node):
         st.busy, st.blocked, st.alu_ops = d["busy"], d["blocked"], d["alu_ops"]
         st.mem_reads, st.mem_writes, st.moved, st.clock = d["mem_reads"], d["mem_writes"], d["moved"], d["clock"]
@@ -121,4 +123,7 @@ def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=Fal
         outs = {sid: _Counted(c, logs.get(sid, []), sent.get(sid, [])) for sid, c in counts.items()}
     else:
         outs = {sid: _Counted(c) for sid, c in counts.items()}
+    if stopped is not None:
+        stopped.partial = (cycles, outs)
+        raise stopped
     return cycles, outs, {}

@@ -33,6 +33,8 @@ from .blocks import blockwise, node_blocks, row_reducer, run_op_block
 from .tokens import as_block, normalize
 
 UNBOUNDED = 1 << 62
+#: seconds between two progress reports of a long run
+PROGRESS_SECONDS = 0.5
 
 
 class Env:
@@ -102,13 +104,14 @@ class _Unbounded:
         pass
 
 
-def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, widths=None):
+def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, widths=None, progress=None):
     """Simulate one kernel.
 
     ``nodes``: list of NodeState in a topological order. ``streams``: list of (stream_id, (src_node, src_port),
     [(dst_node, dst_port), ...], depth). ``widths``: {stream_id: bits} of the streams whose data tokens are
     checked to fit (crd, ref, repsig). Unconnected outputs are discarded (always ready). Returns
-    (cycles, {stream_id: Out}, {stream_id: [Channel]}).
+    (cycles, {stream_id: Out}, {stream_id: [Channel]}). ``progress(tokens, cycles)`` is called about twice a
+    second; a KeyboardInterrupt (Ctrl-C) leaves with ``partial = (cycles, outs)`` set on it: the counts so far.
     """
     widths = widths or {}
     ins = {st.id: {} for st in nodes}
@@ -140,7 +143,24 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, wi
         gens = models[st.op](st, ins[st.id], outs[st.id])
         for gen in (gens if gens.__class__ is tuple else (gens,)):
             live.append([st, gen, None])        # node, generator, what it waits for (a Channel or an Out)
+    try:
+        _schedule(live, nodes, out_by_stream, progress)
+    except KeyboardInterrupt as exc:
+        exc.partial = (max((st.clock for st in nodes), default=-1) + 1, out_by_stream)
+        raise
+    cycles = max((st.clock for st in nodes), default=-1) + 1
+    return cycles, out_by_stream, chans_by_stream
+
+
+def _schedule(live, nodes, outs, report=None):
+    """Resume the processes in rounds until all have finished (the DAM engine's loop)."""
+    rounds = 0
+    next_report = time.monotonic() + PROGRESS_SECONDS
     while live:
+        rounds += 1
+        if report is not None and rounds & 255 == 0 and time.monotonic() >= next_report:
+            next_report = time.monotonic() + PROGRESS_SECONDS
+            report(sum(o.count for o in outs.values()), max((st.clock for st in nodes), default=-1) + 1)
         progress = False
         still = []
         for item in live:
@@ -166,8 +186,6 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, wi
         if not progress:
             raise DeadlockError(_deadlock_message(still))
         live = still
-    cycles = max((st.clock for st in nodes), default=-1) + 1
-    return cycles, out_by_stream, chans_by_stream
 
 
 _CHECKED = {}
@@ -355,7 +373,8 @@ def load_program(graph_or_program):
     return samml_io.load(graph_or_program)
 
 
-def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, memory=None, engine="auto"):
+def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, memory=None, engine="auto",
+        progress=False):
     """Simulate a program (a :class:`~fuseflow.samml.Program` or a graph.json path) on ``inputs``.
 
     ``inputs`` maps input tensor names to NumPy arrays, SciPy sparse matrices or PackedTensors (packed into the
@@ -365,6 +384,8 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved. ``engine``:
     ``"auto"`` (the compiled engine when it is built and can run the program, else this module's, with one
     line on stderr), ``"compiled"`` or ``"python"``; both give identical results (:mod:`fuseflow.sim.compiled`).
+    ``progress=True`` shows tokens and simulated cycles per second on stderr while a kernel runs. Ctrl-C stops
+    the run: the KeyboardInterrupt carries ``stats`` (tokens and cycles so far, per kernel).
     """
     mem = memory_system(memory)
     prog = load_program(graph_or_program)
@@ -395,12 +416,26 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
         widths = {s.id: stream_width(prog, s) for s in k.streams.values() if s.kind in INDEX_KINDS}
-        if use_compiled:
-            compute, outs, _ = compiled.run_kernel([states[n] for n in order], streams, depth_default, widths, env,
-                                                   trace, UNBOUNDED)
-        else:
-            compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
-                                          out_class=TracingOut if trace else Out, widths=widths)
+        report = _ProgressLine(k.name) if progress else None
+        try:
+            if use_compiled:
+                compute, outs, _ = compiled.run_kernel([states[n] for n in order], streams, depth_default, widths,
+                                                       env, trace, UNBOUNDED, report)
+            else:
+                compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
+                                              out_class=TracingOut if trace else Out, widths=widths, progress=report)
+        except KeyboardInterrupt as exc:
+            cycles_so_far, outs_so_far = getattr(exc, "partial", (0, {}))
+            done = [{"name": ks["name"], "cycles": ks["cycles"], "tokens": ks["tokens"]} for ks in kstats]
+            exc.stats = {"kernels": done + [{"name": k.name, "cycles": cycles_so_far, "interrupted": True,
+                                             "tokens": sum(o.count for o in outs_so_far.values())}],
+                         "wall_seconds": time.perf_counter() - t0}
+            exc.stats["tokens"] = sum(x["tokens"] for x in exc.stats["kernels"])
+            exc.stats["cycles"] = sum(x["cycles"] for x in exc.stats["kernels"])
+            raise
+        finally:
+            if report is not None:
+                report.close()
         read_b = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
         write_b = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
         moved = {nid for nid, st in states.items() if st.mem_reads or st.mem_writes}
@@ -447,6 +482,30 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
     return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None,
                      sent if trace else None)
+
+
+class _ProgressLine:
+    """``progress(tokens, cycles)`` of a long kernel: one line on stderr, redrawn in place on a terminal."""
+
+    def __init__(self, name, stream=None):
+        import sys
+        self.name, self.stream = name, stream or sys.stderr
+        self.t0 = time.perf_counter()
+        self.shown = False
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+
+    def __call__(self, tokens, cycles):
+        dt = max(time.perf_counter() - self.t0, 1e-9)
+        line = (f"kernel {self.name}: {tokens / 1e6:.1f} M tokens, {cycles / 1e6:.2f} M cycles simulated "
+                f"({tokens / dt / 1e6:.1f} M tokens/s, {cycles / dt / 1e6:.2f} M cycles/s, {dt:.0f} s)")
+        self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def _read_bytes(st, crd_bytes, val_bytes):

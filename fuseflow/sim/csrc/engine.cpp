@@ -2,6 +2,7 @@
 #include "engine.hpp"
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -402,6 +403,28 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
     std::vector<Live> still;
     still.reserve(live.size());
     uint64_t rounds = 0;
+    auto counts_so_far = [&](KernelResult& r) {
+        i64 mx = -1;
+        for (Node& st : nodes)
+            if (st.clock > mx) mx = st.clock;
+        r.cycles = mx + 1;
+        r.counts.clear();
+        for (size_t i = 0; i < streams.size(); ++i) r.counts.emplace_back(streams[i].id, stream_outs[i]->count);
+    };
+    using clock_t_ = std::chrono::steady_clock;
+    auto next_report = clock_t_::now() + std::chrono::duration<double>(hooks.progress_seconds);
+    auto poll = [&] {
+        if (hooks.poll) hooks.poll();
+        if (hooks.progress && clock_t_::now() >= next_report) {
+            next_report = clock_t_::now() + std::chrono::duration<double>(hooks.progress_seconds);
+            i64 tokens = 0, mx = -1;
+            for (Out* o : stream_outs) tokens += o->count;
+            for (Node& st : nodes)
+                if (st.clock > mx) mx = st.clock;
+            hooks.progress(tokens, mx + 1);
+        }
+    };
+    try {
     while (!live.empty()) {
         bool progress = false;
         still.clear();
@@ -423,14 +446,14 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         }
         if (!progress) throw SimError("DeadlockError", "", deadlock_message(still));
         live.swap(still);
-        if ((++rounds & 1023) == 0 && hooks.poll) hooks.poll();
+        if ((++rounds & 255) == 0) poll();
+    }
+    } catch (...) {
+        if (hooks.partial) counts_so_far(*hooks.partial);
+        throw;
     }
     KernelResult res;
-    i64 mx = -1;
-    for (Node& st : nodes)
-        if (st.clock > mx) mx = st.clock;
-    res.cycles = mx + 1;
-    for (size_t i = 0; i < streams.size(); ++i) res.counts.emplace_back(streams[i].id, stream_outs[i]->count);
+    counts_so_far(res);
     return res;
 }
 

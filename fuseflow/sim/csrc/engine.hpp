@@ -404,11 +404,16 @@ struct StreamSpec {
 
 struct KernelResult {
     i64 cycles = 0;
+    bool interrupted = false;
     std::vector<std::pair<std::string, i64>> counts;       // tokens per stream
 };
 
 struct RunHooks {
     std::function<void()> poll;      // called every so often: may throw to stop (Ctrl-C)
+    // called about every progress_seconds with the tokens pushed so far and the latest firing's cycle
+    std::function<void(i64, i64)> progress;
+    double progress_seconds = 0.5;
+    KernelResult* partial = nullptr; // filled with the counts so far when a hook stops the run
     bool trace = false;
     std::unordered_map<std::string, std::pair<std::vector<i64>, std::vector<Tok>>>* traces = nullptr;
 };

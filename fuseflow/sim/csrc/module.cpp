@@ -144,7 +144,10 @@ py::object vals_array(const std::vector<Tok>& vals, const Env& env) {
 // nodes: [(id, op, params, latency, out_ports)]; streams: [(id, src, src_port, [(dst, port)], depth, width)]
 // (depth 0: the default, -1: unbounded); env: {"mode", "width", "frac", "unary": {name: callable}}.
 // Returns (cycles, {stream: tokens}, [per node: dict of counters and result]) and, with trace, the traces.
-py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_default, py::dict env_in, bool trace) {
+py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_default, py::dict env_in, bool trace,
+                        py::object progress) {
+    std::vector<Node> nodes;
+    KernelResult partial;
     try {
         Env env;
         env.fixed = env_in["mode"].cast<std::string>() == "fixed";
@@ -163,7 +166,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
                 return fixed ? Tok::Int(r.cast<i64>()) : Tok::Flt(r.cast<double>());
             };
         }
-        std::vector<Node> nodes(nodes_in.size());
+        nodes.resize(nodes_in.size());
         for (size_t i = 0; i < nodes.size(); ++i) {
             py::tuple t = nodes_in[i];
             Node& n = nodes[i];
@@ -200,7 +203,19 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
         std::unordered_map<std::string, std::pair<std::vector<i64>, std::vector<Tok>>> traces;
         hooks.trace = trace;
         hooks.traces = &traces;
-        KernelResult res = run_kernel(nodes, streams, depth_default, hooks);
+        hooks.partial = &partial;
+        if (!progress.is_none()) hooks.progress = [progress](i64 tokens, i64 cycles) { progress(tokens, cycles); };
+        KernelResult res;
+        py::object stopped = py::none();
+        try {
+            res = run_kernel(nodes, streams, depth_default, hooks);
+        } catch (py::error_already_set& e) {
+            if (!e.matches(PyExc_KeyboardInterrupt)) throw;
+            // Ctrl-C: return the counters so far, marked interrupted (the caller raises)
+            res = partial;
+            res.interrupted = true;
+            stopped = e.value();
+        }
         py::dict counts;
         for (auto& [sid, c] : res.counts) counts[py::str(sid)] = c;
         py::list per_node;
@@ -242,7 +257,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
             }
             tr = py::make_tuple(logs, sent);
         }
-        return py::make_tuple(res.cycles, counts, per_node, tr);
+        return py::make_tuple(res.cycles, counts, per_node, tr, stopped);
     } catch (const SimError& e) {
         raise_sim_error(e);
     }
@@ -259,6 +274,6 @@ py::list ops_py() {
 PYBIND11_MODULE(_engine, m) {
     m.doc() = "The compiled simulator engine (fuseflow.sim.compiled is its Python side).";
     m.def("run_kernel", &run_kernel_py, py::arg("nodes"), py::arg("streams"), py::arg("depth_default"),
-          py::arg("env"), py::arg("trace") = false);
+          py::arg("env"), py::arg("trace") = false, py::arg("progress") = py::none());
     m.def("ops", &ops_py, "The ops that have a compiled model.");
 }
