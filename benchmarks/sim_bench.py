@@ -7,12 +7,15 @@ Each case's size is calibrated so a row moves about 1e5, 1e6 and 1e7 tokens (a p
 runs; the simulator's own count is recorded), plus 1e8 tokens for SpMV on the compiled engine alone.
 
 Every (case, size, engine) runs in its own child process (this script with ``--worker``), which builds the
-program and inputs once, warms up on a tiny instance, then simulates on request; the parent alternates the
-engines' repetitions (python, compiled, python, compiled, ...) so that drift of the shared machine hits both.
-The time of a repetition is ``res.stats["wall_seconds"]``, the simulation proper (after input packing); the
-whole ``run()`` call and its CPU time are recorded too. Peak memory is each child's high-water mark (VmHWM):
-interpreter, inputs and simulation (``rss_ready_mb`` is the child's resident size before its first run).
-Both engines must agree on cycles and tokens (and on the outputs): a row where they do not is recorded and
+program and packs its inputs once (``packed_input_mb``, ``pack_seconds``), warms up on a tiny instance, then
+simulates on request; the parent alternates the engines' repetitions (python, compiled, python, compiled, ...)
+so that drift of the shared machine hits both. The time of a repetition is ``res.stats["wall_seconds"]``, the
+simulation proper (after input packing); the whole ``run()`` call and its CPU time are recorded too (on a
+loaded machine ``cpu_tokens_per_s`` and ``ratio.cpu_median``, from the call's CPU time, are the steadier
+figures). Peak memory (``peak_rss_mb``) is each child's high-water mark (VmHWM) during its runs: reset after
+packing (``peak_reset``), so it is the interpreter, the packed inputs (``rss_ready_mb``: the resident size before
+the first run) and the simulation; ``peak_rss_setup_mb`` is the peak of generating and packing the inputs. Both
+engines must agree on cycles and tokens (and on the outputs): a row where they do not is recorded and
 makes the script exit 1. A case the compiled engine cannot run yet has ``"compiled": null`` and the reason
 (``fuseflow.sim.compiled.unsupported``).
 
@@ -48,6 +51,9 @@ COMPILED_ONLY = {"spmv_csr": (100_000_000,)}
 REPEATS = {100_000: (5, 7), 1_000_000: (3, 5), 10_000_000: (1, 3), 100_000_000: (0, 2)}
 QUICK_REPEATS = {100_000: (2, 3), 1_000_000: (2, 3)}
 TARGET_RATIO = 30.0
+#: the children's limit of dense entries per tensor (fuseflow.limits.DENSE_ENTRIES, 2**27 by default): the
+#: 1e8-token SpMV declares a 17,000 x 17,000 CSR matrix, whose dense size the limit counts (its storage is nnz)
+DENSE_LIMIT = ("FUSEFLOW_MAX_DENSE_ENTRIES", "4000000000")
 TARGET_SPMV_TOKENS_PER_S = 30e6
 
 
@@ -200,6 +206,17 @@ def rss_mb(field="VmHWM"):
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)      # KB on Linux
 
 
+def reset_peak():
+    """Reset this process's VmHWM to its current resident size (Linux: ``5`` to /proc/self/clear_refs), so the
+    peak read after the runs is the simulation's, not the input generation's or the packing's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def packed_bytes(store):
     total = 0
     for packed in store.values():
@@ -242,18 +259,20 @@ def worker(case_name, size, engine):
     run(tiny, tiny_inputs, engine=engine)
     del tiny, tiny_inputs
     t0 = time.perf_counter()
-    store = pack_inputs(prog, inputs, Env("float"))
+    store = pack_inputs(prog, inputs, Env("float"))      # packed once: every run() gets the packed tensors
     pack_s = time.perf_counter() - t0
-    nbytes = packed_bytes(store)
-    del store
+    del inputs
+    setup_peak = rss_mb("VmHWM")
+    reset = reset_peak()
     send({"ready": True, "params": params, "kernels": len(prog.kernels),
-          "nodes": sum(len(k.nodes) for k in prog.kernels), "packed_input_mb": round(nbytes / 2 ** 20, 2),
-          "pack_seconds": round(pack_s, 4), "rss_ready_mb": rss_mb("VmRSS")})
+          "nodes": sum(len(k.nodes) for k in prog.kernels), "packed_input_mb": round(packed_bytes(store) / 2 ** 20, 3),
+          "pack_seconds": round(pack_s, 4), "rss_ready_mb": rss_mb("VmRSS"), "peak_rss_setup_mb": setup_peak,
+          "peak_reset": reset})
     for line in sys.stdin:
         if line.strip() != "run":
             break
         c0, w0 = time.process_time(), time.perf_counter()
-        res = run(prog, inputs, engine=engine)
+        res = run(prog, store, engine=engine)
         call, cpu = time.perf_counter() - w0, time.process_time() - c0
         if res.stats["engine"] != engine:
             raise RuntimeError(f"asked for the {engine} engine, ran on {res.stats['engine']}")
@@ -269,6 +288,7 @@ class Child:
 
     def __init__(self, case, size, engine):
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.setdefault(DENSE_LIMIT[0], DENSE_LIMIT[1])
         self.engine = engine
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", case, str(size), engine],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -312,18 +332,26 @@ def calibrate(name):
         points.append((s, run(prog, inputs, engine=engine).stats["tokens"]))
     (s0, t0), (s1, t1) = points
     power = math.log(t1 / t0) / math.log(s1 / s0)
-    return (lambda target: case.size(s1 * (target / t1) ** (1.0 / power))), {"points": points,
-                                                                              "exponent": round(power, 3)}
+    if engine == "compiled":            # cheap to refine: refit between the second point and ~1e6 tokens
+        s2 = case.size(s1 * (1e6 / t1) ** (1.0 / power))
+        if s2 > s1:
+            prog, inputs, _ = case.build(s2)
+            points.append((s2, run(prog, inputs, engine=engine).stats["tokens"]))
+            (s0, t0), (s1, t1) = points[-2:]
+            power = math.log(t1 / t0) / math.log(s1 / s0)
+    return (lambda target: case.size(s1 * (target / t1) ** (1.0 / power))), {
+        "points": points, "exponent": round(power, 3), "engine": engine}
 
 
 def summary(runs, tokens, cycles):
     secs = [r["seconds"] for r in runs]
     med = statistics.median(secs)
+    cpu = max(statistics.median(r["cpu_seconds"] for r in runs), 1e-9)
     return {"runs": [round(s, 5) for s in secs], "min": round(min(secs), 5), "median": round(med, 5),
             "tokens_per_s": round(tokens / med), "cycles_per_s": round(cycles / med),
             "best_tokens_per_s": round(tokens / min(secs)),
             "call_seconds_median": round(statistics.median(r["call_seconds"] for r in runs), 5),
-            "cpu_seconds_median": round(statistics.median(r["cpu_seconds"] for r in runs), 5)}
+            "cpu_seconds_median": round(cpu, 5), "cpu_tokens_per_s": round(tokens / cpu)}
 
 
 def measure(name, size, reps_py, reps_c, target):
@@ -361,7 +389,8 @@ def measure(name, size, reps_py, reps_c, target):
              "outputs_equal": len({r["digest"] for r in every}) == 1, "engines_compared": len(engines) == 2}
     for e in ("python", "compiled"):
         if e in engines:
-            row[e] = dict(summary(runs[e], tokens, cycles), peak_rss_mb=peaks[e], rss_ready_mb=ready[e]["rss_ready_mb"])
+            row[e] = dict(summary(runs[e], tokens, cycles), peak_rss_mb=peaks[e],
+                          **{k: ready[e][k] for k in ("rss_ready_mb", "peak_rss_setup_mb", "peak_reset")})
         else:
             row[e] = None
     if reasons:
@@ -370,7 +399,9 @@ def measure(name, size, reps_py, reps_c, target):
     if len(engines) == 2:
         py, c = [r["seconds"] for r in runs["python"]], [r["seconds"] for r in runs["compiled"]]
         row["ratio"] = {"median": round(row["python"]["median"] / row["compiled"]["median"], 2),
-                        "pairwise_median": round(statistics.median(a / b for a, b in zip(py, c)), 2)}
+                        "pairwise_median": round(statistics.median(a / b for a, b in zip(py, c)), 2),
+                        "cpu_median": round(row["python"]["cpu_seconds_median"] / row["compiled"]["cpu_seconds_median"],
+                                            2)}
     else:
         row["ratio"] = None
     row["load"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
@@ -407,8 +438,8 @@ def fmt_rate(x):
 
 def markdown(doc):
     """The rows as a Markdown table."""
-    lines = ["| case | size | tokens | cycles | python tokens/s | compiled tokens/s | ratio (median / pairwise) | "
-             "compiled cycles/s | peak RSS py / c (MB) | exact |",
+    lines = ["| case | size | tokens | cycles | python tokens/s | compiled tokens/s | "
+             "ratio (median / pairwise / CPU) | compiled cycles/s | peak RSS py / c (MB) | exact |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in doc["results"]:
         py, c = r.get("python"), r.get("compiled")
@@ -417,7 +448,8 @@ def markdown(doc):
         if py is None and c is None:
             lines.append(f"| {r['case']} | {size} | | | | | | | | {'; '.join(r.get('reasons', {}).values())} |")
             continue
-        ratio = f"{r['ratio']['median']:.1f}x / {r['ratio']['pairwise_median']:.1f}x" if r.get("ratio") else (
+        ratio = (f"{r['ratio']['median']:.1f}x / {r['ratio']['pairwise_median']:.1f}x / "
+                 f"{r['ratio']['cpu_median']:.1f}x") if r.get("ratio") else (
             "compiled: " + r["reasons"]["compiled"] if c is None else "")
         ex = r["exact"]
         exact = ("yes" if ex["tokens_equal"] and ex["cycles_equal"] and ex["outputs_equal"] else "**NO**") \
@@ -465,8 +497,9 @@ def main(argv=None):
             plan += [(size_for(t), 0, repeats.get(t, (0, 2))[1], t) for t in COMPILED_ONLY.get(name, ())
                      if t <= max_tokens]
         for size, reps_py, reps_c, target in plan:
-            print(f"{name}: size {size} ({'aiming at %.0e tokens' % target if target else 'smoke'}), {reps_py} python / {reps_c} compiled "
-                  f"runs ...", file=sys.stderr, flush=True)
+            aim = f"aiming at {target:.0e} tokens" if target else "smoke"
+            print(f"{name}: size {size} ({aim}), {reps_py} python / {reps_c} compiled runs ...", file=sys.stderr,
+                  flush=True)
             row = measure(name, size, reps_py, reps_c, target)
             rows.append(row)
             py, c = row.get("python"), row.get("compiled")
@@ -497,6 +530,7 @@ def main(argv=None):
                     "spmv_tokens_per_s_met": {str(r["tokens"]): r["compiled"]["tokens_per_s"] >=
                                               TARGET_SPMV_TOKENS_PER_S for r in spmv}},
         "calibration": calibration,
+        "environment": {DENSE_LIMIT[0]: os.environ.get(DENSE_LIMIT[0], DENSE_LIMIT[1])},
         "cases": {n: CASES[n].what for n in names},
         "all_exact": not inexact,
         "results": rows,
