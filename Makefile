@@ -12,7 +12,10 @@ PYTEST_ARGS ?= -n 2
 
 all: test
 
-$(STAMP): pyproject.toml
+# the compiled simulator engine is built by pip (setup.py): reinstall when its sources change
+ENGINE_SOURCES := setup.py $(wildcard fuseflow/sim/csrc/*.cpp fuseflow/sim/csrc/*.hpp fuseflow/sim/csrc/ops/*.cpp)
+
+$(STAMP): pyproject.toml $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,torch]'

@@ -89,6 +89,10 @@ class OpSpec:
     input_depth: int | None = None
     #: the largest ``arity`` that asks for ``input_depth`` (None: every arity); see :meth:`input_depth_for`
     input_depth_arity: int | None = None
+    #: ``sim_facts(params, where) -> {name: value}``: facts the simulator's model of this op reads that follow
+    #: from its (resolved) parameters, which it checks first (GraphError at ``where``); the compiled engine binds
+    #: them as node parameters (fuseflow/sim/compiled.py), so no fact is written twice. None: no such facts
+    sim_facts: object = None
 
     def input_depth_for(self, params):
         """``input_depth`` at these (resolved) parameters, or None: the intersect looks ahead at arity 2 only
@@ -359,6 +363,7 @@ _op(OpSpec(
            "the previous group's last firing; E = SPACC_EMIT_DELAY: 0 for order 1, 7 for orders 2 and 3), 1 "
            "cycle per entry (sorted) and 1 per fibre end; the last (cycle t', the closing stops) frees the bank "
            "from t'+1. D: taken without a bank, emitted after the last group (no delay E).",
+    sim_facts=lambda params, where: spacc_sim_facts(params, where),
 ))
 
 #: pipeline stages of the alu ops that are pipelined, as functions of the value format (a FixedFormat):
@@ -472,6 +477,13 @@ def check_spacc(params, where="op spacc"):
         raise GraphError(where, f"spacc order must be 1, 2 or 3, got {order!r}")
     if not isinstance(group, int) or isinstance(group, bool) or group < 1:
         raise GraphError(where, f"spacc group must be an integer >= 1 (the number of reduced levels), got {group!r}")
+
+
+def spacc_sim_facts(params, where="op spacc"):
+    """spacc's :attr:`OpSpec.sim_facts`: the parameters checked (:func:`check_spacc`) and the emit start delay
+    E as ``_emit_delay`` (:func:`spacc_emit_delay`)."""
+    check_spacc(params, where)
+    return {"_emit_delay": spacc_emit_delay(params.get("order", 1))}
 
 
 _op(OpSpec(

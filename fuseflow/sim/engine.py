@@ -50,6 +50,7 @@ class Env:
         if mode not in ("float", "fixed"):
             raise GraphError("mode", f"unknown number mode {mode!r} (expected float or fixed)")
         self.mode = mode
+        self.blocks = bool(blocks)                          # block tokens may occur (the compiled engine reads it)
         self.fixed = fixed or FixedFormat()
         self.zero = 0 if mode == "fixed" else 0.0
         names_b = ("add", "sub", "mul", "div", "max", "min")
@@ -295,11 +296,11 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="pyth
         nodes.append(sink)
         streams.append((f"out.{port}", (st.id, port), [(sink.id, "in")], UNBOUNDED))
     if engine == "compiled":
-        if blocked or not compiled.available() or op not in compiled.compiled_ops():
-            raise FuseFlowError("engine compiled", f"no compiled model for op {op}" + (" on blocks" if blocked else ""))
+        if not compiled.available() or op not in compiled.compiled_ops():
+            raise FuseFlowError("engine compiled", f"no compiled model for op {op}")
         compiled.run_kernel(nodes, streams, 2, {}, env, False, UNBOUNDED)
         if isinstance(st.result, dict):
-            st.result = {k: v.tolist() for k, v in st.result.items()}
+            st.result = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in st.result.items()}
     elif engine == "python":
         _run_with_test_nodes(nodes, streams)
     else:
@@ -384,7 +385,8 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved. ``engine``:
     ``"auto"`` (the compiled engine when it is built and can run the program, else this module's, with one
     line on stderr), ``"compiled"`` or ``"python"``; both give identical results (:mod:`fuseflow.sim.compiled`).
-    ``progress=True`` shows tokens and simulated cycles per second on stderr while a kernel runs. Ctrl-C stops
+    ``progress=True`` shows tokens and simulated cycles per second on stderr while a kernel runs (a callable
+    ``progress(tokens, cycles)`` is called instead, about every ``PROGRESS_SECONDS``). Ctrl-C stops
     the run: the KeyboardInterrupt carries ``stats`` (tokens and cycles so far, per kernel).
     """
     mem = memory_system(memory)
@@ -412,15 +414,15 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         for nid in order:
             node = k.nodes[nid]
             node_env = env.for_block(blocks[nid]) if nid in blocks else env
-            states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env), node_env)
+            states[nid] = NodeState(nid, node.op, _bind(prog, node, store, env, not use_compiled), node_env)
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
         widths = {s.id: stream_width(prog, s) for s in k.streams.values() if s.kind in INDEX_KINDS}
-        report = _ProgressLine(k.name) if progress else None
+        report = progress if callable(progress) else _ProgressLine(k.name) if progress else None
         try:
             if use_compiled:
                 compute, outs, _ = compiled.run_kernel([states[n] for n in order], streams, depth_default, widths,
-                                                       env, trace, UNBOUNDED, report)
+                                                       env, trace, UNBOUNDED, report, PROGRESS_SECONDS)
             else:
                 compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
                                               out_class=TracingOut if trace else Out, widths=widths, progress=report)
@@ -434,7 +436,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
             exc.stats["cycles"] = sum(x["cycles"] for x in exc.stats["kernels"])
             raise
         finally:
-            if report is not None:
+            if isinstance(report, _ProgressLine):
                 report.close()
         read_b = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
         write_b = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
@@ -582,8 +584,9 @@ def pack_inputs(prog, inputs, env):
     return store
 
 
-def _bind(prog, node, store, env):
-    """Parameters of a node with its tensor arrays attached (as Python lists for fast indexing)."""
+def _bind(prog, node, store, env, lists=True):
+    """Parameters of a node with its tensor arrays attached (as Python lists for fast indexing; as the packed
+    NumPy arrays with ``lists=False``, for the compiled engine)."""
     p = dict(node.params)
     name = p.get("tensor")
     if node.op in ("level_scan", "array") and name is not None:
@@ -591,14 +594,15 @@ def _bind(prog, node, store, env):
             raise GraphError(f"node {node.id}", f"reads tensor '{name}' before any kernel writes it")
         packed = store[name]
         if node.op == "array":
-            p["vals"] = [as_block(v) for v in packed.vals] if packed.format.block else packed.vals.tolist()
+            p["vals"] = [as_block(v) for v in packed.vals] if packed.format.block else \
+                packed.vals.tolist() if lists else packed.vals
         else:
             level = packed.levels[p["level"]]
             if isinstance(level, DenseLevel):
                 p["dim"] = int(level.size)
             else:
-                p["seg"] = level.seg.tolist()
-                p["crd"] = level.crd.tolist()
+                p["seg"] = level.seg.tolist() if lists else level.seg
+                p["crd"] = level.crd.tolist() if lists else level.crd
                 if p.get("bounds_latency") is None:     # the hardware's storage of seg and first decides
                     decl = prog.tensors[name]
                     p["bounds_latency"] = bounds_latency(prog, decl, build_capacity(decl, packed.capacities()),

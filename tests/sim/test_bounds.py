@@ -100,7 +100,7 @@ def test_intersect_fires_at_least_its_floor(name, monkeypatch):
     with pytest.raises(ValueError):
         intersect_floors(p, run(p, inputs, mode="fixed"))
     monkeypatch.setattr(intersect, "lookahead", lambda chans: False)
-    res = run(p, inputs, mode="fixed", trace=True)
+    res = run(p, inputs, mode="fixed", trace=True, engine="python")     # the patched model is the Python engine's
     (floors,) = intersect_floors(p, res)
     for node, (floor, busy) in floors.items():
         # the op is one of the intersects the floor covers; its input streams carry the tokens counted

@@ -47,6 +47,7 @@ std::string repr(const Tok& t) {
     switch (t.k) {
         case K_INT: return std::to_string(t.i);
         case K_FLT: return float_repr(t.f);
+        case K_BLK: return "<block " + std::to_string(t.i) + ">";
         case K_STOP: return "'S" + std::to_string(t.i) + "'";
         case K_N: return "'N'";
         case K_D: return "'D'";
@@ -110,7 +111,9 @@ const std::vector<i64>& Params::ivec(const std::string& k) const {
 const std::vector<double>& Params::fvec(const std::string& k) const {
     static const std::vector<double> empty;
     const PVal* v = find(k);
-    return v ? v->fv : empty;
+    if (!v) return empty;
+    if (v->t == PVal::IVEC && v->fv.size() != v->iv.size()) v->fv.assign(v->iv.begin(), v->iv.end());
+    return v->fv;
 }
 
 // ---- arithmetic (fuseflow/tensors/fixed.py) ---------------------------------------------------------------
@@ -171,7 +174,117 @@ static Tok x_div(const Env& e, const Tok& ta, const Tok& tb) {
 static Tok x_max(const Env&, const Tok& a, const Tok& b) { return a.i >= b.i ? a : b; }
 static Tok x_min(const Env&, const Tok& a, const Tok& b) { return a.i <= b.i ? a : b; }
 
+// ---- blocks (fuseflow/sim/blocks.py blockwise, fixed.py *_array) -----------------------------------------
+// Element-wise on blocks: a scalar operand is broadcast, a B-vector meeting a B x B block is broadcast over
+// the block's rows (element (r, c) meets v[r]). Float: the IEEE operation NumPy's loops do (a / b as the
+// hardware divides, max/min as np.maximum/np.minimum: NaN propagates, else x > y ? x : y); fixed: the *_array
+// rules, which are the scalar ones element by element (operands in range, so int64 never overflows).
+enum BinOp { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX, OP_MIN };
+
+template <int OP>
+static inline double fop(double x, double y) {
+    if constexpr (OP == OP_ADD) return x + y;
+    if constexpr (OP == OP_SUB) return x - y;
+    if constexpr (OP == OP_MUL) return x * y;
+    if constexpr (OP == OP_DIV) return x / y;
+    if constexpr (OP == OP_MAX) return x != x ? x : y != y ? y : x > y ? x : y;
+    if constexpr (OP == OP_MIN) return x != x ? x : y != y ? y : x < y ? x : y;
+    return 0;
+}
+
+static inline i64 sat64(const Env& e, __int128 r) { return r < e.lo ? e.lo : r > e.hi ? e.hi : (i64)r; }
+
+template <int OP>
+static inline i64 xop(const Env& e, i64 a, i64 b) {
+    if constexpr (OP == OP_ADD) return sat64(e, (__int128)a + b);
+    if constexpr (OP == OP_SUB) return sat64(e, (__int128)a - b);
+    if constexpr (OP == OP_MUL) return sat64(e, ((__int128)a * b + e.half) >> e.frac);
+    if constexpr (OP == OP_DIV) {
+        if (b == 0) return a >= 0 ? e.hi : e.lo;
+        __int128 n = (__int128)a << e.frac;
+        __int128 an = n < 0 ? -n : n, ab = b < 0 ? -(__int128)b : (__int128)b;
+        __int128 q = an / ab;
+        if ((n < 0) != (b < 0)) q = -q;
+        return sat64(e, q);
+    }
+    if constexpr (OP == OP_MAX) return a >= b ? a : b;
+    if constexpr (OP == OP_MIN) return a <= b ? a : b;
+    return 0;
+}
+
+std::string shape_repr(const Env& env, const Tok& t) {
+    if (!t.is_blk()) return "()";
+    const BlockArena::Hdr& h = env.arena->at(t);
+    std::string n = std::to_string(h.n);
+    return h.ndim == 2 ? "(" + n + ", " + n + ")" : "(" + n + ",)";
+}
+
+[[noreturn]] static void cannot_broadcast(const Env& env, const Tok& a, const Tok& b) {
+    throw SimError("GraphError", "blocks", "operands of shapes " + shape_repr(env, a) + " and " +
+                                               shape_repr(env, b) + " cannot be combined element-wise");
+}
+
+// a's element k of a result of shape (ndim, n): its index into a's storage (scalar: unused)
+struct BIdx {
+    int mode;        // 0 scalar, 1 same shape, 2 a B-vector over rows (index k / n)
+    uint32_t n;
+    size_t operator()(size_t k) const { return mode == 1 ? k : mode == 2 ? k / n : 0; }
+};
+
+template <int OP>
+static Tok block_binary(const Env& e, const Tok& a, const Tok& b) {
+    BlockArena& ar = *e.arena;
+    int ndim = 0;
+    uint32_t n = 0;
+    for (const Tok* t : {&a, &b})
+        if (t->is_blk()) {
+            const BlockArena::Hdr& h = ar.at(*t);
+            if (ndim && h.n != n) cannot_broadcast(e, a, b);
+            if (h.ndim > ndim) ndim = h.ndim;
+            n = h.n;
+        }
+    auto idx = [&](const Tok& t) {
+        if (!t.is_blk()) return BIdx{0, n};
+        return BIdx{ar.at(t).ndim == ndim ? 1 : 2, n};
+    };
+    BIdx ia = idx(a), ib = idx(b);
+    Tok r = ar.make(ndim, n);
+    size_t c = BlockArena::count(ndim, n);
+    if (e.fixed) {
+        i64 sa = a.is_blk() ? 0 : (a.k == K_FLT ? (i64)a.f : a.i), sb = b.is_blk() ? 0 : (b.k == K_FLT ? (i64)b.f : b.i);
+        const i64* pa = a.is_blk() ? ar.ip(a) : &sa;
+        const i64* pb = b.is_blk() ? ar.ip(b) : &sb;
+        i64* pr = ar.ip(r);
+        for (size_t k = 0; k < c; ++k) pr[k] = xop<OP>(e, pa[ia(k)], pb[ib(k)]);
+    } else {
+        double sa = a.is_blk() ? 0 : a.num(), sb = b.is_blk() ? 0 : b.num();
+        const double* pa = a.is_blk() ? ar.fp(a) : &sa;
+        const double* pb = b.is_blk() ? ar.fp(b) : &sb;
+        double* pr = ar.fp(r);
+        for (size_t k = 0; k < c; ++k) pr[k] = fop<OP>(pa[ia(k)], pb[ib(k)]);
+    }
+    return r;
+}
+
+static const BinFn FLOAT_BIN[] = {f_add, f_sub, f_mul, f_div, f_max, f_min};
+static const BinFn FIXED_BIN[] = {x_add, x_sub, x_mul, x_div, x_max, x_min};
+
+// blockwise(scalar, vectorised): the scalar op unless an operand is a block
+template <int OP>
+static Tok blockwise(const Env& e, const Tok& a, const Tok& b) {
+    if (a.k == K_BLK || b.k == K_BLK) return block_binary<OP>(e, a, b);
+    return (e.fixed ? FIXED_BIN : FLOAT_BIN)[OP](e, a, b);
+}
+
+static const BinFn BLOCKWISE[] = {blockwise<OP_ADD>, blockwise<OP_SUB>, blockwise<OP_MUL>,
+                                  blockwise<OP_DIV>, blockwise<OP_MAX>, blockwise<OP_MIN>};
+
 BinFn Env::binary(const std::string& name) const {
+    if (blocks) {
+        static const char* const names[] = {"add", "sub", "mul", "div", "max", "min"};
+        for (int k = 0; k < 6; ++k)
+            if (name == names[k]) return BLOCKWISE[k];
+    }
     if (fixed) {
         if (name == "add") return x_add;
         if (name == "sub") return x_sub;
@@ -190,7 +303,85 @@ BinFn Env::binary(const std::string& name) const {
     throw SimError("GraphError", "op", "unknown binary op '" + name + "'");
 }
 
-std::function<Tok(const Tok&)> Env::unary(const std::string& name) const {
+// a unary op on a block: neg and relu here (np.negative, np.maximum(a, 0.0); fixed: neg_array, relu_array),
+// the functions through the Python Env's vectorised op
+static Tok block_unary(const Env& e, const std::string& name, const Tok& a) {
+    BlockArena& ar = *e.arena;
+    if (name == "neg" || name == "relu") {
+        bool neg = name == "neg";
+        const BlockArena::Hdr h = ar.at(a);
+        Tok r = ar.make(h.ndim, h.n);
+        size_t c = ar.size(r);
+        if (e.fixed) {
+            const i64* p = ar.ip(a);
+            i64* q = ar.ip(r);
+            for (size_t k = 0; k < c; ++k) q[k] = neg ? sat64(e, -(__int128)p[k]) : (p[k] > 0 ? p[k] : 0);
+        } else {
+            const double* p = ar.fp(a);
+            double* q = ar.fp(r);
+            for (size_t k = 0; k < c; ++k) q[k] = neg ? -p[k] : fop<OP_MAX>(p[k], 0.0);
+        }
+        return r;
+    }
+    auto it = e.unary_block_cb.find(name);
+    if (it == e.unary_block_cb.end()) throw SimError("GraphError", "op", "unary op '" + name + "' on blocks is not compiled");
+    return it->second(a);
+}
+
+Tok Env::row_reduce(const std::string& op, const Tok& x) const {
+    if (fixed && x.is_blk() && arena->at(x).ndim == 2 && (op == "sum" || op == "max" || op == "min")) {
+        // FixedFormat.row_reduce_array: a row's sum exact (int64), saturated once; max/min exact
+        BlockArena& ar = *arena;
+        uint32_t n = ar.at(x).n;
+        Tok r = ar.make(1, n);
+        const i64* p = ar.ip(x);
+        i64* q = ar.ip(r);
+        for (uint32_t row = 0; row < n; ++row) {
+            const i64* v = p + (size_t)row * n;
+            i64 acc = v[0];
+            for (uint32_t c = 1; c < n; ++c) {
+                if (op == "sum") acc += v[c];
+                else if (op == "max") acc = v[c] > acc ? v[c] : acc;
+                else acc = v[c] < acc ? v[c] : acc;
+            }
+            q[row] = op == "sum" ? sat64(*this, acc) : acc;
+        }
+        return r;
+    }
+    // float mode (NumPy's summation order), and the error for a value that is not a B x B block
+    auto it = rows_cb.find(op);
+    if (it == rows_cb.end()) throw SimError("GraphError", "reduce", "row reduction '" + op + "' is not compiled");
+    return it->second(x);
+}
+
+Tok Env::matmul(const Tok& a, const Tok& b) const {
+    if (!fixed) return matmul_cb(a, b);
+    // FixedFormat.matmul_array: every product exact, summed exactly, rounded once as mul rounds, saturated.
+    // |a|, |b| < 2**31 (width <= 32): a sum of B products needs < 64 + log2(B) bits, so __int128 is exact.
+    BlockArena& ar = *arena;
+    const BlockArena::Hdr ha = ar.at(a), hb = ar.at(b);
+    uint32_t n = ha.n;
+    Tok r = ar.make(hb.ndim, n);
+    const i64* pa = ar.ip(a);
+    const i64* pb = ar.ip(b);
+    i64* pr = ar.ip(r);
+    uint32_t cols = hb.ndim == 2 ? n : 1;
+    for (uint32_t i = 0; i < n; ++i)
+        for (uint32_t j = 0; j < cols; ++j) {
+            __int128 s = 0;
+            for (uint32_t k = 0; k < n; ++k) s += (__int128)pa[(size_t)i * n + k] * pb[(size_t)k * cols + j];
+            pr[(size_t)i * cols + j] = sat64(*this, (s + half) >> frac);
+        }
+    return r;
+}
+
+UnFn unary_with_blocks(const Env& env, const std::string& name, UnFn scalar) {
+    if (!env.blocks) return scalar;
+    const Env* e = &env;
+    return [e, name, scalar](const Tok& a) { return a.k == K_BLK ? block_unary(*e, name, a) : scalar(a); };
+}
+
+UnaryFn Env::unary(const std::string& name) const {
     const Env* e = this;
     if (name == "neg") {
         if (fixed) return [e](const Tok& a) { return sat(*e, -(__int128)a.i); };
@@ -200,7 +391,8 @@ std::function<Tok(const Tok&)> Env::unary(const std::string& name) const {
         if (fixed) return [](const Tok& a) { return a.i > 0 ? a : Tok::Int(0); };
         return [e](const Tok& a) { return f_max(*e, a, Tok::Flt(0.0)); };
     }
-    auto it = unary_cb.find(name);
+    if (UnaryFn f = native_unary(*this, name)) return f;          // functions.cpp
+    auto it = unary_cb.find(name);                                 // the rest: Python's own function
     if (it == unary_cb.end()) throw SimError("GraphError", "op", "unknown unary op '" + name + "'");
     return it->second;
 }

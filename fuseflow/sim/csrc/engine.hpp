@@ -25,8 +25,9 @@ constexpr int MAX_STOP = 64;
 
 // ---- tokens ---------------------------------------------------------------------------------------------
 // The SAM convention of fuseflow/sim/tokens.py: data (an int, or a float value), S<n>, N, D, and R/S on
-// repeat-signal streams. k >= K_STOP is a "control" token (a str in Python).
-enum Kind : uint8_t { K_INT = 0, K_FLT = 1, K_STOP = 2, K_N = 3, K_D = 4, K_R = 5, K_S = 6 };
+// repeat-signal streams. k >= K_STOP is a "control" token (a str in Python). K_BLK is a block value
+// (fuseflow/sim/tokens.py Block): i indexes the run's BlockArena.
+enum Kind : uint8_t { K_INT = 0, K_FLT = 1, K_BLK = 2, K_STOP = 3, K_N = 4, K_D = 5, K_R = 6, K_S = 7 };
 
 struct Tok {
     union {
@@ -40,12 +41,14 @@ struct Tok {
     static Tok Flt(double v) { Tok t; t.f = v; t.k = K_FLT; return t; }
     static Tok Stop(int lvl) { Tok t; t.i = lvl; t.k = K_STOP; return t; }
     static Tok Ctl(Kind kind) { Tok t; t.i = 0; t.k = kind; return t; }
+    static Tok Blk(i64 idx) { Tok t; t.i = idx; t.k = K_BLK; return t; }
 
     bool is_str() const { return k >= K_STOP; }        // Python: tok.__class__ is str
     bool is_data() const { return k < K_STOP; }
     bool is_stop() const { return k == K_STOP; }        // Python: tok in LEVEL
     bool is_N() const { return k == K_N; }
     bool is_D() const { return k == K_D; }
+    bool is_blk() const { return k == K_BLK; }
     int level() const { return (int)i; }
     double num() const { return k == K_FLT ? f : (double)i; }
 };
@@ -202,7 +205,7 @@ struct PVal {
     double f = 0;
     std::string s;
     std::vector<i64> iv;       // a list of ints (or of numbers, truncated: check t)
-    std::vector<double> fv;    // a list of numbers
+    mutable std::vector<double> fv;    // a list of numbers (of an IVEC: filled when first asked for)
     std::vector<PVal> items;   // a list of other things (nested lists)
 };
 
@@ -257,21 +260,90 @@ struct Node {
 // bad(st, why): the op model's StreamError
 [[noreturn]] void bad(const Node& st, const std::string& why);
 
+// ---- block values (fuseflow/sim/blocks.py) ---------------------------------------------------------------
+// Every block token of a run lives in one arena: a B-vector (ndim 1) or a B x B block (ndim 2) of float64
+// (float mode) or int64 raw fixed point (fixed mode). Entries are never changed once made (a token is its
+// index), so a loaded block may be shared by every token that carries it.
+struct BlockArena {
+    struct Hdr {
+        size_t off;
+        uint32_t n;
+        uint8_t ndim;
+    };
+    bool fixed = false;
+    std::vector<Hdr> hdr;
+    std::vector<double> f;
+    std::vector<i64> i;
+
+    static size_t count(int ndim, uint32_t n) { return ndim == 2 ? (size_t)n * n : n; }
+    // a new block of zeros (pointers into the arena are invalidated: take them after making the result)
+    Tok make(int ndim, uint32_t n) {
+        size_t c = count(ndim, n);
+        size_t off = fixed ? i.size() : f.size();
+        if (fixed) i.resize(off + c, 0);
+        else f.resize(off + c, 0.0);
+        hdr.push_back({off, n, (uint8_t)ndim});
+        return Tok::Blk((i64)hdr.size() - 1);
+    }
+    const Hdr& at(const Tok& t) const { return hdr[(size_t)t.i]; }
+    size_t size(const Tok& t) const { const Hdr& h = at(t); return count(h.ndim, h.n); }
+    double* fp(const Tok& t) { return f.data() + at(t).off; }
+    i64* ip(const Tok& t) { return i.data() + at(t).off; }
+};
+
 // ---- number modes (fuseflow/tensors/fixed.py): the arithmetic every op model uses ------------------------
 using BinFn = Tok (*)(const Env&, const Tok&, const Tok&);
+using UnaryFn = std::function<Tok(const Tok&)>;
+using UnFn = UnaryFn;
+
+// One lookup table of fixed.py/fixedfn.py: 2**k + 1 entries, each with frac + guard fractional bits.
+struct FnTable {
+    int k = -1;
+    std::vector<i64> t;
+};
+
+// The tables and constants of the fixed-point functions for the current format. Never typed in C++: Python
+// computes them with the functions of fixed.py/fixedfn.py and binds them (compiled.fixed_tables).
+struct FixedFns {
+    bool bound = false;
+    FnTable exp2, tanh, gelu, log2;
+    i64 log2e_q = 0, ln2_q = 0;
+    int log2e_bits = 0, exp_guard = 0, fn_guard = 0, range_log2 = 0, ln2_bits = 0;
+};
 
 struct Env {
     bool fixed = false;
     int width = 32, frac = 16;
     i64 lo = 0, hi = 0, half = 0;
     Tok zero;
-    // unary functions not written in C++ call back into Python (bit-identical by construction)
-    std::unordered_map<std::string, std::function<Tok(const Tok&)>> unary_cb;
+    FixedFns fns;              // fixed mode: what the native functions read
+    // unary functions without a native version call back into Python (bit-identical by construction)
+    std::unordered_map<std::string, UnaryFn> unary_cb;
+    // blocks (Env(blocks=True)): binary and unary ops also take block tokens; what C++ does not compute
+    // bit-identically (float matmul and row sums, the unary functions) calls the Python Env's vectorised op
+    bool blocks = false;
+    BlockArena* arena = nullptr;
+    std::unordered_map<std::string, UnFn> unary_block_cb;     // Env.unary[name] on a Block
+    std::unordered_map<std::string, UnFn> rows_cb;            // Env.row_reduce[op]
+    std::function<Tok(const Tok&, const Tok&)> matmul_cb;     // Env.matmul (float mode)
 
     BinFn binary(const std::string& name) const;           // add sub mul div max min
-    std::function<Tok(const Tok&)> unary(const std::string& name) const;
+    UnaryFn unary(const std::string& name) const;          // native when implemented, else the callback
     Tok encode(double x) const;                            // Env.encode
+    Tok row_reduce(const std::string& op, const Tok& x) const;   // Env.row_reduce[op] (reduce with rows)
+    Tok matmul(const Tok& a, const Tok& b) const;                 // Env.matmul (block_matmul)
 };
+// Env.unary[name] with blocks: `scalar` (Env::unary) unless the operand is a block (blocks.blockwise)
+UnFn unary_with_blocks(const Env& env, const std::string& name, UnFn scalar);
+// a token's block shape as Python prints np.shape(tok): "(2, 2)", "(2,)", "()"
+std::string shape_repr(const Env& env, const Tok& t);
+
+// functions.cpp: the element-wise functions written in C++ (exp, sigmoid, tanh, gelu, sqrt, rsqrt, log, abs,
+// square in fixed mode; sqrt, rsqrt, abs, square in float mode). native_unary gives an empty function when
+// `name` has no native version in env's mode (or, in fixed mode, when no tables were bound).
+UnaryFn native_unary(const Env& env, const std::string& name);
+// the names native_unary implements in a mode (besides neg and relu, which Env::unary has itself)
+const std::vector<std::string>& native_unary_names(bool fixed);
 
 // ---- processes -------------------------------------------------------------------------------------------
 struct Proc {

@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
+
 #include "engine.hpp"
 
 namespace py = pybind11;
@@ -10,7 +12,46 @@ using namespace ff;
 
 namespace {
 
-Tok to_tok(py::handle h) {
+// ---- block tokens (fuseflow.sim.tokens.Block) <-> the run's BlockArena ----------------------------------------
+Tok block_in(py::handle h, BlockArena& ar) {
+    py::array a = py::array::ensure(h);
+    if (!a || (a.ndim() != 1 && a.ndim() != 2) || a.size() == 0 || (a.ndim() == 2 && a.shape(0) != a.shape(1)))
+        throw SimError("StreamError", "token", "not a block token: " + py::repr(h).cast<std::string>() +
+                                                   " (a B-vector or a B x B block of numbers)");
+    Tok t = ar.make((int)a.ndim(), (uint32_t)a.shape(0));
+    size_t c = ar.size(t);
+    if (ar.fixed) {
+        auto v = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(a);
+        std::memcpy(ar.ip(t), v.data(), c * sizeof(i64));
+    } else {
+        auto v = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+        std::memcpy(ar.fp(t), v.data(), c * sizeof(double));
+    }
+    return t;
+}
+
+py::object block_out(const Tok& t, BlockArena& ar) {
+    // kept for the process's life (a static py::object would be released after the interpreter finalizes)
+    static py::handle as_block = py::object(py::module_::import("fuseflow.sim.tokens").attr("as_block")).release();
+    const BlockArena::Hdr& h = ar.at(t);
+    std::vector<py::ssize_t> shape(h.ndim, (py::ssize_t)h.n);
+    size_t c = ar.size(t);
+    if (ar.fixed) {
+        py::array_t<i64> a(shape);
+        std::memcpy(a.mutable_data(), ar.ip(t), c * sizeof(i64));
+        return as_block(a);
+    }
+    py::array_t<double> a(shape);
+    std::memcpy(a.mutable_data(), ar.fp(t), c * sizeof(double));
+    return as_block(a);
+}
+
+bool is_block_obj(py::handle h) {
+    return py::isinstance<py::array>(h) || PyList_Check(h.ptr()) || PyTuple_Check(h.ptr());
+}
+
+Tok to_tok(py::handle h, BlockArena* ar = nullptr) {
+    if (ar && is_block_obj(h)) return block_in(h, *ar);
     if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return Tok::Int(h.cast<i64>());
     if (PyFloat_Check(h.ptr())) return Tok::Flt(h.cast<double>());
     if (PyUnicode_Check(h.ptr())) {
@@ -26,8 +67,9 @@ Tok to_tok(py::handle h) {
                                                py::repr(h).cast<std::string>());
 }
 
-py::object from_tok(const Tok& t) {
+py::object from_tok(const Tok& t, BlockArena* ar = nullptr) {
     switch (t.k) {
+        case K_BLK: return block_out(t, *ar);
         case K_INT: return py::int_(t.i);
         case K_FLT: return py::float_(t.f);
         case K_STOP: return py::str("S" + std::to_string(t.i));
@@ -53,7 +95,6 @@ PVal to_pval(py::handle h) {
             auto arr = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(h);
             v.t = PVal::IVEC;
             v.iv.assign(arr.data(), arr.data() + arr.size());
-            v.fv.assign(v.iv.begin(), v.iv.end());
             return v;
         }
         if (a.ndim() == 1 && kind == 'f') {
@@ -77,14 +118,12 @@ PVal to_pval(py::handle h) {
         if (nums) {
             v.t = ints ? PVal::IVEC : PVal::FVEC;
             Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-            v.fv.reserve(n);
             if (ints) v.iv.reserve(n);
+            else v.fv.reserve(n);
             PyObject** items = PySequence_Fast_ITEMS(o);
             for (Py_ssize_t i = 0; i < n; ++i) {
                 if (ints) {
-                    i64 x = PyLong_AsLongLong(items[i]);
-                    v.iv.push_back(x);
-                    v.fv.push_back((double)x);
+                    v.iv.push_back(PyLong_AsLongLong(items[i]));
                 } else {
                     v.fv.push_back(PyFloat_Check(items[i]) ? PyFloat_AS_DOUBLE(items[i])
                                                            : (double)PyLong_AsLongLong(items[i]));
@@ -121,6 +160,13 @@ py::array_t<T> as_array(const std::vector<T>& v) {
 }
 
 py::object vals_array(const std::vector<Tok>& vals, const Env& env) {
+    for (const Tok& t : vals)
+        if (t.is_blk()) {
+            // blocks: the list value_write collects (engine._collect_writes broadcasts and stacks it)
+            py::list l;
+            for (const Tok& x : vals) l.append(from_tok(x, env.arena));
+            return l;
+        }
     if (env.fixed) {
         py::array_t<i64> a((py::ssize_t)vals.size());
         i64* p = a.mutable_data();
@@ -141,8 +187,76 @@ py::object vals_array(const std::vector<Tok>& vals, const Env& env) {
     throw py::error_already_set();
 }
 
+// One table of the fixed-point functions: (k, [2**k + 1 ints]).
+void bind_table(py::dict tables, const char* name, FnTable& out) {
+    py::tuple kt = tables[name];
+    out.k = kt[0].cast<int>();
+    out.t = kt[1].cast<std::vector<i64>>();
+    if (out.k < 0 || out.k > 30 || out.t.size() != ((size_t)1 << out.k) + 1)
+        throw SimError("GraphError", "env", std::string("the fixed-point table '") + name + "' does not have 2**k + 1 entries");
+}
+
+// env: {"mode", "width", "frac", "unary": {name: callable}, "tables": compiled.fixed_tables(fmt) (fixed mode)}
+// and, for blocks (given an arena: a run's), "blocks": True, "unary_block": {name: callable}, "rows": {op: callable},
+// "matmul": callable (the Python Env's vectorised ops on Blocks).
+// The callables are the Python functions of the names that have no native version (functions.cpp).
+void bind_env(Env& env, py::dict env_in, BlockArena* arena) {
+    env.fixed = env_in["mode"].cast<std::string>() == "fixed";
+    env.width = env_in["width"].cast<int>();
+    env.frac = env_in["frac"].cast<int>();
+    env.lo = -((i64)1 << (env.width - 1));
+    env.hi = ((i64)1 << (env.width - 1)) - 1;
+    env.half = env.frac ? (i64)1 << (env.frac - 1) : 0;
+    env.zero = env.fixed ? Tok::Int(0) : Tok::Flt(0.0);
+    if (env.fixed && env_in.contains("tables") && !env_in["tables"].is_none()) {
+        py::dict t = env_in["tables"];
+        FixedFns& F = env.fns;
+        bind_table(t, "exp2", F.exp2);
+        bind_table(t, "tanh", F.tanh);
+        bind_table(t, "gelu", F.gelu);
+        bind_table(t, "log2", F.log2);
+        F.log2e_q = t["log2e_q"].cast<i64>();
+        F.log2e_bits = t["log2e_bits"].cast<int>();
+        F.exp_guard = t["exp_guard"].cast<int>();
+        F.fn_guard = t["fn_guard"].cast<int>();
+        F.range_log2 = t["range_log2"].cast<int>();
+        F.ln2_q = t["ln2_q"].cast<i64>();
+        F.ln2_bits = t["ln2_bits"].cast<int>();
+        F.bound = true;
+    }
+    if (arena) {
+        arena->fixed = env.fixed;
+        env.arena = arena;
+        env.blocks = env_in.contains("blocks") && env_in["blocks"].cast<bool>();
+    }
+    if (env.blocks) {
+        // what C++ does not compute bit-identically on blocks calls the Python Env's vectorised op
+        BlockArena* ar = arena;
+        auto block_fn = [ar](py::object fn) {
+            return [fn, ar](const Tok& a) { return to_tok(fn(from_tok(a, ar)), ar); };
+        };
+        for (auto kv : env_in["unary_block"].cast<py::dict>())
+            env.unary_block_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
+        for (auto kv : env_in["rows"].cast<py::dict>())
+            env.rows_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
+        py::object mm = env_in["matmul"];
+        env.matmul_cb = [mm, ar](const Tok& a, const Tok& b) {
+            return to_tok(mm(from_tok(a, ar), from_tok(b, ar)), ar);
+        };
+    }
+    py::dict unary = env_in["unary"];
+    for (auto kv : unary) {
+        py::object fn = py::reinterpret_borrow<py::object>(kv.second);
+        bool fixed = env.fixed;
+        env.unary_cb[kv.first.cast<std::string>()] = [fn, fixed](const Tok& a) {
+            py::object r = fn(from_tok(a));
+            return fixed ? Tok::Int(r.cast<i64>()) : Tok::Flt(r.cast<double>());
+        };
+    }
+}
+
 // nodes: [(id, op, params, latency, out_ports)]; streams: [(id, src, src_port, [(dst, port)], depth, width)]
-// (depth 0: the default, -1: unbounded); env: {"mode", "width", "frac", "unary": {name: callable}}.
+// (depth 0: the default, -1: unbounded); env: see bind_env.
 // Returns (cycles, {stream: tokens}, [per node: dict of counters and result]) and, with trace, the traces.
 py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_default, py::dict env_in, bool trace,
                         py::object progress) {
@@ -150,39 +264,54 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
     KernelResult partial;
     try {
         Env env;
-        env.fixed = env_in["mode"].cast<std::string>() == "fixed";
-        env.width = env_in["width"].cast<int>();
-        env.frac = env_in["frac"].cast<int>();
-        env.lo = -((i64)1 << (env.width - 1));
-        env.hi = ((i64)1 << (env.width - 1)) - 1;
-        env.half = env.frac ? (i64)1 << (env.frac - 1) : 0;
-        env.zero = env.fixed ? Tok::Int(0) : Tok::Flt(0.0);
-        py::dict unary = env_in["unary"];
-        for (auto kv : unary) {
-            py::object fn = py::reinterpret_borrow<py::object>(kv.second);
-            bool fixed = env.fixed;
-            env.unary_cb[kv.first.cast<std::string>()] = [fn, fixed](const Tok& a) {
-                py::object r = fn(from_tok(a));
-                return fixed ? Tok::Int(r.cast<i64>()) : Tok::Flt(r.cast<double>());
-            };
-        }
+        BlockArena arena;
+        bind_env(env, env_in, &arena);
         nodes.resize(nodes_in.size());
+        std::vector<std::unique_ptr<Env>> node_envs;     // a node whose values are blocks: its zero block
         for (size_t i = 0; i < nodes.size(); ++i) {
             py::tuple t = nodes_in[i];
             Node& n = nodes[i];
             n.id = t[0].cast<std::string>();
             n.op = t[1].cast<std::string>();
+            Env* node_env = &env;
             for (auto kv : t[2].cast<py::dict>()) {
                 std::string key = kv.first.cast<std::string>();
                 if (n.op == "_source" && key == "tokens") {
-                    for (py::handle x : kv.second) n.src_tokens.push_back(to_tok(x));
+                    for (py::handle x : kv.second) n.src_tokens.push_back(to_tok(x, env.blocks ? &arena : nullptr));
+                    continue;
+                }
+                if (key == "_bvals") {          // array's block values (n, B[, B]): one arena entry each
+                    py::array a = py::array::ensure(kv.second);
+                    if (!a || a.ndim() < 2 || a.ndim() > 3)
+                        throw SimError("GraphError", "node " + n.id, "block values must have shape (n, B) or (n, B, B)");
+                    i64 count = a.shape(0), bn = a.shape(1);
+                    int ndim = (int)a.ndim() - 1;
+                    n.params.m["_bvals_base"] = to_pval(py::int_(arena.hdr.size()));
+                    n.params.m["_bvals_n"] = to_pval(py::int_(count));
+                    size_t per = BlockArena::count(ndim, (uint32_t)bn);
+                    if (arena.fixed) {
+                        auto v = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(a);
+                        for (i64 r = 0; r < count; ++r)
+                            std::memcpy(arena.ip(arena.make(ndim, (uint32_t)bn)), v.data() + r * per, per * sizeof(i64));
+                    } else {
+                        auto v = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+                        for (i64 r = 0; r < count; ++r)
+                            std::memcpy(arena.fp(arena.make(ndim, (uint32_t)bn)), v.data() + r * per, per * sizeof(double));
+                    }
+                    continue;
+                }
+                if (key == "_block") {           // the node's block shape: its N and empty fibres load zeros
+                    auto shape = kv.second.cast<std::vector<i64>>();
+                    node_envs.push_back(std::make_unique<Env>(env));
+                    node_envs.back()->zero = arena.make((int)shape.size(), (uint32_t)shape[0]);
+                    node_env = node_envs.back().get();
                     continue;
                 }
                 n.params.m[key] = to_pval(kv.second);
             }
             n.latency = t[3].cast<i64>();
             n.out_ports = t[4].cast<std::vector<std::string>>();
-            n.env = &env;
+            n.env = node_env;
         }
         std::vector<StreamSpec> streams;
         for (py::handle h : streams_in) {
@@ -205,6 +334,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
         hooks.traces = &traces;
         hooks.partial = &partial;
         if (!progress.is_none()) hooks.progress = [progress](i64 tokens, i64 cycles) { progress(tokens, cycles); };
+        if (env_in.contains("progress_seconds")) hooks.progress_seconds = env_in["progress_seconds"].cast<double>();
         KernelResult res;
         py::object stopped = py::none();
         try {
@@ -239,7 +369,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
                 d["result"] = r;
             } else if (n.result == Node::TOKENS_RESULT) {
                 py::list l;
-                for (const Tok& t : n.res_vals) l.append(from_tok(t));
+                for (const Tok& t : n.res_vals) l.append(from_tok(t, &arena));
                 d["result"] = l;
             } else {
                 d["result"] = py::none();
@@ -252,7 +382,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
             for (auto& [sid, p] : traces) {
                 logs[py::str(sid)] = py::cast(p.first);
                 py::list l;
-                for (const Tok& t : p.second) l.append(from_tok(t));
+                for (const Tok& t : p.second) l.append(from_tok(t, &arena));
                 sent[py::str(sid)] = l;
             }
             tr = py::make_tuple(logs, sent);
@@ -261,6 +391,40 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
     } catch (const SimError& e) {
         raise_sim_error(e);
     }
+}
+
+// Env::unary(name) applied to every value (int64 raw values in fixed mode, float64 in float mode), for the
+// tests that compare the compiled functions with the Python ones over many values at once.
+py::array unary_py(const std::string& name, py::dict env_in, py::array values) {
+    try {
+        Env env;
+        bind_env(env, env_in, nullptr);
+        UnaryFn f = env.unary(name);
+        if (env.fixed) {
+            auto in = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(values);
+            py::array_t<i64> out(in.size());
+            const i64* x = in.data();
+            i64* y = out.mutable_data();
+            for (py::ssize_t i = 0; i < in.size(); ++i) y[i] = f(Tok::Int(x[i])).i;
+            return out;
+        }
+        auto in = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(values);
+        py::array_t<double> out(in.size());
+        const double* x = in.data();
+        double* y = out.mutable_data();
+        for (py::ssize_t i = 0; i < in.size(); ++i) y[i] = f(Tok::Flt(x[i])).f;
+        return out;
+    } catch (const SimError& e) {
+        raise_sim_error(e);
+    }
+}
+
+py::list native_unary_py(const std::string& mode) {
+    py::list l;
+    l.append("neg");
+    l.append("relu");
+    for (const std::string& n : native_unary_names(mode == "fixed")) l.append(n);
+    return l;
 }
 
 py::list ops_py() {
@@ -276,4 +440,8 @@ PYBIND11_MODULE(_engine, m) {
     m.def("run_kernel", &run_kernel_py, py::arg("nodes"), py::arg("streams"), py::arg("depth_default"),
           py::arg("env"), py::arg("trace") = false, py::arg("progress") = py::none());
     m.def("ops", &ops_py, "The ops that have a compiled model.");
+    m.def("native_unary", &native_unary_py, py::arg("mode"),
+          "The unary alu ops written in C++ in number mode 'fixed' or 'float' (the others call back into Python).");
+    m.def("unary", &unary_py, py::arg("name"), py::arg("env"), py::arg("values"),
+          "Unary op `name` of the bound env (as run_kernel's) on every value of a 1-d array (tests).");
 }

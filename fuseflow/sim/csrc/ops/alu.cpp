@@ -22,7 +22,7 @@ Proc fire(Node& st, Emitter* out) {
     Channel* b = nullptr;
     Tok cval;
     if (unary) {
-        uf = env.unary(op);
+        uf = unary_with_blocks(env, op, env.unary(op));
     } else {
         f = env.binary(op);
         bool has_const = p.has("const");

@@ -8,11 +8,16 @@ namespace {
 Proc load(Node& st, Emitter* out) {
     Channel* inp = st.in("ref");
     bool fixed = st.env->fixed;
-    const std::vector<i64>& ivals = st.params.ivec("vals");
-    const std::vector<double>& fvals = st.params.fvec("vals");
     const PVal* pv = st.params.find("vals");
     bool int_vals = fixed || (pv && pv->t == PVal::IVEC);
-    i64 nvals = (i64)fvals.size();
+    static const std::vector<double> no_floats;
+    const std::vector<i64>& ivals = st.params.ivec("vals");
+    const std::vector<double>& fvals = int_vals ? no_floats : st.params.fvec("vals");
+    i64 nvals = (i64)(int_vals ? ivals.size() : fvals.size());
+    // block values: bound into the run's block arena as entries _bvals_base .. + _bvals_n - 1
+    bool blocks = st.params.has("_bvals_base");
+    i64 bbase = st.params.get_int("_bvals_base", 0);
+    if (blocks) nvals = st.params.get_int("_bvals_n", 0);
     Tok zero = st.env->zero;
     i64 clock = -1, reads = 0, r;
     for (;;) {
@@ -28,7 +33,7 @@ Proc load(Node& st, Emitter* out) {
         } else {
             if (!(0 <= tok.i && tok.i < nvals))
                 bad(st, "reference " + std::to_string(tok.i) + " outside the " + std::to_string(nvals) + " values");
-            v = int_vals ? Tok::Int(ivals[tok.i]) : Tok::Flt(fvals[tok.i]);
+            v = blocks ? Tok::Blk(bbase + tok.i) : int_vals ? Tok::Int(ivals[tok.i]) : Tok::Flt(fvals[tok.i]);
             reads += 1;
         }
         FF_WAIT_ROOM(r, out);

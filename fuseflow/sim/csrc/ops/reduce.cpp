@@ -1,6 +1,6 @@
 // reduce: one value per non-empty innermost fibre (sum, max or min); S_n (n >= 1) becomes S_(n-1)
-// (fuseflow/sim/ops/reduce.py; blocks with ``rows`` are the Python engine's). The merge op is the registry's
-// REDUCE_MERGE, bound as _merge.
+// (fuseflow/sim/ops/reduce.py). The merge op is the registry's REDUCE_MERGE, bound as _merge. With ``rows``
+// every B x B block is first reduced to the B-vector of its rows (Env::row_reduce); N is the node's zero.
 #include "../engine.hpp"
 
 namespace ff {
@@ -11,6 +11,8 @@ Proc with_crd(Node& st) {
     Out* out = st.out("val");
     const Env& env = *st.env;
     BinFn f = env.binary(st.params.get_str("_merge"));
+    bool rows = st.params.truthy("rows");
+    std::string rop = st.params.get_str("op", "sum");
     Tok zero = env.zero;
     Tok acc;
     bool have = false;
@@ -33,7 +35,7 @@ Proc with_crd(Node& st) {
             t = std::max(t, iv->head_time() + 1);
             if (!c.is_str()) {
                 if (!v.is_str() || v.is_N()) {
-                    if (v.is_N()) v = zero;
+                    v = v.is_N() ? zero : (rows ? env.row_reduce(rop, v) : v);
                     if (!have) {
                         acc = v;
                         have = true;
@@ -89,6 +91,8 @@ Proc plain(Node& st) {
     Out* out = st.out("val");
     const Env& env = *st.env;
     BinFn f = env.binary(st.params.get_str("_merge"));
+    bool rows = st.params.truthy("rows");
+    std::string rop = st.params.get_str("op", "sum");
     Tok zero = env.zero;
     Tok acc;
     bool have = false;
@@ -99,7 +103,7 @@ Proc plain(Node& st) {
         i64 tin = inp->head_time() + 1;
         if (tin <= clock) tin = clock + 1;
         if (!tok.is_str() || tok.is_N()) {
-            Tok v = tok.is_N() ? zero : tok;
+            Tok v = tok.is_N() ? zero : (rows ? env.row_reduce(rop, tok) : tok);
             if (!have) {
                 acc = v;
                 have = true;
@@ -153,7 +157,6 @@ Proc plain(Node& st) {
 }
 
 void build(Node& st, Built& b) {
-    if (st.params.truthy("rows")) throw SimError("GraphError", "node " + st.id, "block rows are not compiled");
     if (st.in("crd")) b.procs.push_back(with_crd(st));
     else b.procs.push_back(plain(st));
 }
