@@ -3,8 +3,8 @@
 The compiled engine (C++ in ``fuseflow/sim/csrc/``, built by ``pip install``) runs the same kernels as
 :func:`fuseflow.sim.engine.run_kernel`, with the same contract: the same DAM timing, counters, results and
 errors. Op facts are not copied into C++: every node's latency (``registry.op_latency``), input depth
-(``OpSpec.input_depth_for``), output ports and encoded constants are bound here from the registry and the
-number mode, once per node.
+(``OpSpec.input_depth_for``), output ports, encoded constants and a coordinate mask's kept columns are bound
+here from the registry, the number mode and :mod:`fuseflow.samml.masks`, once per node.
 
 ``engine="auto"`` (the default everywhere) takes the compiled engine when it is built and can run the
 program, and says in one line on stderr, once per reason, when it falls back to the Python engine.
@@ -18,7 +18,8 @@ import sys
 import numpy as np
 
 from ..errors import FuseFlowError
-from ..samml.registry import OPS, REDUCE_MERGE, UNARY_ALU_OPS, op_interval, op_latency
+from ..samml import masks
+from ..samml.registry import OPS, REDUCE_MERGE, UNARY_ALU_OPS, check_mask_scan, op_interval, op_latency
 from ..tensors import fixed as _fixed
 from ..tensors import fixedfn as _fixedfn
 
@@ -33,10 +34,9 @@ except ImportError as exc:                  # pragma: no cover - depends on the 
 
 _told = set()
 
-#: ops that compute on value tokens whose compiled models have not been checked on blocks (block tokens through
-#: them run on the Python engine): lift an op once tests/sim/test_compiled_blocks.py passes with it (spacc:
-#: the bspmm and attention entries of the blocks suite)
-BLOCKS_UNCHECKED = frozenset({"spacc"})
+#: ops whose compiled models have not been checked on block tokens (programs that pass blocks through them run
+#: on the Python engine); none today: the blocks suite's entries all compare exactly
+BLOCKS_UNCHECKED = frozenset()
 
 
 def available() -> bool:
@@ -62,6 +62,14 @@ def unsupported(prog, trace=False) -> str | None:
         if unchecked:
             return f"blocked tensors through op {', '.join(unchecked)} run on the Python engine only"
     return None
+
+
+def compare(prog, inputs, mode="float", **run_kwargs) -> list:
+    """Run ``prog`` on both engines and list every difference (``[]``: bit- and cycle-exact agreement); raises
+    :class:`fuseflow.sim.differential.Unsupported` when this engine cannot run it
+    (:func:`fuseflow.sim.differential.compare`)."""
+    from .differential import compare as _compare
+    return _compare(prog, inputs, mode, **run_kwargs)
 
 
 def choose(engine: str, prog, trace=False) -> str:
@@ -113,7 +121,43 @@ def _bound_params(st):
         # block values as one (n, B[, B]) array, bound into the run's block arena
         p["_bvals"] = np.asarray(vals, dtype=np.int64 if st.env.mode == "fixed" else np.float64)
         del p["vals"]
+    if spec is not None and any(q.name == "mask" for q in spec.params):
+        p.update(_mask_params(st))
     return p
+
+
+#: the ops that read a coordinate mask, and where their Python model takes the kept columns of a row from
+#: (``runs``: :func:`fuseflow.samml.masks.row_runs`, which mask_scan walks; ``dense``:
+#: :func:`fuseflow.samml.masks.dense_mask`, crd_mask's table)
+_MASK_SOURCE = {"mask_scan": "runs", "crd_mask": "dense"}
+
+
+def _mask_params(st):
+    """A mask op's pattern as its compiled model reads it: the kept columns of every row as ascending runs
+    (``_runs_ptr``: rows + 1 offsets; ``_runs``: lo, hi pairs), from the definition its Python model reads; or
+    ``_error``, what ``check_mask_scan`` raises, which the model raises when it first runs (as the Python one)."""
+    try:
+        check_mask_scan(st.params, f"node {st.id}")
+    except FuseFlowError as exc:
+        return {"_error": [type(exc).__name__, exc.what, exc.why]}
+    ptr, runs = _kept_runs(_MASK_SOURCE[st.op], masks.parse_mask(st.params["mask"]), st.params["rows"],
+                           st.params["dim"])
+    return {"_runs_ptr": ptr, "_runs": runs}
+
+
+@functools.lru_cache(maxsize=32)
+def _kept_runs(source, spec, rows, dim):
+    if source == "runs":
+        per_row = [masks.row_runs(spec, i, rows, dim) for i in range(rows)]
+        ptr = np.cumsum([0] + [len(x) for x in per_row], dtype=np.int64)
+        runs = np.array([v for x in per_row for run in x for v in run], dtype=np.int64)
+        return ptr, runs
+    keep = masks.dense_mask(spec, rows, dim).astype(np.int8)
+    edge = np.diff(np.pad(keep, ((0, 0), (1, 1))), axis=1)       # +1 where a run starts, -1 after it ends
+    srow, scol = np.nonzero(edge == 1)
+    _, ecol = np.nonzero(edge == -1)                              # row-major: the ends pair with the starts
+    ptr = np.concatenate(([0], np.cumsum(np.bincount(srow, minlength=rows)))).astype(np.int64)
+    return ptr, np.stack((scol, ecol), axis=1).ravel().astype(np.int64)
 
 
 @functools.lru_cache(maxsize=16)
