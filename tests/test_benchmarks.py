@@ -110,3 +110,49 @@ def test_hardware_doc_quotes_intersect_floor_json():
         assert cells[5] == f"{r['cycles_over_stream_bound']:.2f}"
         quoted += 1
     assert quoted == 6
+
+
+def test_sim_bench_smoke(tmp_path):
+    """sim_bench runs both engines in its children and writes rows of the documented shape: a case the compiled
+    engine runs has both engines' timings, equal cycles and tokens and a ratio; a case it cannot run yet has
+    ``"compiled": null`` and the reason."""
+    import json
+    import subprocess
+    import sys
+
+    from fuseflow.sim import compiled
+    out = tmp_path / "sim.json"
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "sim_bench.py"), "--smoke", "--cases",
+                        "spmv_csr,spmv_laned", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["mode"] == "smoke" and doc["all_exact"] and doc["machine"]["cpus"]
+    assert [row["case"] for row in doc["results"]] == ["spmv_csr", "spmv_laned"]
+    for row in doc["results"]:
+        assert row["tokens"] > 0 and row["cycles"] > 0 and row["nodes"] > 0
+        py = row["python"]
+        assert len(py["runs"]) == 1 and py["median"] > 0 and py["peak_rss_mb"] > 0
+        assert py["tokens_per_s"] == pytest.approx(row["tokens"] / py["median"], rel=0.01)
+        if row["compiled"] is None:
+            assert row["reasons"]["compiled"] and row["ratio"] is None
+            assert row["reasons"]["compiled"] == compiled.unsupported(
+                load("sim_bench").CASES[row["case"]].build(row["size"])[0])
+            continue
+        c = row["compiled"]
+        assert c["median"] > 0 and c["peak_rss_mb"] > 0 and row["ratio"]["median"] > 0
+        assert row["exact"] == {"tokens_equal": True, "cycles_equal": True, "outputs_equal": True,
+                                "engines_compared": True}
+    if compiled.available():
+        assert doc["results"][0]["compiled"] is not None          # SpMV runs on the compiled engine
+    assert "| spmv_csr |" in load("sim_bench").markdown(doc)
+
+
+def test_sim_json_rows_agree():
+    """The committed sim.json: wherever both engines ran, they agreed on cycles, tokens and outputs."""
+    import json
+    with open(os.path.join(BENCH, "results", "sim.json")) as f:
+        doc = json.load(f)
+    assert doc["all_exact"]
+    for row in doc["results"]:
+        if row.get("python") and row.get("compiled"):
+            assert all(row["exact"].values()), row["case"]
