@@ -592,8 +592,6 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
     for (size_t i = 0; i < nodes.size(); ++i)
         for (Proc& p : built[i].procs) live.push_back({&nodes[i], &p});
 
-    std::vector<Live> still;
-    still.reserve(live.size());
     uint64_t rounds = 0;
     auto counts_so_far = [&](KernelResult& r) {
         i64 mx = -1;
@@ -619,25 +617,33 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
     try {
     while (!live.empty()) {
         bool progress = false;
-        still.clear();
-        for (Live& item : live) {
+        size_t kept = 0;
+        for (size_t i = 0, n = live.size(); i < n; ++i) {
+            Live item = live[i];
             auto h = item.proc->h;
             auto& pr = h.promise();
-            if (pr.wch) {
-                if (pr.wch->empty()) { still.push_back(item); continue; }
-            } else if (pr.wobj) {
-                if (pr.wobj->vroom() == NONE) { still.push_back(item); continue; }
+            // skip a process whose awaited token or slot has not appeared: resuming it would yield at once
+            bool waits;
+            if (pr.wch) waits = pr.wch->empty();
+            else if (pr.wout) waits = pr.wout->room_() == NONE;
+            else waits = pr.wobj && pr.wobj->vroom() == NONE;
+            if (waits) {
+                live[kept++] = item;
+                continue;
             }
             Node* st = item.st;
             i64 before = st->busy + st->moved;
             h.resume();
-            if (pr.exc) std::rethrow_exception(pr.exc);
-            if (h.done()) { progress = true; continue; }
-            still.push_back(item);
+            if (__builtin_expect(pr.exc != nullptr, 0)) std::rethrow_exception(pr.exc);
+            if (h.done()) {
+                progress = true;
+                continue;
+            }
+            live[kept++] = item;
             if (st->busy + st->moved != before) progress = true;
         }
-        if (!progress) throw SimError("DeadlockError", "", deadlock_message(still));
-        live.swap(still);
+        live.resize(kept);
+        if (!progress) throw SimError("DeadlockError", "", deadlock_message(live));
         if ((++rounds & 255) == 0) poll();
     }
     } catch (...) {

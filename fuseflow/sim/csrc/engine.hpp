@@ -86,21 +86,30 @@ struct SimError : std::exception {
 template <class T>
 struct Ring {
     std::vector<T> buf;
-    size_t head = 0, n = 0, mask = 0;
+    T* data;                   // buf.data(), and its size - 1 (a power of two): no vector bookkeeping per token
+    size_t head = 0, n = 0, mask = 3;
 
-    Ring() { buf.resize(4); mask = 3; }
+    Ring() : buf(4), data(buf.data()) {}
+    Ring(const Ring& o) : buf(o.buf), data(buf.data()), head(o.head), n(o.n), mask(o.mask) {}
+    Ring& operator=(const Ring& o) {
+        buf = o.buf;
+        data = buf.data();
+        head = o.head, n = o.n, mask = o.mask;
+        return *this;
+    }
     FF_INLINE size_t size() const { return n; }
     FF_INLINE bool empty() const { return n == 0; }
-    FF_INLINE T& operator[](size_t i) { return buf[(head + i) & mask]; }
-    FF_INLINE const T& operator[](size_t i) const { return buf[(head + i) & mask]; }
-    FF_INLINE T& front() { return buf[head]; }
+    FF_INLINE T& operator[](size_t i) { return data[(head + i) & mask]; }
+    FF_INLINE const T& operator[](size_t i) const { return data[(head + i) & mask]; }
+    FF_INLINE T& front() { return data[head]; }
+    FF_INLINE const T& front_c() const { return data[head]; }
     FF_INLINE void push_back(const T& v) {
-        if (__builtin_expect(n == buf.size(), 0)) grow();
-        buf[(head + n) & mask] = v;
+        if (__builtin_expect(n > mask, 0)) grow();
+        data[(head + n) & mask] = v;
         ++n;
     }
     FF_INLINE T pop_front() {
-        T v = buf[head];
+        T v = data[head];
         head = (head + 1) & mask;
         --n;
         return v;
@@ -109,6 +118,7 @@ struct Ring {
         std::vector<T> nb(buf.size() * 2);
         for (size_t i = 0; i < n; ++i) nb[i] = (*this)[i];
         buf.swap(nb);
+        data = buf.data();
         head = 0;
         mask = buf.size() - 1;
     }
@@ -125,32 +135,37 @@ struct Waitable {
 };
 
 // A FIFO between a producer port and one consumer port (fuseflow/sim/channel.py: Channel).
+struct Slot {
+    Tok tok;
+    i64 t;                     // the cycle it was pushed (visible one cycle later)
+};
+
 struct Channel {
     std::string name, consumer;
     i64 depth;                 // 0: unbounded (run_op's sources)
     bool unbounded;
-    Ring<Tok> toks;
-    Ring<i64> times;           // push cycle of each queued token (visible one cycle later)
+    Ring<Slot> q;              // the queued tokens with their push cycles
     Ring<i64> credits;         // for each free slot, the cycle from which it may be refilled
 
     Channel(std::string nm, i64 d, std::string cons) : name(std::move(nm)), consumer(std::move(cons)), depth(d),
                                                         unbounded(d == 0) {
         for (i64 i = 0; i < d; ++i) credits.push_back(0);
     }
-    FF_INLINE bool empty() const { return toks.empty(); }
-    FF_INLINE size_t size() const { return toks.size(); }
-    FF_INLINE const Tok& head() const { return toks[0]; }
-    FF_INLINE i64 head_time() const { return times[0]; }
+    FF_INLINE bool empty() const { return q.empty(); }
+    FF_INLINE size_t size() const { return q.size(); }
+    FF_INLINE const Tok& head() const { return q.front_c().tok; }
+    FF_INLINE i64 head_time() const { return q.front_c().t; }
+    FF_INLINE const Tok& tok_at(size_t i) const { return q[i].tok; }    // Python: ch.toks[i]
+    FF_INLINE i64 time_at(size_t i) const { return q[i].t; }            // Python: ch.times[i]
     FF_INLINE Tok pop(i64 t) {
-        times.pop_front();
         if (!unbounded) credits.push_back(t + 1);
-        return toks.pop_front();
+        return q.pop_front().tok;
     }
     // credits as the producer sees them (an unbounded channel always has a slot free from cycle 0)
     FF_INLINE bool has_credit() const { return unbounded || !credits.empty(); }
-    FF_INLINE i64 credit0() const { return unbounded ? 0 : credits[0]; }
+    FF_INLINE i64 credit0() const { return unbounded ? 0 : credits.front_c(); }
     FF_INLINE void take_credit() { if (!unbounded) credits.pop_front(); }
-    FF_INLINE void put(const Tok& tok, i64 t) { toks.push_back(tok); times.push_back(t); }
+    FF_INLINE void put(const Tok& tok, i64 t) { q.push_back(Slot{tok, t}); }
 };
 
 // Anything a firing writes: an Out, several written together, or an output pipeline's stage input.
@@ -358,12 +373,14 @@ struct Proc {
     struct promise_type {
         Channel* wch = nullptr;
         Waitable* wobj = nullptr;
+        Out* wout = nullptr;       // the common case of wobj: an output (its room checked without a virtual call)
         std::exception_ptr exc;
         Proc get_return_object() { return Proc{std::coroutine_handle<promise_type>::from_promise(*this)}; }
         std::suspend_always initial_suspend() noexcept { return {}; }
         std::suspend_always final_suspend() noexcept { return {}; }
-        std::suspend_always yield_value(Channel* c) noexcept { wch = c; wobj = nullptr; return {}; }
-        std::suspend_always yield_value(Waitable* w) noexcept { wobj = w; wch = nullptr; return {}; }
+        std::suspend_always yield_value(Channel* c) noexcept { wch = c; wobj = nullptr; wout = nullptr; return {}; }
+        std::suspend_always yield_value(Waitable* w) noexcept { wobj = w; wch = nullptr; wout = nullptr; return {}; }
+        std::suspend_always yield_value(Out* o) noexcept { wobj = o; wout = o; wch = nullptr; return {}; }
         void return_void() noexcept {}
         void unhandled_exception() { exc = std::current_exception(); }
     };
@@ -406,7 +423,7 @@ struct RegisterOp {
     while ((ch)->size() < (size_t)(n)) co_yield (ch)
 // r = out.room(); while r is None: yield out; r = out.room()
 #define FF_WAIT_ROOM(r, em) \
-    while (((r) = (em)->room()) == ::ff::NONE) co_yield static_cast<::ff::Waitable*>(em)
+    while (((r) = (em)->room()) == ::ff::NONE) co_yield (em)
 
 // wait_room(outs): the cycle from which every output has room (yields the first lacking one)
 #define FF_WAIT_ROOM_ALL(r, vec)                                         \
@@ -419,7 +436,7 @@ struct RegisterOp {
             if (ff_x_ > ff_m_) ff_m_ = ff_x_;                            \
         }                                                                \
         if (!ff_lack_) { (r) = ff_m_; break; }                           \
-        co_yield static_cast<::ff::Waitable*>(ff_lack_);                 \
+        co_yield ff_lack_;                                               \
     }
 
 // ---- output groups and pipelines (fuseflow/sim/ops/_common.py) -------------------------------------------

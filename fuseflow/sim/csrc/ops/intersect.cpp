@@ -10,11 +10,11 @@ namespace {
 #define SECOND_VISIBLE(res, crd, ref, t)                                  \
     do {                                                                  \
         FF_WAIT_N(crd, 2);                                                \
-        if ((crd)->times[1] + 1 > (t)) {                                  \
+        if ((crd)->time_at(1) + 1 > (t)) {                                  \
             res = false;                                                  \
         } else {                                                          \
             FF_WAIT_N(ref, 2);                                            \
-            res = (ref)->times[1] + 1 <= (t);                             \
+            res = (ref)->time_at(1) + 1 <= (t);                             \
         }                                                                 \
     } while (0)
 
@@ -54,9 +54,9 @@ Proc run2(Node& st) {
                 if (tok_lt(a, b)) { lo = c0; lor = r0; hi = c1; hir = r1; top = b; }
                 else { lo = c1; lor = r1; hi = c0; hir = r0; top = a; }
                 FF_WAIT_N(lo, 2);
-                t = lo->times[1] + 1;
+                t = lo->time_at(1) + 1;
                 if (t < tin) t = tin;
-                Tok n = lo->toks[1];
+                Tok n = lo->tok_at(1);
                 bool have_n = true;
                 if (!n.is_str() && tok_lt(n, top)) {
                     // the second is below the largest head too: pop it as well when its reference is there
@@ -68,7 +68,7 @@ Proc run2(Node& st) {
                         lo->pop(t);
                         lor->pop(t);
                         FF_WAIT_TOK(lo);
-                        if (lo->times[0] < t) n = lo->toks[0];
+                        if (lo->time_at(0) < t) n = lo->tok_at(0);
                         else have_n = false;
                     }
                 } else {
@@ -116,7 +116,7 @@ Proc run2(Node& st) {
             if (look) {
                 // the other input has ended its fibre: its next coordinate goes too when it is there
                 SECOND_VISIBLE(two, lo, lor, t);
-                two = two && !lo->toks[1].is_str();
+                two = two && !lo->tok_at(1).is_str();
             }
             lo->pop(t);
             lor->pop(t);
