@@ -19,9 +19,9 @@ from __future__ import annotations
 from ..errors import ProgramError
 from .codegen import CompileResult, build_program
 from .frontend import EinsumProgram, parse_file
-from .fusion import SCHEDULES, KernelPlan, TransposePlan, plan_program
-from .lanes import parse_parallel, resolve_parallel
-from .blocks import check_block_plans, lower_blocks
+from .fusion import SCHEDULES, KernelPlan, TransposePlan, check_block_plans, plan_program, resolve_parallel
+from .lanes import parse_parallel
+from .blocks import lower_blocks
 from .lower_sugar import lower_sugar
 from .ir import ProgramIR
 

@@ -24,6 +24,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from ..errors import ProgramError
+from ..tensors.random_data import random_sparse
 from .cost import estimate
 
 MAX_ORDER_COMBOS = 24          # order combinations tried per fusion choice
@@ -309,6 +310,5 @@ def _has_lanes(program) -> bool:
 
 def _inputs_of_densities(program, densities):
     import numpy as np
-    from ..samml.kernels import random_sparse
     rng = np.random.default_rng(0)
     return {t.name: random_sparse(rng, tuple(t.shape), densities.get(t.name, 1.0)) for t in program.inputs}

@@ -107,19 +107,6 @@ def block_product(node, reduced, where="program"):
                               f"block product (one shared index, summed)")
 
 
-def check_block_plans(ir: ProgramIR, plans) -> None:
-    """Refuse a plan that reads a blocked tensor through a permuted copy: its blocks would need transposing
-    too (one line naming the tensor and what to do)."""
-    from .fusion import TransposePlan
-    for p in plans:
-        if isinstance(p, TransposePlan):
-            t = ir.tensors.get(p.src)
-            if t is not None and t.block:
-                raise ProgramError(f"line {t.line}", f"the dataflow order reads blocked tensor {p.src} against its "
-                                                     f"storage order (a transposed copy of blocks): choose an order "
-                                                     f"that follows {p.src}'s mode order, or declare it transposed")
-
-
 def block_axes(expr, reduced=None, where="program") -> tuple:
     """The indices the block dimensions of ``expr``'s values stand for: ``(i, j)`` for B x B blocks whose rows
     run over i and columns over j, ``(i,)`` for B-vectors, ``()`` for scalars. Raises ProgramError (one line)

@@ -35,14 +35,12 @@ import re
 
 from ..errors import ProgramError, TensorError
 from ..samml import expr as ast
-from .ir import ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from_ast, is_mask, push_masks
+from .ir import (MAX_TENSOR_ORDER, ProgramIR, Stmt, TensorInfo, bind_masks, check_index_sizes, from_ast, is_mask,
+                 push_masks)
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
 KEYWORDS = ("tensor", "output", "order", "parallel", "fuse", "barrier", "program")
-#: the largest tensor order that graph.json (its schema), the simulator's tensor files and the hardware's
-#: level memories carry; the compiler refuses larger tensors instead of writing a graph nothing can load
-MAX_TENSOR_ORDER = 3
 
 
 class _Decl:

@@ -21,6 +21,9 @@ For every kernel the compiler
 Schedules (fusion granularity) decide the groups: ``none`` (every statement its own kernel), ``regions``
 (the program's ``fuse { }`` regions; other statements alone) and ``full`` (all statements one group).
 A group yields one kernel per *sink* (a statement whose result is an output or is read after the group).
+
+The plans are then checked against the program: :func:`check_block_plans` refuses a permuted copy of a blocked
+tensor, and :func:`resolve_parallel` finds the kernels (and their levels) that the ``parallel`` schedule names.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..errors import ProgramError
-from .ir import Bin, Fn, Leaf, Lit, Red, push_masks, rename
+from .ir import MAX_TENSOR_ORDER, Bin, Fn, Leaf, Lit, ProgramIR, Red, Stmt, TensorInfo, push_masks, rename, to_text
+from .lower_sugar import lower_sugar
 from .tables import check_order
 
 SCHEDULES = ("none", "regions", "full")
@@ -117,7 +121,6 @@ class TransposePlan:
 
 
 def _text(node):
-    from .ir import to_text
     return to_text(node)
 
 
@@ -402,7 +405,6 @@ class Compiler:
     def hoist(self, stmt, red):
         """Materialise the reduction ``red`` (a sub-expression of ``stmt``'s fused tree) as a temporary
         tensor written by its own kernel; later builds of ``stmt`` read the temporary instead."""
-        from .ir import Stmt, TensorInfo
         n = 1
         while f"{stmt.lhs}_t{n}" in self.ir.tensors:
             n += 1
@@ -413,7 +415,6 @@ class Compiler:
             for i, d in zip(leaf.idx, self.ir.tensors[leaf.tensor].shape):
                 sizes[i] = d
         shape = tuple(sizes[i] for i in red.free)
-        from .frontend import MAX_TENSOR_ORDER
         if len(shape) > MAX_TENSOR_ORDER:
             raise ProgramError(f"line {stmt.line}", f"cannot lower {stmt.lhs}: its reduction {_text(red)} would "
                                                     f"need a temporary of order {len(shape)} (at most "
@@ -772,6 +773,45 @@ def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
 def plan_program(ir, fuse="regions", order=None, iteration="factored"):
     """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries). Sugar is
     lowered first when the caller has not run the pass (a no-op otherwise)."""
-    from .lower_sugar import lower_sugar
     c = Compiler(lower_sugar(ir), fuse, order, iteration)
     return c.run(), c.ir
+
+
+# ---- plans against the program: blocked tensors, the parallel schedule ------------------------------
+
+def check_block_plans(ir: ProgramIR, plans) -> None:
+    """Refuse a plan that reads a blocked tensor through a permuted copy: its blocks would need transposing
+    too (one line naming the tensor and what to do)."""
+    for p in plans:
+        if isinstance(p, TransposePlan):
+            t = ir.tensors.get(p.src)
+            if t is not None and t.block:
+                raise ProgramError(f"line {t.line}", f"the dataflow order reads blocked tensor {p.src} against its "
+                                                     f"storage order (a transposed copy of blocks): choose an order "
+                                                     f"that follows {p.src}'s mode order, or declare it transposed")
+
+
+def resolve_parallel(plans, parallel: dict) -> dict:
+    """{kernel name: [{"lanes": factor, "dim": size of the index, "level": its place in the kernel's order, "unit":
+    the largest dimension below it}]} for
+    the kernel plans (several entries: nested lanes); ProgramError for an index no kernel has or a factor larger
+    than the index's dimension."""
+    out = {}
+    kernels = [p for p in plans if isinstance(p, KernelPlan)]
+    for index, factor in parallel.items():
+        having = [p for p in kernels if index in p.order]
+        if not having:
+            known = sorted({i for p in kernels for i in p.order})
+            raise ProgramError(f"parallel {index}", f"no kernel has index {index} (indices: {', '.join(known)})")
+        for p in having:
+            size = p.sizes.get(index)
+            size = int(size) if size is not None else factor
+            if factor > size:
+                raise ProgramError(f"parallel {index}", f"factor {factor} is larger than the dimension of {index} "
+                                                        f"({size})")
+            if factor > 1:
+                level = p.order.index(index)
+                below = [int(p.sizes[i]) for i in p.order[level + 1:] if p.sizes.get(i) is not None]
+                out.setdefault(p.name, []).append({"lanes": factor, "dim": size, "level": level,
+                                                   "unit": max(below, default=None)})
+    return out

@@ -31,6 +31,10 @@ ZERO_PRESERVING = ("neg", "relu") + ZERO_PRESERVING_FUNCTIONS
 #: without the ``@``.
 ON_STORED = "@"
 ON_STORED_BIN = ("-@", "/@")
+#: the largest tensor order that graph.json (its schema), the simulator's tensor files and the hardware's
+#: level memories carry; the compiler refuses larger tensors (the frontend's declarations, the fusion's
+#: temporaries) instead of writing a graph nothing can load
+MAX_TENSOR_ORDER = 3
 
 
 class Node:

@@ -1,9 +1,10 @@
-"""The ``parallel`` schedule: which kernels run on how many lanes (the graph pass is
+"""The ``parallel`` schedule as the user gives it: index names and factors (the graph pass is
 :mod:`fuseflow.samml.lanes`).
 
 ``parallel i 4`` in a program, ``--parallel i=4`` on the command line and ``parallel={"i": 4}`` in the Python
 API all name an index and a factor. A kernel that has a parallelized index runs the sub-tree below it on that many
-lanes; several indices of one kernel nest (the inner index's lanes inside every lane of the outer one).
+lanes; several indices of one kernel nest (the inner index's lanes inside every lane of the outer one): which
+kernels those are is decided against the kernel plans by :func:`fuseflow.compiler.fusion.resolve_parallel`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from ..errors import ProgramError
 from .. import limits
 
-__all__ = ["parse_parallel", "check_factor", "resolve_parallel"]
+__all__ = ["parse_parallel", "check_factor"]
 
 
 def check_factor(index: str, factor, where: str) -> int:
@@ -50,31 +51,4 @@ def parse_parallel(spec) -> dict:
             if m.group(1) in out:
                 raise ProgramError("--parallel", f"index {m.group(1)} is given twice")
             out[m.group(1)] = check_factor(m.group(1), m.group(2), "--parallel")
-    return out
-
-
-def resolve_parallel(plans, parallel: dict) -> dict:
-    """{kernel name: [{"lanes": factor, "dim": size of the index, "level": its place in the kernel's order, "unit":
-    the largest dimension below it}]} for
-    the kernel plans (several entries: nested lanes); ProgramError for an index no kernel has or a factor larger
-    than the index's dimension."""
-    from .fusion import KernelPlan
-    out = {}
-    kernels = [p for p in plans if isinstance(p, KernelPlan)]
-    for index, factor in parallel.items():
-        having = [p for p in kernels if index in p.order]
-        if not having:
-            known = sorted({i for p in kernels for i in p.order})
-            raise ProgramError(f"parallel {index}", f"no kernel has index {index} (indices: {', '.join(known)})")
-        for p in having:
-            size = p.sizes.get(index)
-            size = int(size) if size is not None else factor
-            if factor > size:
-                raise ProgramError(f"parallel {index}", f"factor {factor} is larger than the dimension of {index} "
-                                                        f"({size})")
-            if factor > 1:
-                level = p.order.index(index)
-                below = [int(p.sizes[i]) for i in p.order[level + 1:] if p.sizes.get(i) is not None]
-                out.setdefault(p.name, []).append({"lanes": factor, "dim": size, "level": level,
-                                                   "unit": max(below, default=None)})
     return out

@@ -27,6 +27,7 @@ See ``docs/compiler.md`` for the full rules and the list of what is not supporte
 
 from __future__ import annotations
 
+from .blocks import block_axes, block_product, reduced_indices
 from .ir import ON_STORED, ON_STORED_BIN, Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING, is_mask, mask_pattern
 
 
@@ -719,7 +720,6 @@ class Planner:
             fn = node.fn.removesuffix(ON_STORED)
             return Cell("alu", {"a": a}, fn, op=fn)["out"]
         if isinstance(node, Bin) and node.op == "*" and self.block:
-            from .blocks import block_product, reduced_indices
             product = block_product(node, reduced_indices(self.expr))
             if product is not None:
                 x, y, rhs = product
@@ -748,7 +748,6 @@ class Planner:
         """The indices of the block dimensions of ``node``'s values (:func:`.blocks.block_axes`; () unblocked)."""
         if not self.block:
             return ()
-        from .blocks import block_axes, reduced_indices
         return block_axes(node, reduced_indices(self.expr))
 
     def value_text(self, node):

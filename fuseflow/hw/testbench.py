@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HardwareError
+from ..tensors.random_data import random_sparse
 from .verilator import CLOCK_PERIOD_NS
 
 VECTORS_VERSION = 2                     # 2: host.read_latency
@@ -41,7 +42,6 @@ def testbench_inputs(program, inputs, seed: int = 0) -> dict:
     if missing:
         raise HardwareError("--testbench", f"needs data for its test vectors: give --inputs (the graph declares "
                                            f"no capacity for {', '.join(missing)}, so random data cannot be sized)")
-    from ..samml.kernels import random_sparse
     rng = np.random.default_rng(seed)
     out = {}
     for t in program.inputs:

@@ -24,6 +24,8 @@ Op rules
 
 from __future__ import annotations
 
+import networkx as nx
+
 from ..errors import GraphError
 
 Block = tuple  # () for a scalar stream, (B,) or (B, B) for a blocked one
@@ -116,9 +118,7 @@ def infer_blocks(program, kernel, where: str = "kernel") -> dict:
     """``{stream id: block}`` for every stream of ``kernel``, derived from the tensors and the op rules.
 
     An ``array`` without a tensor (run_op style) keeps the block its output stream states."""
-    import networkx as nx
-    from .graph import PortRef
-    by_src = {s.src: s for s in kernel.streams.values()}
+    by_src = {(s.src.node, s.src.port): s for s in kernel.streams.values()}
     out = {}
     for nid in nx.topological_sort(kernel.graph()):
         node = kernel.nodes[nid]
@@ -128,7 +128,7 @@ def infer_blocks(program, kernel, where: str = "kernel") -> dict:
             if s is not None:
                 blocks_in[port] = out.get(s.id, ())
         for port, _ in node.spec.output_ports(node.params):
-            s = by_src.get(PortRef(nid, port))
+            s = by_src.get((nid, port))
             if s is None:
                 continue
             if s.kind != "val":

@@ -18,6 +18,7 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
+from ..tensors.random_data import random_sparse
 from .graph import Program
 
 CSR = ["dense", "compressed"]
@@ -261,13 +262,6 @@ def vector(op="add", n=6):
 
 
 # --- inputs --------------------------------------------------------------------------------------
-
-def random_sparse(rng, shape, density):
-    """A random array with roughly ``density`` nonzeros (values in [-2, 2] \\ {0}, two decimals)."""
-    mask = rng.random(shape) < density
-    vals = np.round(rng.uniform(0.25, 2.0, shape), 2) * rng.choice([-1.0, 1.0], shape)
-    return np.where(mask, vals, 0.0)
-
 
 def random_inputs(program, density=0.4, seed=0):
     """Random dense inputs for every input tensor of ``program`` (fixed seed)."""

@@ -69,14 +69,6 @@ def unsupported(prog, trace=False) -> str | None:
     return None
 
 
-def compare(prog, inputs, mode="float", **run_kwargs) -> list:
-    """Run ``prog`` on both engines and list every difference (``[]``: bit- and cycle-exact agreement); raises
-    :class:`fuseflow.sim.differential.Unsupported` when this engine cannot run it
-    (:func:`fuseflow.sim.differential.compare`)."""
-    from .differential import compare as _compare
-    return _compare(prog, inputs, mode, **run_kwargs)
-
-
 def choose(engine: str, prog, trace=False) -> str:
     """The engine that runs ``prog``: ``"compiled"`` or ``"python"``. ``auto`` falls back with one line on a
     terminal's stderr (once per reason); ``compiled`` raises when it cannot run the program."""

@@ -25,6 +25,9 @@ import struct
 
 import numpy as np
 
+from . import compiled
+from .engine import load_program, run
+
 #: stats keys that differ by design (host timing, which engine ran)
 _UNCOMPARED_STATS = ("wall_seconds", "engine", "kernels")
 #: at most this many lines per compared field (a broken model usually differs everywhere)
@@ -45,8 +48,6 @@ def compare(prog, inputs, mode="float", **run_kwargs) -> list:
     and return every difference as a line of text; ``[]`` when the engines agree exactly.
 
     Raises :class:`Unsupported` when the compiled engine cannot run the program."""
-    from . import compiled
-    from .engine import load_program, run
     if "engine" in run_kwargs:
         raise TypeError("compare() runs both engines: do not pass engine=")
     prog = load_program(prog)

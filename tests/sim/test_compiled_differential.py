@@ -1,5 +1,5 @@
 """The compiled engine against the Python reference engine (issue "compiled simulator engine"): every output
-bit-identical, every cycle count and every counter equal (:func:`fuseflow.sim.compiled.compare`).
+bit-identical, every cycle count and every counter equal (:func:`fuseflow.sim.differential.compare`).
 
 Compared, in float and fixed mode:
 
@@ -34,6 +34,7 @@ from fuseflow.errors import DeadlockError, FuseFlowError
 from fuseflow.reports import suites
 from fuseflow.samml import kernels
 from fuseflow.sim import compiled, run
+from fuseflow.sim import differential
 from fuseflow.sim.differential import Unsupported
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="the compiled engine is not built")
@@ -54,7 +55,7 @@ RANDOM_SLOW = int(os.environ.get("FUSEFLOW_DIFF_RANDOM", "1000"))
 def _check(program, inputs, mode, **kw):
     """Both engines on one program: skip when the compiled engine cannot run it, fail on any difference."""
     try:
-        mism = compiled.compare(program, inputs, mode, **kw)
+        mism = differential.compare(program, inputs, mode, **kw)
     except Unsupported as exc:
         pytest.skip(f"compiled engine: {exc.why}")
     assert not mism, f"the engines differ ({mode}, {kw}):\n" + "\n".join(mism)
@@ -409,7 +410,7 @@ def _random_programs_agree(n, fast):
                   for t in program.inputs}
         for mode in MODES:
             try:
-                mism = compiled.compare(program, inputs, mode, fifo_depth=fifo_depth, trace=trace == 0)
+                mism = differential.compare(program, inputs, mode, fifo_depth=fifo_depth, trace=trace == 0)
             except Unsupported as exc:              # pragma: no cover - checked above
                 skipped[exc.why] += 1
                 assume(False)

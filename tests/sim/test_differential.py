@@ -9,6 +9,7 @@ import pytest
 from fuseflow.errors import DeadlockError, StreamError
 from fuseflow.samml import kernels
 from fuseflow.sim import compiled, run
+from fuseflow.sim import differential
 from fuseflow.sim.differential import Unsupported, _compare_errors, compare_results
 
 
@@ -109,11 +110,11 @@ def test_unsupported_programs_are_not_run(monkeypatch):
     monkeypatch.setattr(compiled, "BLOCKS_UNCHECKED", frozenset({"array"}))    # as if blocked arrays were not
     assert compiled.unsupported(e.program)
     with pytest.raises(Unsupported) as info:
-        compiled.compare(e.program, e.inputs)
+        differential.compare(e.program, e.inputs)
     assert info.value.why == compiled.unsupported(e.program)
 
 
 def test_engine_is_not_an_argument():
     p = kernels.build("vector_add", 4)
     with pytest.raises(TypeError):
-        compiled.compare(p, kernels.random_inputs(p, seed=0), engine="python")
+        differential.compare(p, kernels.random_inputs(p, seed=0), engine="python")

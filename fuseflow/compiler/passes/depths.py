@@ -57,6 +57,7 @@ from ...samml.lanes import lane_zero
 from ...samml.registry import op_latency
 from ...samml.widths import stream_width
 from ...tensors.fixed import FixedFormat
+from ...tensors.random_data import random_sparse
 
 __all__ = ["DEFAULT_BUDGET_BITS", "assign_depths", "deadlock_floors", "structural_depths", "profile_depths",
            "fit_budget", "fifo_bits", "channel_bits", "depth_table", "lane_mirrors", "serializer_inputs"]
@@ -193,7 +194,6 @@ def _profile_copy(program):
 def synthetic_inputs(program, seed=PROFILE_SEED) -> dict:
     """Random inputs of the declared shapes and densities (dense tensors full)."""
     import numpy as np
-    from ...samml.kernels import random_sparse
     rng = np.random.default_rng(seed)
     out = {}
     for t in program.inputs:
