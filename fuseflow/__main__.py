@@ -10,6 +10,8 @@ PARTS = {
                                               "index-notation program (.ff) to graph.json"),
     "hw": ("fuseflow.hw.__main__", "build and verify hardware"),
     "boards": ("fuseflow.boards.__main__", "FPGA board builds, synthesis reports and the UART host bridge"),
+    "datasets": ("fuseflow.datasets.__main__", "list the bundled graphs (Cora), describe a graph file (Planetoid, "
+                                               "OGB, Matrix Market, SNAP)"),
     "demo": ("fuseflow.demo", "run the bundled end-to-end example"),
 }
 

@@ -51,3 +51,8 @@ class ProgramError(FuseFlowError):
 class HardwareError(FuseFlowError):
     """Data or graphs that do not fit a hardware build (capacities, widths)."""
     default_what = "hardware"
+
+
+class DatasetError(FuseFlowError):
+    """A graph dataset file that is missing or malformed (``fuseflow.datasets``); ``what`` names the file."""
+    default_what = "dataset"

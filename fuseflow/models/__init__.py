@@ -10,6 +10,12 @@ PyTorch models (need the ``torch`` extra; imported on first use): :class:`GCN` a
 (two layers, :mod:`.gnn`), :class:`SparseAutoencoder` (three pruned layers, :mod:`.autoencoder`),
 :class:`Decoder` (GPT-3-style blocks with BigBird attention, :mod:`.decoder`); their data: :mod:`.data`.
 
+On real graphs (:mod:`fuseflow.datasets`): :func:`gcn_for` and :func:`graphsage_for` build the paper's
+configuration (two layers, hidden 16) sized for a loaded graph, with its inputs:
+
+    g = fuseflow.datasets.load("cora").subgraph(200)
+    model, inputs = gcn_for(g)                     # GCN(1433 -> 16 -> 7), (adjacency, sparse features)
+
 NumPy data for the example programs ``fuseflow/programs/{decoder,autoencoder,graphsage2}.ff``:
 :func:`example_inputs` (:mod:`.program_data`).
 """
@@ -20,7 +26,7 @@ from ..models_names import MODELS
 from .program_data import PRUNED_KEEP, example_inputs
 
 __all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example", "example_inputs",
-           "PRUNED_KEEP"]
+           "PRUNED_KEEP", "gcn_for", "graphsage_for"]
 
 _LAZY = {"GCN": "gnn", "GraphSAGE": "gnn", "SparseAutoencoder": "autoencoder", "Decoder": "decoder"}
 
@@ -58,3 +64,29 @@ def example(name: str, **sizes):
         blk = model.blocks[0]
         return model, (data.token_embeddings(blk.attn.seq, blk.attn.dim),)
     raise FuseFlowError("model", f"unknown model {name!r} (known: {', '.join(MODELS)})")
+
+
+def _gnn_for(cls, graph, hidden, classes, seed):
+    from ..errors import FuseFlowError
+    if classes is None:
+        classes = graph.num_classes or hidden
+    for what, v in (("hidden", hidden), ("classes", classes)):
+        if not isinstance(v, int) or v < 1:
+            raise FuseFlowError(what, f"must be a positive int, got {v!r}")
+    return cls(in_features=graph.num_features, hidden=hidden, classes=classes, seed=seed)
+
+
+def gcn_for(graph, hidden: int = 16, classes: int | None = None, seed: int = 0):
+    """(model, example inputs) of a two-layer :class:`GCN` for ``graph`` (a :class:`.data.Graph`, e.g. from
+    :mod:`fuseflow.datasets`): input width the graph's features, ``hidden`` units (16, the paper's and Kipf
+    and Welling's), one output per class (``classes``, default the graph's; ``hidden`` for a graph without
+    labels). Inputs: the normalised adjacency and the features as stored (sparse stays sparse)."""
+    from .gnn import GCN
+    return _gnn_for(GCN, graph, hidden, classes, seed), (graph.adjacency, graph.features)
+
+
+def graphsage_for(graph, hidden: int = 16, classes: int | None = None, seed: int = 0):
+    """(model, example inputs) of a two-layer mean-aggregation :class:`GraphSAGE` for ``graph``, sized as
+    :func:`gcn_for`. Inputs: the plain adjacency, the degrees and the features as stored."""
+    from .gnn import GraphSAGE
+    return _gnn_for(GraphSAGE, graph, hidden, classes, seed), (graph.neighbours, graph.degree, graph.features)

@@ -43,7 +43,10 @@ class GCN(nn.Module):
 
 
 class SAGELayer(nn.Module):
-    """``act(X W_self + mean_neighbours(X) W_neigh + b)``, the mean taken as ``(A @ X) / degree``."""
+    """``act(X W_self + mean_neighbours(X) W_neigh + b)``, the mean taken as ``(A @ X) / degree``.
+
+    ``x`` may be sparse (CSR): ``A @ X`` is then sparse in PyTorch, and ``to_dense`` (nothing to the
+    compiler) lets PyTorch divide it; the compiled program keeps ``X`` in its sparse format."""
 
     def __init__(self, in_features: int, out_features: int, activation: bool = True):
         super().__init__()
@@ -52,7 +55,7 @@ class SAGELayer(nn.Module):
         self.activation = activation
 
     def forward(self, adj, degree, x):
-        mean = torch.sparse.mm(adj, x) / degree
+        mean = torch.sparse.mm(adj, x).to_dense() / degree
         h = self.self_linear(x) + self.neigh_linear(mean)
         return torch.relu(h) if self.activation else h
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 ENTRIES = ("fuseflow", "fuseflow.samml", "fuseflow.sim", "fuseflow.compiler", "fuseflow.hw", "fuseflow.boards")
 PRELOAD = ["fuseflow.samml.__main__", "fuseflow.sim.__main__", "fuseflow.compiler.__main__", "fuseflow.hw.__main__",
-           "fuseflow.boards.__main__", "fuseflow.__main__", "fuseflow.reports.correlation", "fuseflow.hw.elaborate",
-           "fuseflow.boards.platforms", "fuseflow.samml.dot", "fuseflow.sim.fifo_sizing"]
+           "fuseflow.boards.__main__", "fuseflow.__main__", "fuseflow.datasets.__main__",
+           "fuseflow.reports.correlation", "fuseflow.hw.elaborate", "fuseflow.boards.platforms", "fuseflow.samml.dot",
+           "fuseflow.sim.fifo_sizing"]
 MEMORY_CAP = 3 << 30          # bytes of address space per command
 TIME_LIMIT = 60               # seconds per command (SIGALRM kills a command that runs away)
 

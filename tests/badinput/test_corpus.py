@@ -552,6 +552,40 @@ case("boards-run-manifest-binary", "fuseflow.boards", ["run", G, "--inputs", "d.
 case("boards-run-max-cycles", "fuseflow.boards", ["run", G, "--inputs", "d.npz", "--manifest", G, "--port",
                                                   "/dev/null", "--max-cycles", "0"], None, "--max-cycles")
 
+# graph datasets (fuseflow datasets info): missing, malformed and hostile files
+class _RemovesAFile:
+    def __reduce__(self):
+        return (os.remove, ("afile",))
+
+
+def planetoid(graph_obj):
+    """One file of a tiny Planetoid set ``ind.t.*``; the graph part is ``graph_obj``."""
+    import pickle
+    x = sp.csr_matrix(np.eye(2, dtype=np.float32))
+    lab = np.eye(2)
+    parts = dict(x=x[:1], y=lab[:1], tx=x[1:], ty=lab[1:], allx=x[:1], ally=lab[:1], graph=graph_obj)
+    return {f"ind.t.{k}": (lambda base, v=v: pickle.dumps(v, protocol=2)) for k, v in parts.items()} | {
+        "ind.t.test.index": text("1\n")}
+
+
+DI = ["datasets", "info"]
+case("datasets-unknown", "fuseflow", DI + ["nope"], None, "nope", "neither a bundled dataset")
+case("datasets-snap-missing", "fuseflow", DI + ["--snap", "none.txt"], None, "none.txt", "missing")
+case("datasets-snap-malformed", "fuseflow", DI + ["--snap", "e.txt"], {"e.txt": text("1 2\n3 x\n")}, "e.txt",
+     "malformed edge list")
+case("datasets-snap-binary", "fuseflow", DI + ["e.txt"], {"e.txt": text(bytes(range(256)))}, "e.txt")
+case("datasets-snap-not-gzip", "fuseflow", DI + ["e.txt.gz"], {"e.txt.gz": text("0 1\n")}, "e.txt.gz", "gzip")
+case("datasets-mtx-not-square", "fuseflow", DI + ["--mtx", "B.mtx"], None, "B.mtx", "square")
+case("datasets-mtx-garbage", "fuseflow", DI + ["--mtx", "afile"], None, "afile", "Matrix Market")
+case("datasets-npz-not-a-graph", "fuseflow", DI + ["d.npz"], None, "d.npz", "adj_indptr")
+case("datasets-ogb-no-raw", "fuseflow", DI + ["--ogb", "adir"], None, "adir", "no raw/ directory")
+case("datasets-planetoid-missing", "fuseflow", DI + ["--planetoid", ".", "cora"], None, "ind.cora.x", "missing")
+case("datasets-planetoid-graph-list", "fuseflow", DI + ["--planetoid", ".", "t"], planetoid([[1], [0]]),
+     "ind.t.graph", "dict of neighbour lists")
+case("datasets-planetoid-hostile-pickle", "fuseflow", DI + ["--planetoid", ".", "t"], planetoid(_RemovesAFile()),
+     "ind.t.graph", "refuses to load")
+case("datasets-subgraph-0", "fuseflow", DI + ["cora", "--subgraph", "0"], None, "--subgraph")
+
 # the console entry point
 case("console-none", "fuseflow", [], None, "arguments")
 case("console-unknown-part", "fuseflow", ["simulate"], None, "unknown part")
