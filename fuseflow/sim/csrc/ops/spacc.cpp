@@ -298,9 +298,14 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
             banks->pop(t);
             for (Out* o : ochans) o->push1(TOK_D, t);
             log.push_back(t);
-            std::set<i64> a(sh->acc_log.begin(), sh->acc_log.end()), both;
-            for (i64 x : log)
-                if (a.count(x)) both.insert(x);
+            // len(set(acc_log) & set(log)): the distinct cycles in which both sides fired
+            std::vector<i64>& a = sh->acc_log;
+            std::sort(a.begin(), a.end());
+            a.erase(std::unique(a.begin(), a.end()), a.end());
+            std::sort(log.begin(), log.end());
+            log.erase(std::unique(log.begin(), log.end()), log.end());
+            std::vector<i64> both;
+            std::set_intersection(a.begin(), a.end(), log.begin(), log.end(), std::back_inserter(both));
             st.busy += 1 - (i64)both.size();
             st.clock = t;
             co_return;
