@@ -29,7 +29,42 @@ struct PrefixLess {
     }
 };
 
-using Row = std::map<Tok, Tok, TokLess>;                     // {j: value}
+// map nodes from a free list: a bank's rows are built and freed once per group, so reusing their nodes saves a
+// malloc and a free per accumulated entry
+template <class T>
+struct NodePool {
+    using value_type = T;
+    NodePool() = default;
+    template <class U>
+    NodePool(const NodePool<U>&) {}
+    static void*& free_list() {
+        static thread_local void* head = nullptr;
+        return head;
+    }
+    T* allocate(size_t n) {
+        void*& head = free_list();
+        if (n == 1 && head) {
+            void* p = head;
+            head = *static_cast<void**>(p);
+            return static_cast<T*>(p);
+        }
+        return static_cast<T*>(::operator new(n * (sizeof(T) < sizeof(void*) ? sizeof(void*) : sizeof(T))));
+    }
+    void deallocate(T* p, size_t n) {
+        if (n != 1) {
+            ::operator delete(p);
+            return;
+        }
+        *reinterpret_cast<void**>(p) = free_list();
+        free_list() = p;
+    }
+    template <class U>
+    bool operator==(const NodePool<U>&) const { return true; }
+    template <class U>
+    bool operator!=(const NodePool<U>&) const { return false; }
+};
+
+using Row = std::map<Tok, Tok, TokLess, NodePool<std::pair<const Tok, Tok>>>;   // {j: value}
 using Acc = std::map<std::vector<Tok>, Row, PrefixLess>;     // {prefix tuple: row} (order 1: the prefix ())
 
 struct Bank {
