@@ -45,6 +45,17 @@ class Simulation:
         return (f"{self.cycles} cycles, {s['tokens']} tokens, {s['alu_ops']} ALU ops, "
                 f"{s['mem_read_bytes']} B read, {s['mem_write_bytes']} B written ({self.mode} mode)")
 
+    def __repr__(self) -> str:
+        # short: the outputs and counters are attributes (printing them all buried the answer)
+        return f"<Simulation: {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        s = self.stats
+        rows = "".join(f"<tr><td>{k['name']}</td><td>{k['cycles']:,}</td><td>{k['tokens']:,}</td>"
+                       f"<td>{k['alu_ops']:,}</td></tr>" for k in s.get("kernels", []))
+        return (f"<b>Simulation</b> ({self.mode} mode, {s.get('engine', '?')} engine): {self.cycles:,} cycles"
+                f"<table><tr><th>kernel</th><th>cycles</th><th>tokens</th><th>ALU ops</th></tr>{rows}</table>")
+
 
 @dataclass
 class Check:
@@ -65,6 +76,16 @@ class Check:
         verdict = "matches PyTorch" if self.ok else "MISMATCH"
         return (f"{verdict} ({self.mode} mode): max abs error {self.max_abs_error:.3g}, max rel error "
                 f"{self.max_rel_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
+
+    def __repr__(self) -> str:
+        cycles = f", {self.simulation.cycles} cycles" if self.simulation is not None else ""
+        problems = f", {len(self.problems)} problem(s)" if self.problems else ""
+        return f"<Check ok={self.ok}: {self.summary()}{cycles}{problems}>"
+
+    def _repr_html_(self) -> str:
+        sim = self.simulation._repr_html_() if self.simulation is not None else ""
+        items = "".join(f"<li>{p}</li>" for p in self.problems[:20])
+        return f"<b>Check</b>: {self.summary()}<ul>{items}</ul>{sim}"
 
 
 def tolerance(mode, fixed=None):

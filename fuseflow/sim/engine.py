@@ -367,6 +367,9 @@ class SimResult:
         return (f"{self.cycles} cycles, {s['tokens']} tokens, {s['alu_ops']} ALU ops, "
                 f"{s['mem_read_bytes']} B read, {s['mem_write_bytes']} B written")
 
+    def __repr__(self):
+        return f"<SimResult: {self.summary()}, outputs {', '.join(self.outputs)}>"
+
 
 def load_program(graph_or_program):
     if isinstance(graph_or_program, Program):

@@ -81,3 +81,15 @@ def test_fuse_auto_and_an_impossible_budget(tmp_path):
     bad = run("gcn", "--fuse", "auto", "--max-nodes", "5", "-o", str(tmp_path / "bad"))
     assert bad.returncode == 2 and bad.stderr.startswith("error: budget: impossible"), bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "bad")
+
+
+def test_check_and_simulation_print_short():
+    """print(m.check()) shows the verdict and cycles in one line (it used to print every tensor)."""
+    import torch
+    import fuseflow
+    lin = torch.nn.Linear(4, 3)
+    m = fuseflow.compile(lin, (torch.randn(5, 4),), mode="float")
+    c = m.check()
+    assert repr(c).startswith("<Check ok=True: matches PyTorch") and "cycles" in repr(c) and "\n" not in repr(c)
+    assert len(repr(c)) < 300 and len(repr(c.simulation)) < 300
+    assert "<table>" in c._repr_html_()

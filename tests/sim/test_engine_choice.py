@@ -88,3 +88,11 @@ def test_cli_names_the_engine(eng, tmp_path, capsys):
     save_npz(tmp_path / "d.npz", ins)
     assert sim_main(["run", str(graph), "--inputs", str(tmp_path / "d.npz"), "--engine", eng, "--check"]) == 0
     assert f"{eng} engine" in capsys.readouterr().out
+
+
+def test_results_print_short():
+    """repr of a simulation result is one short line, not every tensor and counter."""
+    p, ins = _spmv()
+    res = run(p, ins)
+    text = repr(res)
+    assert text.startswith("<SimResult: ") and "cycles" in text and "\n" not in text and len(text) < 300
