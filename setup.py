@@ -16,7 +16,7 @@ engine = Pybind11Extension(
     sources,
     depends=sorted(glob("fuseflow/sim/csrc/*.hpp")),
     cxx_std=20,
-    extra_compile_args=["-O3", "-fvisibility=hidden"],
+    extra_compile_args=["-O3", "-fvisibility=hidden", "-ffp-contract=off"],
     optional=True,
 )
 

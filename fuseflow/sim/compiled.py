@@ -187,10 +187,98 @@ def fixed_tables(fmt) -> dict:
     }
 
 
+#: float mode: the functions computed in C++ on NumPy's/SciPy's own float64 inner loop, and the loop each needs
+LOOP_FUNCTIONS = {"exp": "exp", "sigmoid": "exp", "tanh": "tanh", "log": "log", "gelu": "erf"}
+
+#: a few hundred probe values per loop: edges, every binade's neighbourhood, ranges where the routines switch
+#: paths (exp's overflow/underflow, tanh's saturation, erf's intervals), random bit patterns
+def _probes():
+    rng = np.random.default_rng(20240611)
+    edges = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+             -1.7976931348623157e308, 709.782712893384, 709.7827128933841, -745.1332191019412, -708.3964185322641,
+             19.06154746539849, -19.06154746539849, 1e-8, 1.0, -1.0, 0.5, 2.0, 1 - 2 ** -53, 1 + 2 ** -52]
+    return np.concatenate([edges, rng.integers(0, 1 << 64, 96, dtype=np.uint64).view(np.float64),
+                           rng.uniform(-750, 750, 64), rng.uniform(-25, 25, 64), rng.uniform(-1, 1, 32),
+                           rng.uniform(0, 3, 32), 2.0 ** np.arange(-1074, 1024, 16, dtype=np.float64),
+                           np.arange(-7, 7, 0.0625)])
+
+
+def _ufunc_loop(uf):
+    """``(loop, data)``: the addresses of ufunc ``uf``'s float64 ``d->d`` inner loop and its data, read from the
+    PyUFuncObject (numpy/ufuncobject.h, public ABI), or None when anything about the object is not as expected."""
+    import ctypes
+    if sys.implementation.name != "cpython" or ctypes.sizeof(ctypes.c_void_p) != 8 or not isinstance(uf, np.ufunc):
+        return None
+    try:
+        i = list(uf.types).index("d->d")
+        a, h = id(uf), object.__basicsize__                      # after PyObject_HEAD: int nin, nout, nargs, identity
+        nin, nout, nargs = (ctypes.c_int.from_address(a + h + 4 * k).value for k in range(3))
+        functions = ctypes.c_void_p.from_address(a + h + 16).value
+        data = ctypes.c_void_p.from_address(a + h + 24).value
+        ntypes = ctypes.c_int.from_address(a + h + 32).value
+        name = ctypes.c_void_p.from_address(a + h + 40).value
+        types = ctypes.c_void_p.from_address(a + h + 48).value
+        if (nin, nout, nargs, ntypes) != (uf.nin, uf.nout, 2, uf.ntypes) or (nin, nout) != (1, 1):
+            return None
+        if not (functions and name and types) or ctypes.string_at(name).decode() != uf.__name__:
+            return None
+        d = np.dtype(np.float64).num
+        if tuple(ctypes.string_at(types + 2 * i, 2)) != (d, d):
+            return None
+        fn = ctypes.c_void_p.from_address(functions + 8 * i).value
+        arg = ctypes.c_void_p.from_address(data + 8 * i).value if data else None
+        return (fn, arg or 0) if fn else None
+    except Exception:                                            # pragma: no cover - an unexpected ufunc object
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def float_loops() -> dict:
+    """``{"exp"|"log"|"tanh"|"erf": (loop, data)}``: NumPy's/SciPy's float64 inner loops that the compiled
+    engine calls for the float-mode functions of LOOP_FUNCTIONS (csrc/functions.cpp), once per process: each
+    read from its ufunc object, then checked on the probe values through the engine against the Python
+    engine's own functions, bit for bit; a loop that cannot be read or differs on any probe is left out (its
+    functions call back into Python). Empty when FUSEFLOW_NO_NATIVE_FLOAT is set."""
+    if _engine is None or os.environ.get("FUSEFLOW_NO_NATIVE_FLOAT"):
+        return {}
+    try:
+        from scipy.special import erf
+    except ImportError:                                          # pragma: no cover - scipy is a dependency
+        erf = None
+    found = {n: _ufunc_loop(uf) for n, uf in (("exp", np.exp), ("log", np.log), ("tanh", np.tanh), ("erf", erf))
+             if uf is not None}
+    found = {n: v for n, v in found.items() if v is not None}
+    return {n: addr for n, addr in found.items() if loop_passes(n, addr)}
+
+
+def loop_passes(loop: str, addr) -> bool:
+    """Whether the compiled functions on float loop ``loop`` at ``addr = (loop, data)`` give the Python engine's
+    results, bit for bit, on the probe values."""
+    xs = _probes()
+    cenv = {"mode": "float", "width": 32, "frac": 16, "unary": {}, "loops": {loop: addr}}
+    for name in (n for n, need in LOOP_FUNCTIONS.items() if need == loop):
+        ref = _fixed.FLOAT_UNARY_OPS[name]
+        want = np.array([ref(float(v)) for v in xs], dtype=np.float64)
+        try:
+            got = _engine.unary(name, cenv, xs)
+        except Exception:                                        # pragma: no cover
+            return False
+        if not np.array_equal(got.view(np.int64), want.view(np.int64)):
+            return False
+    return True
+
+
 def native_unary(mode: str) -> frozenset:
     """The unary alu ops the compiled engine computes in C++ in number mode ``mode``; the others call back
-    into the Python function per value (csrc/functions.cpp says why each one is or is not native)."""
-    return frozenset(_engine.native_unary(mode)) if _engine is not None else frozenset()
+    into the Python function per value (csrc/functions.cpp says why each one is or is not native). In float
+    mode exp, sigmoid, tanh, log and gelu are native when their NumPy/SciPy loop passed :func:`float_loops`."""
+    if _engine is None:
+        return frozenset()
+    names = set(_engine.native_unary(mode))
+    if mode == "float":
+        loops = float_loops()
+        names |= {n for n, need in LOOP_FUNCTIONS.items() if need in loops}
+    return frozenset(names)
 
 
 def bind_env(env) -> dict:
@@ -202,6 +290,8 @@ def bind_env(env) -> dict:
             "unary": {n: f for n, f in env.unary.items() if n not in native}}
     if env.mode == "fixed":
         cenv["tables"] = fixed_tables(env.fixed)
+    else:
+        cenv["loops"] = float_loops()
     if getattr(env, "blocks", False):
         # block arithmetic C++ does not do bit-identically itself: the Python Env's vectorised ops
         cenv.update(blocks=True, matmul=env.matmul, rows=dict(env.row_reduce),

@@ -1,12 +1,15 @@
 """The compiled engine's unary alu functions against the Python engine's, bit for bit.
 
 Fixed mode: every function is native in C++ (csrc/functions.cpp, the tables bound by compiled.fixed_tables);
-float mode: sqrt, rsqrt, abs and square are native and the others call back into Python (functions.cpp says
-why). ``_engine.unary`` applies the compiled Env's op (bound by compiled.bind_env, as run_kernel binds it) to a
+float mode: sqrt, rsqrt, abs and square are native, and exp, sigmoid, tanh, log and gelu too when
+compiled.float_loops bound NumPy's/SciPy's own float64 loops (functions.cpp says why; otherwise they call back
+into Python). benchmarks/float_loops_check.py runs the float comparison on 10 million values per function. ``_engine.unary`` applies the compiled Env's op (bound by compiled.bind_env, as run_kernel binds it) to a
 whole array; the reference is the Python engine's Env.unary, one value at a time.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.skipif(not compiled.available(), reason="the compiled e
 FUNCTIONS = tuple(n for n in UNARY_ALU_OPS if n not in ("neg", "relu"))
 FORMATS = [FixedFormat(32, 16), FixedFormat(16, 8), FixedFormat(24, 12)]
 NATIVE_FLOAT = {"neg", "relu", "sqrt", "rsqrt", "abs", "square"}
+LOOPS = {"exp", "log", "tanh", "erf"}
 
 
 def _engine():
@@ -112,11 +116,38 @@ def test_float_functions_bit_identical():
         few = xs[:: max(1, xs.size // 20_000)]
         want = np.array([ref(float(v)) for v in few])
         assert np.array_equal(_bits(got[:: max(1, xs.size // 20_000)]), _bits(want)), name
-        if native:                                         # all of them: the vectorised routine (= the scalar one)
-            with np.errstate(all="ignore"):
+        if native:                                         # all of them: the vectorised routine (= the scalar one,
+            with np.errstate(all="ignore"):                # but for NaN payloads through gelu: rechecked on ref)
                 want_all = FLOAT_UNARY_ARRAY_OPS[name](xs)
             bad = np.flatnonzero(_bits(got) != _bits(want_all))
+            assert np.isnan(xs[bad]).all(), f"{name}: {bad.size} differ, e.g. x={xs[bad[0]]!r}"
+            bad = bad[_bits(got[bad]) != _bits(np.array([ref(float(v)) for v in xs[bad]]))]
             assert bad.size == 0, f"{name}: {bad.size} differ, e.g. x={xs[bad[0]]!r}"
+
+
+def test_float_loops_bound():
+    """On CPython every loop is read from its ufunc and passes the probe check (the functions are native)."""
+    if os.environ.get("FUSEFLOW_NO_NATIVE_FLOAT"):
+        assert compiled.float_loops() == {}
+        return
+    assert set(compiled.float_loops()) == LOOPS
+    assert compiled.native_unary("float") == NATIVE_FLOAT | set(compiled.LOOP_FUNCTIONS)
+    assert set(compiled.bind_env(Env("float"))["loops"]) == LOOPS
+
+
+def test_float_loop_check_rejects_a_wrong_loop():
+    """The probe check (compiled.loop_passes) turns down a loop that is not the reference's: exp's loop as log,
+    float32 exp as float64 exp."""
+    loops = compiled.float_loops()
+    if "exp" not in loops:
+        pytest.skip("no float loops bound")
+    assert compiled.loop_passes("exp", loops["exp"])
+    assert not compiled.loop_passes("log", loops["exp"])
+    assert not compiled.loop_passes("tanh", loops["exp"])
+    ufunc_f = compiled._ufunc_loop(np.exp)
+    assert ufunc_f == loops["exp"]
+    assert compiled._ufunc_loop(np.add) is None            # two inputs: not a d->d loop
+    assert compiled._ufunc_loop(len) is None
 
 
 @pytest.mark.parametrize("mode", ["fixed", "float"])
@@ -143,7 +174,8 @@ def test_alu_functions_on_both_engines(mode):
 
 def test_native_functions_do_not_call_python():
     assert compiled.native_unary("fixed") == set(UNARY_ALU_OPS)
-    assert compiled.native_unary("float") == NATIVE_FLOAT
+    assert compiled.native_unary("float") == NATIVE_FLOAT | {
+        n for n, loop in compiled.LOOP_FUNCTIONS.items() if loop in compiled.float_loops()}
     for mode in ("fixed", "float"):
         cenv = compiled.bind_env(Env(mode))
         assert set(cenv["unary"]) == set(UNARY_ALU_OPS) - compiled.native_unary(mode), mode
@@ -164,6 +196,13 @@ def test_native_functions_do_not_call_python():
             else:
                 with pytest.raises(RuntimeError, match=f"python called for {name}"):
                     _engine().unary(name, cenv, xs[mode])
+    # float mode without the loops: exp, sigmoid, tanh, log and gelu fall back to the callbacks
+    cenv = compiled.bind_env(Env("float"))
+    cenv["loops"] = {}
+    cenv["unary"] = {n: boom(n) for n in compiled.LOOP_FUNCTIONS}
+    for name in compiled.LOOP_FUNCTIONS:
+        with pytest.raises(RuntimeError, match=f"python called for {name}"):
+            _engine().unary(name, cenv, xs["float"])
     # fixed mode without its tables: the functions fall back to the callbacks
     cenv = compiled.bind_env(Env("fixed"))
     del cenv["tables"]

@@ -334,12 +334,34 @@ struct FixedFns {
     int log2e_bits = 0, exp_guard = 0, fn_guard = 0, range_log2 = 0, ln2_bits = 0;
 };
 
+// Float mode: NumPy's and SciPy's own compiled inner loops for float64 exp, log, tanh and scipy.special.erf
+// (the `d->d` entry of each ufunc's loop table, which NumPy filled with the routine it dispatched to for this
+// CPU), called in C++ on one value. compiled.float_loops reads them from the ufunc objects, checks them
+// against the Python functions on probe values, and binds the ones that pass (functions.cpp).
+using UfuncLoop = void (*)(char** args, const std::intptr_t* dims, const std::intptr_t* steps, void* data);
+struct FloatLoop {
+    UfuncLoop fn = nullptr;
+    void* data = nullptr;
+    explicit operator bool() const { return fn != nullptr; }
+    double operator()(double x) const {
+        double out;
+        char* args[2] = {(char*)&x, (char*)&out};
+        std::intptr_t n = 1, steps[2] = {(std::intptr_t)sizeof(double), (std::intptr_t)sizeof(double)};
+        fn(args, &n, steps, data);
+        return out;
+    }
+};
+struct FloatLoops {
+    FloatLoop exp, log, tanh, erf;
+};
+
 struct Env {
     bool fixed = false;
     int width = 32, frac = 16;
     i64 lo = 0, hi = 0, half = 0;
     Tok zero;
     FixedFns fns;              // fixed mode: what the native functions read
+    FloatLoops loops;          // float mode: NumPy's/SciPy's loops that passed compiled.float_loops' check
     // unary functions without a native version call back into Python (bit-identical by construction)
     std::unordered_map<std::string, UnaryFn> unary_cb;
     // blocks (Env(blocks=True)): binary and unary ops also take block tokens; what C++ does not compute

@@ -7,14 +7,16 @@
 // tables and constants are not typed here: compiled.fixed_tables computes them with the Python functions and
 // module.cpp binds them into Env::fns. Operands are raw values of the format (as in fixed.py).
 //
-// Float mode: only the functions that are bit-identical to NumPy's on every input are native: sqrt, rsqrt
-// (1.0 / sqrt(x)), abs and square (x * x), each one IEEE-754 correctly rounded operation (or two), the same
-// on any machine. The others stay Python callbacks, because the reference calls NumPy/SciPy routines that
-// differ from the C library in the last bit (checked over 6.76 million random and edge-case inputs,
-// NumPy 2.4.6 / SciPy 1.17.1 on x86-64 with AVX-512, glibc 2.36): exp (NumPy's own SIMD exp: 158,179
-// mismatches against std::exp), sigmoid (1 / (1 + np.exp(-x)): 61,557), tanh (NumPy's SIMD tanh: 802,858),
-// log (NumPy's SIMD log: 2,996) and gelu (scipy.special.erf, Cephes: 276,118 against std::erf). NumPy also
-// picks its SIMD routine by CPU at run time, so no one C++ version could match it on every machine.
+// Float mode: sqrt, rsqrt (1.0 / sqrt(x)), abs and square (x * x) are native everywhere: each one IEEE-754
+// correctly rounded operation (or two), the same on any machine. exp, sigmoid, tanh, log and gelu are not
+// libm's: the reference calls NumPy/SciPy routines that differ from the C library in the last bit (checked
+// over 6.76 million inputs, NumPy 2.4.6 / SciPy 1.17.1 on x86-64 with AVX-512, glibc 2.36: std::exp 158,179
+// mismatches, sigmoid 61,557, std::tanh 802,858, std::log 2,996, gelu with std::erf 276,118), and NumPy picks
+// its routine by CPU at run time (here: Intel SVML's __svml_exp8_ha / __svml_log8_ha for exp and log, and
+// its own Highway port of SVML's tanh for tanh, all AVX-512; AVX2/FMA3 and libm paths elsewhere). So these
+// call the very routine the reference runs: the float64 inner loop of np.exp / np.log / np.tanh /
+// scipy.special.erf (Env::loops, bound by compiled.float_loops after a probe check), on one value, with the
+// reference's arithmetic around it. Without a bound loop they stay Python callbacks.
 #include <cmath>
 
 #include "engine.hpp"
@@ -171,6 +173,46 @@ double f_square(double x) { return x * x; }
 
 using FloatFn = double (*)(double);
 
+// fixed.fexp: above ln(max float64) the result is inf; else np.exp
+constexpr double EXP_OVERFLOW = 709.782712893384;
+// fixedfn._gelu_array's math.sqrt(2.0) (correctly rounded)
+constexpr double SQRT2 = 1.4142135623730951;
+
+// The float functions on NumPy's/SciPy's loops (FLOAT_FUNCTION_ARRAYS: x is one float64): an empty function
+// when the loop they need is not bound
+UnaryFn loop_unary(const Env& env, const std::string& name) {
+    const FloatLoops& L = env.loops;
+    if (name == "exp" && L.exp) {
+        FloatLoop f = L.exp;
+        return [f](const Tok& a) {
+            double x = a.num();
+            return Tok::Flt(x > EXP_OVERFLOW ? INFINITY : f(x));
+        };
+    }
+    if (name == "sigmoid" && L.exp) {      // 1.0 / (1.0 + np.exp(-x))
+        FloatLoop f = L.exp;
+        return [f](const Tok& a) { return Tok::Flt(1.0 / (1.0 + f(-a.num()))); };
+    }
+    if (name == "tanh" && L.tanh) {
+        FloatLoop f = L.tanh;
+        return [f](const Tok& a) { return Tok::Flt(f(a.num())); };
+    }
+    if (name == "log" && L.log) {
+        FloatLoop f = L.log;
+        return [f](const Tok& a) { return Tok::Flt(f(a.num())); };
+    }
+    if (name == "gelu" && L.erf) {         // 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+        FloatLoop f = L.erf;
+        return [f](const Tok& a) {
+            double x = a.num();
+            double h = 0.5 * x;
+            double e = 1.0 + f(x / SQRT2);
+            return Tok::Flt(h * e);
+        };
+    }
+    return {};
+}
+
 struct FloatEntry {
     const char* name;
     FloatFn fn;
@@ -195,7 +237,7 @@ UnaryFn native_unary(const Env& env, const std::string& name) {
             FloatFn fn = f.fn;
             return [fn](const Tok& a) { return Tok::Flt(fn(a.num())); };
         }
-    return {};
+    return loop_unary(env, name);
 }
 
 const std::vector<std::string>& native_unary_names(bool fixed) {

@@ -196,7 +196,8 @@ void bind_table(py::dict tables, const char* name, FnTable& out) {
         throw SimError("GraphError", "env", std::string("the fixed-point table '") + name + "' does not have 2**k + 1 entries");
 }
 
-// env: {"mode", "width", "frac", "unary": {name: callable}, "tables": compiled.fixed_tables(fmt) (fixed mode)}
+// env: {"mode", "width", "frac", "unary": {name: callable}, "tables": compiled.fixed_tables(fmt) (fixed mode),
+// "loops": {"exp"|"log"|"tanh"|"erf": (loop address, data address)} (float mode: compiled.float_loops, checked)}
 // and, for blocks (given an arena: a run's), "blocks": True, "unary_block": {name: callable}, "rows": {op: callable},
 // "matmul": callable (the Python Env's vectorised ops on Blocks).
 // The callables are the Python functions of the names that have no native version (functions.cpp).
@@ -223,6 +224,17 @@ void bind_env(Env& env, py::dict env_in, BlockArena* arena) {
         F.ln2_q = t["ln2_q"].cast<i64>();
         F.ln2_bits = t["ln2_bits"].cast<int>();
         F.bound = true;
+    }
+    if (!env.fixed && env_in.contains("loops") && !env_in["loops"].is_none()) {
+        for (auto kv : env_in["loops"].cast<py::dict>()) {
+            std::string n = kv.first.cast<std::string>();
+            auto fd = kv.second.cast<std::pair<std::uintptr_t, std::uintptr_t>>();
+            FloatLoop* l = n == "exp" ? &env.loops.exp : n == "log" ? &env.loops.log : n == "tanh" ? &env.loops.tanh
+                         : n == "erf" ? &env.loops.erf : nullptr;
+            if (!l || !fd.first) throw SimError("GraphError", "env", "unknown float loop '" + n + "'");
+            l->fn = reinterpret_cast<UfuncLoop>(fd.first);
+            l->data = reinterpret_cast<void*>(fd.second);
+        }
     }
     if (arena) {
         arena->fixed = env.fixed;
