@@ -1,8 +1,10 @@
 """FuseFlow-HW: fusion-centric compilation of sparse ML programs to SAMML dataflow graphs,
 a cycle-level reference simulator, and Amaranth hardware for the same graphs.
 
-``fuseflow.compile(model, example_inputs)`` takes a PyTorch model (the ``torch`` extra) and returns one
-model object with simulate / check / build / rtl_sim / report / save (see :mod:`fuseflow.model`).
+``fuseflow.compile(model, example_inputs)`` takes a PyTorch model (the ``torch`` extra), and
+``fuseflow.compile("prog.ff")`` a ``.ff`` program (a path, its text, or a parsed ``EinsumProgram``; shapes and
+formats are declared, so no example inputs are needed); both return one model object with simulate / check /
+build / rtl_sim / report / save (see :mod:`fuseflow.model`).
 """
 
 __version__ = "0.1.0"
@@ -19,9 +21,11 @@ def _take_signals_when_run_as_a_command():
 _take_signals_when_run_as_a_command()
 
 
-def compile(model, example_inputs, fuse="regions", order=None, mode="fixed", formats=None, name=None,
+def compile(model, example_inputs=None, fuse="regions", order=None, mode="fixed", formats=None, name=None,
             max_nodes=None, max_kernels=None, memory="hbm2", parallel=None, max_lanes=None):
-    """Trace and compile a PyTorch model (``fuse="auto"``: the autoscheduler): see :func:`fuseflow.model.compile`."""
+    """Trace and compile a PyTorch model, or compile a ``.ff`` program (a path, source text or an
+    ``EinsumProgram``; ``example_inputs`` optional) (``fuse="auto"``: the autoscheduler): see
+    :func:`fuseflow.model.compile`."""
     from .model import compile as _compile
     return _compile(model, example_inputs, fuse=fuse, order=order, mode=mode, formats=formats, name=name,
                     max_nodes=max_nodes, max_kernels=max_kernels, memory=memory, parallel=parallel,

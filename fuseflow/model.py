@@ -11,11 +11,20 @@
     m = fuseflow.compile(model, example_inputs, fuse="auto")   # the autoscheduler picks fusion and orders
     m.schedule                       # what it chose (per-region fusion groups, orders, simulated cycles)
 
+A ``.ff`` program (a path, its text, or a parsed :class:`~fuseflow.compiler.EinsumProgram`) gives the same
+object; its shapes and formats are declared, so the example inputs are optional (default: deterministic data,
+:func:`fuseflow.models.program_inputs`), inputs are {tensor name: array or SciPy matrix}, outputs {name: array},
+and :meth:`~CompiledModel.check` compares with the NumPy evaluation of the program's Einsum expression:
+
+    m = fuseflow.compile("fuseflow/programs/gcn2.ff")
+    m.simulate().outputs["H2"]; m.check(); m.build("build/"); m.rtl_sim(); print(m.report())
+
 The command line (``fuseflow compile model.py:Class ...``) calls exactly these methods.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -68,12 +77,13 @@ class Check:
     max_rel_error: float
     problems: list = field(default_factory=list)
     simulation: Simulation = None
+    against: str = "PyTorch"         # what the reference is: the PyTorch model, or NumPy (a .ff program)
 
     def __bool__(self):
         return self.ok
 
     def summary(self) -> str:
-        verdict = "matches PyTorch" if self.ok else "MISMATCH"
+        verdict = f"matches {self.against}" if self.ok else "MISMATCH"
         return (f"{verdict} ({self.mode} mode): max abs error {self.max_abs_error:.3g}, max rel error "
                 f"{self.max_rel_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
 
@@ -97,17 +107,20 @@ def tolerance(mode, fixed=None):
 
 
 class CompiledModel:
-    """A PyTorch model compiled to a SAMML program, with its data bindings.
+    """A PyTorch model or a ``.ff`` program compiled to a SAMML program, with its data bindings.
 
     Attributes: ``program`` (the :class:`~fuseflow.samml.Program`, i.e. graph.json), ``einsum`` (the
-    :class:`~fuseflow.compiler.EinsumProgram` the front end produced), ``ff_text`` (the same as ``.ff``
-    text), ``result`` (the compiler's :class:`~fuseflow.compiler.CompileResult`, ``None`` after
-    :func:`load`), ``compile_seconds``.
+    :class:`~fuseflow.compiler.EinsumProgram` the front end produced, or the one parsed), ``ff_text`` (the same as
+    ``.ff`` text), ``result`` (the compiler's :class:`~fuseflow.compiler.CompileResult`, ``None`` after
+    :func:`load`), ``compile_seconds``, ``source`` (``"pytorch"`` or ``"ff"``). For a ``.ff`` program ``inputs``
+    and ``outputs`` are the program's input and output tensors (``.name``, ``.shape``), inputs and outputs are
+    dicts keyed by tensor name, and the reference is NumPy (:func:`fuseflow.sim.check.golden`).
     """
 
     def __init__(self, *, name, program, ff_text, inputs, outputs, output_structure, constants, mode, fuse,
                  order, torch_model=None, example_inputs=None, einsum=None, result=None, compile_seconds=0.0,
-                 statements=(), schedule=None, candidates=()):
+                 statements=(), schedule=None, candidates=(), source="pytorch"):
+        self.source = source
         self.name = name
         self.program = program
         self.ff_text = ff_text
@@ -134,11 +147,17 @@ class CompiledModel:
             if self.example_inputs is None:
                 raise FuseFlowError("inputs", "give the inputs (this model was loaded without example inputs)")
             inputs = self.example_inputs
+        if self.source == "ff":
+            return bind_named(self.inputs, self.constants, inputs)
         if not isinstance(inputs, (tuple, list)):
             inputs = (inputs,)
         return bind_inputs(self.inputs, self.constants, inputs)
 
     def _outputs(self, res, as_torch=True):
+        if self.source == "ff":
+            arrays = [np.asarray(res.outputs[t.name], dtype=np.float64).reshape(tuple(t.shape))
+                      for t in self.outputs]
+            return {t.name: a for t, a in zip(self.outputs, arrays)}, arrays
         arrays = []
         for b in self.outputs:
             dense = np.asarray(res.outputs[b.name], dtype=np.float64)
@@ -158,7 +177,8 @@ class CompiledModel:
     # ---- the user's calls ------------------------------------------------------------------------------
     def simulate(self, inputs=None, mode: str | None = None, fifo_depth: int | None = None,
                  engine: str = "auto") -> Simulation:
-        """Run the simulator; outputs come back shaped like the PyTorch model's. ``engine``: ``"auto"`` (the
+        """Run the simulator; outputs come back shaped like the PyTorch model's (a ``.ff`` program: {output tensor
+        name: NumPy array}; ``inputs`` {tensor name: array or SciPy matrix}). ``engine``: ``"auto"`` (the
         compiled engine when it is built), ``"compiled"`` or ``"python"`` (the reference); results are identical."""
         from .sim import run
         mode = mode or self.mode
@@ -169,7 +189,12 @@ class CompiledModel:
         return sim
 
     def reference(self, inputs=None):
-        """The PyTorch model's own outputs in float64 (a double-precision copy of the model)."""
+        """The PyTorch model's own outputs in float64 (a double-precision copy of the model); for a ``.ff``
+        program the dense NumPy evaluation of its Einsum expression, {output tensor name: array}."""
+        if self.source == "ff":
+            from .sim.check import golden
+            gold = golden(self.program, self._inputs(inputs))
+            return {t.name: np.asarray(_dense(gold[t.name]), dtype=np.float64) for t in self.outputs}
         if self.torch_model is None:
             raise FuseFlowError("check", "no PyTorch model attached (fuseflow.load(path, model) attaches one)")
         import torch
@@ -186,10 +211,14 @@ class CompiledModel:
         return [_to_numpy(o) for o in outs]
 
     def check(self, inputs=None, mode: str | None = None, engine: str = "auto") -> Check:
-        """Simulate and compare with the PyTorch model (float mode: rtol 1e-6; fixed: docs/numbers.md)."""
+        """Simulate and compare with the PyTorch model, or for a ``.ff`` program with NumPy (float mode: rtol 1e-6;
+        fixed: docs/numbers.md)."""
         from .sim.engine import Env
         mode = mode or self.mode
         want = self.reference(inputs)
+        against = "NumPy" if self.source == "ff" else "PyTorch"
+        if self.source == "ff":
+            want = [want[t.name] for t in self.outputs]
         sim = self.simulate(inputs, mode, engine=engine)
         rtol, atol = tolerance(mode, Env(mode).fixed)
         problems, max_abs, max_rel = [], 0.0, 0.0
@@ -203,47 +232,36 @@ class CompiledModel:
             if bad.any():
                 ix = tuple(int(i) for i in np.argwhere(bad)[0])
                 problems.append(f"output {b.name}: {int(bad.sum())} of {bad.size} entries differ, e.g. at {ix}: "
-                                f"simulator {got[ix]:.6g}, PyTorch {ref[ix]:.6g}")
-        return Check(not problems, mode, rtol, atol, max_abs, max_rel, problems, sim)
+                                f"simulator {got[ix]:.6g}, {against} {ref[ix]:.6g}")
+        return Check(not problems, mode, rtol, atol, max_abs, max_rel, problems, sim, against)
 
-    def build(self, out_dir: str, inputs=None, bake: bool = False) -> dict:
+    def build(self, out_dir: str, inputs=None, bake: bool = False, interface: str = "host",
+              testbench: bool = False) -> dict:
         """Verilog + manifest (fuseflow.hw), graph.json and model.ff in ``out_dir``; returns the paths.
 
         Without ``inputs`` the memories take the capacities the graph declares; with them, the capacities
-        these inputs (and the reference run on them) need."""
-        from .hw.elaborate import build
+        these inputs (and the reference run on them) need. ``interface`` and ``testbench``: as
+        ``python -m fuseflow.hw build`` (the same writer, :func:`fuseflow.hw.build.build_design`)."""
+        from .hw.build import build_design
         data = self._inputs(inputs) if (bake or inputs is not None) else None
-        return self._write_build(build(self.program, data, bake=bake and data is not None), out_dir)
-
-    def _write_build(self, b, out_dir):
-        from .cli import atomic_write
-        from .samml import io as samml_io
-        paths = {"verilog": os.path.join(out_dir, f"{b.name}.v"), "manifest": os.path.join(out_dir, f"{b.name}.json"),
-                 "graph": os.path.join(out_dir, "graph.json"), "ff": os.path.join(out_dir, "model.ff")}
-        text = b.verilog()
-        with atomic_write(paths["verilog"]) as f:
-            f.write(text)
-        with atomic_write(paths["manifest"]) as f:
-            f.write(json.dumps(b.manifest(), indent=1) + "\n")
-        samml_io.save(self.program, paths["graph"])
-        with atomic_write(paths["ff"]) as f:
-            f.write(self.ff_text)
-        return paths
+        return build_design(self.program, out_dir, data, bake=bake and data is not None, interface=interface,
+                            testbench=testbench, write_graph=True, ff_text=self.ff_text).paths
 
     def rtl_sim(self, inputs=None, simulator: str = "verilator", out_dir: str | None = None,
                 compile_fast: bool | None = None) -> dict:
         """Run the RTL (Verilator) and compare every written tensor bit for bit with the fixed-mode simulator.
 
-        Returns the summary of :func:`fuseflow.hw.__main__.run_sim` (``ok``, ``rtl_cycles``, ``sim_cycles``,
+        Returns the summary of :func:`fuseflow.hw.build.run_sim` (``ok``, ``rtl_cycles``, ``sim_cycles``,
         ``cycles_equal``, ``mismatches``); with ``out_dir`` also the paths of :meth:`build` (``paths``), written
         from the very design that ran (elaborated once). ``compile_fast``: the design's C++ at -O0 (about half
         the Verilator compile time; for short runs); None: for large designs only (see
         :func:`fuseflow.hw.verilator.build_verilator`)."""
-        from .hw.__main__ import run_sim
+        from .hw.build import run_sim, write_build
         from .hw.elaborate import build, reference_run
         data = self._inputs(inputs)
         b = build(self.program, data, reference=reference_run(self.program, data))
-        paths = self._write_build(b, out_dir) if out_dir is not None else None
+        paths = (write_build(b, out_dir, graph=self.program, ff_text=self.ff_text).paths
+                 if out_dir is not None else None)
         summary = run_sim(self.program, data, simulator, cache=None, compile_fast=compile_fast, prebuilt=b)
         if paths is not None:
             summary["paths"] = paths
@@ -285,7 +303,7 @@ class CompiledModel:
         meta = {"fuseflow_model": 1, "name": self.name, "mode": self.mode, "fuse": self.fuse, "order": self.order,
                 "output_structure": self.output_structure, "compile_seconds": self.compile_seconds,
                 "inputs": [_binding_json(b) for b in self.inputs], "outputs": [_binding_json(b) for b in self.outputs],
-                "statements": [list(s) for s in self.statements],
+                "statements": [list(s) for s in self.statements], "source": self.source,
                 "schedule": self.schedule.key() if self.schedule is not None else None}
         with atomic_write(os.path.join(path, "model.json")) as f:
             json.dump(meta, f, indent=1)
@@ -306,10 +324,38 @@ def bind_inputs(bindings, constants: dict, inputs) -> dict:
     return data
 
 
-def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
+def bind_named(tensors, constants: dict, inputs) -> dict:
+    """The simulator's inputs of a ``.ff`` program: ``inputs`` {tensor name: array or SciPy matrix}, one for each of
+    the program's input ``tensors``, checked against their declared shapes."""
+    if not isinstance(inputs, dict):
+        raise TensorError("inputs", f"a .ff program takes a dict {{tensor name: array}}, got {type(inputs).__name__}")
+    names = [t.name for t in tensors]
+    unknown = sorted(set(inputs) - set(names) - set(constants))
+    if unknown:
+        raise TensorError("inputs", f"{', '.join(map(str, unknown))} not an input of the program "
+                                    f"(its inputs: {', '.join(names)})")
+    missing = [n for n in names if n not in inputs and n not in constants]
+    if missing:
+        raise TensorError("inputs", f"missing {', '.join(missing)} (the program's inputs: {', '.join(names)})")
+    data = dict(constants)
+    for t in tensors:
+        if t.name not in inputs:
+            continue
+        x = inputs[t.name]
+        if not hasattr(x, "toarray") and not isinstance(x, np.ndarray):
+            x = _to_numpy(x)
+        if tuple(x.shape) != tuple(t.shape):
+            raise TensorError(f"input {t.name}", f"shape {tuple(x.shape)} but the program declares {tuple(t.shape)}")
+        data[t.name] = x
+    return data
+
+
+def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
             name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
             memory: str = "hbm2", parallel=None, max_lanes: int | None = None) -> CompiledModel:
-    """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`).
+    """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`); or compile a ``.ff``
+    program: ``model`` a path to a ``.ff`` file, ``.ff`` source text, or a parsed
+    :class:`~fuseflow.compiler.EinsumProgram` (:func:`compile_ff`; ``example_inputs`` optional, a dict).
 
     ``fuse``: ``"none"`` (one kernel per op), ``"regions"`` (one region per child module: the paper's partial
     fusion; default), ``"full"``, or a list of module names / lists of names (one region each; a statement
@@ -323,12 +369,20 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
     (or ``"i=4"``), the compiler's parallel lanes (docs/compiler.md, "Parallel lanes"; with ``"auto"``: every
     schedule it considers gets these lanes).
     ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`."""
-    from .compiler import compile_program
-    from .frontends.pytorch import lower
+    from .compiler import EinsumProgram, compile_program
     if mode not in ("float", "fixed"):
         raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
     if isinstance(fuse, str) and fuse not in FUSE_CHOICES:
         raise FuseFlowError("fuse", f"expected one of {', '.join(FUSE_CHOICES)} or a list of module names, got {fuse!r}")
+    if isinstance(model, (str, os.PathLike, EinsumProgram)):
+        if formats is not None:
+            raise FuseFlowError("formats", "a .ff program declares its formats (change its 'tensor' lines)")
+        return compile_ff(model, example_inputs, fuse=fuse, order=order, mode=mode, name=name, max_nodes=max_nodes,
+                          max_kernels=max_kernels, memory=memory, parallel=parallel, max_lanes=max_lanes)
+    if example_inputs is None:
+        raise FuseFlowError("example_inputs", "a PyTorch model needs example inputs (its forward arguments) to be "
+                                              "traced")
+    from .frontends.pytorch import lower
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
     if fuse == "auto" and order is not None:
@@ -357,9 +411,129 @@ def compile(model, example_inputs, fuse="regions", order=None, mode: str = "fixe
                          schedule=schedule, candidates=candidates)
 
 
+def read_ff(src):
+    """``src`` (a ``.ff`` path, ``.ff`` source text, or an :class:`~fuseflow.compiler.EinsumProgram`) ->
+    (EinsumProgram, its ``.ff`` text, the file's path or None). A string is a path when it names a file or ends in
+    ``.ff`` (and has no line break), else source text."""
+    from .cli import read_text
+    from .compiler import EinsumProgram
+    from .compiler.frontend import parse_file
+    if isinstance(src, EinsumProgram):
+        return src, ff_source(src), None
+    path = os.fspath(src)
+    is_path = isinstance(src, os.PathLike) or ("\n" not in path and (path.endswith(".ff") or os.path.isfile(path)))
+    if not is_path:
+        return EinsumProgram.parse(path), path, None
+    if not os.path.isfile(path):
+        raise ProgramError(path, "no such .ff file" if not os.path.exists(path) else "not a file")
+    try:
+        with _in_file(path):
+            return parse_file(path), read_text(path), path
+    except OSError as exc:
+        raise ProgramError(path, exc.strerror or str(exc)) from None
+
+
+@contextlib.contextmanager
+def _in_file(path):
+    """ProgramErrors (syntax, declarations: ``line 3, column 16: ...``) name the ``.ff`` file they are in."""
+    try:
+        yield
+    except ProgramError as exc:
+        if path is None or exc.what.startswith(path):
+            raise
+        raise ProgramError(f"{path}, {exc.what}", exc.why) from None
+
+
+def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", name: str | None = None,
+               max_nodes: int | None = None, max_kernels: int | None = None, memory: str = "hbm2", parallel=None,
+               max_lanes: int | None = None) -> CompiledModel:
+    """Compile a ``.ff`` program (:func:`read_ff`) into the model object. ``example_inputs``: {tensor name: array or
+    SciPy matrix}, by default deterministic data from the declared shapes and formats
+    (:func:`fuseflow.models.program_inputs`); ``fuse``: ``none`` | ``regions`` | ``full`` | ``auto`` (the
+    autoscheduler, on the example inputs); the rest as :func:`compile`."""
+    if mode not in ("float", "fixed"):
+        raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
+    if fuse not in FUSE_CHOICES:
+        raise FuseFlowError("fuse", f"expected one of {', '.join(FUSE_CHOICES)} for a .ff program, got {fuse!r}")
+    if fuse == "auto" and order is not None:
+        raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
+    if fuse != "auto" and (max_nodes is not None or max_kernels is not None or max_lanes is not None):
+        raise FuseFlowError("max_nodes" if max_lanes is None else "max_lanes", "a resource budget is for fuse='auto'")
+    einsum, text, path = read_ff(src)
+    if name is not None:
+        einsum.name = name
+    with _in_file(path):
+        return _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
+                           max_lanes)
+
+
+def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
+                max_lanes):
+    from .compiler import compile_program
+    from .models import program_inputs
+    t0 = time.perf_counter()
+    schedule, candidates = None, ()
+    if fuse == "auto":
+        from .compiler.autoschedule import autoschedule
+        from .compiler.lanes import parse_parallel
+        if example_inputs is None:       # the data the autoscheduler simulates on: from an unfused compile
+            example_inputs = program_inputs(compile_program(einsum, fuse="none").program)[0]
+        auto = autoschedule(einsum, inputs=example_inputs, max_nodes=max_nodes, max_kernels=max_kernels,
+                            memory=memory, max_lanes=max_lanes, parallel=parse_parallel(parallel) or None)
+        result, schedule, candidates = auto.result, auto.chosen, auto.candidates
+        order = schedule.order
+    else:
+        result = compile_program(einsum, fuse=fuse, order=order, parallel=parallel)
+    seconds = time.perf_counter() - t0
+    program = result.program
+    m = CompiledModel(name=program.name, program=program, ff_text=text, inputs=list(program.inputs),
+                      outputs=list(program.outputs), output_structure="dict", constants={}, mode=mode, fuse=fuse,
+                      order=order, einsum=einsum, result=result, compile_seconds=seconds, schedule=schedule,
+                      candidates=candidates, source="ff")
+    m.example_inputs = (bind_named(m.inputs, {}, example_inputs) if example_inputs is not None
+                        else program_inputs(program)[0])
+    return m
+
+
+def ff_source(p) -> str:
+    """``.ff`` text of an :class:`~fuseflow.compiler.EinsumProgram` built in Python (declarations, statements with
+    their orders, fuse regions, barriers, parallel lines, outputs)."""
+    from .compiler.frontend import _parse_format
+    from .tensors import TensorFormat
+    lines = [f"program {p.name}"]
+    for d in p._decls.values():
+        fmt = ""
+        if d.fmt is not None:
+            levels, mode_order, block = _parse_format(d, len(d.shape))
+            spec = str(TensorFormat(levels, mode_order)) if block is None else (d.fmt if isinstance(d.fmt, str)
+                                                                                 else None)
+            fmt = f" : {spec}" if spec else ""
+        dens = f" density {d.density:g}" if d.density is not None else ""
+        lines.append(f"tensor {d.name}({', '.join(map(str, d.shape))}){fmt}{dens}")
+    for i, (f, _, _) in p._parallel.items():
+        lines.append(f"parallel {i} {f}")
+    region, segment = None, 0
+    for st in p._stmts:
+        if st.region != region and region is not None:
+            lines.append("}")
+        while segment < st.segment:
+            lines.append("barrier")
+            segment += 1
+        if st.region != region and st.region is not None:
+            lines.append("fuse {")
+        region = st.region
+        pad = "  " if region is not None else ""
+        lines.append(pad + st.text.strip())
+        lines.extend(f"{pad}order {','.join(chain)}" for chain, _, _ in st.orders)
+    if region is not None:
+        lines.append("}")
+    if p._outputs:
+        lines.append(f"output {', '.join(n for n, _, _ in p._outputs)}")
+    return "\n".join(lines) + "\n"
+
+
 def load(path: str, model=None) -> CompiledModel:
     """Read a model written by :meth:`CompiledModel.save`; attach ``model`` to :meth:`~CompiledModel.check`."""
-    from .frontends.pytorch.lower import Binding
     from .samml import io as samml_io
     try:
         with open(os.path.join(path, "model.json")) as f:
@@ -373,6 +547,17 @@ def load(path: str, model=None) -> CompiledModel:
         text = f.read()
     with np.load(os.path.join(path, "constants.npz")) as z:
         constants = {k: z[k] for k in z.files}
+
+    if meta.get("source") == "ff":
+        from .models import program_inputs
+        m = CompiledModel(name=meta["name"], program=program, ff_text=text, inputs=list(program.inputs),
+                          outputs=list(program.outputs), output_structure="dict", constants=constants,
+                          mode=meta["mode"], fuse=meta["fuse"], order=meta["order"],
+                          compile_seconds=meta.get("compile_seconds", 0.0), source="ff")
+        m.example_inputs = program_inputs(program)[0]
+        return m
+
+    from .frontends.pytorch.lower import Binding
 
     def binding(d):
         return Binding(d["name"], tuple(d["shape"]), [list(x) for x in d["dims"]], tuple(d["sizes"]),
@@ -411,6 +596,8 @@ def ff_text(low) -> str:
 
 
 def _binding_json(b):
+    if not hasattr(b, "dims"):           # a .ff program's tensor
+        return {"name": b.name, "shape": list(b.shape)}
     return {"name": b.name, "shape": list(b.shape), "dims": [list(x) for x in b.dims], "sizes": list(b.sizes),
             "format": b.format, "sparse": b.sparse}
 

@@ -31,7 +31,7 @@ import sys
 from ..cli import (atomic_write, main_guard, nonnegative_int, output_dir, output_file, positive_float,
                    positive_int)
 from ..errors import HardwareError
-from ..hw.__main__ import INTERFACES
+from ..hw.build import INTERFACES
 
 
 def _parser():

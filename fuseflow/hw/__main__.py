@@ -20,14 +20,10 @@ written tensor is bit-identical, 1 when not (or the run never finished), 2 for b
 
 import argparse
 import json
-import os
 import sys
 
 from ..cli import atomic_write, main_guard, output_dir, output_file, positive_int
-from ..errors import HardwareError
-
-#: top-level interfaces of ``build --interface``
-INTERFACES = ("host", "axi", "axis")
+from .build import INTERFACES, run_sim  # noqa: F401  (the library: fuseflow.hw.build; re-exported for old imports)
 
 
 def _parser():
@@ -68,98 +64,24 @@ def _load_inputs(path):
 
 
 def cmd_build(args):
-    from .elaborate import build, load_program
+    from .build import build_design
     inputs = _load_inputs(args.inputs) if args.inputs else None
     bake = inputs is not None and not args.no_bake
-    program = load_program(args.graph)
-    bench = {}
-    if args.testbench:
-        from .testbench import testbench_files, testbench_inputs
-        inputs = testbench_inputs(program, inputs)
-    b = build(program, inputs, bake=bake, probes=not args.no_probes)
-    if args.interface in ("axi", "axis"):
-        from .axi import axi_build
-        text, man = axi_build(b, streams=args.interface == "axis")
-    else:
-        text, man = b.verilog(), b.manifest()
-    if args.testbench:                      # before anything is written: a refusal leaves nothing behind
-        bench = testbench_files(b, man if args.interface != "host" else None)
-    vpath = os.path.join(args.out, f"{man['module']}.v")
-    jpath = os.path.join(args.out, f"{man['module']}.json")
-    with atomic_write(vpath) as f:
-        f.write(text)
-    with atomic_write(jpath) as f:
-        f.write(json.dumps(man, indent=1) + "\n")
+    files = build_design(args.graph, args.out, inputs, bake=bake, probes=not args.no_probes,
+                         interface=args.interface, testbench=args.testbench)
+    man, vpath, jpath = files.manifest, files.paths["verilog"], files.paths["manifest"]
     mems = man["host"]["memories"]
     kind = {"axi": " (AXI4-Lite slave s_axil_)", "axis": " (AXI4-Lite slave s_axil_, AXI4-Stream s_axis_ in, "
                                                         "m_axis_ out)"}.get(args.interface, "")
     print(f"{vpath}: module {man['module']}{kind}, "
           f"{len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
           f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"
-          + (", inputs baked in" if b.baked else ""))
+          + (", inputs baked in" if files.build.baked else ""))
     print(f"{jpath}: manifest")
-    for fname, body in bench.items():
-        with atomic_write(os.path.join(args.out, fname), perms=0o755 if fname.endswith(".py") else None) as f:
-            f.write(body)
-    if bench:
-        print(f"{os.path.join(args.out, 'run_tb.py')}: cocotb testbench ({', '.join(bench)}); "
+    if files.testbench:
+        print(f"{files.paths['testbench']}: cocotb testbench ({', '.join(files.testbench)}); "
               f"run: cd {args.out} && python run_tb.py [--sim verilator|icarus] [--waves]")
     return 0
-
-
-def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None,
-            compile_fast=None, prebuilt=None):
-    """Elaborate, run and compare; returns a summary dict (also used by tests and benchmarks).
-
-    ``prebuilt``: a :class:`~fuseflow.hw.elaborate.Build` of ``graph`` made with ``inputs`` (its reference run
-    is the golden one), so a caller that also writes the Verilog elaborates once. ``compile_fast``: see
-    :func:`fuseflow.hw.verilator.build_verilator`."""
-    from .elaborate import build, check_outputs_fit, reference_run
-    from .top import compare_tensors, stuck_report
-    from .elaborate import load_program
-    if max_cycles is not None and (not isinstance(max_cycles, int) or max_cycles < 1):
-        raise HardwareError("--max-cycles", f"must be at least 1, got {max_cycles!r}")
-    if prebuilt is not None and prebuilt.reference is not None:
-        program, ref, b = prebuilt.program, prebuilt.reference, prebuilt
-    else:
-        program = load_program(graph)
-        ref = reference_run(program, inputs)
-        b = build(program, inputs, bake=bake, reference=ref)
-    check_outputs_fit(b.plan, ref)
-    if max_cycles is None:
-        max_cycles = 4 * ref.cycles + 10_000
-    if simulator == "amaranth":
-        from .elaborate import run_amaranth
-        res = run_amaranth(b, max_cycles=max_cycles, vcd=vcd)
-    elif simulator == "verilator":
-        from .verilator import run_build
-        res = run_build(b, max_cycles=max_cycles, vcd=vcd, root=cache, compile_fast=compile_fast)
-    else:
-        raise HardwareError("--simulator", f"unknown simulator {simulator!r} (verilator or amaranth)")
-    man = b.manifest()
-    summary = {
-        "name": program.name, "simulator": simulator, "done": res["done"],
-        "rtl_cycles": res["cycles"], "sim_cycles": ref.cycles,
-        "rtl_kernel_cycles": [res["kernel_cycles"][k.name] for k in program.kernels],
-        "sim_kernel_cycles": list(ref.kernel_cycles),
-        "wall_cycles": res["wall_cycles"], "overflow": res["overflow"], "op_overflow": res.get("op_overflow", 0),
-        "sim_cycles_per_second": res.get("sim_cycles_per_second"),
-        "run_seconds": res.get("run_seconds"),
-        "mismatches": [], "stuck": None, "tensors": sorted(ref.tensors),
-    }
-    if not res["done"]:
-        summary["stuck"] = stuck_report(man, res, max_cycles)
-    else:
-        summary["mismatches"] = compare_tensors(ref.tensors, res["tensors"])
-        if res["overflow"]:
-            mems = [mm["name"] for mm in man["host"]["memories"] if res["overflow"] >> mm["sel"] & 1]
-            summary["mismatches"].append(f"writes past the capacity of {', '.join(mems)}")
-        if res.get("op_overflow"):
-            ops = [o for i, o in enumerate(man["overflow_ops"]) if res["op_overflow"] >> i & 1]
-            summary["mismatches"].append(f"{', '.join(ops)} exceeded its capacity (dim)")
-    summary["ok"] = bool(res["done"] and not summary["mismatches"])
-    summary["cycles_equal"] = summary["rtl_kernel_cycles"] == summary["sim_kernel_cycles"]
-    return summary
 
 
 def cmd_sim(args):

@@ -23,9 +23,9 @@ NumPy data for the example programs ``fuseflow/programs/{decoder,autoencoder,gra
 from __future__ import annotations
 
 from ..models_names import MODELS
-from .program_data import PRUNED_KEEP, example_inputs
+from .program_data import PRUNED_KEEP, example_inputs, program_inputs
 
-__all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example", "example_inputs",
+__all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example", "example_inputs", "program_inputs",
            "PRUNED_KEEP", "gcn_for", "graphsage_for"]
 
 _LAZY = {"GCN": "gnn", "GraphSAGE": "gnn", "SparseAutoencoder": "autoencoder", "Decoder": "decoder"}

@@ -87,4 +87,21 @@ def example_inputs(name: str, shapes: dict, seed: int = 0):
     return make({k: tuple(v) for k, v in sorted(shapes.items())}, rng)
 
 
-__all__ = ["example_inputs", "MODELS", "PRUNED_KEEP"]
+#: density and seed of the uniform random inputs of the other programs (the correlation suites' compiled entries)
+RANDOM_DENSITY = 0.3
+RANDOM_SEED = 7
+
+
+def program_inputs(program, name: str | None = None, density: float = RANDOM_DENSITY, seed: int = RANDOM_SEED):
+    """Deterministic inputs for every input tensor of the SAMML ``program``, from its declared shapes and formats:
+    model-scale data when ``name`` (default: the program's name) is an example ML program (:func:`example_inputs`),
+    else uniform random data (:func:`fuseflow.samml.kernels.random_inputs`: sparse operands at ``density``, dense
+    ones full). Returns ``(inputs, kind)`` with kind ``"model"`` or ``"random"``."""
+    from ..samml.kernels import random_inputs
+    inputs = example_inputs(name or program.name, {t.name: t.shape for t in program.inputs}, seed=seed)
+    if inputs is not None:
+        return inputs, "model"
+    return random_inputs(program, density=density, seed=seed), "random"
+
+
+__all__ = ["example_inputs", "program_inputs", "MODELS", "PRUNED_KEEP", "RANDOM_DENSITY", "RANDOM_SEED"]

@@ -118,15 +118,12 @@ def compiled(path, fuse, density=COMPILED_DENSITY, seed=COMPILED_SEED, parallel=
     """An ``.ff`` program compiled with ``fuse`` granularity (and ``parallel`` lanes, e.g. ``{"i": 2}``), on
     random data."""
     from ..compiler import compile_program, parse_file
-    from ..models import example_inputs
+    from ..models import program_inputs
     result = compile_program(parse_file(path), fuse=fuse, parallel=parallel)
     program = result.program
     base = os.path.splitext(os.path.basename(path))[0]
     # the ML model examples run on model-scale data (fuseflow.models), the others on uniform random data
-    inputs = example_inputs(base, {t.name: t.shape for t in program.inputs}, seed=seed)
-    data = "model" if inputs is not None else "random"
-    if inputs is None:
-        inputs = kernels.random_inputs(program, density=density, seed=seed)
+    inputs, data = program_inputs(program, base, density=density, seed=seed)
     lanes = "/parallel=" + ",".join(f"{i}{n}" for i, n in parallel.items()) if parallel else ""
     return Entry(f"{base}.ff/fuse={fuse}{lanes}", program, inputs,
                  {"source": "compiled", "kernel": base, "file": os.path.basename(path), "fuse": fuse,
