@@ -72,12 +72,65 @@ struct Bank {
     i64 base = 0;                                            // m - group
 };
 
-// what the two sides share: the banks handed over (by the index their token carries) and the accumulate
-// side's firing cycles (acc_log)
+// len(set(acc_log) & set(log)), the cycles in which both sides fired, counted as the logs grow: each side fires
+// in non-decreasing cycles, so a cycle below the other side's oldest pending one can never meet it and is
+// dropped (memory stays bounded by how far the sides drift apart, not by the run's length). Should a side ever
+// log out of order, everything is kept and counted with sets at the end, as the Python model does.
+struct BothFired {
+    Ring<i64> pending[2];
+    i64 last[2] = {-1, -1};
+    i64 both = 0;
+    bool unordered = false;
+    std::vector<i64> all[2];
+
+    void add(int side, i64 t) {
+        if (unordered) {
+            all[side].push_back(t);
+            return;
+        }
+        if (t < last[side]) {            // out of order: keep every cycle from now on (and what is pending)
+            unordered = true;
+            for (int s = 0; s < 2; ++s)
+                while (!pending[s].empty()) all[s].push_back(pending[s].pop_front());
+            all[side].push_back(t);
+            return;
+        }
+        if (t == last[side]) return;     // a set holds each cycle once
+        last[side] = t;
+        pending[side].push_back(t);
+        Ring<i64>&a = pending[0], &b = pending[1];
+        while (!a.empty() && !b.empty()) {
+            i64 x = a.front(), y = b.front();
+            if (x == y) {
+                ++both;
+                a.pop_front();
+                b.pop_front();
+            } else if (x < y) {
+                a.pop_front();
+            } else {
+                b.pop_front();
+            }
+        }
+    }
+
+    i64 count() {
+        if (!unordered) return both;
+        for (auto& v : all) {
+            std::sort(v.begin(), v.end());
+            v.erase(std::unique(v.begin(), v.end()), v.end());
+        }
+        std::vector<i64> common;
+        std::set_intersection(all[0].begin(), all[0].end(), all[1].begin(), all[1].end(), std::back_inserter(common));
+        return both + (i64)common.size();
+    }
+};
+
+// what the two sides share: the banks handed over (by the index their token carries) and the cycles each side
+// fired in (acc_log and the emitter's log of the Python model)
 struct Shared {
     std::map<i64, Bank> banks;
     i64 next = 0;
-    std::vector<i64> acc_log;
+    BothFired fired;
 };
 
 // stream_names(order): sub-tree streams, outermost first: crd_outer{order-2}, ..., crd_outer0, crd_inner
@@ -126,7 +179,7 @@ Proc acc1(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared> sh) {
     const Env& env = *st.env;
     BinFn f = env.binary(st.params.get_str("_merge"));
     i64 group = st.params.get_int("group", 1);
-    std::vector<i64>& log = sh->acc_log;
+    auto log_t = [&sh](i64 t) { sh->fired.add(0, t); };
     Acc acc;
     Row* row = &acc[std::vector<Tok>{}];     // acc of order 1 is {j: value}: the row of the prefix ()
     bool have = false;                       // holds a bank (from the group's first firing to its closing stop)
@@ -141,7 +194,7 @@ Proc acc1(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared> sh) {
             if (!row->empty()) bad(st, "stream ends inside a group (no stop of level >= group closed it)");
             ic->pop(t);
             iv->pop(t);
-            log.push_back(t);
+            log_t(t);
             st.busy += 1;
             send_done(banks, t);
             co_return;
@@ -172,7 +225,7 @@ Proc acc1(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared> sh) {
         ic->pop(t);
         iv->pop(t);
         clock = t;
-        log.push_back(t);
+        log_t(t);
         st.busy += 1;
     }
 }
@@ -188,7 +241,7 @@ Proc acc_nested(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared>
     Channel* ic = chans.back();
     const Env& env = *st.env;
     BinFn f = env.binary(st.params.get_str("_merge"));
-    std::vector<i64>& log = sh->acc_log;
+    auto log_t = [&sh](i64 t) { sh->fired.add(0, t); };
     Acc acc;                                 // (a,) or (a, b) -> {j: value}
     bool have = false;                       // holds a bank (from the group's first firing to its closing stop)
     std::vector<Tok> prefix(n - 1);
@@ -213,7 +266,7 @@ Proc acc_nested(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared>
             ic->pop(t);
             iv->pop(t);
             clock = t;
-            log.push_back(t);
+            log_t(t);
             st.busy += 1;
             if (!c.is_str()) {
                 merge(st, *row, c, v, f, env);
@@ -239,7 +292,7 @@ Proc acc_nested(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared>
                     if (dch->head_time() + 1 > t) t = dch->head_time() + 1;
                 }
                 for (Channel* dch : every) dch->pop(t);
-                log.push_back(t);
+                log_t(t);
                 st.busy += 1;
                 send_done(banks, t);
                 co_return;
@@ -258,7 +311,7 @@ Proc acc_nested(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared>
             } else if (!x.is_str()) {
                 ch->pop(t);
                 clock = t;
-                log.push_back(t);
+                log_t(t);
                 st.busy += 1;
                 prefix[d] = x;
                 d += 1;
@@ -285,7 +338,7 @@ Proc acc_nested(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared>
                 bad(st, "unexpected token " + repr(x) + " on " + names[d]);
             }
             clock = t;
-            log.push_back(t);
+            log_t(t);
             st.busy += 1;
         }
         // the fibre of stream d ended with a stop of level j (taken in cycle clock)
@@ -314,7 +367,7 @@ Proc acc_nested(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared>
 
 // the emit side: drains the banks in order, then emits D
 Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr<Shared> sh) {
-    std::vector<i64> log;
+    auto log_t = [&sh](i64 t) { sh->fired.add(1, t); };
     i64 clock = -1, r, t;
     i64 delay = st.params.get_int("_emit_delay");
     size_t n = ochans.size() - 1;
@@ -332,16 +385,8 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
             FIRE_AT(t, from[0], clock + 1);
             banks->pop(t);
             for (Out* o : ochans) o->push1(TOK_D, t);
-            log.push_back(t);
-            // len(set(acc_log) & set(log)): the distinct cycles in which both sides fired
-            std::vector<i64>& a = sh->acc_log;
-            std::sort(a.begin(), a.end());
-            a.erase(std::unique(a.begin(), a.end()), a.end());
-            std::sort(log.begin(), log.end());
-            log.erase(std::unique(log.begin(), log.end()), log.end());
-            std::vector<i64> both;
-            std::set_intersection(a.begin(), a.end(), log.begin(), log.end(), std::back_inserter(both));
-            st.busy += 1 - (i64)both.size();
+            log_t(t);
+            st.busy += 1 - sh->fired.count();    // len(set(acc_log) & set(log))
             st.clock = t;
             co_return;
         }
@@ -366,7 +411,7 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
                         for (size_t e = q; e + 1 < n; ++e) ochans[e]->push1(p[e], t);
                     ochans[n - 1]->push1(jj, t);
                     ochans[n]->push1(val, t);
-                    log.push_back(t);
+                    log_t(t);
                     st.busy += 1;
                     ++idx;
                 }
@@ -378,13 +423,13 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
                     FIRE_AT(t, from[q + 1], t + 1);
                     for (size_t e = q + 1; e <= n; ++e)
                         ochans[e]->push1(Tok::Stop((int)(std::min(e, n - 1) - q - 1)), t);
-                    log.push_back(t);
+                    log_t(t);
                     st.busy += 1;
                 }
             }
             FIRE_AT(t, from[0], t + 1);
             for (size_t e = 0; e <= n; ++e) ochans[e]->push1(Tok::Stop((int)(bank.base + (i64)std::min(e, n - 1))), t);
-            log.push_back(t);
+            log_t(t);
             st.busy += 1;
             clock = t;
         }
