@@ -41,6 +41,7 @@ BENCHMARKS = [
     ("parallel_bench", [], ["parallel.json"]),
     ("blocks_bench", [], ["blocks.json"]),
     ("autoschedule_bench", [], ["autoschedule.json"]),
+    ("attention_bench", [], ["attention.json"]),
 ]
 
 
