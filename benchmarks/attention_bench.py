@@ -7,7 +7,8 @@ blocks), Q/K/V as inputs; compiled from PyTorch (``fuseflow.compile``, float mod
 sparsity, compile seconds, simulation seconds (the engine's ``wall_seconds``), cycles, tokens, ALU ops,
 bytes, the useful multiply-adds (kept scores x head_dim x 2 for Q K^T and P V) and the check's max relative
 error. Rows run smallest first, in this process, and the JSON is rewritten after every row, so an
-interrupted run keeps what finished. ``--smoke``: sequence 64, 2 heads of 8, block 8 (seconds).
+interrupted run keeps what finished; ``--append`` adds rows to the file's (one run per configuration
+set). ``--smoke``: sequence 64, 2 heads of 8, block 8 (seconds).
 
 Writes JSON (default benchmarks/results/attention.json).
 """
@@ -62,6 +63,10 @@ def measure(seq, heads, head_dim, block, fuse, engine="compiled"):
             "ok": bool(check.ok), "max_rel_error": float(check.max_rel_error)}
 
 
+def _key(r):
+    return r["seq"], r["heads"], r["head_dim"], r["block"], r["fuse"]
+
+
 def write(path, rows, args):
     from fuseflow.cli import atomic_write
     doc = {"benchmark": "attention_bench", "commit": commit(), "machine": platform.machine(),
@@ -97,6 +102,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fuse", nargs="+", default=list(FUSES), choices=FUSES)
     ap.add_argument("--engine", default="compiled", choices=("compiled", "auto", "python"))
     ap.add_argument("--smoke", action="store_true", help="sequence 64, 2 heads of 8, block 8 (seconds)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the rows already in --out (a row measured again replaces its old one)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     if args.smoke:
@@ -104,11 +111,15 @@ def main(argv=None) -> int:
                                                             SMOKE["block"])
     args.seqs = [s for s in args.seqs if s <= args.max_seq]
     rows = []
+    if args.append and os.path.exists(args.out):
+        with open(args.out) as f:
+            rows = json.load(f)["rows"]
     for seq in args.seqs:
         for fuse in args.fuse:
             print(f"seq {seq} heads {args.heads}x{args.head_dim} block {args.block} fuse {fuse} ...", flush=True)
             row = measure(seq, args.heads, args.head_dim, args.block, fuse, args.engine)
-            rows.append(row)
+            rows = [r for r in rows if _key(r) != _key(row)] + [row]
+            rows.sort(key=lambda r: (r["heads"], r["head_dim"], r["block"], r["seq"], FUSES.index(r["fuse"])))
             print(f"  compile {row['compile_seconds']:.2f} s, simulate {row['sim_seconds']:.1f} s, "
                   f"{row['cycles']:,} cycles, {row['tokens']:,} tokens, ok={row['ok']} "
                   f"(max rel {row['max_rel_error']:.1e})", flush=True)
