@@ -42,6 +42,7 @@ BENCHMARKS = [
     ("blocks_bench", [], ["blocks.json"]),
     ("autoschedule_bench", [], ["autoschedule.json"]),
     ("cora_bench", [], ["cora.json"]),
+    ("attention_bench", [], ["attention.json"]),
 ]
 
 

@@ -68,6 +68,19 @@ def test_pytorch_doc_quotes_models_json():
     assert table in doc, "regenerate it: python benchmarks/models_bench.py --markdown"
 
 
+def test_attention_bench_smoke(tmp_path):
+    """attention_bench --smoke (sequence 64, 2 heads of 8, block 8; seconds) writes its rows, each checked
+    against PyTorch, unfused and fully fused."""
+    import json
+    pytest.importorskip("torch")
+    out = tmp_path / "attention.json"
+    assert load("attention_bench").main(["--smoke", "-o", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["seq"], r["fuse"]) for r in rows] == [(64, "none"), (64, "full")]
+    assert all(r["ok"] and r["max_rel_error"] <= 1e-9 and r["tokens"] > 0 and r["cycles"] > 0 for r in rows)
+    assert rows[1]["kernels"] == 1 and rows[0]["kernels"] > 1
+
+
 def test_buffered_intersect_model_intersects():
     """The buffered intersect of intersect_window_model emits each fibre's common coordinates and stops (the
     golden from NumPy), and takes no fewer cycles than its longer input has tokens."""

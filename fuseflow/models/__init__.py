@@ -9,6 +9,9 @@ model-scale data for the example ``.ff`` programs.
 PyTorch models (need the ``torch`` extra; imported on first use): :class:`GCN` and :class:`GraphSAGE`
 (two layers, :mod:`.gnn`), :class:`SparseAutoencoder` (three pruned layers, :mod:`.autoencoder`),
 :class:`Decoder` (GPT-3-style blocks with BigBird attention, :mod:`.decoder`); their data: :mod:`.data`.
+GPT-3 Small multi-head attention with a BigBird mask at the paper's sizes (12 heads of 64, sequence up to
+1024, block 16/32/64): :func:`multihead_attention` (:mod:`.attention`), or ``example("attention",
+size="small" | "medium" | "paper")``.
 
 On real graphs (:mod:`fuseflow.datasets`): :func:`gcn_for` and :func:`graphsage_for` build the paper's
 configuration (two layers, hidden 16) sized for a loaded graph, with its inputs:
@@ -26,9 +29,10 @@ from ..models_names import MODELS
 from .program_data import PRUNED_KEEP, example_inputs, program_inputs
 
 __all__ = ["GCN", "GraphSAGE", "SparseAutoencoder", "Decoder", "MODELS", "example", "example_inputs", "program_inputs",
-           "PRUNED_KEEP", "gcn_for", "graphsage_for"]
+           "PRUNED_KEEP", "gcn_for", "graphsage_for", "MultiHeadAttention", "multihead_attention"]
 
-_LAZY = {"GCN": "gnn", "GraphSAGE": "gnn", "SparseAutoencoder": "autoencoder", "Decoder": "decoder"}
+_LAZY = {"GCN": "gnn", "GraphSAGE": "gnn", "SparseAutoencoder": "autoencoder", "Decoder": "decoder",
+         "MultiHeadAttention": "attention", "multihead_attention": "attention"}
 
 
 def __getattr__(name):
@@ -40,6 +44,10 @@ def __getattr__(name):
 
 def example(name: str, **sizes):
     """(model, example inputs) of a bundled PyTorch model on its offline data; ``sizes`` go to the model.
+
+    ``attention`` (GPT-3 Small BigBird multi-head attention, :func:`multihead_attention`) takes
+    ``size="small"`` (sequence 64, 2 heads of 8, block 8; the default), ``"medium"`` (256, 12 x 64, block
+    64) or ``"paper"`` (1024, 12 x 64, block 64), and any of its parameters on top.
 
     ``gcn`` and ``graphsage`` run on Zachary's karate club (``graph=`` a :class:`.data.Graph` to change it)."""
     from ..errors import FuseFlowError
@@ -58,6 +66,12 @@ def example(name: str, **sizes):
         side = int(round(features ** 0.5))
         x = data.images(5, side) if side * side == features else data.images(5, 1, seed=1).repeat(1, features)
         return model, (x,)
+    if name == "attention":
+        from .attention import SIZES, multihead_attention
+        size = sizes.pop("size", "small")
+        if size not in SIZES:
+            raise FuseFlowError("size", f"unknown size {size!r} for attention (known: {', '.join(SIZES)})")
+        return multihead_attention(**{**SIZES[size], **sizes})
     if name == "decoder":
         from .decoder import Decoder
         model = Decoder(**sizes)
