@@ -9,6 +9,7 @@ from fuseflow.compiler.passes import run_passes
 from fuseflow.errors import FuseFlowError
 from fuseflow.samml.kernels import DCSR, _program, random_inputs
 from fuseflow.sim import compiled, run
+from fuseflow.sim.differential import compare, compare_results
 from fuseflow.sim.engine import UNBOUNDED, Env, NodeState, _run_with_test_nodes, run_op
 
 pytestmark = pytest.mark.skipif(not compiled.available() or
@@ -257,26 +258,11 @@ KERNELS = {
     "csf3_nested": lambda lanes: csf3([{"lanes": lanes, "level": 0}, {"lanes": 2, "level": 1}]),
 }
 
-FIELDS = ("tokens", "streams", "nodes", "alu_ops", "mem_read_bytes", "mem_write_bytes")
-
-
-def sim(p, ins, **kw):
-    def go():
-        r = run(p, ins, **kw)
-        return r.outputs, r.cycles, r.kernel_cycles, [{f: k[f] for f in FIELDS} for k in r.stats["kernels"]]
-    return outcome(go)
-
-
-def same(a, b):
-    assert a[0] == b[0], (a, b)
-    if a[0] != "ok":
-        assert a == b
-        return
-    (oa, *ra), (ob, *rb) = a[1], b[1]
-    assert set(oa) == set(ob)
-    for name in oa:
-        assert np.array_equal(oa[name], ob[name])
-    assert ra == rb
+def exact(p, ins, **kw):
+    """Both engines on a program that must run: identical results (fuseflow.sim.differential); the reference's."""
+    ref = run(p, ins, engine="python", **kw)
+    assert compare_results(ref, run(p, ins, engine="compiled", **kw)) == []
+    return ref
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -291,9 +277,7 @@ def test_laned_kernels(name, lanes):
     for seed, density in ((1, 0.3), (2, 0.6)):
         ins = random_inputs(p, density, seed)
         for mode in ("float", "fixed"):
-            a = sim(p, ins, mode=mode, engine="python")
-            assert a[0] == "ok", a
-            same(a, sim(p, ins, mode=mode, engine="compiled"))
+            exact(p, ins, mode=mode)
 
 
 @pytest.mark.parametrize("name", ("ew_add", "rowsum", "csf3"))
@@ -308,7 +292,7 @@ def test_laned_kernels_on_small_fifos(name):
             s.depth = None
     ins = random_inputs(p, 0.4, 5)
     for fd in (1, 2, 3):
-        same(sim(p, ins, fifo_depth=fd, engine="python"), sim(p, ins, fifo_depth=fd, engine="compiled"))
+        assert compare(p, ins, fifo_depth=fd) == []     # also when both deadlock: the same message
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -322,7 +306,5 @@ def test_laned_kernels_with_blocked_serializers(name):
             if k.nodes[s.src.node].op == "serialize":
                 s.depth = 1
     ins = random_inputs(p, 0.4, 5)
-    a = sim(p, ins, engine="python")
-    same(a, sim(p, ins, engine="compiled"))
-    nodes = a[1][3][0]["nodes"]
+    nodes = exact(p, ins).stats["kernels"][0]["nodes"]
     assert any(v["blocked"] for nid, v in nodes.items() if p.kernels[0].nodes[nid].op == "serialize")

@@ -15,6 +15,7 @@ from fuseflow.hw.testing import spacc_streams
 from fuseflow.samml import io as samml_io
 from fuseflow.samml.kernels import DCSR, _program, random_inputs, spmspm_gustavson, spmspm_outer
 from fuseflow.sim import compiled, run
+from fuseflow.sim.differential import compare, compare_results
 from fuseflow.sim.engine import UNBOUNDED, Env, NodeState, _run_with_test_nodes, run_op
 
 pytestmark = pytest.mark.skipif(not compiled.available() or "spacc" not in compiled.compiled_ops(),
@@ -339,26 +340,11 @@ PROGRAMS = {
     "ttm_outer": ttm_outer,
 }
 
-FIELDS = ("tokens", "streams", "nodes", "alu_ops", "mem_read_bytes", "mem_write_bytes")
-
-
-def sim(p, ins, **kw):
-    def go():
-        r = run(p, ins, **kw)
-        return r.outputs, r.cycles, r.kernel_cycles, [{f: k[f] for f in FIELDS} for k in r.stats["kernels"]]
-    return outcome(go)
-
-
-def same(a, b):
-    assert a[0] == b[0], (a, b)
-    if a[0] != "ok":
-        assert a == b
-        return
-    (oa, *ra), (ob, *rb) = a[1], b[1]
-    assert set(oa) == set(ob)
-    for name in oa:
-        assert np.array_equal(oa[name], ob[name])
-    assert ra == rb
+def exact(p, ins, **kw):
+    """Both engines on a program that must run: identical results (fuseflow.sim.differential); the reference's."""
+    ref = run(p, ins, engine="python", **kw)
+    assert compare_results(ref, run(p, ins, engine="compiled", **kw)) == []
+    return ref
 
 
 def _program_of(name):
@@ -376,9 +362,7 @@ def test_programs(name):
     for seed, density in ((1, 0.3), (2, 0.7)):
         ins = random_inputs(p, density, seed)
         for mode in ("float", "fixed"):
-            a = sim(p, ins, mode=mode, engine="python")
-            assert a[0] == "ok", a
-            same(a, sim(p, ins, mode=mode, engine="compiled"))
+            exact(p, ins, mode=mode)
 
 
 @pytest.mark.parametrize("name", ("spmspm_outer", "sum_over_i", "max_over_j", "ttm_outer"))
@@ -394,4 +378,4 @@ def test_programs_on_small_fifos(name):
             s.depth = None
     ins = random_inputs(p, 0.5, 5)
     for fd in (1, 2, 3):
-        same(sim(p, ins, fifo_depth=fd, engine="python"), sim(p, ins, fifo_depth=fd, engine="compiled"))
+        assert compare(p, ins, fifo_depth=fd) == []     # also when both deadlock: the same message

@@ -461,6 +461,41 @@ struct RegisterOp {
         co_yield ff_lack_;                                               \
     }
 
+// wait_heads(chans, clock): tin becomes the first cycle (> clock) in which every channel's head is visible
+#define FF_WAIT_HEADS(tin, chans, clock)              \
+    do {                                              \
+        (tin) = (clock) + 1;                          \
+        for (::ff::Channel* ff_ch_ : (chans)) {       \
+            FF_WAIT_TOK(ff_ch_);                      \
+            ::ff::i64 ff_v_ = ff_ch_->head_time() + 1; \
+            if (ff_v_ > (tin)) (tin) = ff_v_;         \
+        }                                             \
+    } while (0)
+
+// joiner_ports(st): the ports of an n-ary joiner (intersect, union)
+struct JoinerPorts {
+    int n = 0;
+    std::vector<Channel*> crds, refs, chans;    // chans: crds then refs
+    Out* ocrd = nullptr;
+    std::vector<Out*> orefs, allouts;           // allouts: ocrd then orefs
+};
+
+inline JoinerPorts joiner_ports(Node& st) {
+    JoinerPorts j;
+    j.n = (int)st.params.get_int("arity");
+    j.ocrd = st.out("crd");
+    j.allouts.push_back(j.ocrd);
+    for (int i = 0; i < j.n; ++i) {
+        j.crds.push_back(st.in("crd" + std::to_string(i)));
+        j.refs.push_back(st.in("ref" + std::to_string(i)));
+        j.orefs.push_back(st.out("ref" + std::to_string(i)));
+        j.allouts.push_back(j.orefs.back());
+    }
+    j.chans = j.crds;
+    j.chans.insert(j.chans.end(), j.refs.begin(), j.refs.end());
+    return j;
+}
+
 // ---- output groups and pipelines (fuseflow/sim/ops/_common.py) -------------------------------------------
 // together(st, outs): outputs every firing writes together, without a pipeline
 struct Together : Emitter {

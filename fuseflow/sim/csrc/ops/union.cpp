@@ -6,29 +6,16 @@ namespace ff {
 namespace {
 
 Proc run(Node& st) {
-    int n = (int)st.params.get_int("arity");
-    std::vector<Channel*> crds, refs, chans;
-    std::vector<Out*> orefs, allouts;
-    Out* ocrd = st.out("crd");
-    allouts.push_back(ocrd);
-    for (int i = 0; i < n; ++i) {
-        crds.push_back(st.in("crd" + std::to_string(i)));
-        refs.push_back(st.in("ref" + std::to_string(i)));
-        orefs.push_back(st.out("ref" + std::to_string(i)));
-        allouts.push_back(orefs.back());
-    }
-    chans = crds;
-    chans.insert(chans.end(), refs.begin(), refs.end());
+    JoinerPorts jp = joiner_ports(st);
+    int n = jp.n;
+    std::vector<Channel*>&crds = jp.crds, &refs = jp.refs, &chans = jp.chans;
+    std::vector<Out*>&orefs = jp.orefs, &allouts = jp.allouts;
+    Out* ocrd = jp.ocrd;
     std::vector<Tok> heads(n);
     i64 clock = -1, r;
     for (;;) {
-        // wait_heads(chans, clock)
-        i64 tin = clock + 1;
-        for (Channel* ch : chans) {
-            FF_WAIT_TOK(ch);
-            i64 v = ch->head_time() + 1;
-            if (v > tin) tin = v;
-        }
+        i64 tin;
+        FF_WAIT_HEADS(tin, chans, clock);
         bool any_data = false;
         Tok m;
         for (int i = 0; i < n; ++i) {
