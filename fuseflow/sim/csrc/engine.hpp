@@ -461,6 +461,23 @@ struct RegisterOp {
         co_yield ff_lack_;                                               \
     }
 
+// fire_at(st, outs, tin) (_common.fire_at): t becomes the cycle (>= tin) at which a firing that writes `em` (or
+// every output in `vec`) can happen; the cycles it waits for room count as the node's blocked cycles
+#define FF_FIRE_AT(t, tin, em)                           \
+    do {                                                 \
+        ::ff::i64 ff_tin_ = (tin), ff_r_;                \
+        FF_WAIT_ROOM(ff_r_, em);                         \
+        (t) = ff_tin_ >= ff_r_ ? ff_tin_ : ff_r_;        \
+        st.blocked += (t) - ff_tin_;                     \
+    } while (0)
+#define FF_FIRE_AT_ALL(t, tin, vec)                      \
+    do {                                                 \
+        ::ff::i64 ff_tin_ = (tin), ff_r_;                \
+        FF_WAIT_ROOM_ALL(ff_r_, vec);                    \
+        (t) = ff_tin_ >= ff_r_ ? ff_tin_ : ff_r_;        \
+        st.blocked += (t) - ff_tin_;                     \
+    } while (0)
+
 // wait_heads(chans, clock): tin becomes the first cycle (> clock) in which every channel's head is visible
 #define FF_WAIT_HEADS(tin, chans, clock)              \
     do {                                              \

@@ -19,15 +19,6 @@ namespace {
                     bad(st, "reference " + repr(ch_->head()) + " not aligned with inner token " + repr(x_)); \
     } while (0)
 
-// fire_at(st, outs, tin)
-#define FIRE_AT(t, vec)                  \
-    do {                                 \
-        i64 tin_ = (t);                  \
-        FF_WAIT_ROOM_ALL(r, vec);        \
-        (t) = tin_ >= r ? tin_ : r;      \
-        st.blocked += (t) - tin_;        \
-    } while (0)
-
 static inline std::string bare(const Tok& s) {   // a stop as an f-string shows it: S0, not 'S0'
     std::string x = repr(s);
     return s.is_str() ? x.substr(1, x.size() - 2) : x;
@@ -53,14 +44,14 @@ Proc run(Node& st) {
         for (size_t i = 0; i < inner.size(); ++i) inner_out[i]->push1(inner[i]->head(), t);
     };
     bool pending = false, closed = false, in_fibre = false;
-    i64 clock = -1, r, t;
+    i64 clock = -1, t;
     for (;;) {
         if (in_fibre) {
             t = std::max(clock + 1, (i64)0);
             WAIT_INNER(t);
             Tok x = ii->head();
             if (!x.is_str() || x.is_N()) {
-                FIRE_AT(t, inner_out);
+                FF_FIRE_AT_ALL(t, t, inner_out);
                 push_inner(t);
                 pop_inner(t);
             } else if (x.is_stop() && x.level() == 0) {
@@ -68,7 +59,7 @@ Proc run(Node& st) {
                 pending = true;
                 in_fibre = false;
             } else if (x.is_stop()) {
-                FIRE_AT(t, inner_out);
+                FF_FIRE_AT_ALL(t, t, inner_out);
                 push_inner(t);
                 pop_inner(t);
                 closed = true;
@@ -84,7 +75,7 @@ Proc run(Node& st) {
                 WAIT_INNER(t);
                 Tok x = ii->head();
                 if (!x.is_str() || x.is_N()) {
-                    FIRE_AT(t, both);
+                    FF_FIRE_AT_ALL(t, t, both);
                     io->pop(t);
                     oo->push1(c, t);
                     if (pending) {
@@ -99,7 +90,7 @@ Proc run(Node& st) {
                     io->pop(t);
                     pop_inner(t);
                 } else if (x.is_stop()) {
-                    FIRE_AT(t, inner_out);
+                    FF_FIRE_AT_ALL(t, t, inner_out);
                     io->pop(t);
                     push_inner(t);
                     pop_inner(t);
@@ -110,7 +101,7 @@ Proc run(Node& st) {
                 }
             } else if (c.is_stop()) {
                 if (closed) {
-                    FIRE_AT(t, only_oo);
+                    FF_FIRE_AT_ALL(t, t, only_oo);
                     io->pop(t);
                     oo->push1(c, t);
                     closed = false;
@@ -120,7 +111,7 @@ Proc run(Node& st) {
                     Tok want = Tok::Stop(c.level() + 1);
                     if (!tok_eq(x, want) || pending)
                         bad(st, "outer " + bare(c) + " meets inner " + repr(x) + " (expected " + bare(want) + ")");
-                    FIRE_AT(t, both);
+                    FF_FIRE_AT_ALL(t, t, both);
                     io->pop(t);
                     oo->push1(c, t);
                     push_inner(t);
@@ -129,7 +120,7 @@ Proc run(Node& st) {
             } else if (c.is_D()) {
                 WAIT_INNER(t);
                 if (!ii->head().is_D() || pending) bad(st, "outer is done but inner has " + repr(ii->head()));
-                FIRE_AT(t, both);
+                FF_FIRE_AT_ALL(t, t, both);
                 io->pop(t);
                 oo->push1(TOK_D, t);
                 push_inner(t);

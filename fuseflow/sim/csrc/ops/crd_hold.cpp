@@ -9,7 +9,7 @@ Proc run(Node& st) {
     Channel* ii = st.in("inner");
     Out* out = st.out("outer");
     bool closed = false;
-    i64 clock = -1, r;
+    i64 clock = -1;
     for (;;) {
         FF_WAIT_TOK(io);
         Tok c = io->head();
@@ -47,11 +47,7 @@ Proc run(Node& st) {
         } else {
             bad(st, "unexpected outer token " + repr(c));
         }
-        // fire_at(st, [out], t)
-        i64 tin = t;
-        FF_WAIT_ROOM(r, out);
-        t = tin >= r ? tin : r;
-        st.blocked += t - tin;
+        FF_FIRE_AT(t, t, out);
         ii->pop(t);
         if (pop_outer) io->pop(t);
         out->push1(push, t);

@@ -51,7 +51,7 @@ Proc run(Node& st) {
     inner.insert(inner.end(), irefs.begin(), irefs.end());
     std::vector<Tok> heads(n);
     bool closed = false;
-    i64 clock = -1, rm;
+    i64 clock = -1;
     for (;;) {
         FF_WAIT_TOK(io);
         Tok r = io->head();
@@ -100,11 +100,7 @@ Proc run(Node& st) {
                 if (!tok_eq(h, x)) bad(st, "references " + repr(h) + " not aligned with coordinate token " + repr(x));
         }
         if (push) {
-            // fire_at(st, every, t)
-            i64 tin = t;
-            FF_WAIT_ROOM_ALL(rm, every);
-            t = tin >= rm ? tin : rm;
-            st.blocked += t - tin;
+            FF_FIRE_AT_ALL(t, t, every);
         }
         for (Channel* ch : inner) ch->pop(t);
         if (pop_outer) io->pop(t);

@@ -21,19 +21,17 @@ Tok locate_ref(const Tok& p, i64 dim, const Tok& c) {
 }
 
 // _emit(out, tok, tin, st): push tok no earlier than tin; t is the firing cycle
-#define EMIT(tok, tin)                       \
-    do {                                     \
-        FF_WAIT_ROOM(r, out);                \
-        t = (tin) >= r ? (tin) : r;          \
-        st.blocked += t - (tin);             \
-        out->push1((tok), t);                \
+#define EMIT(tok, tin)              \
+    do {                            \
+        FF_FIRE_AT(t, (tin), out);  \
+        out->push1((tok), t);       \
     } while (0)
 
 Proc run(Node& st) {
     i64 dim = st.params.get_int("dim");
     Channel *par = st.in("ref"), *crd = st.in("crd");
     Out* out = st.out("ref");
-    i64 clock = -1, r, t = 0;
+    i64 clock = -1, t = 0;
     bool holding = false;   // held is not None
     Tok held;               // the parent reference of the current fibre (an int or N), once taken
     for (;;) {

@@ -17,7 +17,7 @@ Proc with_crd(Node& st) {
     Tok acc;
     bool have = false;
     bool closed = false;
-    i64 clock = -1, ops = 0, r;
+    i64 clock = -1, ops = 0;
     for (;;) {
         FF_WAIT_TOK(ic);
         Tok c = ic->head();
@@ -70,10 +70,7 @@ Proc with_crd(Node& st) {
                 bad(st, "unexpected token " + repr(c) + " on crd");
             }
         }
-        i64 tin = t;
-        FF_WAIT_ROOM(r, out);
-        t = tin >= r ? tin : r;
-        st.blocked += t - tin;
+        FF_FIRE_AT(t, t, out);
         if (pop_c) ic->pop(t);
         if (pop_v) iv->pop(t);
         out->push1(push, t);
@@ -96,7 +93,7 @@ Proc plain(Node& st) {
     Tok zero = env.zero;
     Tok acc;
     bool have = false;
-    i64 clock = -1, ops = 0, r, t;
+    i64 clock = -1, ops = 0, t;
     for (;;) {
         FF_WAIT_TOK(inp);
         Tok tok = inp->head();
@@ -141,9 +138,7 @@ Proc plain(Node& st) {
         if (!has_push) {
             t = tin;
         } else {
-            FF_WAIT_ROOM(r, out);
-            t = tin >= r ? tin : r;
-            st.blocked += t - tin;
+            FF_FIRE_AT(t, tin, out);
             out->push1(push, t);
         }
         if (pop) inp->pop(t);

@@ -6,19 +6,17 @@ namespace ff {
 namespace {
 
 // _emit(out, tok, tin, st): push tok no earlier than tin; t is the firing cycle
-#define EMIT(tok, tin)                       \
-    do {                                     \
-        FF_WAIT_ROOM(r, out);                \
-        t = (tin) >= r ? (tin) : r;          \
-        st.blocked += t - (tin);             \
-        out->push1((tok), t);                \
+#define EMIT(tok, tin)              \
+    do {                            \
+        FF_FIRE_AT(t, (tin), out);  \
+        out->push1((tok), t);       \
     } while (0)
 
 Proc run(Node& st) {
     Channel* inp = st.in("in");
     Channel* rs = st.in("repsig");
     Out* out = st.out("out");
-    i64 clock = -1, r, t = 0, tin;
+    i64 clock = -1, t = 0, tin;
     bool holding = false;
     Tok held;
     for (;;) {

@@ -355,20 +355,11 @@ Proc acc_nested(Node& st, Channel* banks, Out* bank_out, std::shared_ptr<Shared>
     }
 }
 
-// fire_at(st, outs, tin): t = the cycle (>= tin) at which a firing that writes outs can happen; the cycles it
-// waits for room are blocked
-#define FIRE_AT(t, outs, tin)              \
-    do {                                   \
-        i64 ff_tin_ = (tin);               \
-        FF_WAIT_ROOM_ALL(r, outs);         \
-        t = ff_tin_ >= r ? ff_tin_ : r;    \
-        st.blocked += t - ff_tin_;         \
-    } while (0)
 
 // the emit side: drains the banks in order, then emits D
 Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr<Shared> sh) {
     auto log_t = [&sh](i64 t) { sh->fired.add(1, t); };
-    i64 clock = -1, r, t;
+    i64 clock = -1, t;
     i64 delay = st.params.get_int("_emit_delay");
     size_t n = ochans.size() - 1;
     // ochans[q:] for every q (first = ochans[q:], inner = ochans[n-1:], the fibre ends' ochans[q+1:])
@@ -382,7 +373,7 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
         i64 start = item.is_D() ? handed : handed + delay;
         if (clock < start) clock = start;
         if (item.is_D()) {
-            FIRE_AT(t, from[0], clock + 1);
+            FF_FIRE_AT_ALL(t, clock + 1, from[0]);
             banks->pop(t);
             for (Out* o : ochans) o->push1(TOK_D, t);
             log_t(t);
@@ -406,7 +397,7 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
                 const Row& row = bank.acc.find(p)->second;
                 size_t idx = 0;
                 for (auto& [jj, val] : row) {
-                    FIRE_AT(t, (idx == 0 ? from[q] : from[n - 1]), t + 1);
+                    FF_FIRE_AT_ALL(t, t + 1, (idx == 0 ? from[q] : from[n - 1]));
                     if (idx == 0)
                         for (size_t e = q; e + 1 < n; ++e) ochans[e]->push1(p[e], t);
                     ochans[n - 1]->push1(jj, t);
@@ -420,14 +411,14 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
                     q = 0;
                     while (tok_eq(p[q], nxt[q])) q += 1;
                     // streams q+1 .. n-1 close a fibre: stream q+1 with S0, each deeper one a level higher
-                    FIRE_AT(t, from[q + 1], t + 1);
+                    FF_FIRE_AT_ALL(t, t + 1, from[q + 1]);
                     for (size_t e = q + 1; e <= n; ++e)
                         ochans[e]->push1(Tok::Stop((int)(std::min(e, n - 1) - q - 1)), t);
                     log_t(t);
                     st.busy += 1;
                 }
             }
-            FIRE_AT(t, from[0], t + 1);
+            FF_FIRE_AT_ALL(t, t + 1, from[0]);
             for (size_t e = 0; e <= n; ++e) ochans[e]->push1(Tok::Stop((int)(bank.base + (i64)std::min(e, n - 1))), t);
             log_t(t);
             st.busy += 1;
