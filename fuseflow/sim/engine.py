@@ -25,7 +25,7 @@ from ..samml.widths import INDEX_KINDS, check_fits_width, stream_width
 from ..tensors import PackedTensor, TensorFormat
 from ..tensors.fixed import FixedFormat, binary_op, matmul_op, row_reduce_op, unary_op
 from ..tensors.packed import CompressedLevel, DenseLevel
-from . import compiled
+from . import compiled, progress as _progress
 from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
 from .ops import MODELS
@@ -33,8 +33,6 @@ from .blocks import blockwise, node_blocks, row_reducer, run_op_block
 from .tokens import as_block, normalize
 
 UNBOUNDED = 1 << 62
-#: seconds between two progress reports of a long run
-PROGRESS_SECONDS = 0.5
 
 
 class Env:
@@ -147,21 +145,26 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, wi
     try:
         _schedule(live, nodes, out_by_stream, progress)
     except KeyboardInterrupt as exc:
-        exc.partial = (max((st.clock for st in nodes), default=-1) + 1, out_by_stream)
+        exc.partial = (_cycles(nodes), out_by_stream)
         raise
-    cycles = max((st.clock for st in nodes), default=-1) + 1
-    return cycles, out_by_stream, chans_by_stream
+    return _cycles(nodes), out_by_stream, chans_by_stream
+
+
+def _cycles(nodes):
+    """The cycles simulated so far: one past the latest firing."""
+    return max((st.clock for st in nodes), default=-1) + 1
 
 
 def _schedule(live, nodes, outs, report=None):
     """Resume the processes in rounds until all have finished (the DAM engine's loop)."""
     rounds = 0
-    next_report = time.monotonic() + PROGRESS_SECONDS
+    every = _progress.PROGRESS_SECONDS
+    next_report = time.monotonic() + every
     while live:
         rounds += 1
         if report is not None and rounds & 255 == 0 and time.monotonic() >= next_report:
-            next_report = time.monotonic() + PROGRESS_SECONDS
-            report(sum(o.count for o in outs.values()), max((st.clock for st in nodes), default=-1) + 1)
+            next_report = time.monotonic() + every
+            report(sum(o.count for o in outs.values()), _cycles(nodes))
         progress = False
         still = []
         for item in live:
@@ -386,10 +389,11 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     ``trace=True`` also the cycle and the token of every push on every stream (slower; for diagnosis). ``memory``: where
     tensors live (:mod:`fuseflow.sim.memory`: ``"onchip"``, the default and the RTL's contract, ``"hbm2"``,
     ``"ddr4"``, ``"bw=B,latency=L"``); off chip, each kernel is charged for the bytes it moved. ``engine``:
-    ``"auto"`` (the compiled engine when it is built and can run the program, else this module's, with one
-    line on stderr), ``"compiled"`` or ``"python"``; both give identical results (:mod:`fuseflow.sim.compiled`).
-    ``progress=True`` shows tokens and simulated cycles per second on stderr while a kernel runs (a callable
-    ``progress(tokens, cycles)`` is called instead, about every ``PROGRESS_SECONDS``). Ctrl-C stops
+    ``"auto"`` (the compiled engine when it is built and can run the program, else this module's, saying why in
+    one line on a terminal), ``"compiled"`` or ``"python"``; both give identical results
+    (:mod:`fuseflow.sim.compiled`). ``progress=True`` shows tokens and simulated cycles per second on stderr
+    while a kernel runs (a callable ``progress(tokens, cycles)`` is called instead, about every
+    :data:`fuseflow.sim.progress.PROGRESS_SECONDS`). Ctrl-C stops
     the run: the KeyboardInterrupt carries ``stats`` (tokens and cycles so far, per kernel).
     """
     mem = memory_system(memory)
@@ -421,25 +425,19 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         streams = [(s.id, (s.src.node, s.src.port), [(d.node, d.port) for d in s.dsts], s.depth)
                    for s in k.streams.values()]
         widths = {s.id: stream_width(prog, s) for s in k.streams.values() if s.kind in INDEX_KINDS}
-        report = progress if callable(progress) else _ProgressLine(k.name) if progress else None
+        report = _progress.reporter(progress, k.name)
         try:
             if use_compiled:
                 compute, outs, _ = compiled.run_kernel([states[n] for n in order], streams, depth_default, widths,
-                                                       env, trace, UNBOUNDED, report, PROGRESS_SECONDS)
+                                                       env, trace, UNBOUNDED, report, _progress.PROGRESS_SECONDS)
             else:
                 compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
                                               out_class=TracingOut if trace else Out, widths=widths, progress=report)
         except KeyboardInterrupt as exc:
-            cycles_so_far, outs_so_far = getattr(exc, "partial", (0, {}))
-            done = [{"name": ks["name"], "cycles": ks["cycles"], "tokens": ks["tokens"]} for ks in kstats]
-            exc.stats = {"kernels": done + [{"name": k.name, "cycles": cycles_so_far, "interrupted": True,
-                                             "tokens": sum(o.count for o in outs_so_far.values())}],
-                         "wall_seconds": time.perf_counter() - t0}
-            exc.stats["tokens"] = sum(x["tokens"] for x in exc.stats["kernels"])
-            exc.stats["cycles"] = sum(x["cycles"] for x in exc.stats["kernels"])
+            exc.stats = _progress.interrupted_stats(kstats, k.name, getattr(exc, "partial", (0, {})), t0)
             raise
         finally:
-            if isinstance(report, _ProgressLine):
+            if isinstance(report, _progress.ProgressLine):
                 report.close()
         read_b = sum(_read_bytes(st, crd_bytes, val_bytes) for st in states.values())
         write_b = sum(_write_bytes(st, crd_bytes, val_bytes) for st in states.values())
@@ -487,30 +485,6 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
     return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None,
                      sent if trace else None)
-
-
-class _ProgressLine:
-    """``progress(tokens, cycles)`` of a long kernel: one line on stderr, redrawn in place on a terminal."""
-
-    def __init__(self, name, stream=None):
-        import sys
-        self.name, self.stream = name, stream or sys.stderr
-        self.t0 = time.perf_counter()
-        self.shown = False
-        self.tty = getattr(self.stream, "isatty", lambda: False)()
-
-    def __call__(self, tokens, cycles):
-        dt = max(time.perf_counter() - self.t0, 1e-9)
-        line = (f"kernel {self.name}: {tokens / 1e6:.1f} M tokens, {cycles / 1e6:.2f} M cycles simulated "
-                f"({tokens / dt / 1e6:.1f} M tokens/s, {cycles / dt / 1e6:.2f} M cycles/s, {dt:.0f} s)")
-        self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self):
-        if self.shown and self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def _read_bytes(st, crd_bytes, val_bytes):

@@ -5,7 +5,8 @@ import pytest
 
 from fuseflow.errors import FuseFlowError
 from fuseflow.samml import kernels
-from fuseflow.sim import compiled, engine, run
+from fuseflow.sim import compiled, run
+from fuseflow.sim import progress as sim_progress
 from fuseflow.sim.__main__ import main as sim_main
 
 ENGINES = ["python"] + (["compiled"] if compiled.available() else [])
@@ -60,7 +61,7 @@ def test_auto_takes_the_compiled_engine_and_agrees():
 def test_progress_reports_and_interrupt_keeps_counters(eng, monkeypatch):
     """A progress callback sees growing token and cycle counts; a KeyboardInterrupt raised from it (what
     Ctrl-C does) leaves the run with the counters so far."""
-    monkeypatch.setattr(engine, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(sim_progress, "PROGRESS_SECONDS", 0.0)
     p, ins = _spmv(300, 0.3)
     full = run(p, ins, engine="python")
     seen = []
