@@ -29,13 +29,10 @@ ENGINES = ("auto", "compiled", "python")
 
 try:                                        # built by pip from fuseflow/sim/csrc (optional: needs a C++ compiler)
     from . import _engine
-    _IMPORT_ERROR = None
-except ImportError as exc:                  # pragma: no cover - depends on the machine
+except ImportError:                         # pragma: no cover - depends on the machine
     _engine = None
-    _IMPORT_ERROR = str(exc)
 if os.environ.get("FUSEFLOW_NO_COMPILED_ENGINE"):     # behave as on a machine without a C++ compiler
     _engine = None
-    _IMPORT_ERROR = "FUSEFLOW_NO_COMPILED_ENGINE is set"
 
 _told = set()
 
@@ -54,7 +51,7 @@ def compiled_ops() -> frozenset:
     return frozenset(_engine.ops()) if _engine is not None else frozenset()
 
 
-def unsupported(prog, trace=False) -> str | None:
+def unsupported(prog) -> str | None:
     """Why the compiled engine cannot run ``prog`` (None when it can)."""
     if _engine is None:
         return "the compiled engine is not built (no C++ compiler when fuseflow was installed)"
@@ -69,14 +66,14 @@ def unsupported(prog, trace=False) -> str | None:
     return None
 
 
-def choose(engine: str, prog, trace=False) -> str:
+def choose(engine: str, prog) -> str:
     """The engine that runs ``prog``: ``"compiled"`` or ``"python"``. ``auto`` falls back with one line on a
     terminal's stderr (once per reason); ``compiled`` raises when it cannot run the program."""
     if engine not in ENGINES:
         raise FuseFlowError("--engine", f"unknown engine {engine!r} (expected {', '.join(ENGINES)})")
     if engine == "python":
         return "python"
-    why = unsupported(prog, trace)
+    why = unsupported(prog)
     if why is None:
         return "compiled"
     if engine == "compiled":

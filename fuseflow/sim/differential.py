@@ -51,7 +51,7 @@ def compare(prog, inputs, mode="float", **run_kwargs) -> list:
     if "engine" in run_kwargs:
         raise TypeError("compare() runs both engines: do not pass engine=")
     prog = load_program(prog)
-    why = compiled.unsupported(prog, run_kwargs.get("trace", False))
+    why = compiled.unsupported(prog)
     if why is not None:
         raise Unsupported(why)
     results = []

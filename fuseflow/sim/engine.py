@@ -398,7 +398,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     """
     mem = memory_system(memory)
     prog = load_program(graph_or_program)
-    use_compiled = compiled.choose(engine, prog, trace) == "compiled"
+    use_compiled = compiled.choose(engine, prog) == "compiled"
     if fifo_depth is not None:
         if not isinstance(fifo_depth, (int, np.integer)) or isinstance(fifo_depth, bool) or fifo_depth < 1:
             raise FuseFlowError("--fifo-depth", f"must be an integer >= 1, got {fifo_depth!r}")

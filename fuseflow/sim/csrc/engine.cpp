@@ -117,22 +117,18 @@ const std::vector<double>& Params::fvec(const std::string& k) const {
 }
 
 // ---- arithmetic (fuseflow/tensors/fixed.py) ---------------------------------------------------------------
-static inline Tok num_tok(const Tok& like_a, const Tok& like_b, double v) {
-    (void)like_a, (void)like_b;
-    return Tok::Flt(v);
-}
 
 static Tok f_add(const Env&, const Tok& a, const Tok& b) {
     if (a.k == K_INT && b.k == K_INT) return Tok::Int(a.i + b.i);
-    return num_tok(a, b, a.num() + b.num());
+    return Tok::Flt(a.num() + b.num());
 }
 static Tok f_sub(const Env&, const Tok& a, const Tok& b) {
     if (a.k == K_INT && b.k == K_INT) return Tok::Int(a.i - b.i);
-    return num_tok(a, b, a.num() - b.num());
+    return Tok::Flt(a.num() - b.num());
 }
 static Tok f_mul(const Env&, const Tok& a, const Tok& b) {
     if (a.k == K_INT && b.k == K_INT) return Tok::Int(a.i * b.i);
-    return num_tok(a, b, a.num() * b.num());
+    return Tok::Flt(a.num() * b.num());
 }
 static Tok f_div(const Env&, const Tok& ta, const Tok& tb) {
     double a = ta.num(), b = tb.num();
