@@ -374,7 +374,6 @@ struct Env {
 
     BinFn binary(const std::string& name) const;           // add sub mul div max min
     UnaryFn unary(const std::string& name) const;          // native when implemented, else the callback
-    Tok encode(double x) const;                            // Env.encode
     Tok row_reduce(const std::string& op, const Tok& x) const;   // Env.row_reduce[op] (reduce with rows)
     Tok matmul(const Tok& a, const Tok& b) const;                 // Env.matmul (block_matmul)
 };
