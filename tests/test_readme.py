@@ -78,10 +78,15 @@ def test_correlation_numbers_match_the_committed_report():
 def test_cora_seconds_match_the_committed_results():
     import json
     with open(os.path.join(ROOT, "benchmarks", "results", "cora.json"), encoding="utf-8") as f:
-        rows = json.load(f)["rows"]
-    m = re.search(r"in (\d+)-(\d+) s, checked against PyTorch \(`benchmarks/results/cora.json`\)", _text())
+        cora = json.load(f)
+    rows = cora["rows"]
+    m = re.search(r"in (\d+)-(\d+) s, checked against PyTorch; trained, it scores ([\d.]+) % in fixed point as "
+                  r"in PyTorch \(`benchmarks/results/cora.json`\)", _text())
     assert m, "README.md's Cora sentence changed: update this test"
     lo, hi = int(m.group(1)), int(m.group(2))
     secs = [r["simulate_seconds"] for r in rows]
     assert all(r["check_ok"] for r in rows)
     assert round(min(secs)) == lo and round(max(secs)) == hi, secs
+    acc = cora["accuracy"]
+    fixed = {round(100 * r["test_accuracy"], 1) for r in acc["rows"]}
+    assert fixed == {float(m.group(3))} == {round(100 * acc["pytorch_float32_test_accuracy"], 1)}
