@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # default test run: 2 workers on CI's 2 cores
 PYTEST_ARGS ?= -n 2
 
-.PHONY: all venv demo test slow bench examples docs correlate correlate-quick synth-report boards dse clean
+.PHONY: all venv demo test slow bench examples docs correlate correlate-quick synth-report boards dse paper clean
 
 all: test
 
@@ -47,6 +47,12 @@ correlate-quick: $(STAMP)
 # design-space experiments mirroring the paper's Section 8 (report/dse/index.html, JSON and PNGs; ~10 min on 2 cores)
 dse: $(STAMP)
 	$(PY) -m fuseflow.dse run all -o report/dse --scheduler local:2
+
+# the paper's Figure 12 at the paper's sizes: GCN and GraphSAGE on Cora, the autoencoder at 224 x 224, GPT-3 Small
+# BigBird attention at sequence 1024, each unfused / partially / fully fused and checked against PyTorch
+# (report/paper/index.html; the committed run is benchmarks/results/dse/fig12.json)
+paper: $(STAMP)
+	$(PY) -m fuseflow.dse run fig12 --size paper -o report/paper
 
 # every op alone and the quick-suite kernels on ECP5-85F: benchmarks/results/synth.{json,md}
 synth-report: $(STAMP)

@@ -33,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--budget", type=int, default=None, metavar="N",
                    help="most simulations an experiment may run (refused before running when it needs more)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--dataset", default="cora",
+                   help="graph of the fig12 experiment's GNNs (fuseflow.datasets.load: a name or a path; default cora)")
+    r.add_argument("--size", default="paper", choices=("small", "medium", "paper"),
+                   help="model sizes of the fig12 experiment (default: the paper's)")
     e = sub.add_parser("evaluation", help="print docs/evaluation.md's results block from committed JSON")
     e.add_argument("dir", nargs="?", default="benchmarks/results/dse", help="experiment JSON directory")
     e.add_argument("--cost", default="benchmarks/results/cost.json",
@@ -46,7 +50,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.cmd == "list":
         for name, exp in EXPERIMENTS.items():
-            print(f"{name:10s} {exp.figure:8s} {exp.title}")
+            print(f"{name:10s} {exp.figure:8s} {exp.title}" + ("" if exp.in_all else " (not in 'all': make paper)"))
         for fig, why in PENDING.items():
             print(f"{'-':10s} {fig:8s} {why}")
         return 0
@@ -54,7 +58,7 @@ def main(argv=None) -> int:
         from .report import evaluation_markdown
         print(evaluation_markdown(args.dir, args.cost, args.autoschedule))
         return 0
-    names = list(EXPERIMENTS) if args.experiments == ["all"] else args.experiments
+    names = [n for n, e in EXPERIMENTS.items() if e.in_all] if args.experiments == ["all"] else args.experiments
     for n in names:
         if n not in EXPERIMENTS:
             raise FuseFlowError(f"experiment {n!r}", f"unknown (known: {', '.join(EXPERIMENTS)}, all)")
@@ -64,7 +68,7 @@ def main(argv=None) -> int:
         _check_reachable(address)                  # before any work: a dead address fails in seconds
     if args.budget is not None and args.budget < 1:
         raise FuseFlowError("--budget", f"must be at least 1 simulation, got {args.budget}")
-    plans = {n: EXPERIMENTS[n].tasks() for n in names}
+    plans = {n: EXPERIMENTS[n].tasks(**{o: getattr(args, o) for o in EXPERIMENTS[n].options}) for n in names}
     if args.budget is not None:
         for n, tasks in plans.items():
             if len(tasks) > args.budget:

@@ -64,3 +64,39 @@ def run_point(text: str, fuse: str = "regions", order=None, data: dict | None = 
                     "cycles": {name: recharge(s, name) for name in PRESETS}})
         assert out["cycles"]["onchip"] == res.cycles
     return out
+
+
+def paper_model(model: str, dataset: str = "cora", size: str = "paper"):
+    """(PyTorch model, inputs) of one of Figure 12's models: ``gcn`` / ``graphsage`` (two layers, hidden 16) on
+    ``dataset`` (:func:`fuseflow.datasets.load`; ``size`` "small" / "medium" take a breadth-first sample of
+    200 / 1,000 nodes), ``autoencoder`` / ``attention`` at ``size`` (:func:`fuseflow.models.example`)."""
+    from .. import datasets
+    from ..errors import FuseFlowError
+    from ..models import example, gcn_for, graphsage_for
+    if model in ("gcn", "graphsage"):
+        g = datasets.load(dataset)
+        sample = {"small": 200, "medium": 1000}.get(size)
+        if sample and sample < g.nodes:
+            g = g.subgraph(g.bfs(sample))
+        return (gcn_for if model == "gcn" else graphsage_for)(g)
+    if model in ("autoencoder", "attention"):
+        return example(model, size=size)
+    raise FuseFlowError("model", f"unknown Figure 12 model {model!r} (known: gcn, graphsage, autoencoder, attention)")
+
+
+def run_model_point(model: str, fuse: str, dataset: str = "cora", size: str = "paper", engine: str = "auto") -> dict:
+    """Compile one of Figure 12's PyTorch models (:func:`paper_model`) with ``fuse``, simulate it in float mode
+    and check it against PyTorch; counters and cycles under every memory preset, as :func:`run_point`."""
+    from .. import compile as compile_model
+    torch_model, inputs = paper_model(model, dataset, size)
+    t0 = time.perf_counter()
+    m = compile_model(torch_model, inputs, fuse=fuse, mode="float")
+    compile_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    check = m.check(engine=engine)
+    s = check.simulation.stats
+    return {"model": model, "fuse": fuse, "dataset": dataset if model in ("gcn", "graphsage") else None,
+            "size": size, "kernels": len(m.program.kernels), "engine": s["engine"], "compile_s": compile_s,
+            "sim_s": time.perf_counter() - t1, "check_ok": bool(check.ok), "max_rel_error": check.max_rel_error,
+            "alu_ops": s["alu_ops"], "bytes": s["mem_read_bytes"] + s["mem_write_bytes"], "tokens": s["tokens"],
+            "cycles": {name: recharge(s, name) for name in PRESETS}}

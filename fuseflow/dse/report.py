@@ -53,6 +53,19 @@ def _ours(name: str, summary: dict) -> str:
             parts.append(f"{model}: best {best}; regions {part['speedup_hbm2']:.2f}x, full "
                          f"{full['speedup_hbm2']:.2f}x over unfused")
         return "; ".join(parts) + "."
+    if name == "fig12":
+        parts = []
+        for model, best in summary["best_hbm2"].items():
+            rs = [r for r in rows if r["model"] == model]
+            where = rs[0]["dataset"] or rs[0]["size"]
+            ratios = ", ".join(f"{r['fuse']} {r['speedup_hbm2']:.2f}x" +
+                               (f" (paper {r['paper_speedup']:.2f}x)" if r["paper_speedup"] != "" else "")
+                               for r in rs if r["fuse"] != "none")
+            agree = "as the paper" if summary["paper_best"].get(model) == best else \
+                f"the paper: {summary['paper_best'].get(model)}"
+            parts.append(f"{model} ({where}): best {best} ({agree}); {ratios}")
+        return "; ".join(parts) + ". Every run checked against PyTorch: " + \
+            ("all agree" if all(r["check_ok"] for r in rows) else "SOME DIFFER, see the JSON") + "."
     if name == "flops":
         return "; ".join(f"{r['model'].split(' (')[0]} {r['fuse']}: FLOPs x{r['flops_norm']:.2f}, bytes "
                          f"x{r['bytes_norm']:.2f}, intensity {r['intensity']:.3f} FLOP/B"

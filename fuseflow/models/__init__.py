@@ -49,6 +49,9 @@ def example(name: str, **sizes):
     ``size="small"`` (sequence 64, 2 heads of 8, block 8; the default), ``"medium"`` (256, 12 x 64, block
     64) or ``"paper"`` (1024, 12 x 64, block 64), and any of its parameters on top.
 
+    ``autoencoder`` takes ``size="small"`` (8 x 8 images, the default sizes), ``"medium"`` (32 x 32) or
+    ``"paper"`` (224 x 224, 50 % weight sparsity), and its parameters on top.
+
     ``gcn`` and ``graphsage`` run on Zachary's karate club (``graph=`` a :class:`.data.Graph` to change it)."""
     from ..errors import FuseFlowError
     from . import data
@@ -60,7 +63,12 @@ def example(name: str, **sizes):
             return GCN(**sizes), (g.adjacency, g.features)
         return GraphSAGE(**sizes), (g.neighbours, g.degree, g.features)
     if name == "autoencoder":
-        from .autoencoder import SparseAutoencoder
+        from .autoencoder import SIZES as AE_SIZES, SparseAutoencoder
+        size = sizes.pop("size", None)
+        if size is not None:
+            if size not in AE_SIZES:
+                raise FuseFlowError("size", f"unknown size {size!r} for autoencoder (known: {', '.join(AE_SIZES)})")
+            sizes = {**AE_SIZES[size], **sizes}
         model = SparseAutoencoder(**sizes)
         features = model.enc1.linear.in_features
         side = int(round(features ** 0.5))

@@ -8,6 +8,13 @@ import torch.nn.utils.prune as prune
 
 FUSION = {"unfused": "none", "partial": "regions", "full": "full"}
 
+#: the size ladder of :func:`fuseflow.models.example` ("autoencoder", size=...): flattened square images of
+#: ``features`` pixels. "paper" is the paper's ImageNet input (224 x 224) at its 50 % weight sparsity; the
+#: paper does not state the hidden widths, these are ours.
+SIZES = {"small": dict(features=64, hidden=32, code=16, sparsity=0.6),
+         "medium": dict(features=32 * 32, hidden=128, code=32, sparsity=0.5),
+         "paper": dict(features=224 * 224, hidden=256, code=64, sparsity=0.5)}
+
 
 class SAELayer(nn.Module):
     """``act(X W^T + b)`` with ``W`` magnitude-pruned (``torch.nn.utils.prune.l1_unstructured``)."""
