@@ -43,6 +43,7 @@ BENCHMARKS = [
     ("autoschedule_bench", [], ["autoschedule.json"]),
     ("cora_bench", [], ["cora.json"]),
     ("attention_bench", [], ["attention.json"]),
+    ("ogb_scale_bench", [], ["ogb_scale.json"]),
 ]
 
 
