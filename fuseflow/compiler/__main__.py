@@ -176,13 +176,12 @@ def compile_cmd(args):
         dep = result.reports["depths"]
         msg = f"wrote {path}: {len(result.program.kernels)} kernel(s), " \
               f"{sum(len(k.nodes) for k in result.program.kernels)} nodes, crd_width " \
-              f"{result.program.config['crd_width']}, FIFOs {dep['total_bits']} of {dep['budget_bits']} bits " \
-              f"(+ {fifos})"
+              f"{result.program.config['crd_width']}, FIFOs {dep['total_bits']} bits, a budget of " \
+              f"{dep['budget_bits']}{_on_top(dep)} (+ {fifos})"
         if dep["trimmed"]:
             # trimmed channels stall the branch beside a long pipeline (the decoder's regions: 14x the cycles)
-            msg += f"; the budget gave {dep['trimmed']} channel(s) less than they asked for ({dep['wanted_bits']} " \
-                   f"bits in all; --dump-table lists them): --fifo-budget {dep['wanted_bits']} keeps every channel " \
-                   f"at the depth it asks for"
+            msg += f"; the budget gave {dep['trimmed']} channel(s) less than they asked for (--dump-table lists " \
+                   f"them): --fifo-budget {dep['full_budget_bits']} keeps every channel at the depth it asks for"
         try:
             from ..samml.dot import has_graphviz, to_svg
             if has_graphviz():
@@ -198,18 +197,22 @@ def compile_cmd(args):
     return 0
 
 
+def _on_top(rep):
+    """The bits the depths report charges on top of its budget (deadlock floors, lanes), as text."""
+    parts = [f"{rep[k]} of {what}" for k, what in (("floor_bits", "deadlock floors"), ("lane_bits", "lanes"))
+             if rep.get(k)]
+    return f" + {' + '.join(parts)} on top" if parts else ""
+
+
 def render_depths(rep):
     """The depths pass's report as a table (``--dump-table``)."""
-    on_top = " + ".join(f"{rep[k]} {what} on top" for k, what in (("floor_bits", "of deadlock floors"),
-                                                                    ("lane_bits", "of lanes")) if rep.get(k))
-    lines = [f"channel depths: {rep['total_bits']} FIFO bits of a budget of {rep['budget_bits']}"
-             + (f" ({on_top})" if on_top else "")
+    lines = [f"channel depths: {rep['total_bits']} FIFO bits, a budget of {rep['budget_bits']}{_on_top(rep)}"
              + (" (OVER BUDGET: the channels at their floors and the default depth alone exceed it)"
                 if rep["over_budget"] else "")
              + f", default depth {rep['default_depth']}, crd_width {rep['crd_width']}"]
     if rep.get("trimmed"):
-        lines.append(f"  {rep['trimmed']} channel(s) got less than they asked for ({rep['wanted_bits']} bits in "
-                     f"all): marked '<', their wanted depth after it")
+        lines.append(f"  {rep['trimmed']} channel(s) got less than they asked for (marked '<', the depth it asked "
+                     f"for after it; every one keeps it from --fifo-budget {rep['full_budget_bits']})")
     prof = rep.get("profile")
     if prof:
         lines.append("  profile on synthetic inputs: " + ", ".join(f"{k} {v}" for k, v in prof.items()))

@@ -108,6 +108,16 @@ def test_a_tight_budget_is_respected_and_spent_where_it_saves_cycles(gcn, share)
     assert table.count("  < ") == rep["trimmed"]
 
 
+
+def test_the_full_budget_is_the_smallest_that_keeps_every_depth(gcn):
+    free, floor_only, _ = gcn
+    full = floor_only.reports["depths"]["full_budget_bits"]
+    kept = compile_text(GCN, name="gcn", passes={"budget_bits": full})
+    assert kept.reports["depths"]["trimmed"] == 0 and _depths(kept.program) == _depths(free)
+    short = compile_text(GCN, name="gcn", passes={"budget_bits": full - 1}).reports["depths"]
+    assert short["trimmed"] > 0 and short["full_budget_bits"] == full
+
+
 def test_the_greedy_fills_the_busiest_channel_first():
     p = compile_text(GCN, name="gcn", passes={"budget_bits": 1 << 30}).program
     k = p.kernels[0]

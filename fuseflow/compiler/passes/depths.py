@@ -427,7 +427,8 @@ def assign_depths(program, options=None) -> dict:
         for s, lane0 in mirrors:
             s.depth = lane0.depth
         lane_bits = lane_cost()
-        return depth_table(program, budget, why, profile, wanted, lane_bits, on_top, wanted_depths)
+        full = max(0, wanted - (limit - budget))     # the budget at which fit_budget changes nothing
+        return depth_table(program, budget, why, profile, wanted, lane_bits, on_top, wanted_depths, full)
     return depth_table(program, budget, why, profile, lane_bits=0)
 
 
@@ -466,13 +467,14 @@ def lane_floor_bits(program, floors) -> int:
 
 
 def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None, lane_bits=0, floor_bits=0,
-                wanted=None) -> dict:
+                wanted=None, full_budget_bits=None) -> dict:
     """The report of a program's channel depths and their cost. ``wanted_bits``: what the channels cost before
     the budget trimmed them (a budget that keeps every channel at the depth it asks for); ``lane_bits``: the
     bits parallel lanes cost on top of the budget (the lanes' input channels, every lane but lane 0);
     ``floor_bits``: the bits of the other channels whose deadlock floor is above the default depth, also on
     top; ``wanted``: {(kernel name, stream id): the depth the channel asked for before the budget} (each row's
-    ``wanted``; ``trimmed`` counts the channels below it)."""
+    ``wanted``; ``trimmed`` counts the channels below it); ``full_budget_bits``: the smallest budget that keeps
+    every channel at the depth it asks for (default: ``budget_bits``)."""
     why = why or {}
     wanted = wanted or {}
     default = _default(program)
@@ -488,6 +490,7 @@ def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None, 
     return {"default_depth": default, "budget_bits": budget_bits, "total_bits": total,
             "over_budget": total > budget_bits + lane_bits + floor_bits, "lane_bits": lane_bits,
             "floor_bits": floor_bits, "wanted_bits": total if wanted_bits is None else wanted_bits,
+            "full_budget_bits": budget_bits if full_budget_bits is None else full_budget_bits,
             "trimmed": sum(r["depth"] < r["wanted"] for r in rows),
             "crd_width": int(program.config.get("crd_width", 16)),
             "profile": profile, "channels": rows}
