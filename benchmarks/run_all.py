@@ -34,6 +34,7 @@ BENCHMARKS = [
     ("wide_lookahead_cost", [], ["wide_lookahead.json"]),
     ("intersect_ring_cost", [], ["intersect_ring.json"]),
     ("depth_bench", [], ["depths.json"]),
+    ("fifo_budget_bench", [], ["fifo_budget.json"]),
     ("scaling_bench", [], ["scaling.json"]),
     ("cost_bench", [], ["cost.json"]),
     ("function_accuracy", ["-o", os.path.join(RESULTS, "functions.json")], ["functions.json"]),

@@ -21,7 +21,6 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 
 from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import io
@@ -30,62 +29,10 @@ from ..cli import atomic_write
 from ..errors import HardwareError
 from . import protocol as P
 from .bridge import BridgedTop
+from .catalog import BOARDS, DEFAULT_ULX3S_MHZ, Board, get_board  # noqa: F401 (the boards, named here too)
 
-
-@dataclass(frozen=True)
-class Board:
-    name: str
-    description: str
-    platform_name: str
-    clock_hz: float
-    family: str
-    target: str          # fuseflow.boards.synth.TARGETS key
-    bitstream: str       # file extension of the bitstream
-    leds: int
-    pll: bool = False            # the kernel clock comes from the FPGA's PLL (ECP5 EHXPLLL) at --clock
-    default_clock_mhz: float | None = None   # --clock default (PLL boards): a frequency the bundled build meets
-
-    def kernel_clock_hz(self, clock_mhz=None):
-        """The kernel clock: the oscillator, or the PLL output nearest ``clock_mhz`` (default
-        ``default_clock_mhz``)."""
-        return self.pll_params(clock_mhz).output_mhz * 1e6 if self.pll else self.clock_hz
-
-    def pll_params(self, clock_mhz=None):
-        if not self.pll:
-            if clock_mhz is not None:
-                raise HardwareError("--clock", f"board {self.name} runs on its {self.clock_hz / 1e6:g} MHz "
-                                               f"oscillator (no PLL)")
-            return None
-        from .pll import ecp5_pll_params
-        return ecp5_pll_params(self.clock_hz / 1e6, clock_mhz or self.default_clock_mhz)
-
-    def platform(self):
-        if self.platform_name == "ULX3S_85F_Platform":
-            from amaranth_boards.ulx3s import ULX3S_85F_Platform
-            return ULX3S_85F_Platform()
-        if self.platform_name == "ICEBreakerPlatform":
-            from amaranth_boards.icebreaker import ICEBreakerPlatform
-            return ICEBreakerPlatform()
-        raise HardwareError("board", f"unknown platform {self.platform_name}")
-
-
-#: the ULX3S kernel clock by default: below the Fmax the SpMV board build reaches (docs/boards.md)
-DEFAULT_ULX3S_MHZ = 40.0
-
-BOARDS = {
-    "ulx3s-85f": Board("ulx3s-85f", "ULX3S (ECP5 LFE5U-85F)", "ULX3S_85F_Platform", 25e6, "ecp5", "ecp5-85f",
-                       "bit", 2, pll=True, default_clock_mhz=DEFAULT_ULX3S_MHZ),
-    "icebreaker": Board("icebreaker", "iCEBreaker (iCE40UP5K)", "ICEBreakerPlatform", 12e6, "ice40",
-                        "ice40-up5k", "bin", 2),
-}
 
 DEFAULT_BAUD = 115200
-
-
-def get_board(name):
-    if name not in BOARDS:
-        raise HardwareError("--board", f"unknown board {name!r} (have: {', '.join(BOARDS)})")
-    return BOARDS[name]
 
 
 def uart_divisor(clock_hz, baud):

@@ -34,6 +34,8 @@ TARGETS = {
         "unconstrained": "--lpf-allow-unconstrained",
         # what the device holds (checked against Yosys' cell counts before nextpnr, see check_fits)
         "capacity": {"luts": 83640, "ffs": 83640, "brams": 208, "dsps": 156},
+        # where channel FIFOs go (read combinationally, so not block RAM): the distributed RAM, 8 bits per LUT4
+        "fifo_ram_bits": 83640 * 8,
     },
     "ice40-up5k": {
         "family": "ice40", "device": "iCE40UP5K-SG48", "synth": "synth_ice40 -dsp",
@@ -41,6 +43,8 @@ TARGETS = {
         "unconstrained": "--pcf-allow-unconstrained",
         # 5280 logic cells, each one LUT4 + one flip-flop; 30 SB_RAM40_4K; 8 SB_MAC16
         "capacity": {"luts": 5280, "ffs": 5280, "brams": 30, "dsps": 8},
+        # no LUT RAM: combinationally read channel FIFOs become flip-flops
+        "fifo_ram_bits": 5280,
     },
 }
 

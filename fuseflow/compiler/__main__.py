@@ -3,12 +3,13 @@
     python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                                          [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
                                          [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
-                                         [--fifo-budget BITS] [--profile] [--dump-after PASS]
+                                         [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after PASS]
 
 Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bits against the budget) and
 ``out/graph.svg`` when graphviz's ``dot`` is installed. ``--list-orders`` prints every valid dataflow order of
 every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables and the channel depths.
-``--fifo-depth N`` gives every channel depth N (deadlock floors kept) instead of the depths pass's choice.
+``--fifo-depth N`` gives every channel depth N (deadlock floors kept) instead of the depths pass's choice;
+``--board NAME`` takes the default ``--fifo-budget`` from that board's memory for channel FIFOs.
 ``--fuse auto`` picks granularity and orders
 (fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
 ``--max-nodes``/``--max-kernels``, and parallel factors too with ``--max-lanes N`` (lanes per kernel; with
@@ -65,9 +66,10 @@ def parser():
                    help="let a CSR operand's empty rows run through the graph (for comparison)")
     c.add_argument("--fifo-depth", type=int, help="every channel gets this depth (overrides the depths pass; "
                                                    "deadlock floors kept)")
-    c.add_argument("--fifo-budget", type=int, default=DEFAULT_BUDGET_BITS,
-                   help=f"budget of FIFO bits for the depths pass (default {DEFAULT_BUDGET_BITS}: ULX3S-85F, "
-                        f"see docs/compiler.md)")
+    c.add_argument("--fifo-budget", type=int,
+                   help=f"budget of FIFO bits for the depths pass (default: a tenth of --board's memory for "
+                        f"channel FIFOs, else {DEFAULT_BUDGET_BITS}, about that of the ULX3S-85F; docs/compiler.md)")
+    c.add_argument("--board", help="the target board (ulx3s-85f, icebreaker): sets the default --fifo-budget")
     c.add_argument("--profile", action="store_true",
                    help="also size channel depths by simulating synthetic inputs of the declared shapes and "
                         "densities (slower; the graph's structure alone is the default)")
@@ -115,7 +117,7 @@ def compile_cmd(args):
         raise ProgramError("--max-orders", "must be at least 1")
     if args.fifo_depth is not None and args.fifo_depth < 1:
         raise ProgramError("--fifo-depth", "must be at least 1")
-    if args.fifo_budget < 0:
+    if args.fifo_budget is not None and args.fifo_budget < 0:
         raise ProgramError("--fifo-budget", "must be at least 0")
     if args.fuse != "auto" and args.max_lanes is not None:
         raise ProgramError("--max-lanes", "is a budget for --fuse auto (give --parallel INDEX=N for fixed lanes)")
@@ -127,7 +129,11 @@ def compile_cmd(args):
             raise ProgramError("--parallel", "give fixed lanes (--parallel) or a lane budget (--max-lanes), not both")
         result = _auto(src, args)
     else:
-        options = {"budget_bits": args.fifo_budget, "profile": args.profile, "dump_after": args.dump_after,
+        if args.board:
+            from ..boards.catalog import get_board
+            get_board(args.board)              # an unknown board fails before compiling, naming the known ones
+        options = {"budget_bits": args.fifo_budget, "board": args.board, "profile": args.profile,
+                   "dump_after": args.dump_after,
                    "locate": not args.no_locate, "drop_empty": not args.no_drop_empty}
         if args.fifo_depth is not None:
             options["fifo_depth"] = args.fifo_depth
@@ -170,12 +176,12 @@ def compile_cmd(args):
         dep = result.reports["depths"]
         msg = f"wrote {path}: {len(result.program.kernels)} kernel(s), " \
               f"{sum(len(k.nodes) for k in result.program.kernels)} nodes, crd_width " \
-              f"{result.program.config['crd_width']}, FIFOs {dep['total_bits']} of {dep['budget_bits']} bits " \
-              f"(+ {fifos})"
-        if dep.get("wanted_bits", 0) > dep["total_bits"]:
+              f"{result.program.config['crd_width']}, FIFOs {dep['total_bits']} bits, a budget of " \
+              f"{dep['budget_bits']}{_on_top(dep)} (+ {fifos})"
+        if dep["trimmed"]:
             # trimmed channels stall the branch beside a long pipeline (the decoder's regions: 14x the cycles)
-            msg += f"; the budget trimmed channels that asked for {dep['wanted_bits']} bits: --fifo-budget " \
-                   f"{dep['wanted_bits']} keeps every channel at the depth its structure asks for"
+            msg += f"; the budget gave {dep['trimmed']} channel(s) less than they asked for (--dump-table lists " \
+                   f"them): --fifo-budget {dep['full_budget_bits']} keeps every channel at the depth it asks for"
         try:
             from ..samml.dot import has_graphviz, to_svg
             if has_graphviz():
@@ -191,18 +197,30 @@ def compile_cmd(args):
     return 0
 
 
+def _on_top(rep):
+    """The bits the depths report charges on top of its budget (deadlock floors, lanes), as text."""
+    parts = [f"{rep[k]} of {what}" for k, what in (("floor_bits", "deadlock floors"), ("lane_bits", "lanes"))
+             if rep.get(k)]
+    return f" + {' + '.join(parts)} on top" if parts else ""
+
+
 def render_depths(rep):
     """The depths pass's report as a table (``--dump-table``)."""
-    lines = [f"channel depths: {rep['total_bits']} FIFO bits of a budget of {rep['budget_bits']}"
-             + (" (OVER BUDGET: deadlock floors alone exceed it)" if rep["over_budget"] else "")
+    lines = [f"channel depths: {rep['total_bits']} FIFO bits, a budget of {rep['budget_bits']}{_on_top(rep)}"
+             + (" (OVER BUDGET: the channels at their floors and the default depth alone exceed it)"
+                if rep["over_budget"] else "")
              + f", default depth {rep['default_depth']}, crd_width {rep['crd_width']}"]
+    if rep.get("trimmed"):
+        lines.append(f"  {rep['trimmed']} channel(s) got less than they asked for (marked '<', the depth it asked "
+                     f"for after it; every one keeps it from --fifo-budget {rep['full_budget_bits']})")
     prof = rep.get("profile")
     if prof:
         lines.append("  profile on synthetic inputs: " + ", ".join(f"{k} {v}" for k, v in prof.items()))
     lines.append(f"  {'kernel':12s} {'stream':32s} {'kind':6s} {'depth':>5s} {'cons':>4s} {'bits':>6s}  why")
     for r in rep["channels"]:
+        short = f"  < {r['wanted']}" if r["depth"] < r.get("wanted", r["depth"]) else ""
         lines.append(f"  {r['kernel']:12s} {r['stream']:32s} {r['kind']:6s} {r['depth']:5d} {r['consumers']:4d} "
-                     f"{r['bits']:6d}  {r['why']}")
+                     f"{r['bits']:6d}  {r['why']}{short}")
     return "\n".join(lines)
 
 

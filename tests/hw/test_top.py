@@ -701,3 +701,24 @@ def test_intersect_inputs_sharing_a_union_match_the_simulator(seed):
     inputs = kernels.random_inputs(p, density=0.5, seed=seed)
     b = build(p, inputs, op_factory=factory)
     check(b, run_amaranth(b, max_cycles=5000))
+
+
+def test_budget_fitted_depths_match_simulator():
+    """Depths the budget gave back part of (issue 45: between depth 2 and the depth each channel wants) are the
+    RTL's channel depths too: outputs and cycles equal the simulator's."""
+    import os
+
+    from fuseflow.compiler import compile_text
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "programs", "gcn.ff")) as f:
+        text = f.read()
+    floor_only = compile_text(text, name="gcn", passes={"budget_bits": 0}).reports["depths"]
+    base = floor_only["total_bits"] - floor_only["floor_bits"]
+    budget = base + (floor_only["wanted_bits"] - floor_only["floor_bits"] - base) // 2
+    got = compile_text(text, name="gcn", passes={"budget_bits": budget})
+    rep = got.reports["depths"]
+    assert any(r["depth"] < r["wanted"] for r in rep["channels"])                    # some trimmed
+    assert any(r["depth"] > 2 and r["why"] != "floor" for r in rep["channels"])      # some given bits back
+    p = got.program
+    need_ops(p)
+    b = build(p, kernels.random_inputs(p, density=0.4, seed=2))
+    check(b, run_amaranth(b, max_cycles=20 * b.reference.cycles + 2000))

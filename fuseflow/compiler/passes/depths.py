@@ -28,8 +28,20 @@ graph (the compiler's, the kernel builders', a hand-written one) in four steps:
    programs and the suite (``benchmarks/depth_bench.py``) steps 1-2 alone reach the target, and the profile
    at capped shapes found no further gain while costing 7-12 simulations per compile (0.4-6 s instead of
    30-200 ms); it is there for graphs whose structure does not show where they stall.
-4. **Budget** (:func:`fit_budget`): while the channels cost more than ``budget_bits``, the channel with the
-   most bits above its floor gives back half its extra depth. The budget sizes the one-lane design: with
+4. **Budget** (:func:`fit_budget`): when the channels cost more than ``budget_bits``, every channel the pass
+   deepened goes back to its deadlock floor (or the default depth), and the budget's bits are given back one
+   slot at a time to the channel whose next slot is estimated to save the most cycles per bit. The estimate
+   (:func:`stall_cycles`): a channel of depth d that wants w > d (the depth the structure, the look-ahead or
+   the profile asked for) passes its tokens at d / w of a token per cycle, so it costs ``T x w / d`` cycles,
+   T its expected tokens from the cost model at the declared densities (:func:`expected_tokens`,
+   :mod:`fuseflow.compiler.cost`; 1 per channel where the cost model has no rule); the gain is concave in d,
+   so the greedy fills the channels with many tokens, a long reconvergent path and a narrow token first. The
+   slots up to an intersect's look-ahead depth save up to a cycle per token between them.
+   The deadlock floors are not a choice, so the bits of the channels whose floor is above the default depth
+   are charged on top of the budget (``floor_bits`` in the report), as the lanes' are: a program whose floors
+   alone take the budget (a sparse accumulator of dimension 2,500 holds 125,100 bits) keeps the few hundred
+   bits its other channels ask for instead of going back to depth 2 everywhere (SpMV ``x(i) = B(i,j) c(j)``
+   with B in CSC at n = 2,500: 5.3x the cycles at depth 2). The budget sizes the one-lane design: with
    parallel lanes, the lanes' input channels at their floors, the channels into serializers and every channel
    of lanes 1..N-1 (which then take lane 0's depths, :func:`lane_mirrors`) are charged on top (``lane_bits`` in
    the report), so N lanes cost about N times the lane region's FIFOs and do not squeeze the rest of the
@@ -43,6 +55,8 @@ Cost of a channel: ``depth x consumers x (field width + 1)`` bits, the field wid
 :data:`DEFAULT_BUDGET_BITS` = 64 Kibit, is about a tenth of the ECP5-85F's 669 Kibit of distributed (LUT)
 RAM, where the channel FIFOs are mapped (they are read combinationally; tensor memories take the rest of the
 LUT RAM and the 3.7 Mibit of block RAM stays free for wider memories), or about 3,000 of its 83,640 LUTs.
+With a target board (``board``, ``--board``) the default is that share of the board's own memory for
+channel FIFOs (:func:`fuseflow.boards.catalog.fifo_budget_bits`).
 """
 
 from __future__ import annotations
@@ -60,7 +74,8 @@ from ...tensors.fixed import FixedFormat
 from ...tensors.random_data import random_sparse
 
 __all__ = ["DEFAULT_BUDGET_BITS", "assign_depths", "deadlock_floors", "structural_depths", "profile_depths",
-           "fit_budget", "fifo_bits", "channel_bits", "depth_table", "lane_mirrors", "serializer_inputs"]
+           "fit_budget", "fifo_bits", "channel_bits", "slot_bits", "floors_on_top", "expected_tokens",
+           "stall_cycles", "depth_table", "lane_mirrors", "serializer_inputs"]
 
 #: default budget of FIFO bits (ULX3S-85F: a tenth of the ECP5-85F's distributed RAM, see the module doc)
 DEFAULT_BUDGET_BITS = 64 * 1024
@@ -88,10 +103,15 @@ def _default(program):
     return int(program.config.get("fifo_depth", 2))
 
 
+def slot_bits(program, stream) -> int:
+    """FIFO bits of one slot of a stream's channels: its consumers x the token width (data field + ctrl bit); a
+    block token's data field is one value width per element (docs/samml.md, "Blocks")."""
+    return len(stream.dsts) * (max(stream_width(program, stream), 10) + 1)
+
+
 def channel_bits(program, stream) -> int:
-    """FIFO bits of one stream: its depth x its consumers x the token width (data field + ctrl bit); a block
-    token's data field is one value width per element (docs/samml.md, "Blocks")."""
-    return (stream.depth or _default(program)) * len(stream.dsts) * (max(stream_width(program, stream), 10) + 1)
+    """FIFO bits of one stream: its depth x :func:`slot_bits`."""
+    return (stream.depth or _default(program)) * slot_bits(program, stream)
 
 
 def fifo_bits(program) -> int:
@@ -191,18 +211,37 @@ def _profile_copy(program):
     return small
 
 
+def declared_density(decl) -> float:
+    """The density the pass assumes for an input: its declared one, else 1 for a dense tensor and
+    :data:`DEFAULT_DENSITY` for one with a compressed level."""
+    if decl.density is not None:
+        return decl.density
+    return 1.0 if all(lv == "dense" for lv in decl.levels) else DEFAULT_DENSITY
+
+
 def synthetic_inputs(program, seed=PROFILE_SEED) -> dict:
     """Random inputs of the declared shapes and densities (dense tensors full)."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    out = {}
-    for t in program.inputs:
-        if t.density is not None:
-            dens = t.density
-        else:
-            dens = 1.0 if all(lv == "dense" for lv in t.levels) else DEFAULT_DENSITY
-        out[t.name] = random_sparse(rng, tuple(t.shape), dens)
-    return out
+    return {t.name: random_sparse(rng, tuple(t.shape), declared_density(t)) for t in program.inputs}
+
+
+def expected_tokens(program) -> dict:
+    """{(kernel name, stream id): expected tokens} from the cost model (:func:`fuseflow.compiler.cost.estimate`)
+    at the declared densities; empty when the cost model has no rule for one of the graph's ops."""
+    from ..cost import estimate
+    try:
+        est = estimate(program, densities={t.name: declared_density(t) for t in program.inputs})
+    except Exception:                 # noqa: BLE001 - a graph the cost model cannot estimate counts 1 per channel
+        return {}
+    return {(ke["name"], sid): float(n) for ke in est.kernels for sid, n in ke["streams"].items()}
+
+
+def stall_cycles(tokens, depth, wanted) -> float:
+    """Estimated cycles a channel of ``depth`` that wants ``wanted`` takes to pass ``tokens``: a token per cycle
+    at its wanted depth, ``depth / wanted`` of one below it (the early branch of a reconvergent path can run
+    only ``depth`` tokens ahead of a path ``wanted`` tokens long)."""
+    return tokens * max(1.0, wanted / depth)
 
 
 def run_bound(res) -> int:
@@ -230,53 +269,93 @@ def profile_depths(program) -> tuple[dict, dict]:
     return rep["depths"], report
 
 
-def fit_budget(program, floors, budget_bits, keep=frozenset()) -> int:
-    """Trim the deepest channels (above their floors) until the program costs at most ``budget_bits``.
-    ``floors``: {(kernel name, stream id): minimum depth}; ``keep``: ids (``id()``) of streams left as they
-    are. Returns the bits afterwards.
+def fit_budget(program, floors, budget_bits, keep=frozenset(), tokens=None, look_ahead=None) -> int:
+    """Fit the channels to ``budget_bits`` (in place) and return the bits afterwards. ``floors``: {(kernel
+    name, stream id): minimum depth}; ``keep``: ids (``id()``) of streams left as they are; ``tokens``:
+    {(kernel name, stream id): expected tokens} (:func:`expected_tokens`; a channel without an entry counts 1);
+    ``look_ahead``: {(kernel name, stream id): depth} an op asks of its input (the intersect looks ahead only
+    from depth 3): the slots below it save up to a cycle per token between them, more than the stall model
+    gives a channel that wants 3 (SpMV, fuseflow/programs/spmv.ff at 3x, at 842 bits: 439 cycles by the stall
+    model alone, 348 with this rule, 346 at every depth it wants).
 
-    Each step takes the channel with the most bits above its floor (the first in graph order on a tie) and
-    gives back half its extra depth; a heap keeps that choice cheap on graphs with thousands of channels."""
+    Within the budget nothing changes. Over it, every channel deeper than its floor (or the default depth)
+    goes back to it, and the budget's bits are given back a slot at a time, each to the channel whose next
+    slot saves the most estimated cycles (:func:`stall_cycles`) per bit, never beyond the depth it wanted.
+    Over budget at the floors, nothing is given back (the report says ``over_budget``)."""
     import heapq
-    default = _default(program)
     total = fifo_bits(program)
-
-    def extra(s, floor):
-        d = s.depth or default
-        return (d - floor) * channel_bits(program, s) // max(1, d)
-
-    heap = []
+    if total <= budget_bits:
+        return total
+    default = _default(program)
+    tokens, look_ahead = tokens or {}, look_ahead or {}
+    trimmed = []                                   # (stream, floor, wanted, expected tokens, look-ahead depth)
     for k in program.kernels:
         for s in k.streams.values():
-            if id(s) in keep:
-                continue
+            wanted = s.depth or default
             floor = max(floors.get((k.name, s.id), 0), default)
-            e = extra(s, floor)
-            if e > 0:
-                heap.append((-e, len(heap), s, floor))
-    heapq.heapify(heap)
-    while total > budget_bits and heap:            # an empty heap: only floors left, report over budget
-        _, order, s, floor = heapq.heappop(heap)
-        before = channel_bits(program, s)
-        d = s.depth or default
-        s.depth = max(floor, floor + (d - floor) // 2)
-        if s.depth == default:
-            s.depth = None
-        total += channel_bits(program, s) - before
-        e = extra(s, floor)
-        if e > 0:
-            heapq.heappush(heap, (-e, order, s, floor))
+            if id(s) not in keep and wanted > floor:
+                key = (k.name, s.id)
+                trimmed.append((s, floor, wanted, tokens.get(key, 1.0), look_ahead.get(key, 0)))
+                s.depth = None if floor == default else floor
+    total = fifo_bits(program)
+    heap = []
+
+    def offer(i, depth):                           # channel i's next slot, from ``depth`` to ``depth + 1``
+        s, floor, wanted, t, ahead = trimmed[i]
+        if depth < wanted:
+            saved = stall_cycles(t, depth, wanted) - stall_cycles(t, depth + 1, wanted)
+            if depth < ahead:                      # the look-ahead saves up to a cycle per token
+                saved = max(saved, t / (ahead - floor))
+            heapq.heappush(heap, (-saved / slot_bits(program, s), i, depth))
+
+    for i, (_, floor, _, _, _) in enumerate(trimmed):
+        offer(i, floor)
+    while heap:
+        _, i, depth = heapq.heappop(heap)
+        s = trimmed[i][0]
+        cost = slot_bits(program, s)
+        if total + cost > budget_bits:             # its later slots cost the same: this channel stops here
+            continue
+        s.depth = depth + 1
+        total += cost
+        offer(i, depth + 1)
     return total
+
+
+def floors_on_top(program, floors, keep=frozenset()) -> int:
+    """FIFO bits of the channels whose deadlock floor is above the default depth, at their floors: charged on
+    top of the budget (the pass cannot trade them for anything). The lanes' input channels (out of
+    ``parallelize``: :func:`lane_floor_bits`) and the ``keep`` ones are left out: the lanes count them."""
+    default = _default(program)
+    bits = 0
+    for k in program.kernels:
+        for s in k.streams.values():
+            floor = floors.get((k.name, s.id), 0)
+            if floor > default and id(s) not in keep and k.nodes[s.src.node].op != "parallelize":
+                bits += floor * slot_bits(program, s)
+    return bits
+
+
+def default_budget(options) -> int:
+    """The budget of FIFO bits: ``budget_bits`` if given, else the target board's share
+    (:func:`fuseflow.boards.catalog.fifo_budget_bits`) with a ``board``, else :data:`DEFAULT_BUDGET_BITS`."""
+    if options.get("budget_bits") is not None:
+        return int(options["budget_bits"])
+    if options.get("board"):
+        from ...boards.catalog import fifo_budget_bits
+        return fifo_budget_bits(options["board"])
+    return DEFAULT_BUDGET_BITS
 
 
 def assign_depths(program, options=None) -> dict:
     """The depths pass (in place). ``options``: ``fifo_depth`` (override every channel), ``budget_bits``
-    (default :data:`DEFAULT_BUDGET_BITS`), ``profile`` (step 3; default False, see the module doc).
+    (default: :func:`default_budget`), ``board`` (a target board, :data:`fuseflow.boards.catalog.BOARDS`),
+    ``profile`` (step 3; default False, see the module doc).
 
     Returns the report written next to graph.json as ``fifos.json``: budget, total bits, the profile run,
-    and one row per channel (kernel, stream, depth, consumers, bits, why)."""
+    and one row per channel (kernel, stream, depth, the depth it wanted, consumers, bits, why)."""
     options = options or {}
-    budget = int(options.get("budget_bits", DEFAULT_BUDGET_BITS))
+    budget = default_budget(options)
     override = options.get("fifo_depth")
     why = {}
     floors = {}
@@ -292,6 +371,7 @@ def assign_depths(program, options=None) -> dict:
                 why[(k.name, s.id)] = "override" if s.depth == int(override) else "floor"
     else:
         default = _default(program)
+        look_ahead = {}
         for k in program.kernels:
             for sid, d in structural_depths(k, default, _value_format(program)).items():
                 s = k.streams[sid]
@@ -308,6 +388,8 @@ def assign_depths(program, options=None) -> dict:
                 need = node.spec.input_depth_for(node.params)
                 for pname, _ in node.spec.input_ports(node.params) if need else ():
                     s = k.driver(node.id, pname)
+                    if s is not None:
+                        look_ahead[(k.name, s.id)] = max(need, look_ahead.get((k.name, s.id), 0))
                     if s is not None and (s.depth or default) < need:
                         s.depth = need
                         why[(k.name, s.id)] = "look-ahead"
@@ -328,19 +410,25 @@ def assign_depths(program, options=None) -> dict:
         # design) and every channel of the lanes other than lane 0, which then take lane 0's depths (so N lanes
         # do not squeeze the rest of the program back to the default depth)
         wanted = fifo_bits(program)
+        wanted_depths = {(k.name, s.id): s.depth or default for k in program.kernels for s in k.streams.values()}
         mirrors = lane_mirrors(program)
         mirrored = {id(s) for s, _ in mirrors}
         merged = [s for s in serializer_inputs(program) if id(s) not in mirrored]
+        keep = mirrored | {id(s) for s in merged}
 
         def lane_cost():
             return lane_floor_bits(program, floors) + sum(channel_bits(program, s) for s, _ in mirrors) \
                 + sum(channel_bits(program, s) for s in merged)
 
-        fit_budget(program, floors, budget + lane_cost(), keep=mirrored | {id(s) for s in merged})
+        on_top = floors_on_top(program, floors, keep)
+        limit = budget + lane_cost() + on_top
+        fit_budget(program, floors, limit, keep=keep, tokens=expected_tokens(program) if wanted > limit else None,
+                   look_ahead=look_ahead)
         for s, lane0 in mirrors:
             s.depth = lane0.depth
         lane_bits = lane_cost()
-        return depth_table(program, budget, why, profile, wanted, lane_bits)
+        full = max(0, wanted - (limit - budget))     # the budget at which fit_budget changes nothing
+        return depth_table(program, budget, why, profile, wanted, lane_bits, on_top, wanted_depths, full)
     return depth_table(program, budget, why, profile, lane_bits=0)
 
 
@@ -374,26 +462,35 @@ def lane_floor_bits(program, floors) -> int:
             for port, _ in node.spec.output_ports(node.params):
                 s = k.output_stream(node.id, port)
                 if s is not None and (k.name, s.id) in floors:
-                    bits += channel_bits(program, s) * floors[(k.name, s.id)] // max(1, s.depth or _default(program))
+                    bits += slot_bits(program, s) * floors[(k.name, s.id)]
     return bits
 
 
-def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None, lane_bits=0) -> dict:
+def depth_table(program, budget_bits, why=None, profile=None, wanted_bits=None, lane_bits=0, floor_bits=0,
+                wanted=None, full_budget_bits=None) -> dict:
     """The report of a program's channel depths and their cost. ``wanted_bits``: what the channels cost before
-    the budget trimmed them (the budget to give for every channel at the depth its structure asks for);
-    ``lane_bits``: the bits parallel lanes cost on top of the budget (the lanes' input channels, every lane
-    but lane 0)."""
+    the budget trimmed them (a budget that keeps every channel at the depth it asks for); ``lane_bits``: the
+    bits parallel lanes cost on top of the budget (the lanes' input channels, every lane but lane 0);
+    ``floor_bits``: the bits of the other channels whose deadlock floor is above the default depth, also on
+    top; ``wanted``: {(kernel name, stream id): the depth the channel asked for before the budget} (each row's
+    ``wanted``; ``trimmed`` counts the channels below it); ``full_budget_bits``: the smallest budget that keeps
+    every channel at the depth it asks for (default: ``budget_bits``)."""
     why = why or {}
+    wanted = wanted or {}
     default = _default(program)
     rows = []
     for k in program.kernels:
         for s in k.streams.values():
+            depth = s.depth or default
             rows.append({"kernel": k.name, "stream": s.id, "kind": s.kind, "width": stream_width(program, s),
-                         "depth": s.depth or default,
+                         "depth": depth, "wanted": wanted.get((k.name, s.id), depth),
                          "consumers": len(s.dsts), "bits": channel_bits(program, s),
                          "why": why.get((k.name, s.id), "default" if s.depth in (None, default) else "graph")})
     total = sum(r["bits"] for r in rows)
     return {"default_depth": default, "budget_bits": budget_bits, "total_bits": total,
-            "over_budget": total > budget_bits + lane_bits, "lane_bits": lane_bits, "wanted_bits": total if wanted_bits is None else wanted_bits,
+            "over_budget": total > budget_bits + lane_bits + floor_bits, "lane_bits": lane_bits,
+            "floor_bits": floor_bits, "wanted_bits": total if wanted_bits is None else wanted_bits,
+            "full_budget_bits": budget_bits if full_budget_bits is None else full_budget_bits,
+            "trimmed": sum(r["depth"] < r["wanted"] for r in rows),
             "crd_width": int(program.config.get("crd_width", 16)),
             "profile": profile, "channels": rows}
