@@ -49,6 +49,9 @@ def example(name: str, **sizes):
     ``size="small"`` (sequence 64, 2 heads of 8, block 8; the default), ``"medium"`` (256, 12 x 64, block
     64) or ``"paper"`` (1024, 12 x 64, block 64), and any of its parameters on top.
 
+    ``decoder`` takes ``size="small"`` (sequence 32, width 16; the default sizes), ``"medium"`` (one GPT-3-shaped
+    block at sequence 64, width 64) or ``"paper"`` (GPT-3 Small's block at sequence 1024), and its parameters.
+
     ``autoencoder`` takes ``size="small"`` (8 x 8 images, the default sizes), ``"medium"`` (32 x 32) or
     ``"paper"`` (224 x 224, 50 % weight sparsity), and its parameters on top.
 
@@ -81,7 +84,12 @@ def example(name: str, **sizes):
             raise FuseFlowError("size", f"unknown size {size!r} for attention (known: {', '.join(SIZES)})")
         return multihead_attention(**{**SIZES[size], **sizes})
     if name == "decoder":
-        from .decoder import Decoder
+        from .decoder import SIZES as DEC_SIZES, Decoder
+        size = sizes.pop("size", None)
+        if size is not None:
+            if size not in DEC_SIZES:
+                raise FuseFlowError("size", f"unknown size {size!r} for decoder (known: {', '.join(DEC_SIZES)})")
+            sizes = {**DEC_SIZES[size], **sizes}
         model = Decoder(**sizes)
         blk = model.blocks[0]
         return model, (data.token_embeddings(blk.attn.seq, blk.attn.dim),)

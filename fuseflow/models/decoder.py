@@ -64,6 +64,15 @@ class DecoderBlock(nn.Module):
         return h + self.mlp(self.ln2(h))
 
 
+#: the size ladder of :func:`fuseflow.models.example` ("decoder", size=...): "small" is the default that the
+#: test run simulates; "medium" one GPT-3-shaped block (a head of 64, MLP 4x) at sequence 64; "paper" GPT-3
+#: Small's block (width 768, 12 heads of 64, MLP 3,072) with the BigBird pattern at sequence 1024, block 64
+#: (its dense projections and MLP are about 7 G multiply-adds: hours on the compiled engine)
+SIZES = {"small": dict(seq=32, dim=16, heads=2, mlp_ratio=2, block=4),
+         "medium": dict(seq=64, dim=64, heads=1, mlp_ratio=4, block=16),
+         "paper": dict(seq=1024, dim=768, heads=12, mlp_ratio=4, block=64, random_blocks=3)}
+
+
 class Decoder(nn.Module):
     """``blocks`` GPT-3-style decoder blocks over a (seq x dim) sequence of token embeddings."""
 

@@ -172,3 +172,26 @@ def test_fuse_auto_with_a_lane_budget_checks_against_pytorch():
     assert m.schedule.parallel and set(m.schedule.parallel.values()) == {2}
     assert any(n.op == "serialize" for k in m.program.kernels for n in k.nodes.values())
     assert m.check(mode="float").ok
+
+
+@pytest.mark.parametrize("name", ["decoder", "autoencoder", "attention"])
+def test_size_ladders_build_the_declared_sizes(name):
+    """example(name, size=...) builds each rung of the ladder with the sizes its table declares."""
+    import importlib
+    from fuseflow.errors import FuseFlowError
+    from fuseflow.models import example
+    sizes = importlib.import_module(f"fuseflow.models.{name}").SIZES
+    assert set(sizes) == {"small", "medium", "paper"}
+    for size in ("small", "medium"):
+        model, inputs = example(name, size=size)
+        want = sizes[size]
+        if name == "decoder":
+            assert tuple(inputs[0].shape) == (want["seq"], want["dim"])
+            assert model.blocks[0].attn.heads == want["heads"]
+        elif name == "autoencoder":
+            assert tuple(inputs[0].shape)[1] == want["features"]
+            assert model.weight_sparsity() == pytest.approx(want["sparsity"], abs=0.01)
+        else:
+            assert tuple(inputs[0].shape) == (want["heads"], want["seq"], want["head_dim"])
+    with pytest.raises(FuseFlowError, match="unknown size"):
+        example(name, size="huge")
