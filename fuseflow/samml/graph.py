@@ -439,7 +439,7 @@ def _check_tensor_sizes(t, where, crd_width):
             raise GraphError(f"{where}.capacity", f"{len(t.capacity)} entries for a tensor of order {t.order} "
                                                   f"(expected {t.order + 1}: one per level, then values)")
         for c in t.capacity:
-            _limit(limits.DENSE_ENTRIES, c, f"{where}.capacity")
+            _limit(limits.DENSE_ENTRIES, c, f"tensor {t.name} ({where}.capacity)")
     check_fits(t.name, t.shape, t.capacity, crd_width, GraphError)     # the simulator's and hw build's rule
 
 
