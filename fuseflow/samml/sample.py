@@ -116,9 +116,15 @@ def format_name(t) -> str:
 
 def describe(program) -> list:
     """Lines for ``fuseflow samml info``: the program, then every tensor with its role, shape and format."""
+    value = program.config.get("value", {})
+    numbers = (f"fixed point, {value.get('width', 32)} bits with {value.get('frac', 16)} fractional"
+               if value.get("format", "fixed") == "fixed" else "float")
     lines = [f"program {program.name}: {len(program.kernels)} kernel(s), "
-             f"{sum(len(k.nodes) for k in program.kernels)} nodes; number mode "
-             f"{program.config.get('value', {}).get('format', 'fixed')}, crd_width {program.config.get('crd_width')}"]
+             f"{sum(len(k.nodes) for k in program.kernels)} nodes; hardware values {numbers}; coordinates "
+             f"{program.config.get('crd_width')} bits"]
+    width = max([len(t.name) for t in program.tensors.values()] + [4])
+    shapes = {t.name: f"({', '.join(str(int(d)) for d in t.shape)})" for t in program.tensors.values()}
+    swidth = max([len(s) for s in shapes.values()] + [4])
     for role, heading in (("input", "inputs (give each by name in --inputs FILE.npz, or use --random-inputs)"),
                           ("output", "outputs"), ("intermediate", "intermediates (made by one kernel, read by a "
                                                                   "later one)")):
@@ -132,6 +138,6 @@ def describe(program) -> list:
                 extra.append(f"density {t.density:g}")
             if t.capacity is not None:
                 extra.append(f"capacity {list(t.capacity)}")
-            lines.append(f"  {t.name:12s} shape ({', '.join(str(int(d)) for d in t.shape)}){'':2s}"
-                         f"format {format_name(t)}" + (f"  ({', '.join(extra)})" if extra else ""))
+            lines.append(f"  {t.name:{width}s}  shape {shapes[t.name]:{swidth}s}  format {format_name(t)}"
+                         + (f"  ({', '.join(extra)})" if extra else ""))
     return lines
