@@ -4,7 +4,8 @@ import importlib
 import sys
 
 PARTS = {
-    "samml": ("fuseflow.samml.__main__", "validate, draw and list SAMML graphs"),
+    "samml": ("fuseflow.samml.__main__", "validate, describe (info), draw and list SAMML graphs; random sample "
+                                         "inputs for a graph"),
     "sim": ("fuseflow.sim.__main__", "run the reference simulator"),
     "compile": ("fuseflow.compiler.__main__", "compile a PyTorch model (FILE.py:CLASS, or a bundled model) or an "
                                               "index-notation program (.ff) to graph.json"),
@@ -27,9 +28,14 @@ def _main(argv):
         from .cli import UsageError
         raise UsageError("arguments", f"give a part ({', '.join(PARTS)}); fuseflow -h lists them")
     if argv[0] in ("-h", "--help"):
-        print("usage: fuseflow <part> [args...]\n\nparts:")
+        print("usage: fuseflow <part> [args...]    (fuseflow <part> --help: the part's commands)\n\nparts:")
         for name, (_, doc) in PARTS.items():
             print(f"  {name:8s} {doc}")
+        print("\noptions:\n  -h, --help   this list\n  --version    the installed version")
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from . import __version__
+        print(f"fuseflow {__version__}")
         return 0
     part = argv.pop(0)
     if part not in PARTS:

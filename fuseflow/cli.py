@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import errno
 import os
+import re
 import shutil
 import signal
 import sys
@@ -259,6 +260,21 @@ def _check_parent(directory, user_path, what):
         raise FuseFlowError(what, f"{user_path} lies below {d}, which is not a directory")
     if not os.access(d, os.W_OK | os.X_OK):
         raise FuseFlowError(what, f"cannot write {user_path}: {d} is not writable (permission denied)")
+    _probe_directory(d, user_path, what)
+
+
+def _probe_directory(d, user_path, what):
+    """Create and remove an empty directory in ``d``: ``os.access`` says yes to root and to pseudo file systems
+    (``/proc``, ``/sys``) where nothing can be created. ``d``'s modification time is put back afterwards."""
+    try:
+        st = os.stat(d)
+        probe = tempfile.mkdtemp(dir=d, prefix=".fuseflow-probe-")
+    except OSError as exc:
+        raise FuseFlowError(what, f"cannot write {user_path}: nothing can be created in {d} "
+                                  f"({exc.strerror or exc})") from None
+    with contextlib.suppress(OSError):
+        os.rmdir(probe)
+        os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _hold():
@@ -408,6 +424,21 @@ def adopt_file(src, path, perms=None) -> None:
     """Move a finished file (e.g. a simulator's waveform) to ``path`` as one of the command's outputs."""
     with atomic_write(path, "wb", perms) as f, open(src, "rb") as g:
         shutil.copyfileobj(g, f)
+
+
+# ---- help text -----------------------------------------------------------------------------------------------
+
+_ROLE = re.compile(r":(?:func|mod|class|meth|data|attr|exc):`(~?)([^`]+)`")
+
+
+def describe(doc: str) -> str:
+    """A module docstring as ``--help`` text: reST markup (````code````, ``:func:`~a.b.c```) as plain text, and
+    the ``fuseflow`` command instead of ``python -m fuseflow.<part>``."""
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), doc)
+    text = text.replace("``", "")
+    text = re.sub(r"python -m fuseflow\.compiler( compile)?\b", "fuseflow compile", text)
+    text = re.sub(r"python -m fuseflow\.(\w+)", r"fuseflow \1", text)
+    return text.strip("\n")
 
 
 # ---- argparse types: bad values are caught while parsing, before any work ------------------------------------

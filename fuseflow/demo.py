@@ -11,13 +11,13 @@ import sys
 import time
 import warnings
 
-from .cli import atomic_write, main_guard
+from .cli import atomic_write, describe, main_guard, output_dir
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m fuseflow.demo", description=__doc__,
+    ap = argparse.ArgumentParser(prog="fuseflow demo", description=describe(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-o", "--output", default="out/demo", help="where Verilog, graphs and pictures go")
+    ap.add_argument("-o", "--output", default="out/demo", type=output_dir, help="where Verilog, graphs and pictures go")
     ap.add_argument("--features", type=int, default=16, help="input features per node (default 16)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the Verilator run")
     args = ap.parse_args(argv)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -389,6 +390,7 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
         raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
     if fuse != "auto" and (max_nodes is not None or max_kernels is not None or max_lanes is not None):
         raise FuseFlowError("max_nodes" if max_lanes is None else "max_lanes", "a resource budget is for fuse='auto'")
+    check_input_sizes(model, example_inputs)        # before the forward pass: a huge input fails in seconds
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
     schedule, candidates = None, ()
@@ -409,6 +411,43 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
                          mode=mode, fuse=fuse, order=order, torch_model=model, example_inputs=tuple(example_inputs),
                          einsum=low.program, result=result, compile_seconds=seconds, statements=low.statements,
                          schedule=schedule, candidates=candidates)
+
+
+def check_input_sizes(model, example_inputs) -> None:
+    """Refuse example inputs whose declared sizes exceed the limits (:mod:`fuseflow.limits`) before anything runs
+    on them: a dimension beyond 32-bit coordinates or ``FUSEFLOW_MAX_DIMENSION``, a dense tensor (or a sparse
+    matrix's CSR row pointers) beyond ``FUSEFLOW_MAX_DENSE_ENTRIES``. Names the ``forward()`` argument."""
+    import inspect
+    from . import limits
+    from .samml.widths import WIDTHS
+    try:
+        names = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError, AttributeError):
+        names = []
+    for i, x in enumerate(example_inputs):
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            continue
+        name = f"input {names[i] if i < len(names) else i}"
+        dims = [int(d) for d in shape]
+        what = f"{name} ({' x '.join(map(str, dims))})"
+        for d in dims:
+            try:
+                limits.DIMENSION.check(d, what)
+            except FuseFlowError as exc:
+                raise TensorError(exc.what, exc.why) from None
+            if d - 1 >= (1 << WIDTHS[-1]):
+                raise TensorError(what, f"dimension {d} needs coordinates wider than {WIDTHS[-1]} bits, the widest "
+                                        f"the simulator and hardware have")
+        layout = str(getattr(x, "layout", "torch.strided"))
+        sparse = "sparse" in layout or hasattr(x, "tocsr")
+        dense = math.prod(dims) if not sparse else (dims[0] if dims else 1)
+        limit = limits.DENSE_ENTRIES.value
+        if dense > limit:
+            held = (f"its {dense} rows are a dense level of its CSR form" if sparse else
+                    f"it holds {dense} dense entries")
+            raise TensorError(what, f"{held}, more than the limit of {limit} {limits.DENSE_ENTRIES.name} (set "
+                                    f"{limits.DENSE_ENTRIES.env} to raise it; see docs/errors.md)")
 
 
 def read_ff(src):
@@ -485,10 +524,20 @@ def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_
     else:
         result = compile_program(einsum, fuse=fuse, order=order, parallel=parallel)
     seconds = time.perf_counter() - t0
+    return ff_model(einsum, text, result, fuse=fuse, order=order, mode=mode, example_inputs=example_inputs,
+                    compile_seconds=seconds, schedule=schedule, candidates=candidates)
+
+
+def ff_model(einsum, text, result, fuse="regions", order=None, mode="fixed", example_inputs=None,
+             compile_seconds=0.0, schedule=None, candidates=()) -> CompiledModel:
+    """The model object of a compiled ``.ff`` program (``result``: :func:`fuseflow.compiler.compile_program`'s);
+    ``example_inputs`` {tensor name: array}, by default deterministic data from the declared shapes and formats.
+    ``fuseflow compile PROGRAM.ff --check/--report/--build`` use it as the PyTorch path does."""
+    from .models import program_inputs
     program = result.program
     m = CompiledModel(name=program.name, program=program, ff_text=text, inputs=list(program.inputs),
                       outputs=list(program.outputs), output_structure="dict", constants={}, mode=mode, fuse=fuse,
-                      order=order, einsum=einsum, result=result, compile_seconds=seconds, schedule=schedule,
+                      order=order, einsum=einsum, result=result, compile_seconds=compile_seconds, schedule=schedule,
                       candidates=candidates, source="ff")
     m.example_inputs = (bind_named(m.inputs, {}, example_inputs) if example_inputs is not None
                         else program_inputs(program)[0])

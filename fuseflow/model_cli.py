@@ -22,11 +22,12 @@ import os
 import sys
 import warnings
 
+from .cli import describe, output_dir
 from .errors import FuseFlowError
 
 
 def parser():
-    ap = argparse.ArgumentParser(prog="fuseflow compile", description=__doc__,
+    ap = argparse.ArgumentParser(prog="fuseflow compile", description=describe(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="FILE.py:CLASS (a torch.nn.Module subclass) or a bundled model name "
                                   "(gcn, graphsage, autoencoder, decoder)")
@@ -41,18 +42,51 @@ def parser():
     ap.add_argument("--max-lanes", type=int, help="--fuse auto: also choose parallel factors, at most this many "
                                                   "lanes per kernel")
     ap.add_argument("--order", help="dataflow order for the compiler, e.g. i,k,j")
-    ap.add_argument("--mode", choices=("float", "fixed"), default="fixed", help="number mode (default fixed)")
-    ap.add_argument("-o", "--output", help="directory for graph.json, model.ff and the saved model")
+    ap.add_argument("-o", "--output", type=output_dir, help="directory for graph.json, model.ff and the saved model")
     ap.add_argument("--ff", action="store_true", help="print the lowered program as .ff text")
+    add_action_arguments(ap, "the PyTorch model")
+    return ap
+
+
+def add_action_arguments(ap, against: str) -> None:
+    """What to do with the compiled program, the same for a PyTorch model and a ``.ff`` program."""
+    ap.add_argument("--mode", choices=("float", "fixed"), default="fixed",
+                    help="number mode of --simulate/--check/--report (default fixed, the hardware's; 'fuseflow sim "
+                         "run' defaults to float)")
     ap.add_argument("--simulate", action="store_true", help="run the reference simulator and print cycles")
     ap.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
                     help="simulator engine: auto (default: compiled when built), compiled or python")
-    ap.add_argument("--check", action="store_true", help="compare with the PyTorch model; exit 1 on mismatch")
+    ap.add_argument("--check", action="store_true", help=f"simulate and compare with {against}; exit 1 on mismatch")
     ap.add_argument("--report", action="store_true", help="print the per-kernel table (cycles, tokens, ALU ops, "
                                                           "bytes, FIFO slots)")
-    ap.add_argument("--build", metavar="DIR", help="write Verilog and the manifest here")
+    ap.add_argument("--build", metavar="DIR", type=output_dir, help="write Verilog and the manifest here")
     ap.add_argument("--rtl-sim", action="store_true", help="run the RTL on Verilator against the simulator")
-    return ap
+
+
+def run_actions(m, args) -> int:
+    """--simulate, --check, --report, --build and --rtl-sim on the compiled model ``m``; the exit status."""
+    status = 0
+    if args.simulate and not args.check:
+        print(f"  simulated: {m.simulate(mode=args.mode, engine=args.engine).summary()}")
+    if args.check:
+        c = m.check(mode=args.mode, engine=args.engine)
+        print(f"  simulated: {c.simulation.summary()}")
+        print(f"  check: {c.summary()}")
+        for p in c.problems:
+            print(f"  MISMATCH {p}")
+        status = 0 if c.ok else 1
+    if args.report:
+        print(m.report(mode=args.mode))
+    if args.build:
+        paths = m.build(args.build)
+        print(f"wrote {paths['verilog']}, {paths['manifest']}")
+    if args.rtl_sim:
+        r = m.rtl_sim()
+        same = "bit-identical" if r["ok"] else f"DIFFERENT ({'; '.join(r['mismatches'][:2]) or r['stuck']})"
+        print(f"  RTL (Verilator): {r['rtl_cycles']} cycles, simulator {r['sim_cycles']} "
+              f"({'equal' if r['cycles_equal'] else 'different'}); outputs {same}")
+        status = status or (0 if r["ok"] else 1)
+    return status
 
 
 def load_model(spec: str, kwargs: dict):
@@ -70,6 +104,9 @@ def load_model(spec: str, kwargs: dict):
     if not os.path.exists(path):
         raise FileNotFoundError(2, "No such file or directory", path)
     mod_name = "_fuseflow_user_model"
+    here = os.path.dirname(os.path.abspath(path))
+    if here not in sys.path:                  # the model file imports its sibling modules, as `python model.py` would
+        sys.path.insert(0, here)
     s = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(s)
     try:
@@ -93,12 +130,14 @@ def load_model(spec: str, kwargs: dict):
     return model, inputs
 
 
-def inputs_from_npz(path: str, model):
+def inputs_from_npz(path: str, model, data=None):
+    """The ``forward()`` arguments of ``model`` from the tensor file ``path`` (``data``: its contents, already
+    loaded)."""
     import numpy as np
     import scipy.sparse as sp
     import torch
-    from .tensors.io import load_tensor_file
-    data = load_tensor_file(path)
+    from .tensors.io import check_no_nan, load_tensor_file
+    data = load_tensor_file(path) if data is None else data
     names = [p for p in inspect.signature(model.forward).parameters]
     missing = [n for n in names if n not in data]
     if missing:
@@ -107,6 +146,7 @@ def inputs_from_npz(path: str, model):
     out = []
     for n in names:
         v = data[n]
+        check_no_nan(v, f"{path}:{n}")
         if sp.issparse(v):
             v = sp.csr_matrix(v)
             out.append(torch.sparse_csr_tensor(torch.from_numpy(v.indptr.astype(np.int64)),
@@ -120,6 +160,10 @@ def inputs_from_npz(path: str, model):
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    data = None
+    if args.inputs:                       # read (and size-check) the data before torch and the model load
+        from .tensors.io import load_tensor_file
+        data = load_tensor_file(args.inputs)
     warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
     try:
         import torch  # noqa: F401
@@ -134,7 +178,7 @@ def main(argv=None):
         raise FuseFlowError("--args", "must be a JSON object")
     model, inputs = load_model(args.model, kwargs)
     if args.inputs:
-        inputs = inputs_from_npz(args.inputs, model)
+        inputs = inputs_from_npz(args.inputs, model, data)
     if inputs is None:
         raise FuseFlowError(args.model, "no example inputs: give --inputs FILE.npz or define example_inputs()")
     fuse = args.fuse if args.fuse in ("none", "regions", "full", "auto") else \
@@ -150,33 +194,12 @@ def main(argv=None):
         lanes = ",".join(f"{i}={f}" for i, f in (c.parallel or {}).items()) or "none"
         print(f"  auto: {c.fuse} {groups}; parallel {lanes}; {c.simulated_cycles} simulated cycles with hbm2 "
               f"({len(m.candidates)} schedules ranked)")
-    status = 0
     if args.ff:
         print(m.ff_text, end="")
     if args.output:
         m.save(args.output)
         print(f"wrote {args.output}/graph.json, model.ff, model.json, constants.npz")
-    if args.simulate and not args.check:
-        print(f"  simulated: {m.simulate(engine=args.engine).summary()}")
-    if args.check:
-        c = m.check(engine=args.engine)
-        print(f"  simulated: {c.simulation.summary()}")
-        print(f"  check: {c.summary()}")
-        for p in c.problems:
-            print(f"  MISMATCH {p}")
-        status = 0 if c.ok else 1
-    if args.report:
-        print(m.report())
-    if args.build:
-        paths = m.build(args.build)
-        print(f"wrote {paths['verilog']}, {paths['manifest']}")
-    if args.rtl_sim:
-        r = m.rtl_sim()
-        same = "bit-identical" if r["ok"] else f"DIFFERENT ({'; '.join(r['mismatches'][:2]) or r['stuck']})"
-        print(f"  RTL (Verilator): {r['rtl_cycles']} cycles, simulator {r['sim_cycles']} "
-              f"({'equal' if r['cycles_equal'] else 'different'}); outputs {same}")
-        status = status or (0 if r["ok"] else 1)
-    return status
+    return run_actions(m, args)
 
 
 if __name__ == "__main__":

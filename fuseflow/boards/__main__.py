@@ -1,13 +1,13 @@
-"""``python -m fuseflow.boards``: FPGA board builds, synthesis reports and the UART host bridge.
+"""``fuseflow boards``: FPGA board builds, synthesis reports and the UART host bridge.
 
-    python -m fuseflow.boards build graph.json --board ulx3s-85f|icebreaker [-o build/] [--inputs data.npz]
-                              [--random-inputs DENSITY] [--bake] [--probes] [--baud 115200] [--clock MHZ]
-                              [--keep-work DIR] [--interface host]
-    python -m fuseflow.boards synth graph.json [--target ecp5-85f|ice40-up5k] [--freq MHz] [--inputs data.npz]
-                              [--random-inputs DENSITY] [--json out.json]
-    python -m fuseflow.boards simulate graph.json --inputs data.npz|--random-inputs DENSITY [--divisor 4]
-                              [--simulator amaranth|verilator]
-    python -m fuseflow.boards run graph.json --inputs data.npz --manifest build/manifest.json --port /dev/ttyUSB0
+    fuseflow boards build graph.json --board ulx3s-85f|icebreaker [-o build/] [--inputs data.npz]
+                    [--random-inputs DENSITY] [--bake] [--probes] [--baud 115200] [--clock MHZ]
+                    [--keep-work DIR] [--interface host]
+    fuseflow boards synth graph.json [--target ecp5-85f|ice40-up5k] [--freq MHz] [--inputs data.npz]
+                    [--random-inputs DENSITY] [--json out.json]
+    fuseflow boards simulate graph.json --inputs data.npz|--random-inputs DENSITY [--divisor 4]
+                    [--simulator amaranth|verilator]
+    fuseflow boards run graph.json --inputs data.npz --manifest build/manifest.json --port /dev/ttyUSB0
 
 ``build`` elaborates the program's kernel top behind the UART bridge on the board, runs Yosys and nextpnr
 (YoWASP) and writes the bitstream, ``manifest.json`` and ``report.json`` (utilisation, Fmax against the board
@@ -28,14 +28,14 @@ import json
 import os
 import sys
 
-from ..cli import (atomic_write, main_guard, nonnegative_int, output_dir, output_file, positive_float,
+from ..cli import (atomic_write, describe, main_guard, nonnegative_int, output_dir, output_file, positive_float,
                    positive_int)
 from ..errors import HardwareError
 from ..hw.build import INTERFACES
 
 
 def _parser():
-    ap = argparse.ArgumentParser(prog="python -m fuseflow.boards", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="fuseflow boards", description=describe(__doc__.split("\n\n")[0]))
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="bitstream + report.json for a board")
     b.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
@@ -56,7 +56,7 @@ def _parser():
     b.add_argument("--keep-work", type=output_dir, help="copy the tool work directory here")
     b.add_argument("--interface", choices=INTERFACES, default="host",
                    help="the kernel top's interface: host (the only one a board build takes: the UART bridge "
-                        "drives the host port; 'python -m fuseflow.hw build --interface axi' makes the AXI IP)")
+                        "drives the host port; 'fuseflow hw build --interface axi' makes the AXI IP)")
     s = sub.add_parser("synth", help="synthesise the kernel top alone and print utilisation and Fmax")
     s.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     s.add_argument("--target", default="ecp5-85f", help="ecp5-85f (default) or ice40-up5k")
@@ -118,7 +118,7 @@ def cmd_build(args):
     if args.interface != "host":
         raise HardwareError(f"--interface {args.interface}", "a board build keeps the host port: its UART bridge "
                                                              "is the host that drives it; for an AXI4-Lite IP block "
-                                                             "use 'python -m fuseflow.hw build --interface axi'")
+                                                             "use 'fuseflow hw build --interface axi'")
     board = get_board(args.board)
     inputs = _data(args)
     rep = build_board(args.graph, board, args.out, inputs=inputs, bake=args.bake, probes=args.probes,
@@ -199,7 +199,7 @@ def cmd_run(args):
     from ..samml.io import load_json
     man = load_json(args.manifest, HardwareError)
     if not isinstance(man, dict) or not isinstance(man.get("board"), dict):
-        raise HardwareError(args.manifest, "not a board manifest (written by 'python -m fuseflow.boards build')")
+        raise HardwareError(args.manifest, "not a board manifest (written by 'fuseflow boards build')")
     program = load_program(args.graph)
     inputs = _inputs(args.inputs)
     ref = reference_run(program, inputs)

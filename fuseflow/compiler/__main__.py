@@ -1,9 +1,10 @@
-"""``python -m fuseflow.compiler``: compile ``.ff`` programs to SAMML ``graph.json``.
+"""``fuseflow compile``: compile ``.ff`` programs to SAMML ``graph.json``.
 
-    python -m fuseflow.compiler compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
-                                         [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
-                                         [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
-                                         [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after PASS]
+    fuseflow compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
+                     [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
+                     [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
+                     [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after PASS]
+                     [--check] [--simulate] [--report] [--build DIR] [--rtl-sim] [--mode fixed|float] [--inputs FILE]
 
 Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bits against the budget) and
 ``out/graph.svg`` when graphviz's ``dot`` is installed. ``--list-orders`` prints every valid dataflow order of
@@ -13,15 +14,19 @@ every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables an
 ``--fuse auto`` picks granularity and orders
 (fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
 ``--max-nodes``/``--max-kernels``, and parallel factors too with ``--max-lanes N`` (lanes per kernel; with
-``--parallel`` instead, every schedule gets those lanes). Bad programs give ``error: <what>: <why>`` on one
-line and exit status 2.
+``--parallel`` instead, every schedule gets those lanes). ``--check``, ``--simulate``, ``--report``, ``--build`` and
+``--rtl-sim`` do what they do for a PyTorch model, on ``--inputs`` or on deterministic data of the declared shapes
+and formats, and ``--check`` compares with NumPy. Bad programs give ``error: <what>: <why>`` on one line and exit
+status 2.
 """
 
 import argparse
 import os
 import sys
+import time
 
-from ..cli import check_output_dir, main_guard, output_dir, positive_int
+from ..cli import check_output_dir, describe, main_guard, output_dir, positive_int
+from ..model_cli import add_action_arguments
 from ..errors import ProgramError
 from . import SCHEDULES, compile_program, parse_file
 from .fusion import DEFAULT_MAX_ORDERS, KernelPlan
@@ -30,17 +35,20 @@ from .passes.depths import DEFAULT_BUDGET_BITS
 
 
 def parser():
-    ap = argparse.ArgumentParser(prog="python -m fuseflow.compiler", description=__doc__,
+    ap = argparse.ArgumentParser(prog="fuseflow", description=describe(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("compile", help="compile a .ff program to graph.json")
+    c = sub.add_parser("compile", help="compile a .ff program to graph.json", description=describe(__doc__),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("program", help="the .ff source file")
     c.add_argument("-o", "--output", type=output_dir, help="output directory (graph.json is written there)")
     c.add_argument("--fuse", default="regions", choices=tuple(SCHEDULES) + ("auto",),
                    help="fusion granularity: none (one kernel per statement), regions (the program's fuse { } "
                         "regions; default), full (everything fused), auto (the autoscheduler picks it and the "
                         "orders)")
-    c.add_argument("--inputs", nargs="+", metavar="FILE", help="--fuse auto: sample inputs (as for sim run)")
+    c.add_argument("--inputs", nargs="+", metavar="FILE",
+                   help="sample inputs (tensor files, as for sim run) of --fuse auto and of --check/--simulate/"
+                        "--report/--build/--rtl-sim (default: data of the declared shapes and formats)")
     c.add_argument("--density", type=float, default=0.1,
                    help="--fuse auto without --inputs: density of the sparse inputs (default 0.1)")
     c.add_argument("--max-nodes", type=int, help="--fuse auto: resource budget in SAMML nodes")
@@ -75,6 +83,7 @@ def parser():
                         "densities (slower; the graph's structure alone is the default)")
     c.add_argument("--dump-after", choices=[n for n, _ in PIPELINE],
                    help="print graph.json as it is after this graph pass")
+    add_action_arguments(c, "NumPy")
     return ap
 
 
@@ -89,8 +98,8 @@ def _auto(src, args):
     from .autoschedule import autoschedule
     inputs = densities = None
     if args.inputs:
-        from ..sim.__main__ import _load_inputs
-        inputs = _load_inputs(args.inputs)
+        from ..samml.sample import load_files
+        inputs = load_files(args.inputs)
     else:
         if not 0 < args.density <= 1:
             raise ProgramError("--density", f"must be in (0, 1], got {args.density}")
@@ -111,8 +120,10 @@ def _auto(src, args):
 
 
 def compile_cmd(args):
-    if not (args.output or args.list_orders or args.dump_table or args.dump_after):
-        raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table)")
+    acts = args.check or args.simulate or args.report or args.build or args.rtl_sim
+    if not (args.output or args.list_orders or args.dump_table or args.dump_after or acts):
+        raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table, --check, "
+                                        "--report, --build DIR)")
     if args.max_orders < 1:
         raise ProgramError("--max-orders", "must be at least 1")
     if args.fifo_depth is not None and args.fifo_depth < 1:
@@ -124,6 +135,7 @@ def compile_cmd(args):
     if args.output:
         check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
     src = parse_file(args.program)
+    t0 = time.perf_counter()
     if args.fuse == "auto":
         if args.parallel and args.max_lanes is not None:
             raise ProgramError("--parallel", "give fixed lanes (--parallel) or a lane budget (--max-lanes), not both")
@@ -139,6 +151,7 @@ def compile_cmd(args):
             options["fifo_depth"] = args.fifo_depth
         result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
                                  parallel=args.parallel)
+    seconds = time.perf_counter() - t0
     if args.dump_after and "dump" in result.reports:
         print(result.reports["dump"])
     if args.list_orders:
@@ -194,6 +207,8 @@ def compile_cmd(args):
         except ImportError:
             pass
         print(msg, file=sys.stderr if (args.list_orders or args.dump_table) else sys.stdout)
+    if acts:
+        return _actions(src, result, args, seconds)
     return 0
 
 
@@ -202,6 +217,20 @@ def _on_top(rep):
     parts = [f"{rep[k]} of {what}" for k, what in (("floor_bits", "deadlock floors"), ("lane_bits", "lanes"))
              if rep.get(k)]
     return f" + {' + '.join(parts)} on top" if parts else ""
+
+
+def _actions(src, result, args, seconds):
+    """--check/--simulate/--report/--build/--rtl-sim, as for a PyTorch model (fuseflow.model_cli.run_actions)."""
+    from ..cli import read_text
+    from ..model import ff_model
+    from ..model_cli import run_actions
+    inputs = None
+    if args.inputs:
+        from ..samml.sample import load_files
+        inputs = load_files(args.inputs)
+    m = ff_model(src, read_text(args.program), result, fuse=args.fuse, mode=args.mode, example_inputs=inputs,
+                 compile_seconds=seconds)
+    return run_actions(m, args)
 
 
 def render_depths(rep):

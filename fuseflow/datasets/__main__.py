@@ -11,11 +11,11 @@ import argparse
 import json
 import sys
 
-from ..cli import main_guard, positive_int
+from ..cli import describe, main_guard, positive_int
 
 
 def parser():
-    ap = argparse.ArgumentParser(prog="fuseflow datasets", description=__doc__.splitlines()[0],
+    ap = argparse.ArgumentParser(prog="fuseflow datasets", description=describe(__doc__.splitlines()[0]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the bundled datasets and their attribution")

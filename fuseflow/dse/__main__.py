@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from ..cli import atomic_write, commit_outputs, main_guard
+from ..cli import atomic_write, commit_outputs, main_guard, output_dir
 from ..errors import FuseFlowError
 from ..reports.sweep import parse_scheduler, run_sweep
 from .experiments import EXPERIMENTS, PENDING
@@ -27,7 +27,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the experiments")
     r = sub.add_parser("run", help="run experiments into a report directory")
     r.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="experiment names, or 'all'")
-    r.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory")
+    r.add_argument("-o", "--output", required=True, metavar="DIR", type=output_dir, help="report directory")
     r.add_argument("--scheduler", default="serial",
                    help="serial (default), local[:N] (a local Dask cluster) or tcp://HOST:PORT")
     r.add_argument("--budget", type=int, default=None, metavar="N",

@@ -1,9 +1,9 @@
-"""``python -m fuseflow.hw``: build a graph.json into Verilog, or run it as RTL against the reference simulator.
+"""``fuseflow hw``: build a graph.json into Verilog, or run it as RTL against the reference simulator.
 
-    python -m fuseflow.hw build graph.json -o build/ [--inputs data.npz] [--no-probes] [--no-bake]
-                          [--interface host|axi|axis] [--testbench]
-    python -m fuseflow.hw sim graph.json --inputs data.npz [--simulator verilator|amaranth] [--vcd out.vcd]
-                          [--max-cycles N] [--bake] [--json out.json]
+    fuseflow hw build graph.json -o build/ [--inputs data.npz | --random-inputs DENSITY] [--no-probes] [--no-bake]
+                      [--interface host|axi|axis] [--testbench]
+    fuseflow hw sim graph.json --inputs data.npz | --random-inputs DENSITY [--simulator verilator|amaranth]
+                    [--vcd out.vcd] [--max-cycles N] [--bake] [--json out.json]
 
 ``build`` writes ``<out>/<name>.v`` and ``<out>/<name>.json`` (the manifest: ports, memories, capacities, widths,
 host address map, channels). Memories are sized from the graph's declared capacities, else from ``--inputs``
@@ -22,17 +22,18 @@ import argparse
 import json
 import sys
 
-from ..cli import atomic_write, main_guard, output_dir, output_file, positive_int
+from ..cli import atomic_write, describe, main_guard, output_dir, output_file, positive_int
+from ..samml.sample import add_data_arguments, load_data
 from .build import INTERFACES, run_sim  # noqa: F401  (the library: fuseflow.hw.build; re-exported for old imports)
 
 
 def _parser():
-    ap = argparse.ArgumentParser(prog="python -m fuseflow.hw", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="fuseflow hw", description=describe(__doc__.split("\n\n")[0]))
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="elaborate graph.json into Verilog and a manifest")
     b.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     b.add_argument("-o", "--out", default="build", type=output_dir, help="output directory (default: build)")
-    b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes memories and bakes the data in")
+    add_data_arguments(b, False, "tensor file (.npz/.mtx/.npy): sizes memories and bakes the data in")
     b.add_argument("--no-probes", action="store_true", help="leave out the per-channel probe registers")
     b.add_argument("--no-bake", action="store_true", help="size memories from --inputs but leave them empty "
                                                           "(the host port loads data at run time)")
@@ -45,7 +46,7 @@ def _parser():
                         "simulator on --inputs, or on random data when the graph declares its capacities)")
     s = sub.add_parser("sim", help="run the RTL and compare with the fixed-mode reference simulator")
     s.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
-    s.add_argument("--inputs", required=True, help="tensor file (.npz/.mtx/.npy) with every input tensor")
+    add_data_arguments(s, True, "tensor file (.npz/.mtx/.npy) with every input tensor")
     s.add_argument("--simulator", choices=("verilator", "amaranth"), default="verilator",
                    help="RTL simulator: verilator (default) or amaranth (Amaranth's Python simulator, slow)")
     s.add_argument("--vcd", type=output_file, help="write a waveform of the run here")
@@ -54,18 +55,19 @@ def _parser():
                                                         "them through the host port")
     s.add_argument("--json", type=output_file, help="write the run's results (cycles, comparison) here as JSON")
     sub.add_parser("correlate", add_help=False,
-                   help="RTL-vs-simulator correlation report over a kernel suite (python -m fuseflow.hw correlate -h)")
+                   help="RTL-vs-simulator correlation report over a kernel suite (fuseflow hw correlate -h)")
     return ap
 
 
-def _load_inputs(path):
-    from ..tensors.io import load_tensor_file
-    return load_tensor_file(path)
+def _data(args):
+    """--inputs or --random-inputs (the graph is loaded, and so validated, first)."""
+    from ..samml import io as samml_io
+    return load_data(args, samml_io.load(args.graph) if args.random_inputs is not None else None)
 
 
 def cmd_build(args):
     from .build import build_design
-    inputs = _load_inputs(args.inputs) if args.inputs else None
+    inputs = _data(args)
     bake = inputs is not None and not args.no_bake
     files = build_design(args.graph, args.out, inputs, bake=bake, probes=not args.no_probes,
                          interface=args.interface, testbench=args.testbench)
@@ -85,7 +87,7 @@ def cmd_build(args):
 
 
 def cmd_sim(args):
-    inputs = _load_inputs(args.inputs)
+    inputs = _data(args)
     s = run_sim(args.graph, inputs, args.simulator, args.vcd, args.max_cycles, args.bake)
     print(f"{s['name']}: RTL ({s['simulator']}) against the reference simulator (fixed mode)")
     for i, (r, c) in enumerate(zip(s["rtl_kernel_cycles"], s["sim_kernel_cycles"])):
@@ -122,7 +124,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["correlate"]:
         from ..reports.correlation import main as correlate
-        return correlate(argv[1:], prog="python -m fuseflow.hw correlate")
+        return correlate(argv[1:], prog="fuseflow hw correlate")
     return main_guard(_main, argv)
 
 

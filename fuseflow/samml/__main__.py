@@ -1,16 +1,18 @@
-"""``python -m fuseflow.samml``: validate graph.json, draw it, write the example kernel suite and the op reference."""
+"""``fuseflow samml``: validate graph.json, list the tensors it takes, make sample inputs for it, draw it, write the
+example kernel suite and the op reference."""
 
 import argparse
 import os
 import sys
 
-from ..cli import atomic_write, main_guard, output_dir, output_file
+from ..cli import atomic_write, describe, main_guard, nonnegative_int, output_dir, output_file
 from . import io
 from .dot import to_dot, to_svg
+from .sample import DEFAULT_SEED, density
 
 
 def parser():
-    ap = argparse.ArgumentParser(prog="python -m fuseflow.samml", description=__doc__)
+    ap = argparse.ArgumentParser(prog="fuseflow samml", description=describe(__doc__))
     sub = ap.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("validate", help="check graph.json against the schema and the op registry")
     v.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
@@ -21,6 +23,17 @@ def parser():
     k.add_argument("-o", "--output", default="examples/kernels", type=output_dir,
                    help="directory for the kernels' graph.json files (default: examples/kernels)")
     k.add_argument("--svg", action="store_true", help="also write graph.svg (needs graphviz)")
+    i = sub.add_parser("info", help="the tensors a graph takes and makes: names, roles, shapes and formats")
+    i.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
+    n = sub.add_parser("random", help="write random input tensors for a graph to an .npz file (sample data for "
+                                      "--inputs)")
+    n.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
+    n.add_argument("-o", "--output", required=True, type=output_file, metavar="NPZ",
+                   help="the .npz file to write (one array or SciPy sparse matrix per input tensor)")
+    n.add_argument("--density", type=density, default=0.5,
+                   help="fraction of nonzeros of the sparse-format inputs (default 0.5; dense-format ones are full)")
+    n.add_argument("--seed", type=nonnegative_int, default=DEFAULT_SEED,
+                   help=f"random seed (default {DEFAULT_SEED}, the default of --data-seed)")
     sub.add_parser("ops", help="list the ops of the registry")
     r = sub.add_parser("reference", help="write the op reference generated from the registry (make docs: "
                                          "docs/reference/ops.md)")
@@ -61,6 +74,17 @@ def main(argv=None):
                 with atomic_write(os.path.join(args.output, name, "graph.svg")) as f:
                     f.write(to_svg(prog))
             print(f"wrote {path}")
+    elif args.cmd == "info":
+        from .sample import describe as describe_graph
+        print("\n".join(describe_graph(io.load(args.graph))))
+    elif args.cmd == "random":
+        from ..tensors.io import save_npz
+        from .sample import for_file, random_data
+        p = io.load(args.graph)
+        data = random_data(p, args.density, args.seed)
+        save_npz(args.output, for_file(p, data))
+        print(f"wrote {args.output}: " + ", ".join(f"{t.name} {tuple(t.shape)}" for t in p.inputs)
+              + f" (density {args.density:g}, seed {args.seed})")
     elif args.cmd == "ops":
         from .registry import OPS
         for spec in OPS.values():

@@ -212,6 +212,9 @@ class _Parser:
         toks = self.toks[self.i + 1:]
         if toks and toks[0][1] == ")":
             return True
+        # ``x(j`` at the end of the statement is an access whose ')' is missing (index_list says so)
+        if len(toks) == 1 and toks[0][0] == "name":
+            return True
         return len(toks) >= 2 and toks[0][0] == "name" and toks[1][1] in (",", ")")
 
     def access(self, name_tok):
@@ -291,7 +294,8 @@ class _Parser:
                 self.error(pos, f"unknown reduction {value!r} (known: {', '.join(REDUCTIONS + tuple(SUGAR))})")
             if nxt == "(":
                 if not self.is_index_list():
-                    self.error(pos, f"unknown function {value!r} (known: {', '.join(UNARY_FUNCS)})")
+                    self.error(pos, f"unknown function {value!r} (known: {', '.join(UNARY_FUNCS)}; a tensor is "
+                                    f"indexed by index names only, e.g. {value}(i,j))")
                 return self.access((kind, value, pos))
             self.error(pos, f"{value!r} needs an index list, e.g. {value}(i,j)")
         self.error(pos, "expected a tensor, number, function or '('" if kind != "end" else

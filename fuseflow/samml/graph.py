@@ -420,20 +420,26 @@ def _is_int(v):
 
 
 def _check_tensor_sizes(t, where, crd_width):
+    named = f"tensor {t.name} ({where}.shape)"
     for d in t.shape:
-        _limit(limits.DIMENSION, d, f"{where}.shape")
+        _limit(limits.DIMENSION, d, named)
     dense = 1                                # the leading dense levels are allocated whatever the data
     for lv in range(t.order):
         if t.levels[lv] != "dense":
             break
         dense *= t.level_dim(lv)
-    _limit(limits.DENSE_ENTRIES, dense, f"{where}.shape")
+    limit = limits.DENSE_ENTRIES.value
+    if dense > limit:
+        raise GraphError(named, f"its dense levels hold {dense} entries, more than the limit of {limit} "
+                                           f"{limits.DENSE_ENTRIES.name}: give it a sparse format (e.g. csr, which "
+                                           f"stores only nonzeros) or set {limits.DENSE_ENTRIES.env} to raise the "
+                                           f"limit (docs/errors.md)")
     if t.capacity is not None:
         if len(t.capacity) != t.order + 1:
             raise GraphError(f"{where}.capacity", f"{len(t.capacity)} entries for a tensor of order {t.order} "
                                                   f"(expected {t.order + 1}: one per level, then values)")
         for c in t.capacity:
-            _limit(limits.DENSE_ENTRIES, c, f"{where}.capacity")
+            _limit(limits.DENSE_ENTRIES, c, f"tensor {t.name} ({where}.capacity)")
     check_fits(t.name, t.shape, t.capacity, crd_width, GraphError)     # the simulator's and hw build's rule
 
 

@@ -80,10 +80,35 @@ def _node_sizes(kernel):
 
 
 def program_width(program) -> int:
-    """The coordinate width a program needs: the widest tensor index width and node size, at least 16."""
+    """The coordinate width a program needs: the widest tensor index width and node size, at least 16. A tensor
+    whose numbers need more than 32 bits is named, with what to do about it."""
+    for t in program.tensors.values():
+        _check_tensor_top(t)
     top = max([index_top(t) for t in program.tensors.values()]
               + [s for k in program.kernels for s in _node_sizes(k)] + [0])
     return width_for(top, "program")
+
+
+def _check_tensor_top(decl) -> None:
+    top = index_top(decl)
+    if top < (1 << WIDTHS[-1]):
+        return
+    shape = " x ".join(str(int(d)) for d in decl.shape)
+    if max(int(d) for d in decl.shape) - 1 >= (1 << WIDTHS[-1]):
+        raise GraphError(f"tensor {decl.name}", f"a dimension of {shape} needs coordinates wider than "
+                                                f"{WIDTHS[-1]} bits (at most {1 << WIDTHS[-1]} per dimension)")
+    density = getattr(decl, "density", None)
+    if density is not None:
+        raise GraphError(f"tensor {decl.name}", f"at density {density:g} its {shape} shape holds up to {top} "
+                                                f"entries, and positions need more than {WIDTHS[-1]} bits: declare "
+                                                f"a lower density, or split the tensor")
+    if decl.capacity is not None and list(decl.capacity) != list(decl.worst_case_capacity()):
+        raise GraphError(f"tensor {decl.name}", f"its declared capacity {list(decl.capacity)} has positions up to "
+                                                f"{top}, more than {WIDTHS[-1]} bits hold: declare fewer entries")
+    raise GraphError(f"tensor {decl.name}", f"nothing says how full it is, so every entry of its {shape} shape "
+                                            f"may be stored, and positions up to {top} need more than "
+                                            f"{WIDTHS[-1]} bits: declare its density (.ff: 'tensor {decl.name}(...) "
+                                            f": csr density 0.0001'; Python: density=) or a capacity")
 
 
 def array_width(decl, capacity, level, array) -> int:

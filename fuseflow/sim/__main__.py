@@ -1,23 +1,24 @@
-"""``python -m fuseflow.sim run graph.json --inputs data.npz``: simulate a SAMML program."""
+"""``fuseflow sim run graph.json --inputs data.npz``: simulate a SAMML program (``--random-inputs DENSITY`` instead
+of a data file: random tensors of the declared shapes; ``fuseflow samml info graph.json`` lists the tensors)."""
 
 import argparse
 import json
 import sys
 
-from ..cli import atomic_write, main_guard, output_file, positive_int
+from ..cli import atomic_write, describe, main_guard, output_file, positive_int
 from ..errors import FuseFlowError
 from . import engine
+from ..samml.sample import add_data_arguments, load_data, load_files
 from .check import compare, golden, tolerance
 
 
 def parser():
-    ap = argparse.ArgumentParser(prog="python -m fuseflow.sim", description="Reference simulator for SAMML programs.")
+    ap = argparse.ArgumentParser(prog="fuseflow sim", description=describe(__doc__))
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="simulate a program on input tensors")
     r.add_argument("graph", help="graph.json")
-    r.add_argument("--inputs", required=True, nargs="+", metavar="FILE",
-                   help=".npz with one array (dense or SciPy sparse) per input tensor, or .mtx/.npy files named "
-                        "after their tensors (B.mtx, c.npy); several files are merged")
+    add_data_arguments(r, True, ".npz with one array (dense or SciPy sparse) per input tensor, or .mtx/.npy files "
+                                "named after their tensors (B.mtx, c.npy); several files are merged", nargs="+")
     r.add_argument("--mode", choices=("float", "fixed"), default="float",
                    help="number mode: float (default) or fixed (the hardware's fixed point, docs/numbers.md)")
     r.add_argument("--check", action="store_true", help="compare outputs with NumPy; exit 1 on mismatch")
@@ -36,7 +37,7 @@ def parser():
     z = sub.add_parser("size-fifos", help="deepen the channels whose producers stall, where that shortens the run "
                                           "on sample inputs (profile-guided; writes a sized graph.json)")
     z.add_argument("graph", help="graph.json")
-    z.add_argument("--inputs", required=True, nargs="+", metavar="FILE", help="sample inputs (as for run)")
+    add_data_arguments(z, True, "sample inputs (as for run)", nargs="+")
     z.add_argument("-o", "--output", required=True, type=output_file, metavar="GRAPH", help="where to write the sized graph.json")
     z.add_argument("--mode", choices=("float", "fixed"), default="fixed",
                    help="number mode of the sizing runs: fixed (default) or float")
@@ -47,14 +48,7 @@ def parser():
 
 
 def _load_inputs(paths):
-    from ..tensors.io import load_tensor_file
-    inputs = {}
-    for path in paths:
-        for name, value in load_tensor_file(path).items():
-            if name in inputs:
-                raise FuseFlowError(path, f"tensor {name} is given twice")
-            inputs[name] = value
-    return inputs
+    return load_files(paths)
 
 
 def size_main(args):
@@ -65,7 +59,7 @@ def size_main(args):
     if not 0 <= args.min_gain < 1:
         raise FuseFlowError("--min-gain", "must be in [0, 1)")
     prog = engine.load_program(args.graph)
-    inputs = _load_inputs(args.inputs)
+    inputs = load_data(args, prog)
     sized, rep = size_fifos(prog, inputs, mode=args.mode, max_depth=args.max_depth, min_gain=args.min_gain,
                             progress=lambda line: print(f"  {line}", flush=True))
     with atomic_write(args.output) as f:
@@ -80,7 +74,7 @@ def main(argv=None):
     if args.cmd == "size-fifos":
         return size_main(args)
     prog = engine.load_program(args.graph)
-    inputs = _load_inputs(args.inputs)
+    inputs = load_data(args, prog)
     if args.fifo_depth is not None and args.fifo_depth < 1:
         raise FuseFlowError("--fifo-depth", "must be at least 1")
     from .memory import memory_system
@@ -110,8 +104,10 @@ def main(argv=None):
                 print(f"    {nid:24s} {ns['op']:12s} busy {ns['busy']:8d} blocked {ns['blocked']:8d} "
                       f"idle {ns['idle']:8d}")
     print(f"  tokens {s['tokens']}, ALU ops {s['alu_ops']}, memory read {s['mem_read_bytes']} B, "
-          f"written {s['mem_write_bytes']} B; simulated in {s['wall_seconds']:.3f} s "
-          f"({s['tokens'] / max(s['wall_seconds'], 1e-9) / 1e6:.2f} M tokens/s)")
+          f"written {s['mem_write_bytes']} B")
+    print(f"  simulated in {s['wall_seconds']:.3f} s wall time, {s['cpu_seconds']:.3f} s CPU time: "
+          f"{s['tokens'] / max(s['wall_seconds'], 1e-9) / 1e6:.2f} M tokens/s by wall time, "
+          f"{s['tokens'] / max(s['cpu_seconds'], 1e-9) / 1e6:.2f} M tokens/s by CPU time")
     for name, packed in res.tensors.items():
         if name in res.outputs:
             print(f"  output {name}: shape {tuple(packed.shape)}, {packed.nnz} stored entries")

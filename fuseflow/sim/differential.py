@@ -29,7 +29,7 @@ from . import compiled
 from .engine import load_program, run
 
 #: stats keys that differ by design (host timing, which engine ran)
-_UNCOMPARED_STATS = ("wall_seconds", "engine", "kernels")
+_UNCOMPARED_STATS = ("wall_seconds", "cpu_seconds", "engine", "kernels")
 #: at most this many lines per compared field (a broken model usually differs everywhere)
 _MAX_LINES = 8
 

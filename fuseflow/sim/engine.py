@@ -413,7 +413,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     store = pack_inputs(prog, inputs, env)
     kernel_cycles, kstats, traces, sent = [], [], [], []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for k in prog.kernels:
         order = _topo_order(k)
         states = {}
@@ -471,7 +471,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         # references/coordinates and values are counted at their widths
         totals["mem_read_bytes"] += read_b
         totals["mem_write_bytes"] += write_b
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     outputs = {}
     for t in prog.outputs:
         if t.name not in store:
@@ -480,7 +480,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
         if mode == "fixed":
             packed = packed.decode_fixed(env.fixed)
         outputs[t.name] = packed.to_dense()
-    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, memory=mem.name,
+    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, cpu_seconds=cpu, memory=mem.name,
                  engine="compiled" if use_compiled else "python")
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
     return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None,
@@ -509,6 +509,8 @@ def _as_numbers(data, what):
     """Tensor data from a file or the caller as numbers: integer arrays are values like floats (raw fixed point
     is only ever a PackedTensor's int64 vals), so an integer-valued .npz means the same in both modes."""
     import scipy.sparse as sp
+    from ..tensors.io import check_no_nan
+    check_no_nan(data, what)
     if sp.issparse(data):
         return data.astype(np.float64) if data.dtype.kind in "biu" else data
     arr = np.asarray(data)

@@ -16,14 +16,16 @@ class ProgressLine:
 
     def __init__(self, name, stream=None):
         self.name, self.stream = name, stream or sys.stderr
-        self.t0 = time.perf_counter()
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
         self.shown = False
         self.tty = getattr(self.stream, "isatty", lambda: False)()
 
     def __call__(self, tokens, cycles):
         dt = max(time.perf_counter() - self.t0, 1e-9)
+        cpu = max(time.process_time() - self.c0, 1e-9)
         line = (f"kernel {self.name}: {tokens / 1e6:.1f} M tokens, {cycles / 1e6:.2f} M cycles simulated "
-                f"({tokens / dt / 1e6:.1f} M tokens/s, {cycles / dt / 1e6:.2f} M cycles/s, {dt:.0f} s)")
+                f"({tokens / dt / 1e6:.1f} M tokens/s wall, {tokens / cpu / 1e6:.1f} M tokens/s CPU, "
+                f"{cycles / dt / 1e6:.2f} M cycles/s wall, {dt:.0f} s)")
         self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
         self.stream.flush()
         self.shown = True

@@ -29,6 +29,27 @@ def _atomic_write(path, mode):
     return atomic_write(path, mode)
 
 
+def check_no_nan(data, what):
+    """Raise a one-line error naming ``what`` (a tensor) when its values (dense, or a SciPy matrix's stored
+    entries) hold a NaN: the simulator, the fixed-point encoding and the NumPy check cannot give it a meaning."""
+    vals = data.data if sp.issparse(data) else data
+    arr = np.asarray(vals)
+    if arr.dtype.kind not in "fc" or not arr.size:
+        return
+    bad = np.isnan(arr)
+    if not bad.any():
+        return
+    count = int(bad.sum())
+    if sp.issparse(data):
+        coo = sp.coo_array(data)
+        k = int(np.flatnonzero(np.isnan(coo.data))[0])
+        where = (int(coo.row[k]), int(coo.col[k]))
+    else:
+        where = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad.ravel())[0]), arr.shape))
+    raise TensorError(what, f"holds {count} NaN value{'s' if count != 1 else ''} (the first at {where}): inputs "
+                            f"must be numbers; replace them (e.g. numpy.nan_to_num) before saving the data")
+
+
 # ---- .npz ------------------------------------------------------------------------------------
 def save_npz(path, mapping):
     """Write dense arrays and SciPy sparse matrices into one ``np.savez`` archive (atomically).
@@ -97,6 +118,7 @@ def load_npz(path):
     try:
         keys = list(npz.files)
         if _looks_like_scipy_npz(npz, keys):
+            _check_sparse_shape(npz["shape"], path)
             try:
                 mat = sp.load_npz(path)
             except Exception as exc:  # noqa: BLE001 - any failure is a bad file
@@ -113,7 +135,14 @@ def load_npz(path):
                 continue
             try:
                 out[k] = npz[k]
-            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            except ValueError as exc:
+                if "allow_pickle" in str(exc):
+                    raise TensorError(f"{path}:{k}", "holds a Python object, not an array (np.savez pickles a SciPy "
+                                                     "sparse matrix): write the file with "
+                                                     "fuseflow.tensors.save_npz(path, {name: matrix}), which stores "
+                                                     "SciPy matrices as arrays") from None
+                raise TensorError(f"{path}:{k}", f"unreadable array ({exc})") from None
+            except (OSError, EOFError, zipfile.BadZipFile) as exc:
                 raise TensorError(f"{path}:{k}", f"unreadable array ({exc})") from None
             except MemoryError:
                 raise TensorError(f"{path}:{k}", "declares an array too large for the available memory") from None
@@ -160,6 +189,31 @@ def _decode_sparse(npz, path, name):
     except Exception as exc:  # noqa: BLE001 - SciPy raises ValueError/IndexError/TypeError
         raise TensorError(what, f"inconsistent sparse matrix arrays ({exc})") from None
     return sp.csr_array(mat)
+
+
+def _check_sparse_shape(shape, what):
+    """Refuse a SciPy sparse matrix (``scipy.sparse.save_npz``: COO, say, a small file whatever its shape) whose CSR
+    form would not fit the limits, before SciPy allocates it: its row pointers are a dense array of rows + 1
+    entries, however few nonzeros it has (see fuseflow.limits). (A matrix in :func:`save_npz`'s encoding holds
+    its row pointers in the file already.)"""
+    from .. import limits
+    try:
+        dims = [int(d) for d in np.asarray(shape).ravel()]
+    except (TypeError, ValueError):
+        return                                   # SciPy's own checks name the problem
+    if len(dims) != 2:
+        return
+    try:
+        for d in dims:
+            limits.DIMENSION.check(d, what)
+    except FuseFlowError as exc:
+        raise TensorError(exc.what, exc.why) from None
+    limit = limits.DENSE_ENTRIES.value
+    if dims[0] > limit:
+        raise TensorError(what, f"a sparse {dims[0]} x {dims[1]} matrix is read as CSR, whose {dims[0]} row "
+                                f"pointers are a dense array: more than the limit of {limit} "
+                                f"{limits.DENSE_ENTRIES.name} (set {limits.DENSE_ENTRIES.env} to raise it; "
+                                f"see docs/errors.md)")
 
 
 def _stem(path):

@@ -92,6 +92,16 @@ def npz(**arrays):
     return make
 
 
+def scipy_npz(matrix):
+    """A file written by ``scipy.sparse.save_npz`` (one matrix, named after the file)."""
+    def make(base):
+        import io
+        buf = io.BytesIO()
+        sp.save_npz(buf, matrix)
+        return buf.getvalue()
+    return make
+
+
 def npy(arr):
     def make(base):
         import io
@@ -370,6 +380,16 @@ BAD_DATA = [
     ("int-beyond-2-53", npz(B=np.array([[2 ** 60, 0, 0, 0], [0] * 4, [0] * 4]), c=np.ones(4)), "d2.npz",
      ["2**53"]),
     ("uint64-huge", npz(B=np.full((3, 4), 2 ** 64 - 1, dtype=np.uint64), c=np.ones(4)), "d2.npz", ["B"]),
+    # issue 44: NaN in float mode too (it ended as a mismatch report); np.savez of a SciPy matrix; a small file
+    # declaring a 3e9 x 3e9 sparse matrix (its CSR row pointers would need 24 GB)
+    ("nan-float", npz(B=np.array([[0, 0, 0, 0], [0, 0, np.nan, 0], [0] * 4]), c=np.ones(4)), "d2.npz",
+     ["tensor B", "1 NaN value", "(1, 2)"]),
+    ("mtx-nan-float", text("%%MatrixMarket matrix coordinate real general\n3 4 1\n3 2 nan\n"), "B.mtx",
+     ["tensor B", "NaN", "(2, 1)"]),
+    ("npz-pickled-scipy", npz(B=sp.csr_matrix(np.eye(3, 4)), c=np.ones(4)), "d2.npz",
+     ["d2.npz:B", "fuseflow.tensors.save_npz"]),
+    ("scipy-npz-3e9", scipy_npz(sp.coo_matrix((np.ones(2), ([0, 7], [1, 2])), shape=(3 * 10 ** 9, 3 * 10 ** 9))),
+     "B.npz", ["B.npz", "3000000000 x 3000000000", "FUSEFLOW_MAX_DENSE_ENTRIES"]),
 ]
 for cid, make, name, frags in BAD_DATA:
     files = {} if make is None else {name: make}
@@ -441,7 +461,12 @@ BAD_PROGRAMS = [
      []),
     ("dim-5000-digits", text(VALID_FF.replace("B(3, 4)", "B(3, " + "9" * 5000 + ")")), []),
     ("dense-huge", text(VALID_FF.replace("B(3, 4) : csr", "B(60000, 60000) : dense").replace("c(4)", "c(60000)")),
-     ["FUSEFLOW_MAX_DENSE_ENTRIES"]),
+     ["tensor B", "FUSEFLOW_MAX_DENSE_ENTRIES", "sparse format"]),
+    # issue 44: a missing ')' is not an unknown function; a huge sparse tensor without a density names itself
+    ("missing-paren", text(VALID_FF.replace("* c(j)", "* c(j")), ["expected ')'", "end of statement"]),
+    ("csr-1e8-no-density", text(VALID_FF.replace("B(3, 4)", "B(100000000, 100000000)").replace("c(4)",
+                                                                                                "c(100000000)")),
+     ["tensor B", "declare its density"]),
     ("format-unknown", text(VALID_FF.replace(": csr", ": bitmap")), []),
     ("tensor-twice", text(VALID_FF + "tensor B(3, 4)\n"), []),
     ("unclosed-fuse", text("program p\ntensor B(3,4)\nfuse {\nx(i) = B(i,j)\n"), []),
@@ -597,6 +622,66 @@ case("console-boards-baud", "fuseflow", ["boards"] + BB + ["--baud", "-1"], None
 case("console-correlate-render", "fuseflow", ["hw", "correlate", "--render", "min.json", "-o", "r"], None,
      "min.json")
 
+# issue 44: sample inputs (samml info / samml random / --random-inputs), and output paths nothing can be created in
+case("samml-info-missing", "fuseflow.samml", ["info", "nope.json"], None, "nope.json")
+case("samml-info-binary", "fuseflow.samml", ["info", "b.json"], {"b.json": text(bytes(range(256)))}, "UTF-8")
+case("samml-random-no-output", "fuseflow.samml", ["random", G], None, "-o/--output")
+case("samml-random-density-0", "fuseflow.samml", ["random", G, "-o", "r.npz", "--density", "0"], None, "--density",
+     "(0, 1]")
+case("samml-random-density-2", "fuseflow.samml", ["random", G, "-o", "r.npz", "--density", "2"], None, "--density")
+case("samml-random-density-nan", "fuseflow.samml", ["random", G, "-o", "r.npz", "--density", "nan"], None,
+     "--density")
+case("samml-random-seed", "fuseflow.samml", ["random", G, "-o", "r.npz", "--seed", "-1"], None, "--seed")
+case("samml-random-out-dir", "fuseflow.samml", ["random", G, "-o", "adir"], None, "is a directory")
+case("samml-random-too-large", "fuseflow.samml", ["random", "nc.json", "-o", "r.npz"],
+     {"nc.json": graph(no_capacity)}, "tensor B",
+     "drawn as a dense 3 x 4 array", "--inputs", env={"FUSEFLOW_MAX_DENSE_ENTRIES": "5"})
+case("samml-random-bad-graph", "fuseflow.samml", ["random", "bad.json", "-o", "r.npz"],
+     {"bad.json": graph(binary_alu_without_b)}, "is not driven")
+case("sim-random-and-inputs", "fuseflow.sim", ["run", G, "--inputs", "d.npz", "--random-inputs", "0.5"], None,
+     "either --inputs or --random-inputs")
+case("sim-random-0", "fuseflow.sim", ["run", G, "--random-inputs", "0"], None, "--random-inputs")
+case("sim-random-text", "fuseflow.sim", ["run", G, "--random-inputs", "half"], None, "--random-inputs")
+case("sim-data-seed", "fuseflow.sim", ["run", G, "--random-inputs", "0.5", "--data-seed", "-3"], None, "--data-seed")
+case("size-fifos-no-inputs", "fuseflow.sim", ["size-fifos", G, "-o", "s.json"], None, "--inputs",
+     "--random-inputs")
+case("hw-sim-random-and-inputs", "fuseflow.hw", ["sim", G, "--inputs", "d.npz", "--random-inputs", "0.5"], None,
+     "either --inputs or --random-inputs")
+case("hw-build-random-2", "fuseflow.hw", ["build", G, "--random-inputs", "2", "-o", "out"], None,
+     "--random-inputs")
+case("hw-sim-no-data", "fuseflow.hw", ["sim", G], None, "--inputs", "samml info")
+case("console-model-huge-npz", "fuseflow", ["compile", "m.py:Net", "--inputs", "big.npz", "-o", "out"],
+     {"m.py": text("import torch\nclass Net(torch.nn.Module):\n    def forward(self, big):\n        return big\n"),
+      "big.npz": scipy_npz(sp.coo_matrix((np.ones(1), ([0], [1])), shape=(3 * 10 ** 9, 3 * 10 ** 9)))},
+     "big.npz", "3000000000 row pointers", "FUSEFLOW_MAX_DENSE_ENTRIES")
+
+#: every command that writes files, told to write where nothing can be created (a pseudo file system: os.access
+#: says yes, as it does to root); each is refused while its arguments are parsed
+UNWRITABLE = [
+    ("samml-dot", "fuseflow.samml", ["dot", G, "-o", "/proc/g.dot"]),
+    ("samml-kernels", "fuseflow.samml", ["kernels", "-o", "/proc/k"]),
+    ("samml-random", "fuseflow.samml", ["random", G, "-o", "/proc/d.npz"]),
+    ("samml-reference", "fuseflow.samml", ["reference", "-o", "/proc/ops.md"]),
+    ("sim-json", "fuseflow.sim", ["run", G, "--inputs", "d.npz", "--json", "/proc/r.json"]),
+    ("sim-outputs", "fuseflow.sim", ["run", G, "--inputs", "d.npz", "--outputs", "/sys/o.npz"]),
+    ("size-fifos", "fuseflow.sim", ["size-fifos", G, "--inputs", "d.npz", "-o", "/proc/s.json"]),
+    ("compile-ff", "fuseflow", ["compile", "p.ff", "-o", "/proc/x"]),
+    ("compile-ff-build", "fuseflow", ["compile", "p.ff", "--build", "/proc/b"]),
+    ("compile-model", "fuseflow", ["compile", "gcn", "-o", "/proc/x"]),
+    ("compile-model-build", "fuseflow", ["compile", "gcn", "--build", "/proc/b"]),
+    ("hw-build", "fuseflow.hw", ["build", "hw.json", "-o", "/proc/hwout"]),
+    ("hw-sim-json", "fuseflow.hw", ["sim", G, "--inputs", "d.npz", "--json", "/proc/r.json"]),
+    ("hw-sim-vcd", "fuseflow.hw", ["sim", G, "--inputs", "d.npz", "--vcd", "/proc/w.vcd"]),
+    ("correlate", "fuseflow.hw", ["correlate", "--suite", "quick", "-o", "/proc/report"]),
+    ("boards-build", "fuseflow.boards", ["build", "hw.json", "--board", "icebreaker", "-o", "/proc/b"]),
+    ("boards-synth-json", "fuseflow.boards", ["synth", "hw.json", "--json", "/proc/s.json"]),
+    ("demo", "fuseflow", ["demo", "-o", "/proc/demo"]),
+]
+if os.path.isdir("/proc/self"):
+    for cid, entry, argv in UNWRITABLE:
+        case(f"unwritable-{cid}", entry, argv, None, "/proc" if "/proc" in " ".join(argv) else "/sys",
+             "nothing can be created")
+
 CASES = C
 
 
@@ -610,6 +695,40 @@ def test_bad_input(base, tmp_path, entry, argv, files, fragments, env):
     res = run_forked(entry, argv, work, env=env)
     assert_one_line_error(res, *fragments)
     assert snapshot(work) == before, "the command changed its directory"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_unwritable_outputs_are_refused_in_seconds(base, tmp_path):
+    """An -o where nothing can be created is refused while the arguments are parsed, before any work: every
+    command that writes answers within 5 seconds (issue 44: hw build used to elaborate for minutes first)."""
+    import time
+    work = tmp_path / "w"
+    shutil.copytree(base, work)
+    slow = []
+    for cid, entry, argv in UNWRITABLE:
+        t0 = time.perf_counter()
+        res = run_forked(entry, argv, work)
+        took = time.perf_counter() - t0
+        assert_one_line_error(res, "nothing can be created")
+        if took >= 5:
+            slow.append(f"{cid}: {took:.1f} s")
+    assert not slow, slow
+
+
+def test_huge_sparse_model_input_is_refused_in_seconds(base, tmp_path):
+    """A 3e9 x 3e9 sparse matrix for a PyTorch model (a small COO file) is refused before torch loads the model,
+    let alone runs its forward pass (issue 44: it used to be killed for memory after minutes)."""
+    import time
+    work = tmp_path / "w"
+    shutil.copytree(base, work)
+    (work / "m.py").write_text("import torch\nclass Net(torch.nn.Module):\n    def forward(self, a):\n"
+                               "        return a\n")
+    n = 3 * 10 ** 9
+    sp.save_npz(work / "a.npz", sp.coo_matrix((np.ones(2), ([0, 5], [1, 2])), shape=(n, n)))
+    t0 = time.perf_counter()
+    res = run_forked("fuseflow", ["compile", "m.py:Net", "--inputs", "a.npz", "--check"], work)
+    assert_one_line_error(res, "a.npz", "FUSEFLOW_MAX_DENSE_ENTRIES")
+    assert time.perf_counter() - t0 < 10
 
 
 def test_corpus_covers_every_command():
