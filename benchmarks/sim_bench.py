@@ -19,6 +19,10 @@ engines must agree on cycles and tokens (and on the outputs): a row where they d
 makes the script exit 1. A case the compiled engine cannot run yet has ``"compiled": null`` and the reason
 (``fuseflow.sim.compiled.unsupported``).
 
+``--cases A,B --merge`` reruns only those cases and replaces their rows in the existing file (the other rows,
+and the file's own commit and load, are kept; each rerun row carries its ``commit``, and ``merged`` lists the
+reruns).
+
 Targets (reported, not asserted): compiled >= 30x the Python engine's tokens/s on rows of >= 1e6 tokens, and
 >= 30 M tokens/s on SpMV. Writes JSON (default benchmarks/results/sim.json); ``--markdown`` prints its table.
 """
@@ -471,6 +475,9 @@ def main(argv=None):
                     help="leave out targets above this many tokens (default 1e8; 1e6 with --quick)")
     ap.add_argument("--cases", help=f"comma-separated subset of {', '.join(CASES)}")
     ap.add_argument("--markdown", action="store_true", help="print the table of the output file instead of running")
+    ap.add_argument("--merge", action="store_true",
+                    help="replace only the rows of --cases in the existing output file and keep its other rows "
+                         "(each rerun row records its own commit; 'merged' lists the reruns)")
     ap.add_argument("--worker", nargs=3, metavar=("CASE", "SIZE", "ENGINE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -511,6 +518,17 @@ def main(argv=None):
                       f"{py and py['peak_rss_mb']} / {c and c['peak_rss_mb']} MB", file=sys.stderr, flush=True)
             for e, why in row.get("reasons", {}).items():
                 print(f"  {e}: {why}", file=sys.stderr, flush=True)
+    previous = None
+    if args.merge:
+        with open(args.output) as f:
+            previous = json.load(f)
+        run_commit = commit()
+        for r in rows:
+            r["commit"] = run_commit
+        kept = [r for r in previous["results"] if r["case"] not in names]
+        order = list(CASES)
+        rows = sorted(kept + rows, key=lambda r: order.index(r["case"]))     # stable: sizes stay in order
+        calibration = {**previous.get("calibration", {}), **calibration}
     compared = [r for r in rows if r.get("ratio")]
     inexact = [r for r in rows if r.get("exact") and not all(r["exact"][k] for k in
                                                               ("tokens_equal", "cycles_equal", "outputs_equal"))]
@@ -535,6 +553,15 @@ def main(argv=None):
         "all_exact": not inexact,
         "results": rows,
     }
+    if previous is not None:
+        # the file's run stays the reference for the rows kept; the rerun's facts go to 'merged'
+        rerun = {"cases": names, "commit": report["commit"], "mode": report["mode"],
+                 "load_average": report["load_average"], "seconds": report["seconds"],
+                 "generated": time.strftime("%Y-%m-%d %H:%M:%S")}
+        for key in ("commit", "mode", "load_average", "seconds"):
+            report[key] = previous[key]
+        report["cases"] = {n: CASES[n].what for n in CASES if any(r["case"] == n for r in rows)}
+        report["merged"] = previous.get("merged", []) + [rerun]
     from fuseflow.cli import atomic_write
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with atomic_write(args.output) as f:

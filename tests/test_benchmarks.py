@@ -159,6 +159,14 @@ def test_sim_bench_smoke(tmp_path):
     if compiled.available():
         assert doc["results"][0]["compiled"] is not None          # SpMV runs on the compiled engine
     assert "| spmv_csr |" in load("sim_bench").markdown(doc)
+    # --merge: rerun one case, keep the other's row and the file's own run facts
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "sim_bench.py"), "--smoke", "--cases", "spmv_laned",
+                        "--merge", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    merged = json.loads(out.read_text())
+    assert [row["case"] for row in merged["results"]] == ["spmv_csr", "spmv_laned"]
+    assert merged["results"][0] == doc["results"][0] and merged["seconds"] == doc["seconds"]
+    assert merged["results"][1]["commit"] and [m["cases"] for m in merged["merged"]] == [["spmv_laned"]]
 
 
 def test_sim_json_rows_agree():

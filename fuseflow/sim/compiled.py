@@ -290,8 +290,9 @@ def bind_env(env) -> dict:
     else:
         cenv["loops"] = float_loops()
     if getattr(env, "blocks", False):
-        # block arithmetic C++ does not do bit-identically itself: the Python Env's vectorised ops
-        cenv.update(blocks=True, matmul=env.matmul, rows=dict(env.row_reduce),
+        # the unary functions on blocks: the Python Env's vectorised ops (matmul and row reductions are native;
+        # rows is called only for its error on a value that is not a block)
+        cenv.update(blocks=True, rows=dict(env.row_reduce),
                     unary_block={n: env.unary[n] for n in UNARY_ALU_OPS if n not in ("neg", "relu")})
     return cenv
 

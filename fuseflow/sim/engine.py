@@ -573,8 +573,10 @@ def _bind(prog, node, store, env, lists=True):
             raise GraphError(f"node {node.id}", f"reads tensor '{name}' before any kernel writes it")
         packed = store[name]
         if node.op == "array":
-            p["vals"] = [as_block(v) for v in packed.vals] if packed.format.block else \
-                packed.vals.tolist() if lists else packed.vals
+            if packed.format.block:        # the compiled engine takes the (n, B[, B]) array as it is
+                p["vals"] = [as_block(v) for v in packed.vals] if lists or not len(packed.vals) else packed.vals
+            else:
+                p["vals"] = packed.vals.tolist() if lists else packed.vals
         else:
             level = packed.levels[p["level"]]
             if isinstance(level, DenseLevel):

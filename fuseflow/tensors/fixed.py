@@ -656,13 +656,59 @@ def unary_op(name, mode="float", fmt=None, vectorised=False):
     raise TensorError("mode", f"unknown number mode {mode!r} (expected 'float' or 'fixed')")
 
 
+_ROW_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def float_row_reduce(op, block):
+    """Float mode's row reduction of a block (``reduce`` with ``rows``): each row reduced LEFT TO RIGHT,
+    ``acc = row[0]; acc = op(acc, row[c])`` for c = 1 .. B-1 (``np.<ufunc>.accumulate``, whose order is
+    defined), so the result does not depend on NumPy's summation strategy and C++ computes the same bits
+    (``Env::row_reduce``). ``max``/``min`` are ``np.maximum``/``np.minimum`` (NaN propagates). A NaN result is
+    :data:`numpy.nan` (see :func:`canonical_nan`)."""
+    with np.errstate(all="ignore"):
+        return canonical_nan(_ROW_UFUNCS[op].accumulate(np.asarray(block, dtype=np.float64), axis=-1)[..., -1])
+
+
+def canonical_nan(x):
+    """``x`` (a float64 array, changed in place) with every NaN replaced by :data:`numpy.nan` (the positive quiet
+    NaN). Which NaN an add or multiply of two NaNs keeps (sign, payload) depends on the operand order the
+    compiled loop happens to use; block products and row reductions promise the value, not that NaN's bits."""
+    nan = x != x
+    if nan.any():
+        x[nan] = np.nan
+    return x
+
+
+def float_matmul(a, b):
+    """Float mode's block product ``a @ b`` (``block_matmul``; ``a`` B x B, ``b`` B x B or a B-vector) with a
+    DEFINED summation order: element (i, j) is ``a[i,0]*b[0,j] + a[i,1]*b[1,j] + ...`` added left to right,
+    every product and every sum rounded on its own (no fused multiply-add). NumPy's ``@`` goes through BLAS,
+    whose order (blocking, FMA) is not defined; this order is, so the compiled engine computes the same bits
+    natively (``Env::matmul``, built with ``-ffp-contract=off``). A NaN result is :data:`numpy.nan`
+    (:func:`canonical_nan`)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        if b.ndim == 1:                                   # products (i, k), summed along k
+            return canonical_nan(np.add.accumulate(a * b, axis=-1)[:, -1])
+        n = a.shape[1]
+        if n <= 16:                                       # products (i, k, j), summed along k: few NumPy calls
+            return canonical_nan(np.add.accumulate(a[:, :, None] * b[None, :, :], axis=1)[:, -1, :])
+        acc = a[:, 0:1] * b[0:1, :]                       # large blocks: one k at a time, vectorised over (i, j)
+        prod = np.empty_like(acc)
+        for k in range(1, n):
+            np.multiply(a[:, k:k + 1], b[k:k + 1, :], out=prod)
+            np.add(acc, prod, out=acc)
+        return canonical_nan(acc)
+
+
 def row_reduce_op(op, mode="float", fmt=None):
-    """A block's rows reduced to a B-vector (``reduce`` with ``rows``; ``op`` sum, max or min): NumPy's in float
-    mode, :meth:`FixedFormat.row_reduce_array` in fixed mode."""
+    """A block's rows reduced to a B-vector (``reduce`` with ``rows``; ``op`` sum, max or min):
+    :func:`float_row_reduce` (left to right) in float mode, :meth:`FixedFormat.row_reduce_array` in fixed mode."""
     if op not in ("sum", "max", "min"):
         raise TensorError("op", f"unknown row reduction {op!r} (known: sum, max, min)")
     if mode == "float":
-        return lambda b: getattr(np, op)(np.asarray(b, dtype=np.float64), axis=-1)
+        return lambda b: float_row_reduce(op, b)
     if mode == "fixed":
         f = fmt or DEFAULT_FORMAT
         return lambda b: f.row_reduce_array(op, b)
@@ -670,10 +716,10 @@ def row_reduce_op(op, mode="float", fmt=None):
 
 
 def matmul_op(mode="float", fmt=None):
-    """The block product ``a @ b`` (``block_matmul``): NumPy's in float mode, :meth:`FixedFormat.matmul_array`
-    in fixed mode."""
+    """The block product ``a @ b`` (``block_matmul``): :func:`float_matmul` (summed in k order) in float mode,
+    :meth:`FixedFormat.matmul_array` in fixed mode."""
     if mode == "float":
-        return lambda a, b: np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+        return float_matmul
     if mode == "fixed":
         return (fmt or DEFAULT_FORMAT).matmul_array
     raise TensorError("mode", f"unknown number mode {mode!r} (expected 'float' or 'fixed')")

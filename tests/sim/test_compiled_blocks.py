@@ -318,3 +318,52 @@ def test_blocks_through_unchecked_ops_are_refused_precisely(monkeypatch):
     assert compiled.unsupported(entries["bspmv"].program) is None
     assert compiled.unsupported(entries["bspmm"].program) == \
         "blocked tensors through op spacc run on the Python engine only"
+
+
+@pytest.mark.parametrize("rhs", ("matrix", "vector"))
+@pytest.mark.parametrize("n", (8, 16, 17, 32))
+def test_block_matmul_float_large_blocks(n, rhs):
+    """Float block products at larger B (the Python model's two ways of summing in k order: few NumPy calls up
+    to B = 16, one k at a time above) are bit-identical on both engines."""
+    rng = np.random.default_rng(n + (rhs == "vector"))
+    bshape = (n, n) if rhs == "matrix" else (n,)
+    a = [block(rng, (n, n), "float", 1e3), block(rng, (n, n), "float"), "S0", "D"]
+    b = [block(rng, bshape, "float"), block(rng, bshape, "float", 1e-3), "S0", "D"]
+    both("block_matmul", {"block": n, "rhs": rhs}, {"a": a, "b": b})
+
+
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e16, -1e16, 1e308, -1e308])
+
+
+@pytest.mark.parametrize("rhs", ("matrix", "vector"))
+def test_block_matmul_float_special_values(rhs):
+    """Infinities, NaN, signed zeros and overflow meet in block products: the same bits on both engines."""
+    rng = np.random.default_rng(99)
+    n = 4
+    bshape = (n, n) if rhs == "matrix" else (n,)
+    a = [rng.choice(SPECIAL, (n, n)) for _ in range(6)]
+    b = [rng.choice(SPECIAL, bshape) for _ in range(6)]
+    both("block_matmul", {"block": n, "rhs": rhs}, {"a": a + ["S0", "D"], "b": b + ["S0", "D"]})
+
+
+@pytest.mark.parametrize("op", ("sum", "max", "min"))
+def test_reduce_rows_float_special_values(op):
+    """One block per fibre: the row reductions alone (merging two NaN vectors element-wise keeps whichever NaN
+    the add's compiled loop keeps, the known limit of element-wise ops on NaNs of two kinds)."""
+    rng = np.random.default_rng(5)
+    val = [t for _ in range(8) for t in (rng.choice(SPECIAL, (4, 4)), "S0")]
+    both("reduce", {"op": op, "rows": True}, {"val": val + ["S1", "D"]})
+
+
+@pytest.mark.parametrize("engine", ("python", "compiled"))
+def test_float_block_sums_run_left_to_right(engine):
+    """Float mode sums a block product's k terms and a row's elements in a defined order, left to right, each
+    product and sum rounded on its own (docs/samml.md, block_matmul): (1e16 + 1) - 1e16 is 0, where an exact or
+    reordered sum gives 1."""
+    a = np.array([[1e16, 1.0, -1e16], [1.0, 1e16, -1e16], [1.0, 2.0, 3.0]])
+    ones = np.ones(3)
+    out = run_op("block_matmul", {"block": 3, "rhs": "vector"}, {"a": [a, "S0", "D"], "b": [ones, "S0", "D"]},
+                 engine=engine)
+    assert out["out"][0].tolist() == [0.0, 0.0, 6.0]
+    out = run_op("reduce", {"op": "sum", "rows": True}, {"val": [a, "S0", "D"]}, engine=engine)
+    assert out["val"][0].tolist() == [0.0, 0.0, 6.0]

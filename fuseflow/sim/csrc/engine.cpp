@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace ff {
 
@@ -324,7 +325,31 @@ static Tok block_unary(const Env& e, const std::string& name, const Tok& a) {
     return it->second(a);
 }
 
+// fixed.canonical_nan: every NaN of a block product or row reduction is np.nan (the positive quiet NaN)
+static inline void canonical_nan(double* p, size_t c) {
+    for (size_t k = 0; k < c; ++k)
+        if (p[k] != p[k]) p[k] = std::numeric_limits<double>::quiet_NaN();
+}
+
 Tok Env::row_reduce(const std::string& op, const Tok& x) const {
+    if (!fixed && x.is_blk() && arena->at(x).ndim == 2 && (op == "sum" || op == "max" || op == "min")) {
+        // fixed.float_row_reduce: each row left to right, acc = row[0], acc = op(acc, row[c])
+        BlockArena& ar = *arena;
+        uint32_t n = ar.at(x).n;
+        Tok r = ar.make(1, n);
+        const double* p = ar.fp(x);
+        double* q = ar.fp(r);
+        for (uint32_t row = 0; row < n; ++row) {
+            const double* v = p + (size_t)row * n;
+            double acc = v[0];
+            if (op == "sum") for (uint32_t c = 1; c < n; ++c) acc = fop<OP_ADD>(acc, v[c]);
+            else if (op == "max") for (uint32_t c = 1; c < n; ++c) acc = fop<OP_MAX>(acc, v[c]);
+            else for (uint32_t c = 1; c < n; ++c) acc = fop<OP_MIN>(acc, v[c]);
+            q[row] = acc;
+        }
+        canonical_nan(q, n);
+        return r;
+    }
     if (fixed && x.is_blk() && arena->at(x).ndim == 2 && (op == "sum" || op == "max" || op == "min")) {
         // FixedFormat.row_reduce_array: a row's sum exact (int64), saturated once; max/min exact
         BlockArena& ar = *arena;
@@ -344,14 +369,47 @@ Tok Env::row_reduce(const std::string& op, const Tok& x) const {
         }
         return r;
     }
-    // float mode (NumPy's summation order), and the error for a value that is not a B x B block
+    // the error for a value that is not a B x B block (the Python Env's message)
     auto it = rows_cb.find(op);
     if (it == rows_cb.end()) throw SimError("GraphError", "reduce", "row reduction '" + op + "' is not compiled");
     return it->second(x);
 }
 
+// fixed.float_matmul: element (i, j) is a[i,0]*b[0,j] + a[i,1]*b[1,j] + ... added left to right, every product
+// and sum rounded on its own (the extension is built with -ffp-contract=off: no fused multiply-add). The loops
+// run k outside j, which keeps each element's order and lets the compiler vectorise over j.
+static Tok float_matmul(BlockArena& ar, const Tok& a, const Tok& b) {
+    const BlockArena::Hdr ha = ar.at(a), hb = ar.at(b);
+    uint32_t n = ha.n;
+    Tok r = ar.make(hb.ndim, n);
+    const double* pa = ar.fp(a);
+    const double* pb = ar.fp(b);
+    double* pr = ar.fp(r);
+    if (hb.ndim == 2) {
+        for (uint32_t i = 0; i < n; ++i) {
+            const double* ai = pa + (size_t)i * n;
+            double* ri = pr + (size_t)i * n;
+            for (uint32_t j = 0; j < n; ++j) ri[j] = ai[0] * pb[j];
+            for (uint32_t k = 1; k < n; ++k) {
+                const double aik = ai[k];
+                const double* bk = pb + (size_t)k * n;
+                for (uint32_t j = 0; j < n; ++j) ri[j] = ri[j] + aik * bk[j];
+            }
+        }
+    } else {
+        for (uint32_t i = 0; i < n; ++i) {
+            const double* ai = pa + (size_t)i * n;
+            double acc = ai[0] * pb[0];
+            for (uint32_t k = 1; k < n; ++k) acc = acc + ai[k] * pb[k];
+            pr[i] = acc;
+        }
+    }
+    canonical_nan(pr, ar.size(r));
+    return r;
+}
+
 Tok Env::matmul(const Tok& a, const Tok& b) const {
-    if (!fixed) return matmul_cb(a, b);
+    if (!fixed) return float_matmul(*arena, a, b);
     // FixedFormat.matmul_array: every product exact, summed exactly, rounded once as mul rounds, saturated.
     // |a|, |b| < 2**31 (width <= 32): a sum of B products needs < 64 + log2(B) bits, so __int128 is exact.
     BlockArena& ar = *arena;

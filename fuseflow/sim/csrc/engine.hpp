@@ -364,13 +364,13 @@ struct Env {
     FloatLoops loops;          // float mode: NumPy's/SciPy's loops that passed compiled.float_loops' check
     // unary functions without a native version call back into Python (bit-identical by construction)
     std::unordered_map<std::string, UnaryFn> unary_cb;
-    // blocks (Env(blocks=True)): binary and unary ops also take block tokens; what C++ does not compute
-    // bit-identically (float matmul and row sums, the unary functions) calls the Python Env's vectorised op
+    // blocks (Env(blocks=True)): binary and unary ops also take block tokens; the unary functions on blocks
+    // call the Python Env's vectorised op (matmul and row reductions are native in both number modes: float
+    // mode sums in a defined order, fixed.float_matmul / fixed.float_row_reduce)
     bool blocks = false;
     BlockArena* arena = nullptr;
     std::unordered_map<std::string, UnFn> unary_block_cb;     // Env.unary[name] on a Block
-    std::unordered_map<std::string, UnFn> rows_cb;            // Env.row_reduce[op]
-    std::function<Tok(const Tok&, const Tok&)> matmul_cb;     // Env.matmul (float mode)
+    std::unordered_map<std::string, UnFn> rows_cb;            // Env.row_reduce[op]: only its error on a non-block
 
     BinFn binary(const std::string& name) const;           // add sub mul div max min
     UnaryFn unary(const std::string& name) const;          // native when implemented, else the callback

@@ -198,8 +198,8 @@ void bind_table(py::dict tables, const char* name, FnTable& out) {
 
 // env: {"mode", "width", "frac", "unary": {name: callable}, "tables": compiled.fixed_tables(fmt) (fixed mode),
 // "loops": {"exp"|"log"|"tanh"|"erf": (loop address, data address)} (float mode: compiled.float_loops, checked)}
-// and, for blocks (given an arena: a run's), "blocks": True, "unary_block": {name: callable}, "rows": {op: callable},
-// "matmul": callable (the Python Env's vectorised ops on Blocks).
+// and, for blocks (given an arena: a run's), "blocks": True, "unary_block": {name: callable}, "rows": {op: callable}
+// (the Python Env's vectorised ops on Blocks; rows only for its error on a value that is not a block).
 // The callables are the Python functions of the names that have no native version (functions.cpp).
 void bind_env(Env& env, py::dict env_in, BlockArena* arena) {
     env.fixed = env_in["mode"].cast<std::string>() == "fixed";
@@ -242,7 +242,7 @@ void bind_env(Env& env, py::dict env_in, BlockArena* arena) {
         env.blocks = env_in.contains("blocks") && env_in["blocks"].cast<bool>();
     }
     if (env.blocks) {
-        // what C++ does not compute bit-identically on blocks calls the Python Env's vectorised op
+        // the unary functions on blocks call the Python Env's vectorised op
         BlockArena* ar = arena;
         auto block_fn = [ar](py::object fn) {
             return [fn, ar](const Tok& a) { return to_tok(fn(from_tok(a, ar)), ar); };
@@ -251,10 +251,6 @@ void bind_env(Env& env, py::dict env_in, BlockArena* arena) {
             env.unary_block_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
         for (auto kv : env_in["rows"].cast<py::dict>())
             env.rows_cb[kv.first.cast<std::string>()] = block_fn(py::reinterpret_borrow<py::object>(kv.second));
-        py::object mm = env_in["matmul"];
-        env.matmul_cb = [mm, ar](const Tok& a, const Tok& b) {
-            return to_tok(mm(from_tok(a, ar), from_tok(b, ar)), ar);
-        };
     }
     py::dict unary = env_in["unary"];
     for (auto kv : unary) {
