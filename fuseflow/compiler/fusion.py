@@ -34,6 +34,7 @@ import networkx as nx
 
 from ..errors import ProgramError
 from .ir import MAX_TENSOR_ORDER, Bin, Fn, Leaf, Lit, ProgramIR, Red, Stmt, TensorInfo, push_masks, rename, to_text
+from .intermediates import infer_levels
 from .lower_sugar import lower_sugar
 from .tables import check_order
 
@@ -292,6 +293,7 @@ class Compiler:
         self.groups = schedule_groups(ir, fuse)
         self.group_of = {sid: n for n, g in enumerate(self.groups) for sid in g}
         self.layouts = {}          # written tensor -> mode order of its storage
+        self.formats = {}          # written intermediate -> level formats (.intermediates.infer_levels)
         self.hoisted = {}          # text of a materialised reduction -> (temporary, its indices)
         self.copies = {}           # tensor -> name of its transposed copy
         self.plans = []
@@ -400,6 +402,13 @@ class Compiler:
         self.add_transposes(kp)
         self.plans.append(kp)
         self.layouts[stmt.lhs] = kp.mode_order
+        t = self.ir.tensors[stmt.lhs]
+        if t.role == "intermediate" and not any(x.block for x in self.ir.tensors.values()):
+            readers = [r.text or r.lhs for r in self.ir.readers(stmt.lhs)]
+            levels, why = infer_levels(kp, readers)
+            self.formats[stmt.lhs] = levels
+            t.levels = levels                 # the IR copy build_program declares the tensor from
+            kp.notes = list(kp.notes) + why
         return kp
 
     def hoist(self, stmt, red):
@@ -443,7 +452,7 @@ class Compiler:
             return t.levels, t.mode_order
         if tensor not in self.layouts:
             raise ProgramError(f"line {t.line}", f"{tensor} is read before a kernel writes it")
-        return ("compressed",) * t.order, self.layouts[tensor]
+        return self.formats.get(tensor, ("compressed",) * t.order), self.layouts[tensor]
 
     def build(self, stmt, allowed, permute):
         used = set(stmt.idx)
