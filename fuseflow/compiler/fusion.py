@@ -293,7 +293,6 @@ class Compiler:
         self.groups = schedule_groups(ir, fuse)
         self.group_of = {sid: n for n, g in enumerate(self.groups) for sid in g}
         self.layouts = {}          # written tensor -> mode order of its storage
-        self.formats = {}          # written intermediate -> level formats (.intermediates.infer_levels)
         self.hoisted = {}          # text of a materialised reduction -> (temporary, its indices)
         self.copies = {}           # tensor -> name of its transposed copy
         self.plans = []
@@ -405,9 +404,7 @@ class Compiler:
         t = self.ir.tensors[stmt.lhs]
         if t.role == "intermediate" and not any(x.block for x in self.ir.tensors.values()):
             readers = [r.text or r.lhs for r in self.ir.readers(stmt.lhs)]
-            levels, why = infer_levels(kp, readers)
-            self.formats[stmt.lhs] = levels
-            t.levels = levels                 # the IR copy build_program declares the tensor from
+            t.levels, why = infer_levels(kp, readers)     # this IR copy's: build_program declares it so
             kp.notes = list(kp.notes) + why
         return kp
 
@@ -452,7 +449,9 @@ class Compiler:
             return t.levels, t.mode_order
         if tensor not in self.layouts:
             raise ProgramError(f"line {t.line}", f"{tensor} is read before a kernel writes it")
-        return self.formats.get(tensor, ("compressed",) * t.order), self.layouts[tensor]
+        if t.role == "intermediate" and t.levels:        # inferred in compile_sink (.intermediates)
+            return tuple(t.levels), self.layouts[tensor]
+        return ("compressed",) * t.order, self.layouts[tensor]
 
     def build(self, stmt, allowed, permute):
         used = set(stmt.idx)
