@@ -33,6 +33,12 @@ without a stated depth at depth 16), because at the default depth 2 a GCN row pa
 about 20 cycles even when it is empty (issue 9 item 2, compile-time channel depths, removes that). For the smallest point of each fixed-nnz sweep the same program without the locate pass
 (``--no-locate``) is simulated too (``cycles_without_locate``), to show what locate removes.
 
+``two_layer`` (issue 45): the two-layer GCN and GraphSAGE of :mod:`fuseflow.models` (PyTorch, traced) with 8
+input, hidden and output features on random graphs with 5 nonzeros in every row of the adjacency each model reads
+(GraphSAGE: 5 random neighbours; GCN: 4 and the self loop of its normalised adjacency) while n grows 10x (500 to
+5,000), at fuse none, regions and full: tokens and cycles per node (compiled engine, float mode, checked against
+PyTorch). Target: tokens per node at the largest n within 1.2x of the smallest (``flat_tokens_per_node``).
+
 Writes JSON (default benchmarks/results/scaling.json). Runtime: about ten minutes.
 """
 
@@ -174,6 +180,61 @@ def realistic(n=1000, density=0.005, f=16, seed=3):
     return rows
 
 
+TWO_LAYER_NODES = (500, 1000, 2000, 5000)
+TWO_LAYER_NNZ_ROW = 5
+TWO_LAYER_FEATURES = 8
+
+
+def two_layer_graph(model, n, seed):
+    """A graph whose adjacency as ``model`` reads it has TWO_LAYER_NNZ_ROW nonzeros per row (random distinct
+    neighbours, no self loops in the plain adjacency; the GCN's normalised one adds the self loop)."""
+    from fuseflow.models import data
+    deg = TWO_LAYER_NNZ_ROW - (1 if model == "gcn" else 0)
+    rng = np.random.default_rng(seed)
+    cols = np.concatenate([(i + 1 + rng.choice(n - 1, deg, replace=False)) % n for i in range(n)])
+    a = sp.csr_matrix((np.ones(n * deg), (np.repeat(np.arange(n), deg), cols)), shape=(n, n))
+    return data.graph_from_arrays(a, data.random_features(n, TWO_LAYER_FEATURES, seed))
+
+
+def two_layer_point(model, fuse, n, seed=0):
+    import warnings
+
+    import fuseflow
+    from fuseflow.models import example
+    warnings.filterwarnings("ignore")
+    g = two_layer_graph(model, n, seed)
+    net, inputs = example(model, graph=g, hidden=TWO_LAYER_FEATURES, classes=TWO_LAYER_FEATURES)
+    m = fuseflow.compile(net, inputs, fuse=fuse, mode="float")
+    chk = m.check(engine="auto")
+    if not chk.ok:
+        raise AssertionError(f"{model} {fuse} n={n}: {chk}")
+    sim = chk.simulation
+    s = sim.stats
+    return {"n": n, "nnz_per_row": TWO_LAYER_NNZ_ROW, "features": TWO_LAYER_FEATURES,
+            "kernels": len(m.program.kernels), "cycles": sim.cycles, "tokens": s["tokens"],
+            "cycles_per_node": round(sim.cycles / n, 2), "tokens_per_node": round(s["tokens"] / n, 2),
+            "intermediate_formats": {t.name: list(t.levels) for t in m.program.tensors.values()
+                                     if t.role == "intermediate"}}
+
+
+def two_layer():
+    """Two-layer GCN and GraphSAGE at a fixed number of nonzeros per row while n grows 10x (none, regions,
+    full): tokens and cycles per node."""
+    out = []
+    for model in ("gcn", "graphsage"):
+        for fuse in ("none", "regions", "full"):
+            pts = [two_layer_point(model, fuse, n) for n in TWO_LAYER_NODES]
+            per = [p["tokens_per_node"] for p in pts]
+            cyc = [p["cycles_per_node"] for p in pts]
+            row = {"model": model, "fuse": fuse, "points": pts,
+                   "tokens_per_node_last_over_first": round(per[-1] / per[0], 3),
+                   "cycles_per_node_last_over_first": round(cyc[-1] / cyc[0], 3),
+                   "flat_tokens_per_node": per[-1] / per[0] <= FLAT}
+            out.append(row)
+            print(f"two-layer {model} {fuse}: tokens/node {per}, cycles/node {cyc}", file=sys.stderr)
+    return out
+
+
 def sweep(name, points, fixed):
     cyc = [p["cycles"] for p in points]
     s = {"name": name, "points": points}
@@ -190,11 +251,21 @@ def sweep(name, points, fixed):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "scaling.json"))
-    ap.add_argument("--only", choices=("sweeps", "realistic"), help="run one part (the other is left out)")
+    ap.add_argument("--only", choices=("sweeps", "realistic", "two_layer"),
+                    help="run one part (the others are left out; two_layer keeps the other parts of an existing "
+                         "output file)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     sweeps = []
+    if args.only == "two_layer":
+        old = {}
+        if os.path.exists(args.output):
+            with open(args.output) as fh:
+                old = json.load(fh)
+        layers = two_layer()
+        return _write(args.output, t0, old.get("sweeps", []), old.get("realistic"), layers,
+                      wall=old.get("wall_seconds"))
     real = realistic() if args.only != "sweeps" else None
     if args.only == "realistic":
         return _write(args.output, t0, sweeps, real)
@@ -232,16 +303,20 @@ def main(argv=None):
     sweeps.append(sweep("gcn_fixed_n", pts, False))
     print(f"gcn fixed n: {[p['cycles'] for p in pts]}", file=sys.stderr)
 
-    return _write(args.output, t0, sweeps, real)
+    return _write(args.output, t0, sweeps, real, two_layer())
 
 
-def _write(output, t0, sweeps, real):
+def _write(output, t0, sweeps, real, layers=None, wall=None):
+    """``wall``: the other parts' wall seconds, kept from an earlier run (``--only two_layer``)."""
+    took = round(time.perf_counter() - t0, 1)
     doc = {
         "benchmark": "scaling", "python": platform.python_version(), "machine": platform.machine(),
         "flat_if_max_over_min_at_most": FLAT, "mode": "float",
-        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "wall_seconds": took if wall is None else wall,
+        **({"two_layer_wall_seconds": took} if wall is not None else {}),
         "sweeps": sweeps,
         "realistic": real,
+        "two_layer": layers,
     }
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     tmp = output + ".tmp"
@@ -257,6 +332,10 @@ def _write(output, t0, sweeps, real):
                 flat += (f"; depth {DEEP}: {[p['cycles_deep_fifos'] for p in s['points']]} max/min "
                          f"{s['deep_fifos_max_over_min']} ({'flat' if s['flat_deep_fifos'] else 'NOT flat'})")
         print(f"{s['name']}: cycles {[p['cycles'] for p in s['points']]}{flat}")
+    for r in layers or []:
+        print(f"two-layer {r['model']} {r['fuse']}: tokens/node {[p['tokens_per_node'] for p in r['points']]} "
+              f"(last/first {r['tokens_per_node_last_over_first']}, "
+              f"{'flat' if r['flat_tokens_per_node'] else 'NOT flat'})")
     print(f"wrote {output} ({doc['wall_seconds']} s)")
     return 0
 

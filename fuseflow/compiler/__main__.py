@@ -176,6 +176,7 @@ def compile_cmd(args):
                 print(t.render(f"fusion table of kernel {p.name}, order {','.join(p.order)}: {p.describe()}"))
                 for n in p.notes:
                     print(f"  note: {n}")
+        _print_intermediate_densities(result.program)
         print(render_depths(result.reports["depths"]))
     if args.output:
         from ..samml import save
@@ -231,6 +232,27 @@ def _actions(src, result, args, seconds):
     m = ff_model(src, read_text(args.program), result, fuse=args.fuse, mode=args.mode, example_inputs=inputs,
                  compile_seconds=seconds)
     return run_actions(m, args)
+
+
+def _print_intermediate_densities(program):
+    """The cost model's density estimate of every level of every intermediate (inputs at their declared
+    densities, undeclared ones 1.0), beside the formats the compiler chose (``--dump-table``)."""
+    from .cost import estimate, level_densities
+    inter = [t for t in program.tensors.values() if t.role == "intermediate"]
+    if not inter:
+        return
+    try:
+        est = estimate(program, {t.name: t.density for t in program.inputs if t.density is not None})
+    except Exception as exc:  # noqa: BLE001 (a report line, never a failure)
+        print(f"intermediate formats: no cost estimate ({exc})")
+        return
+    written = {name: pos for k in est.kernels for name, pos in k.get("written", {}).items()}
+    for t in inter:
+        if t.name not in written:
+            continue
+        dens = level_densities(t, written[t.name])
+        print(f"intermediate {t.name}: levels " + ", ".join(
+            f"{fmt} (estimated density {d:.3g})" for fmt, d in zip(t.levels, dens)))
 
 
 def render_depths(rep):

@@ -6,10 +6,11 @@ chain that makes the written tensor canonical, see the empty-fibre rule in ``doc
 the value writer pulls the value stream; every cell builds its node once, so only cells the output needs
 become nodes.
 
-Tensors of the program: inputs keep their declared formats; outputs and intermediates (tensors written by
-one kernel and read by a later one) have every level ``compressed`` with the mode order in which the
-producing kernel iterates their indices; permuted copies (``A_T``, ``B_p201``) are compressed with the mode
-order the fusion pass chose for them.
+Tensors of the program: inputs keep their declared formats; outputs have every level ``compressed`` with the
+mode order in which the producing kernel iterates their indices (the canonical rule); intermediates (tensors
+written by one kernel and read by a later one) have that mode order and the level formats
+:mod:`.intermediates` infers (dense levels where every coordinate is written); permuted copies (``A_T``,
+``B_p201``) are compressed with the mode order the fusion pass chose for them.
 """
 
 from __future__ import annotations
@@ -58,14 +59,24 @@ class CompileResult:
         save(self.program, path)
 
 
-def write_tensor(kb, name, levels, val):
-    """Level writers (after a crd_drop chain, innermost first) and the value writer of ``name``."""
+def write_tensor(kb, name, levels, val, formats=None):
+    """Level writers (after a crd_drop chain, innermost first) and the value writer of ``name``. ``formats``:
+    the level formats (default all compressed); a dense level (a top prefix whose streams hold every coordinate,
+    .intermediates) has no writer and no drop below it: its fibres below stay, empty ones included, one per
+    coordinate."""
     crds = [c for _, c in levels]
+    formats = list(formats or ["compressed"] * len(crds))
     for k in range(len(crds) - 2, -1, -1):
+        if formats[k] == "dense":
+            continue
         d = Cell("crd_drop", {"outer": crds[k], "inner": crds[k + 1]}, f"drop_{name}{k}")
         crds[k], crds[k + 1] = d["outer"], d["inner"]
     for lv, c in enumerate(crds):
-        Cell("level_write", {"crd": c}, f"write_{name}{lv}", tensor=name, level=lv, format="compressed").build(kb)
+        if formats[lv] == "dense":
+            continue
+        below_dense = 0 < lv and formats[lv - 1] == "dense"
+        Cell("level_write", {"crd": c}, f"write_{name}{lv}", tensor=name, level=lv, format=formats[lv],
+             dense_above=True if below_dense else None).build(kb)
     Cell("value_write", {"val": val}, f"write_{name}_vals", tensor=name).build(kb)
 
 
@@ -75,7 +86,7 @@ def gen_kernel(prog, kp):
     planner = Planner(kp.expr, kp.out_idx, kp.order, kp.views, kp.leaf_view, kp.sizes, kp.out, block=block)
     levels, val = planner.plan()
     k = prog.kernel(kp.name)
-    write_tensor(KernelBuilder(k), kp.out, levels, val)
+    write_tensor(KernelBuilder(k), kp.out, levels, val, prog.tensors[kp.out].levels)
     planner.table.put("val", kp.out, f"Write({kp.out})")
     return planner.table
 
@@ -195,8 +206,9 @@ def build_program(ir, plans, name=None, general_transposes=False, options=None, 
                             density=t.density, block=_block(t))
     for t in ir.tensors.values():
         if t.role != "input" and t.name in written:
-            prog.tensor(t.name, t.role, _element_shape(t), ["compressed"] * t.order, list(written[t.name]),
-                        block=_block(t))
+            # outputs: the canonical form; intermediates: the formats .intermediates inferred
+            levels = list(t.levels) if t.role == "intermediate" and t.levels else ["compressed"] * t.order
+            prog.tensor(t.name, t.role, _element_shape(t), levels, list(written[t.name]), block=_block(t))
     for p in plans:
         if isinstance(p, TransposePlan):
             prog.tensor(p.dst, "intermediate", list(p.shape), ["compressed"] * len(p.shape),

@@ -510,7 +510,18 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     compute = _busiest(g, k, busy) + 1 + pipeline_fill(prog, k)
     return {"name": k.name, "alu_ops": alu, "read": read, "write": write, "compute": compute,
             "stages": memory_stages(k, moved) if moved else 0,
-            "streams": {sid: s.n for sid, s in est.items()}}
+            "streams": {sid: s.n for sid, s in est.items()},
+            "written": {name: levels[name] for name in written}}
+
+
+def level_densities(decl, positions) -> list:
+    """Per level of tensor ``decl``, the fraction of its positions stored: ``positions`` (stored entries per
+    level, as an estimate's ``written``) over the positions above times the level's dimension."""
+    out, above = [], 1.0
+    for lv, p in enumerate(positions):
+        out.append(p / max(above * decl.level_dim(lv), 1e-300))
+        above = p
+    return out
 
 
 #: share of the smaller of a laned kernel's two bounds (lanes, serializers) added to the larger: fitted to the

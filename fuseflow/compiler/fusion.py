@@ -34,6 +34,7 @@ import networkx as nx
 
 from ..errors import ProgramError
 from .ir import MAX_TENSOR_ORDER, Bin, Fn, Leaf, Lit, ProgramIR, Red, Stmt, TensorInfo, push_masks, rename, to_text
+from .intermediates import infer_levels
 from .lower_sugar import lower_sugar
 from .tables import check_order
 
@@ -400,6 +401,11 @@ class Compiler:
         self.add_transposes(kp)
         self.plans.append(kp)
         self.layouts[stmt.lhs] = kp.mode_order
+        t = self.ir.tensors[stmt.lhs]
+        if t.role == "intermediate" and not any(x.block for x in self.ir.tensors.values()):
+            readers = [r.text or r.lhs for r in self.ir.readers(stmt.lhs)]
+            t.levels, why = infer_levels(kp, readers)     # this IR copy's: build_program declares it so
+            kp.notes = list(kp.notes) + why
         return kp
 
     def hoist(self, stmt, red):
@@ -443,6 +449,8 @@ class Compiler:
             return t.levels, t.mode_order
         if tensor not in self.layouts:
             raise ProgramError(f"line {t.line}", f"{tensor} is read before a kernel writes it")
+        if t.role == "intermediate" and t.levels:        # inferred in compile_sink (.intermediates)
+            return tuple(t.levels), self.layouts[tensor]
         return ("compressed",) * t.order, self.layouts[tensor]
 
     def build(self, stmt, allowed, permute):

@@ -13,7 +13,13 @@ A dense level intersected with a fibre of the same dimension contributes every c
 intersection is the other inputs' intersection (the same tokens), and the located reference ``r*d + c`` is the
 one the dense scanner would have paired with ``c``. The work then scales with the nonzeros of the compressed
 operands, not with the dense dimension. When every input can locate, the first stays a scan (something must
-iterate). Unions are left alone: a union visits every coordinate of a dense operand anyway.
+iterate). Unions are left alone (a union visits every coordinate of a dense operand anyway), except one that
+is only its dense operands: a union with a scan of a dense level (parent references never ``N``) emits every
+coordinate, and when nobody reads the references of its other inputs it *is* its dense scans (each with every
+coordinate, so the references of each are its own). Such a union is replaced by its dense scans first, which
+an intersection then locates. Full fusion makes these: a fused
+``adj(i,k) * relu(adj(k,l) X(l,j) + b(j))`` covers ``k`` for the bias with a union of the inner ``adj``'s
+dense row level and the outer row, so every row of the outer ``adj`` would scan all ``n`` inner rows.
 
 A scanner is located only when nothing else reads its streams, and when its parent references can never be
 ``N`` (a union upstream): a dense scan of ``N`` is an empty fibre, which empties the intersection, while a
@@ -41,9 +47,83 @@ def locate_pass(program: Program, options: dict | None = None) -> Program:
 def locate_kernel(program: Program, kernel: Kernel) -> int:
     """Locate into every locatable intersect input of ``kernel``; returns the number of locate nodes added."""
     added = 0
+    for nid in [n for n, node in kernel.nodes.items() if node.op == "union"]:
+        _collapse_covered_union(program, kernel, nid)
     for nid in [n for n, node in kernel.nodes.items() if node.op == "intersect"]:
         added += _locate_intersect(program, kernel, nid)
     return added
+
+
+def _covering_inputs(program, kernel, nid):
+    """The inputs of union ``nid`` that are scans of a dense level whose parent references are never ``N`` and
+    whose streams only the union reads (each holds every coordinate: the union's coordinates are theirs), as
+    {input: scan node}, when the union's references read downstream are theirs only; else {}."""
+    node = kernel.nodes[nid]
+    found = {}
+    for i in range(node.params["arity"]):
+        crd, ref = kernel.driver(nid, f"crd{i}"), kernel.driver(nid, f"ref{i}")
+        if crd is None or ref is None or crd.src.node != ref.src.node:
+            continue
+        scan = kernel.nodes[crd.src.node]
+        if scan.op != "level_scan" or crd.src.port != "crd" or ref.src.port != "ref":
+            continue
+        fmt, dim = _level_format(program, scan)
+        if not can_locate(fmt) or dim is None:
+            continue
+        if crd.dsts != [PortRef(nid, f"crd{i}")] or ref.dsts != [PortRef(nid, f"ref{i}")]:
+            continue
+        parent = kernel.driver(scan.id, "ref")
+        if parent is None or _may_be_empty(kernel, parent):
+            continue
+        found[i] = scan
+    if any(kernel.output_stream(nid, f"ref{j}") is not None
+           for j in range(node.params["arity"]) if j not in found):
+        return {}                         # another input's references (or N) are read downstream
+    return found
+
+
+def _collapse_covered_union(program, kernel, nid):
+    """Replace union ``nid`` by its covering inputs (:func:`_covering_inputs`): its references by theirs, its
+    coordinates, where an intersect input pairs them with a covering input's references, by that input's (so
+    the pair stays one scanner's, which the intersect can locate), elsewhere by the first one's. True if it
+    did."""
+    found = _covering_inputs(program, kernel, nid)
+    if not found:
+        return False
+    first = found[min(found)]
+    ref_of = {}                           # consumer (node, port) of a union ref -> covering input
+    outs = {}
+    for port in ["crd"] + [f"ref{i}" for i in found]:
+        s = kernel.output_stream(nid, port)
+        if s is not None:
+            outs[port] = (list(s.dsts), s.depth)
+            if port != "crd":
+                for d in s.dsts:
+                    ref_of[(d.node, d.port)] = int(port[3:])
+    for sid in list(kernel.streams):
+        s = kernel.streams[sid]
+        if s.src.node == nid:
+            del kernel.streams[sid]
+            continue
+        s.dsts = [d for d in s.dsts if d.node != nid]
+    del kernel.nodes[nid]
+    for sid in [sid for sid, st in kernel.streams.items() if not st.dsts]:
+        del kernel.streams[sid]           # the union's inputs' streams that only it read
+    kernel._reindex()
+    for port, (dsts, depth) in outs.items():
+        for d in dsts:
+            if port == "crd":
+                paired = None
+                if kernel.nodes[d.node].op == "intersect" and d.port.startswith("crd"):
+                    paired = ref_of.get((d.node, "ref" + d.port[3:]))
+                src = PortRef(found[paired].id if paired is not None else first.id, "crd")
+            else:
+                src = PortRef(found[int(port[3:])].id, "ref")
+            kernel.connect(src, d.node, d.port)
+            s = kernel.output_stream(src.node, src.port)
+            if depth is not None and (s.depth or 0) < depth:
+                s.depth = depth
+    return True
 
 
 def _level_format(program, node):

@@ -510,9 +510,13 @@ _op(OpSpec(
 ))
 _op(OpSpec(
     "level_write", "Writes one level of an output tensor from its coordinate stream (seg and crd arrays).",
-    inputs=(Port("crd", "crd", "coordinates in canonical form (no empty fibres below the top level)"),),
+    inputs=(Port("crd", "crd", "coordinates in canonical form (no empty fibres below the top level), or with "
+                             "dense_above one fibre per coordinate of the levels above"),),
     params=(_FORMAT, _TENSOR, _LEVEL,
-            Param("dim", "int", None, doc="size of a dense level", limit=limits.DIMENSION)),
+            Param("dim", "int", None, doc="size of a dense level", limit=limits.DIMENSION),
+            Param("dense_above", "bool", False, doc="the levels above are dense (an intermediate's, written with "
+                                                   "every coordinate): every stop ends one fibre, an empty one "
+                                                   "included, as at the top level")),
     memory="write",
     timing="1 cycle per token.",
 ))

@@ -43,6 +43,14 @@ def can_locate(level_format: str) -> bool:
                                     f"(expected one of {', '.join(LEVEL_FORMATS)})") from None
 
 
+def written_level_format(every_coordinate: bool) -> str:
+    """The format the compiler gives a level of an intermediate it writes (a tensor no user sees): a level that
+    holds every coordinate of its dimension in every fibre is stored the way that can locate (dense: nothing
+    to store, and a reader finds a coordinate without scanning), any other the way that stores only its
+    coordinates (compressed). See ``docs/compiler.md``, "Formats of intermediates"."""
+    return next(f for f in LEVEL_FORMATS if ("locate" in LEVEL_CAPABILITIES[f]) == bool(every_coordinate))
+
+
 _LETTER = {"d": DENSE, "c": COMPRESSED, "s": COMPRESSED}
 _LETTER_OF = {DENSE: "d", COMPRESSED: "c"}
 

@@ -23,6 +23,19 @@ def test_examples(level, crd, seg, crds, first, stalls):
     assert got == {"seg": seg, "crd": crds, "first": first}
 
 
+# dense_above (the levels above dense, as an intermediate's with every coordinate written): every stop ends a
+# fibre, so leading empty fibres and empty fibres after a stop of level >= 1 are kept
+@pytest.mark.parametrize("level, crd, seg, crds, first", [
+    (1, ["S0", 2, "S1", "D"], [0, 0, 1], [2], [1, 10]),
+    (1, ["S0", "S1", "D"], [0, 0, 0], [], [1, 1]),
+    (2, ["S0", 4, "S1", "S0", "S2", "D"], [0, 0, 1, 1, 1], [4], [1, 18, 1, 1]),
+    (2, [3, 5, "S1", 1, "S0", "S2", "D"], [0, 2, 3, 3], [3, 5, 1], [12, 6, 1]),
+])
+def test_dense_above_examples(level, crd, seg, crds, first, stalls):
+    got, _, _ = check_op("level_write", {"level": level, "dense_above": True}, {"crd": crd}, stalls=stalls, seed=3)
+    assert got == {"seg": seg, "crd": crds, "first": first}
+
+
 @st.composite
 def case(draw):
     level = draw(st.integers(0, 2))

@@ -9,7 +9,7 @@ Write interfaces: ``crd_waddr/crd_wdata/crd_wen``, ``seg_waddr/seg_wdata/seg_wen
 coordinate, emptiness and whether it holds exactly one coordinate, ``fuseflow.hw.memory.first_words``, which a
 level_scan of the tensor reads: the fibre's first coordinate writes ``first[fibre] = crd << 2 | 2`` (single), its
 second one ``first[fibre] = crd0 << 2`` (the first coordinate, kept in a register), a fibre that ends without one
-``first[fibre] = 1``),
+``first[fibre] = 1``; with ``dense_above``, the levels above dense, every stop ends a fibre),
 ``count`` (crd entries written), ``seg_count`` (seg entries, seg[0] included) and ``fibre_count`` (first
 entries, ``seg_count - 1``), ``done``
 (1 from the cycle after the D firing once every write has landed). ``seg[0] = 0`` is written by the
@@ -72,6 +72,8 @@ class LevelWrite(OpComponent):
             ends = (last == DATA) | (last == LAST_S0)
             if top:
                 ends = ends | (last == START)
+            if self.params.get("dense_above"):       # the levels above are dense: every stop ends a fibre
+                ends = 1
             m.d.comb += seg_write.eq(f.fire & ends)
             with m.If(f.fire):
                 m.d.sync += last.eq(LAST_S)

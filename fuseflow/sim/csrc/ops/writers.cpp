@@ -25,17 +25,19 @@ Proc sink(Node& st, Channel* inp, Take take) {
 void level_write(Node& st, Built& b) {
     // A fibre ends at a stop that follows a coordinate, or a bare stop that follows S0 (an empty fibre); at
     // level 0 a bare stop at the start is the single empty fibre.
+    // dense_above: the levels above are dense, so every stop ends a fibre (as at the top level)
     bool top = st.params.get_int("level", 0) == 0;
+    bool every = st.params.truthy("dense_above");
     st.res_seg.assign(1, 0);
     st.res_crd.clear();
     enum { START, DATA, S0, S } last = START;
     Node* s = &st;
-    auto take = [s, top, last](const Tok& tok) mutable {
+    auto take = [s, top, every, last](const Tok& tok) mutable {
         if (!tok.is_str()) {
             s->res_crd.push_back(tok.i);
             last = DATA;
         } else if (tok.is_stop()) {
-            if (last == DATA || last == S0 || (top && last == START)) s->res_seg.push_back((i64)s->res_crd.size());
+            if (every || last == DATA || last == S0 || (top && last == START)) s->res_seg.push_back((i64)s->res_crd.size());
             last = tok.level() == 0 ? S0 : S;
         } else if (tok.is_D()) {
             if (top && s->res_seg.size() == 1) s->res_seg.push_back((i64)s->res_crd.size());
