@@ -64,7 +64,7 @@ class Redundancy:
         else:
             how = (f"{_ratio(self.bytes_ratio)} the bytes of unfused ({self.fused_bytes:,.0f} vs "
                    f"{self.unfused_bytes:,.0f})")
-        todo = self.action or "use --fuse none or --fuse auto, or --redundancy rewrite to materialise it"
+        todo = self.action or "use --fuse none, --fuse auto or --redundancy rewrite"
         return f"kernel {self.kernel} {what}: {how}; {todo}"
 
     def __str__(self):
@@ -189,9 +189,11 @@ def compile_checked(src, fuse="regions", order=None, parallel=None, densities=No
                     rewrite: bool = False, max_rounds: int = 8) -> Checked:
     """Compile ``src`` at ``fuse`` (``regions``, ``full``) and check every fused kernel against unfused.
 
-    ``rewrite``: materialise each recomputed statement (take it out of its fusion group) and compile again, until
-    no kernel is over unfused or nothing is left to take out; the redundancies come back with ``action`` set.
-    Without it they are only reported."""
+    ``rewrite``: remove the redundancies. Two rewrites are tried and the one with fewer estimated cycles kept:
+    materialising each recomputed statement (taking it out of its fusion group, again until no kernel is over
+    unfused or nothing is left to take out), and, where a recomputed statement is the inner product of a chain
+    ``A (X W)``, reassociating the chain as ``(A X) W`` (then materialising what still recomputes). The
+    redundancies come back with ``action`` saying what was done. Without ``rewrite`` they are only reported."""
     from . import compile_program
     from .lower_sugar import lower_sugar
     ir = lower_sugar(src if not hasattr(src, "to_ir") else src.to_ir())
@@ -202,7 +204,46 @@ def compile_checked(src, fuse="regions", order=None, parallel=None, densities=No
     found = find_redundancies(result, unfused, densities, inputs, memory)
     if not found or not rewrite:
         return Checked(result, found)
-    groups = fusion_groups(ir, fuse)
+    args = (order, parallel, densities, inputs, memory, max_rounds)
+    best = _materialise(ir, fusion_groups(ir, fuse), result, unfused, found, *args)
+    recomputed = {n for r in found for n in r.recomputed}
+    todo = [c for c in chains(ir) if c[0].lhs in recomputed]
+    if not todo:
+        return best
+    ir2, done = ir, []
+    for c in todo:
+        now = [x for x in chains(ir2) if x[1].lhs == c[1].lhs]
+        if now:
+            done.append((now[0][0].lhs, describe_chain(now[0])))
+            ir2 = reassociate(ir2, now[0])
+    try:
+        res2 = compile_program(ir2, fuse=fuse, order=_kept_order(order, ir2), parallel=parallel)
+        un2 = compile_program(ir2, fuse="none", parallel=parallel)
+    except ProgramError:
+        return best
+    left = find_redundancies(res2, un2, densities, inputs, memory)
+    other = _materialise(ir2, fusion_groups(ir2, fuse), res2, un2, left, *args) if left else Checked(res2, [])
+    cycles = _cycles(other.result, densities, inputs, memory)
+    before = _cycles(best.result, densities, inputs, memory)
+    if cycles >= before:
+        return best
+    for r in found:
+        mine = [d for p, d in done if p in r.recomputed] or [d for _, d in done]
+        r.action = (f"reassociated {'; '.join(mine)} (program {cycles:,.0f} estimated cycles, against "
+                    f"{before:,.0f} materialising)")
+    return Checked(other.result, found + other.redundancies, other.groups,
+                   [r.line() for r in found] + other.notes)
+
+
+def _cycles(result, densities, inputs, memory) -> float:
+    from .cost import estimate
+    return estimate(result.program, densities=densities, inputs=inputs, memory=memory).cycles
+
+
+def _materialise(ir, groups, result, unfused, found, order, parallel, densities, inputs, memory,
+                 max_rounds) -> Checked:
+    """Take the statements each redundancy recomputes out of their fusion groups, compile again, repeat."""
+    from . import compile_program
     by_name = {s.lhs: s.id for s in ir.stmts}
     reported, notes = [], []
     for _ in range(max_rounds):
