@@ -152,7 +152,7 @@ def main(argv=None):
         m = fuseflow.compile(model, inputs, fuse=fuse, order=args.order, mode=args.mode, max_nodes=args.max_nodes,
                              max_kernels=args.max_kernels, max_lanes=args.max_lanes, redundancy=args.redundancy,
                              budget=args.budget, simulate=not args.no_simulate,
-                             progress=True if fuse == "auto" else None)
+                             progress=fuse == "auto" and sys.stderr.isatty())
     print(f"{m.name}: {len(m.program.kernels)} kernel(s), {sum(len(k.nodes) for k in m.program.kernels)} nodes, "
           f"compiled in {m.compile_seconds:.2f} s (fuse={args.fuse})")
     for r in m.redundancies:

@@ -103,7 +103,7 @@ def fusion_choices(ir, bound: int = MAX_FUSION_CHOICES) -> list:
     out = []
     for combo in itertools.islice(itertools.product(*per_region), bound):
         regions = [run for runs in combo for run in runs if len(run) > 1]
-        if regions == [list(r) for r in ir.regions]:
+        if regions == [list(r) for r in ir.regions if len(r) > 1]:
             label = "regions"
         elif not regions:
             label = "none"
@@ -248,8 +248,9 @@ def exhaustive(src, inputs: dict, memory="hbm2", max_lanes: int | None = None) -
 
 #: default time budget of :func:`autoschedule`, seconds (ranking and confirming simulations together)
 DEFAULT_BUDGET = 60.0
-#: seconds between two progress lines
+#: seconds between two progress lines, and before the first
 PROGRESS_SECONDS = 0.5
+PROGRESS_DELAY = 1.0
 #: share of the budget the ranking (compiling and estimating schedules) may use; the rest is for simulations
 RANK_SHARE = 0.5
 #: fusion choices (ranked at their default orders) whose order combinations are then tried
@@ -279,12 +280,12 @@ def _progress(progress):
         return lambda line, force=False: progress(line)
     import sys
     import time
-    last = [time.perf_counter()]          # nothing in the first PROGRESS_SECONDS: a fast run prints nothing
+    last = [time.perf_counter()]          # nothing in the first PROGRESS_DELAY: a fast run prints nothing
     start = last[0]
 
     def show(line, force=False):
         now = time.perf_counter()
-        if now - start >= PROGRESS_SECONDS and (force or now - last[0] >= PROGRESS_SECONDS):
+        if now - start >= PROGRESS_DELAY and (force or now - last[0] >= PROGRESS_SECONDS):
             last[0] = now
             sys.stderr.write(f"auto: {line}\n")
             sys.stderr.flush()
@@ -352,16 +353,42 @@ def autoschedule(src, inputs: dict | None = None, densities: dict | None = None,
         return cands[-1]
 
     forms = [("", src)] + list(sources or [])
-    choices = []
-    for variant, form in forms:
-        ir = lower_sugar(form if not hasattr(form, "to_ir") else form.to_ir())
-        choices += [(variant, ir, fuse, regions) for fuse, regions in fusion_choices(ir)]
+    irs = [(variant, lower_sugar(form if not hasattr(form, "to_ir") else form.to_ir())) for variant, form in forms]
+    choices = [("", irs[0][1], fuse, regions) for fuse, regions in fusion_choices(irs[0][1])]
+    later = [(variant, ir, fusion_choices(ir)) for variant, ir in irs[1:]]
     bases = []
     fixed = dict(parallel) if parallel else None
-    for n, (variant, ir, fuse, regions) in enumerate(choices):
+    n = -1
+    while True:
+        n += 1
+        if n == len(choices):
+            # another form of the program (a reassociated product): its every fusion choice is ranked only when
+            # its unfused or its region-fused schedule beats the best so far (two compiles decide)
+            if not later:
+                break
+            variant, ir, its = later.pop(0)
+            probe = [c for c in its if c[0] in ("none", "regions")]
+            best_so_far = min((b[0][0].estimated_cycles for b in bases), default=None)
+            scores = []
+            for fuse, regions in probe:
+                try:
+                    res = compile_choice(ir, regions, parallel=parallel)
+                    compiles += 1
+                except ProgramError:
+                    continue
+                scores.append(estimate(res.program, densities=densities,
+                                       inputs=inputs if densities is None else None, memory=memory).cycles)
+            if best_so_far is not None and (not scores or min(scores) >= best_so_far):
+                skipped.append(Skipped(f"the fusion choices of form {variant}", "neither its unfused nor its "
+                                       "region-fused schedule beats the best so far"))
+            else:
+                choices += [(variant, ir, fuse, regions) for fuse, regions in its]
+            n -= 1
+            continue
+        variant, ir, fuse, regions = choices[n]
         if over():
-            skipped.append(Skipped(f"{len(choices) - n} fusion choice(s)", f"the ranking used its share of the "
-                                                                           f"{budget:g} s budget"))
+            skipped.append(Skipped(f"{len(choices) - n} fusion choice(s) and {len(later)} form(s)",
+                                   f"the ranking used its share of the {budget:g} s budget"))
             break
         try:
             res = compile_choice(ir, regions, parallel=parallel)
@@ -373,7 +400,7 @@ def autoschedule(src, inputs: dict | None = None, densities: dict | None = None,
         if c is not None:
             c[0].order = {p.name: tuple(p.order) for p in res.plans if isinstance(p, KernelPlan)}
             bases.append((c, ir, regions))
-        say(f"ranked fusion choice {n + 1}/{len(choices)} ({elapsed():.1f} s)", force=n + 1 == len(choices))
+        say(f"ranked fusion choice {n + 1}/{len(choices)} ({elapsed():.1f} s)")
     bases.sort(key=lambda b: b[0][0].estimated_cycles)
     # the order combinations of the best fusion choices
     for rank, ((sched, res), ir, regions) in enumerate(bases):
