@@ -185,3 +185,23 @@ def test_every_fused_kernel_is_at_most_unfused_or_reported(rp):
             if plan.name in reported:        # and no false alarm: it does more work or moves more bytes
                 more_bytes = fused_bytes[plan.name] > sum(unfused_bytes[n] for n in names)
                 assert fused_alu[plan.name] > base or more_bytes, (rp.text, fuse, plan.name)
+
+
+@pytest.mark.parametrize("name", ["chain3", "chain4", "multiuse"])
+def test_reassociated_example_programs_compute_the_same(name):
+    from fuseflow.dse.experiments import example_path
+    from fuseflow.compiler import parse_file
+    from fuseflow.models import program_inputs
+    src = parse_file(example_path(name))
+    base = compile_program(src, fuse="none").program
+    inputs = program_inputs(base)[0]
+    want = golden(base, inputs)
+    forms = reassociations(src)
+    assert forms
+    for label, form in forms:
+        prog = compile_program(form, fuse="regions").program
+        got = run(prog, _used(prog, inputs), mode="float").outputs
+        for t in base.outputs:
+            w = want[t.name]
+            w = w.toarray() if hasattr(w, "toarray") else np.asarray(w)
+            np.testing.assert_allclose(np.asarray(got[t.name]), w, rtol=1e-9, atol=1e-9, err_msg=label)
