@@ -461,7 +461,15 @@ def autoschedule(src, inputs: dict | None = None, densities: dict | None = None,
         return result
     best = None
     rate = SIM_CYCLES_PER_SECOND["compiled" if engine_available() else "python"]
-    for n, (sched, res) in enumerate(cands[:top]):
+    # the best of each distinct fusion choice first (orders of one choice rarely differ much; fusion choices do,
+    # and the cost model's ranking between them is where it errs), then the rest in rank order
+    first, rest, fused_as = [], [], set()
+    for c in cands:
+        key = (c[0].fuse, _groups_text(c[0].groups))
+        (rest if key in fused_as else first).append(c)
+        fused_as.add(key)
+    picks = (first + rest)[:top]
+    for n, (sched, res) in enumerate(picks):
         predicted = sched.estimated_cycles / rate
         left = None if budget is None else budget - elapsed()
         if left is not None and predicted > left and best is not None:

@@ -205,11 +205,12 @@ def compile_checked(src, fuse="regions", order=None, parallel=None, densities=No
     if not found or not rewrite:
         return Checked(result, found)
     args = (order, parallel, densities, inputs, memory, max_rounds)
+    original = _cycles(result, densities, inputs, memory)
     best = _materialise(ir, fusion_groups(ir, fuse), result, unfused, found, *args)
     recomputed = {n for r in found for n in r.recomputed}
     todo = [c for c in chains(ir) if c[0].lhs in recomputed]
     if not todo:
-        return best
+        return _no_worse(best, result, found, original, densities, inputs, memory)
     ir2, done = ir, []
     for c in todo:
         now = [x for x in chains(ir2) if x[1].lhs == c[1].lhs]
@@ -220,19 +221,33 @@ def compile_checked(src, fuse="regions", order=None, parallel=None, densities=No
         res2 = compile_program(ir2, fuse=fuse, order=_kept_order(order, ir2), parallel=parallel)
         un2 = compile_program(ir2, fuse="none", parallel=parallel)
     except ProgramError:
-        return best
+        return _no_worse(best, result, found, original, densities, inputs, memory)
     left = find_redundancies(res2, un2, densities, inputs, memory)
     other = _materialise(ir2, fusion_groups(ir2, fuse), res2, un2, left, *args) if left else Checked(res2, [])
     cycles = _cycles(other.result, densities, inputs, memory)
     before = _cycles(best.result, densities, inputs, memory)
     if cycles >= before:
-        return best
+        return _no_worse(best, result, found, original, densities, inputs, memory)
+    if cycles >= original:
+        return _no_worse(Checked(other.result), result, found, original, densities, inputs, memory, cycles)
     for r in found:
         mine = [d for p, d in done if p in r.recomputed] or [d for _, d in done]
         r.action = (f"reassociated {'; '.join(mine)} (program {cycles:,.0f} estimated cycles, against "
                     f"{before:,.0f} materialising)")
     return Checked(other.result, found + other.redundancies, other.groups,
                    [r.line() for r in found] + other.notes)
+
+
+def _no_worse(rewritten, result, found, original, densities, inputs, memory, cycles=None) -> Checked:
+    """``rewritten`` unless its estimated cycles exceed the original fused program's: then the original, its
+    redundancies reported with what the rewrite would have cost (more work, but fewer cycles: fusion's trade)."""
+    cycles = _cycles(rewritten.result, densities, inputs, memory) if cycles is None else cycles
+    if cycles <= original:
+        return rewritten
+    for r in found:
+        r.action = (f"kept fused: rewriting it would take {cycles:,.0f} estimated cycles against {original:,.0f} "
+                    f"(it saves memory traffic)")
+    return Checked(result, found)
 
 
 def _cycles(result, densities, inputs, memory) -> float:
