@@ -90,6 +90,124 @@ def one_lanes(name, density, top=3):
     return out
 
 
+#: PyG-style GNNs (issue 43): (model, nodes); features 32, hidden 16, classes 4, about 4 neighbours per node
+#: (Cora's average degree; 2,708 is Cora's size)
+GNN_MODELS = ("gcn-transform-first", "gcn-aggregate-first", "sage-transform-first", "sage-aggregate-first")
+GNN_NODES = (200, 2708)
+#: exhaustive simulation of the GNN cases skips schedules estimated at more than this times the best estimate
+GNN_PRUNE = 3.0
+
+
+def gnn_model(name, nodes):
+    """(model, example inputs) of a PyG-style two-layer GNN on a random graph (fuseflow.models.data)."""
+    import torch
+    import torch.nn as nn
+    from fuseflow.models import GCN, GraphSAGE
+    from fuseflow.models.data import synthetic_graph
+    g = synthetic_graph("uniform", nodes=nodes, features=32, sparsity=1 - 4.0 / nodes, seed=0)
+
+    class GCNConv(nn.Module):                   # PyG's GCNConv order: transform, aggregate, then the bias
+        def __init__(self, i, o):
+            super().__init__()
+            self.lin = nn.Linear(i, o, bias=False)
+            self.bias = nn.Parameter(torch.zeros(o).uniform_(-0.1, 0.1))
+
+        def forward(self, a, x):
+            return torch.sparse.mm(a, self.lin(x)) + self.bias
+
+    class SAGEConv(nn.Module):                  # mean of the transformed neighbours plus the transformed self
+        def __init__(self, i, o):
+            super().__init__()
+            self.lin_l = nn.Linear(i, o, bias=False)
+            self.lin_r = nn.Linear(i, o)
+
+        def forward(self, a, deg, x):
+            return torch.sparse.mm(a, self.lin_l(x)).to_dense() / deg + self.lin_r(x)
+
+    class GCN2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv1, self.conv2 = GCNConv(32, 16), GCNConv(16, 4)
+
+        def forward(self, a, x):
+            return self.conv2(a, torch.relu(self.conv1(a, x)))
+
+    class SAGE2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv1, self.conv2 = SAGEConv(32, 16), SAGEConv(16, 4)
+
+        def forward(self, a, deg, x):
+            return self.conv2(a, deg, torch.relu(self.conv1(a, deg, x)))
+
+    if name == "gcn-transform-first":
+        return GCN2(), (g.adjacency, g.features)
+    if name == "gcn-aggregate-first":
+        return GCN(in_features=32, hidden=16, classes=4), (g.adjacency, g.features)
+    if name == "sage-transform-first":
+        return SAGE2(), (g.neighbours, g.degree, g.features)
+    return GraphSAGE(in_features=32, hidden=16, classes=4), (g.neighbours, g.degree, g.features)
+
+
+def one_gnn(name, nodes, budget=60.0):
+    """A PyG-style GNN: fuse="auto" (its choice, cycles and own time) against every schedule it could rank,
+    simulated (fusion choices of the program and of its reassociated forms, at default orders, within
+    :data:`GNN_PRUNE` of the best estimate), and against none / regions / regions rewritten."""
+    import time
+    import warnings
+    import fuseflow
+    from fuseflow.compiler.autoschedule import compile_choice, fusion_choices
+    from fuseflow.compiler.cost import estimate
+    from fuseflow.compiler.lower_sugar import lower_sugar
+    from fuseflow.compiler.redundancy import FusionRedundancyWarning, reassociations
+    from fuseflow.sim import run
+    warnings.simplefilter("ignore", FusionRedundancyWarning)
+    model, inputs = gnn_model(name, nodes)
+    model.eval()
+    t = time.perf_counter()
+    m = fuseflow.compile(model, inputs, fuse="auto", mode="float", budget=budget)
+    auto_seconds = time.perf_counter() - t
+    data = m._inputs(None)
+    rep = m.schedule_report
+    fixed = {}
+    for fuse, red in (("none", "warn"), ("regions", "warn"), ("regions", "rewrite")):
+        c = fuseflow.compile(model, inputs, fuse=fuse, mode="float", redundancy=red)
+        fixed[fuse if red == "warn" else "regions+rewrite"] = run(c.program, data, memory="hbm2").cycles
+    cands, t = [], time.perf_counter()
+    for label, form in [("", m.einsum)] + reassociations(m.einsum):
+        ir = lower_sugar(form.to_ir() if hasattr(form, "to_ir") else form)
+        for fuse, regions in fusion_choices(ir):
+            try:
+                res = compile_choice(ir, regions)
+            except Exception:          # noqa: BLE001 - a choice that does not compile is no candidate
+                continue
+            est = estimate(res.program, inputs=data, memory="hbm2").cycles
+            cands.append((est, f"{fuse}{'+' + label if label else ''}", regions, res))
+    best_est = min(c[0] for c in cands)
+    simulated = []
+    for est, label, regions, res in cands:
+        if est > GNN_PRUNE * best_est:
+            continue
+        simulated.append((run(res.program, data, memory="hbm2").cycles, label, regions))
+    exhaustive_seconds = time.perf_counter() - t
+    best = min(simulated, key=lambda c: c[0])
+    picked = m.schedule.simulated_cycles
+    return {"model": name, "nodes": nodes, "kernels_unfused": len(m.einsum.to_ir().stmts),
+            "picked": m.schedule.key(), "picked_cycles": picked, "picked_estimated": m.schedule.estimated_cycles,
+            "best": best[1], "best_cycles": best[0], "regret": picked / best[0] - 1 if picked else None,
+            "within_5_percent": bool(picked is not None and picked <= 1.05 * best[0]),
+            "none_cycles": fixed["none"], "regions_cycles": fixed["regions"],
+            "regions_rewrite_cycles": fixed["regions+rewrite"],
+            "auto_seconds": auto_seconds, "auto_rank_seconds": rep.rank_seconds, "auto_ranked": len(m.candidates),
+            "auto_compiles": rep.compiles, "auto_simulations": rep.simulations,
+            "auto_rank_ms_per_kernel": 1e3 * rep.rank_seconds / len(m.einsum.to_ir().stmts),
+            "auto_skipped": [str(s) for s in rep.skipped],
+            "exhaustive_candidates": len(cands), "exhaustive_simulated": len(simulated),
+            "exhaustive_seconds": exhaustive_seconds}
+
+
 def _summary(rows, top=3):
     return {"cases": len(rows), "hits": sum(r["hit"] for r in rows),
             "hit_rate": sum(r["hit"] for r in rows) / len(rows),
@@ -106,11 +224,35 @@ def _summary(rows, top=3):
             "max_candidates": max(r["candidates"] for r in rows)}
 
 
+def _gnn_summary(rows):
+    ok = [r for r in rows if r["picked_cycles"] is not None]
+    return {"cases": len(rows), "within_5_percent": sum(r["within_5_percent"] for r in rows),
+            "mean_regret": statistics.fmean(r["regret"] for r in ok) if ok else None,
+            "max_regret": max(r["regret"] for r in ok) if ok else None,
+            "max_auto_seconds": max(r["auto_seconds"] for r in rows),
+            "median_rank_ms_per_kernel": statistics.median(r["auto_rank_ms_per_kernel"] for r in rows),
+            "prune": GNN_PRUNE, "memory": "hbm2"}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "autoschedule.json"))
     ap.add_argument("--scheduler", default="serial")
+    ap.add_argument("--gnn-only", action="store_true",
+                    help="only the PyG-style GNN cases (issue 43), merged into the existing results file")
     args = ap.parse_args(argv)
+    gnn_tasks = [Task(f"gnn:{g}/{n}", one_gnn, (g, n)) for n in GNN_NODES for g in GNN_MODELS]
+    if args.gnn_only:
+        res = run_sweep(gnn_tasks, args.scheduler, label="autoschedule-gnn")
+        with open(args.output) as f:
+            out = json.load(f)
+        out["gnn_cases"] = list(res.values())
+        out["summary"]["gnn"] = _gnn_summary(out["gnn_cases"])
+        with open(args.output + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(args.output + ".tmp", args.output)
+        print(json.dumps(out["summary"]["gnn"], indent=1))
+        return 0
     tasks = [Task(f"{p}/d{d}", one, (p, d)) for p in PROGRAMS for d in DENSITIES]
     # a 3-layer GCN: three regions, so 2^3 per-region choices and full fusion (more candidates than the top 3)
     from fuseflow.dse.experiments import gcn_text
@@ -146,8 +288,10 @@ def main(argv=None):
             "mean_speedup_over_unlaned": statistics.fmean(r["speedup_over_unlaned"] for r in sel),
             "mean_ranked_by_auto": statistics.fmean(r["ranked_by_auto"] for r in sel)})
     summary["lanes"] = lanes
+    gnn = list(run_sweep(gnn_tasks, args.scheduler, label="autoschedule-gnn").values())
+    summary["gnn"] = _gnn_summary(gnn)
     out = {"benchmark": "autoschedule", "machine": platform.machine(), "python": platform.python_version(),
-           "summary": summary, "cases": rows, "lane_cases": lane_rows}
+           "summary": summary, "cases": rows, "lane_cases": lane_rows, "gnn_cases": gnn}
     with open(args.output + ".tmp", "w") as f:
         json.dump(out, f, indent=1)
     os.replace(args.output + ".tmp", args.output)

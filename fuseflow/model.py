@@ -120,7 +120,8 @@ class CompiledModel:
 
     def __init__(self, *, name, program, ff_text, inputs, outputs, output_structure, constants, mode, fuse,
                  order, torch_model=None, example_inputs=None, einsum=None, result=None, compile_seconds=0.0,
-                 statements=(), schedule=None, candidates=(), source="pytorch"):
+                 statements=(), schedule=None, candidates=(), source="pytorch", redundancies=(),
+                 schedule_report=None):
         self.source = source
         self.name = name
         self.program = program
@@ -140,6 +141,10 @@ class CompiledModel:
         self.statements = list(statements)
         self.schedule = schedule              # fuse="auto": the autoscheduler's choice (a Schedule)
         self.candidates = list(candidates)    # fuse="auto": every schedule it ranked, best estimate first
+        # fused kernels that do more work than unfused, by the cost model (fuseflow.compiler.redundancy.Redundancy;
+        # .line() is the one-line warning), with what the compiler did about them
+        self.redundancies = list(redundancies)
+        self.schedule_report = schedule_report  # fuse="auto": the AutoResult (tried, skipped and why, seconds)
         self._last = None
 
     # ---- data ------------------------------------------------------------------------------------
@@ -282,7 +287,7 @@ class CompiledModel:
         rows.append(("total", sim.cycles, s["tokens"], s["alu_ops"], s["mem_read_bytes"], s["mem_write_bytes"],
                      sum(r[6] for r in rows[1:]), max((r[7] for r in rows[1:]), default=0)))
         widths = [max(len(str(r[c])) for r in rows) for c in range(len(rows[0]))]
-        lines = [f"{self.name}: fuse={self.fuse}, {sim.mode} mode, compiled in {self.compile_seconds * 1e3:.0f} ms"]
+        lines = [f"{self.name}: fuse={self.fuse}, {sim.mode} mode, compiled in {self.compile_seconds:.2f} s"]
         for i, r in enumerate(rows):
             lines.append("  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in
                                    enumerate(zip(r, widths))))
@@ -353,7 +358,8 @@ def bind_named(tensors, constants: dict, inputs) -> dict:
 
 def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
             name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
-            memory: str = "hbm2", parallel=None, max_lanes: int | None = None) -> CompiledModel:
+            memory: str = "hbm2", parallel=None, max_lanes: int | None = None, redundancy: str = "warn",
+            budget: float | None = None, simulate: bool = True, progress=None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`); or compile a ``.ff``
     program: ``model`` a path to a ``.ff`` file, ``.ff`` source text, or a parsed
     :class:`~fuseflow.compiler.EinsumProgram` (:func:`compile_ff`; ``example_inputs`` optional, a dict).
@@ -379,38 +385,60 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
         if formats is not None:
             raise FuseFlowError("formats", "a .ff program declares its formats (change its 'tensor' lines)")
         return compile_ff(model, example_inputs, fuse=fuse, order=order, mode=mode, name=name, max_nodes=max_nodes,
-                          max_kernels=max_kernels, memory=memory, parallel=parallel, max_lanes=max_lanes)
+                          max_kernels=max_kernels, memory=memory, parallel=parallel, max_lanes=max_lanes,
+                          redundancy=redundancy, budget=budget, simulate=simulate, progress=progress)
     if example_inputs is None:
         raise FuseFlowError("example_inputs", "a PyTorch model needs example inputs (its forward arguments) to be "
                                               "traced")
     from .frontends.pytorch import lower
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    if fuse == "auto" and order is not None:
-        raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
-    if fuse != "auto" and (max_nodes is not None or max_kernels is not None or max_lanes is not None):
-        raise FuseFlowError("max_nodes" if max_lanes is None else "max_lanes", "a resource budget is for fuse='auto'")
+    _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget)
     check_input_sizes(model, example_inputs)        # before the forward pass: a huge input fails in seconds
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
-    schedule, candidates = None, ()
+    schedule, candidates, redundancies, schedule_report = None, (), [], None
     if fuse == "auto":
         from .compiler.autoschedule import autoschedule
         from .compiler.lanes import parse_parallel
         auto = autoschedule(low.program, inputs=bind_inputs(low.inputs, low.constants, tuple(example_inputs)),
                             max_nodes=max_nodes, max_kernels=max_kernels, memory=memory, max_lanes=max_lanes,
-                            parallel=parse_parallel(parallel) or None)
-        result, schedule, candidates = auto.result, auto.chosen, auto.candidates
+                            parallel=parse_parallel(parallel) or None, simulate=simulate, progress=progress,
+                            budget=DEFAULT_BUDGET if budget is None else budget, sources=_reassociated(low.program))
+        result, schedule, candidates, schedule_report = auto.result, auto.chosen, auto.candidates, auto
         order = schedule.order
     else:
-        result = compile_program(low.program, fuse=fuse if isinstance(fuse, str) else "regions", order=order,
-                                 parallel=parallel)
+        result, redundancies = _compile_checked(
+            low.program, fuse if isinstance(fuse, str) else "regions", order, parallel,
+            bind_inputs(low.inputs, low.constants, tuple(example_inputs)), memory, redundancy)
     seconds = time.perf_counter() - t0
     return CompiledModel(name=low.program.name, program=result.program, ff_text=ff_text(low), inputs=low.inputs,
                          outputs=low.outputs, output_structure=low.output_structure, constants=low.constants,
                          mode=mode, fuse=fuse, order=order, torch_model=model, example_inputs=tuple(example_inputs),
                          einsum=low.program, result=result, compile_seconds=seconds, statements=low.statements,
-                         schedule=schedule, candidates=candidates)
+                         schedule=schedule, candidates=candidates, redundancies=redundancies,
+                         schedule_report=schedule_report)
+
+
+REDUNDANCY_CHOICES = ("warn", "rewrite", "ignore")
+DEFAULT_BUDGET = 60.0              # seconds: fuse="auto"'s default time budget (the autoscheduler's)
+
+
+def _compile_checked(einsum, fuse, order, parallel, inputs, memory, redundancy):
+    """(CompileResult, redundancies): ``einsum`` compiled at ``fuse`` and every fused kernel checked against the
+    unfused program with the cost model (:mod:`fuseflow.compiler.redundancy`): ``"warn"`` reports each kernel
+    that does more work than unfused in one line (a :class:`~fuseflow.compiler.redundancy.FusionRedundancyWarning`),
+    ``"rewrite"`` materialises what it recomputes (and reports that), ``"ignore"`` skips the check."""
+    import warnings
+    from .compiler import compile_program
+    if fuse == "none" or redundancy == "ignore":
+        return compile_program(einsum, fuse=fuse, order=order, parallel=parallel), []
+    from .compiler.redundancy import FusionRedundancyWarning, compile_checked
+    c = compile_checked(einsum, fuse, order=order, parallel=parallel, inputs=inputs, memory=memory,
+                        rewrite=redundancy == "rewrite")
+    for r in c.redundancies:
+        warnings.warn(r.line(), FusionRedundancyWarning, stacklevel=4)
+    return c.result, c.redundancies
 
 
 def check_input_sizes(model, example_inputs) -> None:
@@ -485,7 +513,8 @@ def _in_file(path):
 
 def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", name: str | None = None,
                max_nodes: int | None = None, max_kernels: int | None = None, memory: str = "hbm2", parallel=None,
-               max_lanes: int | None = None) -> CompiledModel:
+               max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
+               simulate: bool = True, progress=None) -> CompiledModel:
     """Compile a ``.ff`` program (:func:`read_ff`) into the model object. ``example_inputs``: {tensor name: array or
     SciPy matrix}, by default deterministic data from the declared shapes and formats
     (:func:`fuseflow.models.program_inputs`); ``fuse``: ``none`` | ``regions`` | ``full`` | ``auto`` (the
@@ -494,42 +523,62 @@ def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str =
         raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
     if fuse not in FUSE_CHOICES:
         raise FuseFlowError("fuse", f"expected one of {', '.join(FUSE_CHOICES)} for a .ff program, got {fuse!r}")
-    if fuse == "auto" and order is not None:
-        raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
-    if fuse != "auto" and (max_nodes is not None or max_kernels is not None or max_lanes is not None):
-        raise FuseFlowError("max_nodes" if max_lanes is None else "max_lanes", "a resource budget is for fuse='auto'")
+    _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget)
     einsum, text, path = read_ff(src)
     if name is not None:
         einsum.name = name
     with _in_file(path):
         return _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                           max_lanes)
+                           max_lanes, redundancy, budget, simulate, progress)
+
+
+def _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget):
+    if fuse == "auto" and order is not None:
+        raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
+    if fuse != "auto" and (max_nodes is not None or max_kernels is not None or max_lanes is not None):
+        raise FuseFlowError("max_nodes" if max_lanes is None else "max_lanes", "a resource budget is for fuse='auto'")
+    if fuse != "auto" and budget is not None:
+        raise FuseFlowError("budget", "a time budget is for fuse='auto'")
+    if redundancy not in REDUNDANCY_CHOICES:
+        raise FuseFlowError("redundancy", f"expected one of {', '.join(REDUNDANCY_CHOICES)}, got {redundancy!r}")
+
+
+def _reassociated(einsum):
+    """The other associations of the program's product chains, for the autoscheduler to rank ([] when none)."""
+    from .compiler.redundancy import reassociations
+    return reassociations(einsum)
 
 
 def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                max_lanes):
+                max_lanes, redundancy="warn", budget=None, simulate=True, progress=None):
     from .compiler import compile_program
     from .models import program_inputs
     t0 = time.perf_counter()
-    schedule, candidates = None, ()
+    schedule, candidates, redundancies, schedule_report = None, (), [], None
     if fuse == "auto":
         from .compiler.autoschedule import autoschedule
         from .compiler.lanes import parse_parallel
         if example_inputs is None:       # the data the autoscheduler simulates on: from an unfused compile
             example_inputs = program_inputs(compile_program(einsum, fuse="none").program)[0]
         auto = autoschedule(einsum, inputs=example_inputs, max_nodes=max_nodes, max_kernels=max_kernels,
-                            memory=memory, max_lanes=max_lanes, parallel=parse_parallel(parallel) or None)
-        result, schedule, candidates = auto.result, auto.chosen, auto.candidates
+                            memory=memory, max_lanes=max_lanes, parallel=parse_parallel(parallel) or None,
+                            simulate=simulate, progress=progress, budget=DEFAULT_BUDGET if budget is None else budget,
+                            sources=_reassociated(einsum))
+        result, schedule, candidates, schedule_report = auto.result, auto.chosen, auto.candidates, auto
         order = schedule.order
     else:
-        result = compile_program(einsum, fuse=fuse, order=order, parallel=parallel)
+        data = example_inputs
+        if data is None and fuse != "none" and redundancy != "ignore":   # the cost model's data, as auto's
+            data = program_inputs(compile_program(einsum, fuse="none").program)[0]
+        result, redundancies = _compile_checked(einsum, fuse, order, parallel, data, memory, redundancy)
     seconds = time.perf_counter() - t0
     return ff_model(einsum, text, result, fuse=fuse, order=order, mode=mode, example_inputs=example_inputs,
-                    compile_seconds=seconds, schedule=schedule, candidates=candidates)
+                    compile_seconds=seconds, schedule=schedule, candidates=candidates, redundancies=redundancies,
+                    schedule_report=schedule_report)
 
 
 def ff_model(einsum, text, result, fuse="regions", order=None, mode="fixed", example_inputs=None,
-             compile_seconds=0.0, schedule=None, candidates=()) -> CompiledModel:
+             compile_seconds=0.0, schedule=None, candidates=(), redundancies=(), schedule_report=None) -> CompiledModel:
     """The model object of a compiled ``.ff`` program (``result``: :func:`fuseflow.compiler.compile_program`'s);
     ``example_inputs`` {tensor name: array}, by default deterministic data from the declared shapes and formats.
     ``fuseflow compile PROGRAM.ff --check/--report/--build`` use it as the PyTorch path does."""
@@ -538,7 +587,8 @@ def ff_model(einsum, text, result, fuse="regions", order=None, mode="fixed", exa
     m = CompiledModel(name=program.name, program=program, ff_text=text, inputs=list(program.inputs),
                       outputs=list(program.outputs), output_structure="dict", constants={}, mode=mode, fuse=fuse,
                       order=order, einsum=einsum, result=result, compile_seconds=compile_seconds, schedule=schedule,
-                      candidates=candidates, source="ff")
+                      candidates=candidates, source="ff", redundancies=list(redundancies),
+                      schedule_report=schedule_report)
     m.example_inputs = (bind_named(m.inputs, {}, example_inputs) if example_inputs is not None
                         else program_inputs(program)[0])
     return m

@@ -41,6 +41,12 @@ def parser():
     ap.add_argument("--max-kernels", type=int, help="--fuse auto: resource budget in kernels")
     ap.add_argument("--max-lanes", type=int, help="--fuse auto: also choose parallel factors, at most this many "
                                                   "lanes per kernel")
+    ap.add_argument("--budget", type=float, help="--fuse auto: time budget in seconds (default 60)")
+    ap.add_argument("--no-simulate", action="store_true", help="--fuse auto: rank with the cost model only, "
+                                                               "simulate no candidate")
+    ap.add_argument("--redundancy", choices=("warn", "rewrite", "ignore"), default="warn",
+                    help="a fused kernel that does more work than unfused (cost model): warn (default), rewrite "
+                         "(materialise what it recomputes) or ignore")
     ap.add_argument("--order", help="dataflow order for the compiler, e.g. i,k,j")
     ap.add_argument("-o", "--output", type=output_dir, help="directory for graph.json, model.ff and the saved model")
     ap.add_argument("--ff", action="store_true", help="print the lowered program as .ff text")
@@ -184,16 +190,27 @@ def main(argv=None):
     fuse = args.fuse if args.fuse in ("none", "regions", "full", "auto") else \
         [n.strip() for n in args.fuse.split(",")]
     model.eval()
-    m = fuseflow.compile(model, inputs, fuse=fuse, order=args.order, mode=args.mode, max_nodes=args.max_nodes,
-                         max_kernels=args.max_kernels, max_lanes=args.max_lanes)
+    from .compiler.redundancy import FusionRedundancyWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FusionRedundancyWarning)     # printed below, one line each
+        m = fuseflow.compile(model, inputs, fuse=fuse, order=args.order, mode=args.mode, max_nodes=args.max_nodes,
+                             max_kernels=args.max_kernels, max_lanes=args.max_lanes, redundancy=args.redundancy,
+                             budget=args.budget, simulate=not args.no_simulate,
+                             progress=fuse == "auto" and sys.stderr.isatty())
     print(f"{m.name}: {len(m.program.kernels)} kernel(s), {sum(len(k.nodes) for k in m.program.kernels)} nodes, "
-          f"compiled in {m.compile_seconds * 1e3:.0f} ms (fuse={args.fuse})")
+          f"compiled in {m.compile_seconds:.2f} s (fuse={args.fuse})")
+    for r in m.redundancies:
+        print(f"{'note' if r.action else 'warning'}: {r.line()}")
     if m.schedule is not None:
         c = m.schedule
         groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
         lanes = ",".join(f"{i}={f}" for i, f in (c.parallel or {}).items()) or "none"
-        print(f"  auto: {c.fuse} {groups}; parallel {lanes}; {c.simulated_cycles} simulated cycles with hbm2 "
-              f"({len(m.candidates)} schedules ranked)")
+        cycles = (f"{c.simulated_cycles} simulated cycles" if c.simulated_cycles is not None else
+                  f"{c.estimated_cycles:.0f} estimated cycles (not simulated)")
+        print(f"  auto: {c.fuse} {groups}; parallel {lanes}; {cycles} with hbm2 ({len(m.candidates)} schedules "
+              f"ranked)")
+        for line in m.schedule_report.report().splitlines()[1:]:
+            print(f"  {line}")
     if args.ff:
         print(m.ff_text, end="")
     if args.output:

@@ -56,6 +56,9 @@ def parser():
     c.add_argument("--max-lanes", type=int, help="--fuse auto: also choose parallel factors (2, 4, 8 per index, "
                                                  "nested pairs), at most this many lanes per kernel")
     c.add_argument("--memory", default="hbm2", help="--fuse auto: memory the schedules are ranked under")
+    c.add_argument("--budget", type=float, default=60.0, help="--fuse auto: time budget in seconds (default 60)")
+    c.add_argument("--no-simulate", action="store_true",
+                   help="--fuse auto: rank with the cost model only, simulate no candidate")
     c.add_argument("--order", action="append",
                    help="dataflow order, outer to inner: i,k,j (every kernel uses the indices it has), or "
                         "KERNEL=i,k,j for one kernel (repeat for several; --list-orders prints them so)")
@@ -108,14 +111,18 @@ def _auto(src, args):
     from .lanes import parse_parallel
     auto = autoschedule(src, inputs=inputs, densities=densities, max_nodes=args.max_nodes,
                         max_kernels=args.max_kernels, memory=args.memory, max_lanes=args.max_lanes,
-                        parallel=parse_parallel(args.parallel) or None)
+                        parallel=parse_parallel(args.parallel) or None, budget=args.budget,
+                        simulate=not args.no_simulate, progress=sys.stderr.isatty())
     c = auto.chosen
     orders = ", ".join(f"{k}: {','.join(v)}" for k, v in (c.order or {}).items())
     groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
     lanes = ",".join(f"{i}={f}" for i, f in (c.parallel or {}).items()) or "none"
+    cycles = (f"{c.simulated_cycles} simulated cycles" if c.simulated_cycles is not None else
+              f"{c.estimated_cycles:.0f} estimated cycles (not simulated)")
     print(f"auto: fuse={c.fuse} kernels {groups} orders {orders} parallel {lanes} ({c.kernels} kernel(s), "
-          f"{c.nodes} nodes; {c.simulated_cycles} simulated cycles with {args.memory}; {len(auto.candidates)} "
-          f"schedules ranked)", file=sys.stderr)
+          f"{c.nodes} nodes; {cycles} with {args.memory}; {len(auto.candidates)} schedules ranked)", file=sys.stderr)
+    for line in auto.report().splitlines()[1:]:
+        print(line, file=sys.stderr)
     return auto.result
 
 

@@ -824,6 +824,8 @@ def lower(model, example_inputs, *, formats=None, fuse="regions", name=None):
         if st.role in ("input", "const"):
             prog.tensor(st.name, st.sizes, st.format)
     keys = [region_key(path, fuse) for _, path in low.stmts]
+    if fuse == "regions" or fuse is None:
+        keys = flow_regions(low, keys, model)
     i = 0
     records = []
     while i < len(low.stmts):
@@ -845,6 +847,48 @@ def lower(model, example_inputs, *, formats=None, fuse="regions", name=None):
     if outs:
         prog.output(*outs)
     return Lowered(prog, low.stored, inputs, outputs, structure, records)
+
+
+def flow_regions(low, keys, model) -> list:
+    """Region keys with the ops of the model's top-level ``forward()`` grouped by data flow.
+
+    Ops of the top-level ``forward`` (no region), and leaf child modules called from it (``self.lin1(x)``: an
+    ``nn.Linear`` is one op, not a layer), are cut into regions so that each aggregation goes with the transforms
+    around it: a region ends before a contraction (a statement with a reduced index) that follows an elementwise
+    function (the activation that ends a layer), and before a second aggregation (a contraction with a square
+    sparse operand: the adjacency). ``A @ lin(x)``, ``relu`` and ``lin(A @ x)``, ``relu`` are one region each.
+    Child modules with children of their own keep their region (one per child, as before)."""
+    from ...compiler import EinsumProgram
+    from ...compiler.ir import Fn
+    leaf = {name for name, child in model.named_children() if not list(child.children())}
+    flat = [k is None or k in leaf for k in keys]
+    if not any(flat):
+        return keys
+    prog = EinsumProgram("regions")
+    for st in low.stored.values():
+        if st.role in ("input", "const"):
+            prog.tensor(st.name, st.sizes, st.format)
+    for text, _ in low.stmts:
+        prog.statement(text)
+    ir = prog.to_ir()
+    out, group, aggregated, activated = list(keys), 0, False, False
+    for n, s in enumerate(ir.stmts):
+        if not flat[n]:
+            aggregated = activated = False
+            group += 1
+            continue
+        reduced = [i for i in s.rhs.all_indices() if i not in s.idx]
+        aggregation = bool(reduced) and any(
+            low.stored.get(leaf_.tensor) is not None and low.stored[leaf_.tensor].format != "dense"
+            and len(set(low.stored[leaf_.tensor].sizes)) == 1 and len(low.stored[leaf_.tensor].sizes) == 2
+            for leaf_ in s.rhs.leaves())
+        if (reduced and activated) or (aggregation and aggregated):
+            group += 1
+            aggregated = activated = False
+        out[n] = ("flow", group)
+        aggregated = aggregated or aggregation
+        activated = activated or (any(isinstance(x, Fn) for x in s.rhs.walk()) and not reduced)
+    return out
 
 
 def region_key(path, fuse):
