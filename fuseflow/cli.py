@@ -321,22 +321,47 @@ class OutputTransaction:
         self.staged.append((tmp, target, perms))
         _hold()
 
+    def _check_targets(self):
+        """Refuse (before anything is renamed or created) a set of targets that cannot all be put in place: one
+        target lies below another (a file cannot also be a directory), or a target is now a directory."""
+        targets = {target for _, target, _ in self.staged}
+        for target in sorted(targets):
+            if os.path.isdir(target):
+                raise FuseFlowError(target, "is a directory, not a file")
+            d = os.path.dirname(target)
+            while d != os.path.dirname(d):
+                if d in targets:
+                    raise FuseFlowError(target, f"lies inside {d}, which this command also writes as a file")
+                d = os.path.dirname(d)
+
     def commit(self):
         global _committing, _deferred_signal
         if not self.staged:
             return
         _committing = True
+        made = []                   # directories created here: removed again when the commit fails
         try:
+            self._check_targets()
             dirs = sorted({os.path.dirname(target) for _, target, _ in self.staged})
             with contextlib.ExitStack() as locks:
                 for d in dirs:
+                    missing = []
+                    p = d
+                    while not os.path.lexists(p) and p != os.path.dirname(p):
+                        missing.append(p)
+                        p = os.path.dirname(p)
                     os.makedirs(d, exist_ok=True)
+                    made.extend(missing)
                     locks.enter_context(_dir_lock(d))
                 for tmp, target, perms in self.staged:
                     os.chmod(tmp, perms)
                     os.replace(tmp, target)
             self.staged = []
+            made = []
         finally:
+            for d in sorted(made, key=len, reverse=True):
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)
             _committing = False
             self.discard()
             if _deferred_signal is not None:
@@ -472,6 +497,25 @@ def positive_float(text: str) -> float:
     if not (v > 0 and v != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return v
+
+
+def check_separate_outputs(files=None, dirs=None) -> None:
+    """Refuse, before any work, output paths of one command that would collide: two file outputs (``files``:
+    ``{"--json": path, ...}``; ``None`` values are ignored) that are the same file, a file output that is also a
+    directory output (``dirs``), or any output that lies below a file output (that path cannot be both a file
+    and a directory)."""
+    def norm(p):
+        return os.path.realpath(os.path.abspath(os.fspath(p)))
+    fs = [(flag, p, norm(p)) for flag, p in (files or {}).items() if p]
+    ds = [(flag, p, norm(p)) for flag, p in (dirs or {}).items() if p]
+    for i, (flag, p, full) in enumerate(fs):
+        for flag2, p2, full2 in fs[i + 1:] + ds:
+            if full == full2:
+                kind = "file" if (flag2, p2, full2) in fs else "directory"
+                raise FuseFlowError(flag2, f"{p2} is the same path as {flag} {p} (give the {kind} another name)")
+        for flag2, p2, full2 in fs + ds:
+            if full2.startswith(full + os.sep):
+                raise FuseFlowError(flag2, f"{p2} lies inside {p}, which {flag} writes as a file")
 
 
 def output_file(text: str) -> str:

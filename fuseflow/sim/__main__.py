@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from ..cli import atomic_write, describe, main_guard, output_file, positive_int
+from ..cli import atomic_write, check_separate_outputs, describe, main_guard, output_file, positive_int
 from ..errors import FuseFlowError
 from . import engine
 from ..samml.sample import add_data_arguments, load_data, load_files
@@ -73,6 +73,7 @@ def main(argv=None):
     args = parser().parse_args(argv)
     if args.cmd == "size-fifos":
         return size_main(args)
+    check_separate_outputs({"--json": args.json, "--outputs": args.outputs})
     prog = engine.load_program(args.graph)
     inputs = load_data(args, prog)
     if args.fifo_depth is not None and args.fifo_depth < 1:
