@@ -23,10 +23,8 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
@@ -266,6 +264,7 @@ def _check_parent(directory, user_path, what):
 def _probe_directory(d, user_path, what):
     """Create and remove an empty directory in ``d``: ``os.access`` says yes to root and to pseudo file systems
     (``/proc``, ``/sys``) where nothing can be created. ``d``'s modification time is put back afterwards."""
+    import tempfile
     try:
         st = os.stat(d)
         probe = tempfile.mkdtemp(dir=d, prefix=".fuseflow-probe-")
@@ -300,6 +299,7 @@ class OutputTransaction:
         self.stage_dirs = []
 
     def stage(self, path):
+        import tempfile
         directory = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(directory):
             base = directory
@@ -378,8 +378,10 @@ class OutputTransaction:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self.staged = []
-        for d in self.stage_dirs:
-            shutil.rmtree(d, ignore_errors=True)
+        if self.stage_dirs:
+            import shutil                   # already loaded: staging used tempfile, which imports it
+            for d in self.stage_dirs:
+                shutil.rmtree(d, ignore_errors=True)
         self.stage_dirs = []
 
 
@@ -415,6 +417,7 @@ def atomic_write(path, mode="w", perms=None):
     (:func:`main_guard`): staged, and renamed into place with the command's other outputs when the command
     returns. Errors name ``path`` (never the temporary file). ``perms``: permission bits (default: 0666 less the
     umask)."""
+    import tempfile
     path = os.fspath(path)
     check_output_path(path)
     perms = _default_perms() if perms is None else perms
@@ -447,6 +450,7 @@ def atomic_write(path, mode="w", perms=None):
 
 def adopt_file(src, path, perms=None) -> None:
     """Move a finished file (e.g. a simulator's waveform) to ``path`` as one of the command's outputs."""
+    import shutil
     with atomic_write(path, "wb", perms) as f, open(src, "rb") as g:
         shutil.copyfileobj(g, f)
 

@@ -33,11 +33,21 @@ def __getattr__(name):
     sub = _LAZY.get(name)
     if sub is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import blocks, codegen, frontend, fusion, ir, lanes   # what this package imported eagerly before
-    from . import lower_sugar as lower_sugar_module
-    modules = {"blocks": blocks, "codegen": codegen, "frontend": frontend, "fusion": fusion, "ir": ir,
-               "lanes": lanes, "lower_sugar": lower_sugar_module}
-    value = getattr(modules[sub], name)
+    if sub == "codegen":                # only the submodule asked for
+        from . import codegen as module
+    elif sub == "frontend":
+        from . import frontend as module
+    elif sub == "fusion":
+        from . import fusion as module
+    elif sub == "lanes":
+        from . import lanes as module
+    elif sub == "blocks":
+        from . import blocks as module
+    elif sub == "lower_sugar":
+        from . import lower_sugar as module
+    else:
+        from . import ir as module
+    value = getattr(module, name)
     globals()[name] = value         # as the eager import did: lower_sugar is the function, not its module
     return value
 
