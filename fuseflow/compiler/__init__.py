@@ -25,8 +25,9 @@ _LAZY = {
     "EinsumProgram": "frontend", "parse_file": "frontend",
     "SCHEDULES": "fusion", "KernelPlan": "fusion", "TransposePlan": "fusion", "check_block_plans": "fusion",
     "plan_program": "fusion", "resolve_parallel": "fusion",
-    "parse_parallel": "lanes", "lower_blocks": "blocks", "lower_sugar": "lower_sugar", "ProgramIR": "ir",
+    "parse_parallel": "lanes", "lower_blocks": "blocks", "ProgramIR": "ir",
 }
+# (``fuseflow.compiler.lower_sugar`` is the submodule; the pass is ``fuseflow.compiler.lower_sugar.lower_sugar``)
 
 
 def __getattr__(name):
@@ -43,12 +44,10 @@ def __getattr__(name):
         from . import lanes as module
     elif sub == "blocks":
         from . import blocks as module
-    elif sub == "lower_sugar":
-        from . import lower_sugar as module
     else:
         from . import ir as module
     value = getattr(module, name)
-    globals()[name] = value         # as the eager import did: lower_sugar is the function, not its module
+    globals()[name] = value
     return value
 
 
