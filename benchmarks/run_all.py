@@ -45,6 +45,7 @@ BENCHMARKS = [
     ("cora_bench", [], ["cora.json"]),
     ("attention_bench", [], ["attention.json"]),
     ("ogb_scale_bench", [], ["ogb_scale.json"]),
+    ("startup_bench", [], ["startup.json"]),
 ]
 
 

@@ -23,10 +23,8 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
@@ -266,6 +264,7 @@ def _check_parent(directory, user_path, what):
 def _probe_directory(d, user_path, what):
     """Create and remove an empty directory in ``d``: ``os.access`` says yes to root and to pseudo file systems
     (``/proc``, ``/sys``) where nothing can be created. ``d``'s modification time is put back afterwards."""
+    import tempfile
     try:
         st = os.stat(d)
         probe = tempfile.mkdtemp(dir=d, prefix=".fuseflow-probe-")
@@ -300,6 +299,7 @@ class OutputTransaction:
         self.stage_dirs = []
 
     def stage(self, path):
+        import tempfile
         directory = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(directory):
             base = directory
@@ -321,22 +321,47 @@ class OutputTransaction:
         self.staged.append((tmp, target, perms))
         _hold()
 
+    def _check_targets(self):
+        """Refuse (before anything is renamed or created) a set of targets that cannot all be put in place: one
+        target lies below another (a file cannot also be a directory), or a target is now a directory."""
+        targets = {target for _, target, _ in self.staged}
+        for target in sorted(targets):
+            if os.path.isdir(target):
+                raise FuseFlowError(target, "is a directory, not a file")
+            d = os.path.dirname(target)
+            while d != os.path.dirname(d):
+                if d in targets:
+                    raise FuseFlowError(target, f"lies inside {d}, which this command also writes as a file")
+                d = os.path.dirname(d)
+
     def commit(self):
         global _committing, _deferred_signal
         if not self.staged:
             return
         _committing = True
+        made = []                   # directories created here: removed again when the commit fails
         try:
+            self._check_targets()
             dirs = sorted({os.path.dirname(target) for _, target, _ in self.staged})
             with contextlib.ExitStack() as locks:
                 for d in dirs:
+                    missing = []
+                    p = d
+                    while not os.path.lexists(p) and p != os.path.dirname(p):
+                        missing.append(p)
+                        p = os.path.dirname(p)
                     os.makedirs(d, exist_ok=True)
+                    made.extend(missing)
                     locks.enter_context(_dir_lock(d))
                 for tmp, target, perms in self.staged:
                     os.chmod(tmp, perms)
                     os.replace(tmp, target)
             self.staged = []
+            made = []
         finally:
+            for d in sorted(made, key=len, reverse=True):
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)
             _committing = False
             self.discard()
             if _deferred_signal is not None:
@@ -353,8 +378,10 @@ class OutputTransaction:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self.staged = []
-        for d in self.stage_dirs:
-            shutil.rmtree(d, ignore_errors=True)
+        if self.stage_dirs:
+            import shutil                   # already loaded: staging used tempfile, which imports it
+            for d in self.stage_dirs:
+                shutil.rmtree(d, ignore_errors=True)
         self.stage_dirs = []
 
 
@@ -390,6 +417,7 @@ def atomic_write(path, mode="w", perms=None):
     (:func:`main_guard`): staged, and renamed into place with the command's other outputs when the command
     returns. Errors name ``path`` (never the temporary file). ``perms``: permission bits (default: 0666 less the
     umask)."""
+    import tempfile
     path = os.fspath(path)
     check_output_path(path)
     perms = _default_perms() if perms is None else perms
@@ -422,6 +450,7 @@ def atomic_write(path, mode="w", perms=None):
 
 def adopt_file(src, path, perms=None) -> None:
     """Move a finished file (e.g. a simulator's waveform) to ``path`` as one of the command's outputs."""
+    import shutil
     with atomic_write(path, "wb", perms) as f, open(src, "rb") as g:
         shutil.copyfileobj(g, f)
 
@@ -472,6 +501,25 @@ def positive_float(text: str) -> float:
     if not (v > 0 and v != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return v
+
+
+def check_separate_outputs(files=None, dirs=None) -> None:
+    """Refuse, before any work, output paths of one command that would collide: two file outputs (``files``:
+    ``{"--json": path, ...}``; ``None`` values are ignored) that are the same file, a file output that is also a
+    directory output (``dirs``), or any output that lies below a file output (that path cannot be both a file
+    and a directory)."""
+    def norm(p):
+        return os.path.realpath(os.path.abspath(os.fspath(p)))
+    fs = [(flag, p, norm(p)) for flag, p in (files or {}).items() if p]
+    ds = [(flag, p, norm(p)) for flag, p in (dirs or {}).items() if p]
+    for i, (flag, p, full) in enumerate(fs):
+        for flag2, p2, full2 in fs[i + 1:] + ds:
+            if full == full2:
+                kind = "file" if (flag2, p2, full2) in fs else "directory"
+                raise FuseFlowError(flag2, f"{p2} is the same path as {flag} {p} (give the {kind} another name)")
+        for flag2, p2, full2 in fs + ds:
+            if full2.startswith(full + os.sep):
+                raise FuseFlowError(flag2, f"{p2} lies inside {p}, which {flag} writes as a file")
 
 
 def output_file(text: str) -> str:

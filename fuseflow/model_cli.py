@@ -15,12 +15,9 @@ and compares bit for bit with the simulator. An op the front end cannot lower is
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import inspect
 import json
 import os
 import sys
-import warnings
 
 from .cli import describe, output_dir
 from .errors import FuseFlowError
@@ -97,6 +94,8 @@ def run_actions(m, args) -> int:
 
 def load_model(spec: str, kwargs: dict):
     """(model, example inputs or None, forward argument names) from ``FILE.py:CLASS`` or a bundled name."""
+    import importlib.util
+    import inspect
     import torch
     if ":" not in spec and not spec.endswith(".py"):
         from .models import MODELS, example
@@ -139,6 +138,7 @@ def load_model(spec: str, kwargs: dict):
 def inputs_from_npz(path: str, model, data=None):
     """The ``forward()`` arguments of ``model`` from the tensor file ``path`` (``data``: its contents, already
     loaded)."""
+    import inspect
     import numpy as np
     import scipy.sparse as sp
     import torch
@@ -170,6 +170,7 @@ def main(argv=None):
     if args.inputs:                       # read (and size-check) the data before torch and the model load
         from .tensors.io import load_tensor_file
         data = load_tensor_file(args.inputs)
+    import warnings
     warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
     try:
         import torch  # noqa: F401

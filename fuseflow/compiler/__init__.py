@@ -17,13 +17,43 @@ Modules: :mod:`.frontend` (Python API and ``.ff`` text), :mod:`.ir` (Einsum IR),
 from __future__ import annotations
 
 from ..errors import ProgramError
-from .codegen import CompileResult, build_program
-from .frontend import EinsumProgram, parse_file
-from .fusion import SCHEDULES, KernelPlan, TransposePlan, check_block_plans, plan_program, resolve_parallel
-from .lanes import parse_parallel
-from .blocks import lower_blocks
-from .lower_sugar import lower_sugar
-from .ir import ProgramIR
+
+# Everything heavy (the fusion planner, codegen, NumPy, networkx) is imported on first use: `import
+# fuseflow.compiler` and `fuseflow compile --help` stay cheap (issue 42). name -> submodule that defines it.
+_LAZY = {
+    "CompileResult": "codegen", "build_program": "codegen",
+    "EinsumProgram": "frontend", "parse_file": "frontend",
+    "SCHEDULES": "fusion", "KernelPlan": "fusion", "TransposePlan": "fusion", "check_block_plans": "fusion",
+    "plan_program": "fusion", "resolve_parallel": "fusion",
+    "parse_parallel": "lanes", "lower_blocks": "blocks", "ProgramIR": "ir",
+}
+# (``fuseflow.compiler.lower_sugar`` is the submodule; the pass is ``fuseflow.compiler.lower_sugar.lower_sugar``)
+
+
+def __getattr__(name):
+    sub = _LAZY.get(name)
+    if sub is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if sub == "codegen":                # only the submodule asked for
+        from . import codegen as module
+    elif sub == "frontend":
+        from . import frontend as module
+    elif sub == "fusion":
+        from . import fusion as module
+    elif sub == "lanes":
+        from . import lanes as module
+    elif sub == "blocks":
+        from . import blocks as module
+    else:
+        from . import ir as module
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileResult", "SCHEDULES",
            "KernelPlan", "TransposePlan", "parse_order"]
@@ -74,6 +104,12 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     {index: factor} or ``"i=4"`` (:mod:`.lanes`; added to the program's own ``parallel`` lines, and winning over
     them): every kernel with a parallelized index runs the sub-tree below it on that many lanes (several
     indices: nested lanes)."""
+    from .blocks import lower_blocks
+    from .codegen import CompileResult, build_program
+    from .fusion import check_block_plans, plan_program, resolve_parallel
+    from .ir import ProgramIR
+    from .lanes import parse_parallel
+    from .lower_sugar import lower_sugar
     ir = src if isinstance(src, ProgramIR) else src.to_ir()
     if iteration not in ("factored", "global"):
         raise ProgramError("iteration", f"expected 'factored' or 'global', got {iteration!r}")
@@ -100,5 +136,6 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
 def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None,
                  locate=True, parallel=None):
     """Compile ``.ff`` source text."""
+    from .frontend import EinsumProgram
     return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes, locate=locate,
                            parallel=parallel)

@@ -28,10 +28,7 @@ import time
 from ..cli import check_output_dir, describe, main_guard, output_dir, positive_int
 from ..model_cli import add_action_arguments
 from ..errors import ProgramError
-from . import SCHEDULES, compile_program, parse_file
-from .fusion import DEFAULT_MAX_ORDERS, KernelPlan
-from .passes import PIPELINE
-from .passes.depths import DEFAULT_BUDGET_BITS
+from .defaults import DEFAULT_BUDGET_BITS, DEFAULT_MAX_ORDERS, PASS_NAMES, SCHEDULES
 
 
 def parser():
@@ -84,7 +81,7 @@ def parser():
     c.add_argument("--profile", action="store_true",
                    help="also size channel depths by simulating synthetic inputs of the declared shapes and "
                         "densities (slower; the graph's structure alone is the default)")
-    c.add_argument("--dump-after", choices=[n for n, _ in PIPELINE],
+    c.add_argument("--dump-after", choices=PASS_NAMES,
                    help="print graph.json as it is after this graph pass")
     add_action_arguments(c, "NumPy")
     return ap
@@ -141,6 +138,8 @@ def compile_cmd(args):
         raise ProgramError("--max-lanes", "is a budget for --fuse auto (give --parallel INDEX=N for fixed lanes)")
     if args.output:
         check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
+    from . import compile_program, parse_file
+    from .fusion import KernelPlan
     src = parse_file(args.program)
     t0 = time.perf_counter()
     if args.fuse == "auto":

@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 
-from ..cli import atomic_write, describe, main_guard, output_dir, output_file, positive_int
+from ..cli import atomic_write, check_separate_outputs, describe, main_guard, output_dir, output_file, positive_int
 from ..samml.sample import add_data_arguments, load_data
 from .build import INTERFACES, run_sim  # noqa: F401  (the library: fuseflow.hw.build; re-exported for old imports)
 
@@ -87,6 +87,7 @@ def cmd_build(args):
 
 
 def cmd_sim(args):
+    check_separate_outputs({"--vcd": args.vcd, "--json": args.json})
     inputs = _data(args)
     s = run_sim(args.graph, inputs, args.simulator, args.vcd, args.max_cycles, args.bake)
     print(f"{s['name']}: RTL ({s['simulator']}) against the reference simulator (fixed mode)")

@@ -6,8 +6,6 @@ import os
 import sys
 
 from ..cli import atomic_write, describe, main_guard, nonnegative_int, output_dir, output_file
-from . import io
-from .dot import to_dot, to_svg
 from .sample import DEFAULT_SEED, density
 
 
@@ -44,6 +42,10 @@ def parser():
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    if args.cmd in ("validate", "dot", "kernels", "info", "random"):
+        from . import io                    # after parsing: --help does not load jsonschema and networkx
+    if args.cmd in ("dot", "kernels"):
+        from .dot import to_dot, to_svg
     if args.cmd == "validate":
         p = io.load(args.graph)
         print(f"{args.graph}: valid SAMML program '{p.name}': {len(p.kernels)} kernel(s), "

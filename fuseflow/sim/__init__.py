@@ -1,5 +1,18 @@
 """The reference simulator: token-exact, cycle-level models of every SAMML op (float and fixed modes)."""
 
-from .engine import SimResult, run, run_op
-
 __all__ = ["run", "run_op", "SimResult"]
+
+
+def __getattr__(name):
+    # the engine (NumPy, the op models, the compiled engine) is imported on first use: `fuseflow sim --help` does
+    # not pay for it (issue 42)
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import engine
+    value = getattr(engine, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

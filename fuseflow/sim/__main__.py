@@ -5,11 +5,9 @@ import argparse
 import json
 import sys
 
-from ..cli import atomic_write, describe, main_guard, output_file, positive_int
+from ..cli import atomic_write, check_separate_outputs, describe, main_guard, output_file, positive_int
 from ..errors import FuseFlowError
-from . import engine
 from ..samml.sample import add_data_arguments, load_data, load_files
-from .check import compare, golden, tolerance
 
 
 def parser():
@@ -53,6 +51,7 @@ def _load_inputs(paths):
 
 def size_main(args):
     from ..samml import io as samml_io
+    from . import engine
     from .fifo_sizing import size_fifos
     if args.max_depth < 1:
         raise FuseFlowError("--max-depth", "must be at least 1")
@@ -73,6 +72,9 @@ def main(argv=None):
     args = parser().parse_args(argv)
     if args.cmd == "size-fifos":
         return size_main(args)
+    check_separate_outputs({"--json": args.json, "--outputs": args.outputs})
+    from . import engine
+    from .check import compare, golden, tolerance
     prog = engine.load_program(args.graph)
     inputs = load_data(args, prog)
     if args.fifo_depth is not None and args.fifo_depth < 1:

@@ -10,7 +10,6 @@ import os
 import zipfile
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
 
 from ..errors import FuseFlowError, TensorError
@@ -231,6 +230,7 @@ def load_mtx(path):
     if os.path.isdir(path):
         raise TensorError(path, "is a directory, not a file")
     _check_mtx_header(path)
+    import scipy.io                     # Matrix Market only: a quarter of the start-up otherwise (issue 42)
     try:
         obj = scipy.io.mmread(path)
     except MemoryError:
@@ -249,6 +249,7 @@ def load_mtx(path):
 
 def _check_mtx_header(path):
     """Refuse sizes that would exhaust memory before reading the entries (see fuseflow.limits)."""
+    import scipy.io
     from .. import limits
     try:
         rows, cols, entries, fmt, field, _ = scipy.io.mminfo(path)

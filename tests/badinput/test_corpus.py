@@ -420,6 +420,12 @@ case("sim-outputs-below-file", "fuseflow.sim", RUN + ["--json", "r.json", "--out
      "--outputs", "afile")
 case("sim-outputs-dir", "fuseflow.sim", RUN + ["--json", "r.json", "--outputs", "adir"], None, "--outputs")
 case("sim-json-empty", "fuseflow.sim", RUN + ["--json", ""], None, "--json")
+case("sim-json-inside-outputs", "fuseflow.sim", RUN + ["--json", "OUT/report.json", "--outputs", "OUT"], None,
+     "--json", "OUT/report.json lies inside OUT, which --outputs writes as a file")
+case("sim-outputs-inside-json", "fuseflow.sim", RUN + ["--outputs", "R/o.npz", "--json", "R"], None,
+     "--outputs", "lies inside R, which --json writes as a file")
+case("sim-outputs-same-as-json", "fuseflow.sim", RUN + ["--json", "r.json", "--outputs", "./r.json"], None,
+     "--outputs", "same path as --json r.json")
 case("sim-check-no-expr", "fuseflow.sim", ["run", "noexpr.json", "--inputs", "d.npz", "--check", "--json", "r.json"],
      {"noexpr.json": graph(lambda d: d.pop("expr") and None)}, "--check needs the program's 'expr'")
 case("sim-positions-crd2", "fuseflow.sim", ["run", "cw.json", "--inputs", "d.npz", "--json", "r.json"],
@@ -516,6 +522,10 @@ case("hw-sim-max-cycles-text", "fuseflow.hw", HS + ["--max-cycles", "many"], Non
 case("hw-sim-simulator", "fuseflow.hw", HS + ["--simulator", "iverilog"], None, "--simulator", "invalid choice")
 case("hw-sim-json-below-file", "fuseflow.hw", HS + ["--json", "afile/r.json"], None, "--json")
 case("hw-sim-vcd-dir", "fuseflow.hw", HS + ["--vcd", "adir"], None, "--vcd", "is a directory")
+case("hw-sim-json-inside-vcd", "fuseflow.hw", HS + ["--vcd", "W", "--json", "W/r.json"], None,
+     "--json", "lies inside W, which --vcd writes as a file")
+case("hw-sim-json-same-as-vcd", "fuseflow.hw", HS + ["--vcd", "w.vcd", "--json", "w.vcd"], None,
+     "--json", "same path as --vcd w.vcd")
 case("hw-sim-no-inputs", "fuseflow.hw", ["sim", G], None, "--inputs")
 case("hw-sim-crd2", "fuseflow.hw", ["sim", "cw.json", "--inputs", "d.npz", "--simulator", "amaranth"],
      {"cw.json": graph(set_in(["config", "crd_width"], 2))}, "positions up to 12 need a 16-bit coordinate width, the graph declares crd_width 2")

@@ -100,3 +100,31 @@ def test_output_dir_type_names_the_blocking_file(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(argparse.ArgumentTypeError, match="lies below .*f, which is not a directory"):
         output_dir(str(tmp_path / "f" / "sub"))
+
+
+@pytest.mark.parametrize("order", ["dir-first", "file-first"])
+def test_overlapping_staged_outputs_leave_nothing(tmp_path, capsys, order):
+    """One output inside another that is written as a file (issue 42: ``--json OUT/report.json --outputs OUT``
+    left OUT/report.json behind): the commit refuses the set before it renames or creates anything."""
+    inner, outer = tmp_path / "OUT" / "report.json", tmp_path / "OUT"
+
+    def func(argv):
+        for path in ([inner, outer] if order == "dir-first" else [outer, inner]):
+            with atomic_write(path) as f:
+                f.write("{}")
+    assert main_guard(func, []) == 2
+    one_line(capsys, "report.json", "lies inside", "also writes as a file")
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_check_separate_outputs():
+    from fuseflow.cli import check_separate_outputs
+    from fuseflow.errors import FuseFlowError
+    check_separate_outputs({"--json": "r.json", "--outputs": "o.npz", "--vcd": None})
+    check_separate_outputs({"--json": "out/r.json"}, {"-o": "out"})        # a file inside an output directory
+    for files, dirs, match in [({"--json": "r.json", "--outputs": "./r.json"}, None, "--outputs: ./r.json is the same path as --json r.json"),
+                               ({"--json": "OUT/r.json", "--outputs": "OUT"}, None, "--json: OUT/r.json lies inside"),
+                               ({"--json": "out"}, {"-o": "out"}, "-o: out is the same path as --json"),
+                               ({"--json": "out"}, {"-o": "out/sub"}, "-o: out/sub lies inside out")]:
+        with pytest.raises(FuseFlowError, match=match):
+            check_separate_outputs(files, dirs)
