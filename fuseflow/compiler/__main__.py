@@ -56,6 +56,9 @@ def parser():
     c.add_argument("--budget", type=float, default=60.0, help="--fuse auto: time budget in seconds (default 60)")
     c.add_argument("--no-simulate", action="store_true",
                    help="--fuse auto: rank with the cost model only, simulate no candidate")
+    c.add_argument("--redundancy", choices=("warn", "rewrite", "ignore"), default="warn",
+                   help="a fused kernel that does more work than unfused (cost model): warn (default), rewrite "
+                        "(materialise or reassociate what it recomputes) or ignore")
     c.add_argument("--order", action="append",
                    help="dataflow order, outer to inner: i,k,j (every kernel uses the indices it has), or "
                         "KERNEL=i,k,j for one kernel (repeat for several; --list-orders prints them so)")
@@ -155,8 +158,7 @@ def compile_cmd(args):
                    "locate": not args.no_locate, "drop_empty": not args.no_drop_empty}
         if args.fifo_depth is not None:
             options["fifo_depth"] = args.fifo_depth
-        result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
-                                 parallel=args.parallel)
+        result = _compile_checked(src, args, options)
     seconds = time.perf_counter() - t0
     if args.dump_after and "dump" in result.reports:
         print(result.reports["dump"])
@@ -217,6 +219,25 @@ def compile_cmd(args):
     if acts:
         return _actions(src, result, args, seconds)
     return 0
+
+
+def _compile_checked(src, args, options):
+    """The program compiled at ``--fuse`` and, unless ``--redundancy ignore``, every fused kernel checked against
+    the unfused program by the cost model on the program's deterministic example data (as ``fuseflow.compile``
+    does; :mod:`fuseflow.compiler.redundancy`): one ``warning:`` line per kernel that does more work, or with
+    ``--redundancy rewrite`` the rewritten program and a ``note:`` line saying what was done."""
+    from . import compile_program
+    if args.fuse == "none" or args.redundancy == "ignore" or args.iteration != "factored":
+        return compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
+                               parallel=args.parallel)
+    from ..models import program_inputs
+    from .redundancy import compile_checked
+    data = program_inputs(compile_program(src, fuse="none", parallel=args.parallel).program)[0]
+    c = compile_checked(src, args.fuse, order=args.order, parallel=args.parallel, inputs=data,
+                        rewrite=args.redundancy == "rewrite", passes=options)
+    for r in c.redundancies:
+        print(f"{'note' if r.action else 'warning'}: {r.line()}", file=sys.stderr)
+    return c.result
 
 
 def _on_top(rep):

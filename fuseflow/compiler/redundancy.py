@@ -186,16 +186,20 @@ class Checked:
 
 
 def compile_checked(src, fuse="regions", order=None, parallel=None, densities=None, inputs=None, memory=None,
-                    rewrite: bool = False, max_rounds: int = 8) -> Checked:
+                    rewrite: bool = False, max_rounds: int = 8, passes: dict | None = None) -> Checked:
     """Compile ``src`` at ``fuse`` (``regions``, ``full``) and check every fused kernel against unfused.
 
     ``rewrite``: remove the redundancies. Two rewrites are tried and the one with fewer estimated cycles kept:
     materialising each recomputed statement (taking it out of its fusion group, again until no kernel is over
     unfused or nothing is left to take out), and, where a recomputed statement is the inner product of a chain
     ``A (X W)``, reassociating the chain as ``(A X) W`` (then materialising what still recomputes). The
-    redundancies come back with ``action`` saying what was done. Without ``rewrite`` they are only reported."""
-    from . import compile_program
+    redundancies come back with ``action`` saying what was done. Without ``rewrite`` they are only reported.
+    ``passes``: the graph passes' options of every compile (:func:`fuseflow.compiler.compile_program`)."""
+    from . import compile_program as _compile
     from .lower_sugar import lower_sugar
+
+    def compile_program(*a, **kw):
+        return _compile(*a, passes=passes, **kw)
     ir = lower_sugar(src if not hasattr(src, "to_ir") else src.to_ir())
     result = compile_program(ir, fuse=fuse, order=order, parallel=parallel)
     if not any(p.inlined for p in result.kernels):
@@ -204,7 +208,7 @@ def compile_checked(src, fuse="regions", order=None, parallel=None, densities=No
     found = find_redundancies(result, unfused, densities, inputs, memory)
     if not found or not rewrite:
         return Checked(result, found)
-    args = (order, parallel, densities, inputs, memory, max_rounds)
+    args = (order, parallel, densities, inputs, memory, max_rounds, passes)
     original = _cycles(result, densities, inputs, memory)
     best = _materialise(ir, fusion_groups(ir, fuse), result, unfused, found, *args)
     recomputed = {n for r in found for n in r.recomputed}
@@ -256,7 +260,7 @@ def _cycles(result, densities, inputs, memory) -> float:
 
 
 def _materialise(ir, groups, result, unfused, found, order, parallel, densities, inputs, memory,
-                 max_rounds) -> Checked:
+                 max_rounds, passes=None) -> Checked:
     """Take the statements each redundancy recomputes out of their fusion groups, compile again, repeat."""
     from . import compile_program
     by_name = {s.lhs: s.id for s in ir.stmts}
@@ -273,7 +277,7 @@ def _materialise(ir, groups, result, unfused, found, order, parallel, densities,
             break
         try:
             new = compile_program(replace(ir, regions=new_groups), fuse="regions", order=_kept_order(order, ir),
-                                  parallel=parallel)
+                                  parallel=parallel, passes=passes)
         except ProgramError:
             break
         after = {r2.kernel: r2 for r2 in find_redundancies(new, unfused, densities, inputs, memory)}

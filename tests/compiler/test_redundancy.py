@@ -205,3 +205,29 @@ def test_reassociated_example_programs_compute_the_same(name):
             w = want[t.name]
             w = w.toarray() if hasattr(w, "toarray") else np.asarray(w)
             np.testing.assert_allclose(np.asarray(got[t.name]), w, rtol=1e-9, atol=1e-9, err_msg=label)
+
+
+def test_ff_cli_warns_rewrites_or_ignores_a_recomputing_kernel(tmp_path):
+    """`fuseflow compile PROGRAM.ff --fuse regions` says in one line when a fused kernel recomputes a
+    transform per nonzero; --redundancy rewrite removes it (checked against NumPy), ignore stays quiet."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    prog = tmp_path / "tf.ff"
+    prog.write_text("program tf\ntensor A(40, 40) : csr\ntensor X(40, 8) : dense\ntensor W(8, 4) : dense\n"
+                    "fuse {\n  T(i,h) = X(i,j) * W(j,h)\n  H(i,h) = A(i,k) * T(k,h)\n}\n")
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "fuseflow.compiler", "compile", str(prog), "--fuse", "regions",
+                               *extra], capture_output=True, text=True, cwd=root,
+                              env=dict(os.environ, PYTHONPATH=root))
+    warn = run("-o", str(tmp_path / "a"))
+    assert warn.returncode == 0, warn.stderr
+    lines = [ln for ln in warn.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(lines) == 1 and "recomputes T per nonzero of A" in lines[0]
+    fixed = run("-o", str(tmp_path / "b"), "--redundancy", "rewrite", "--check", "--mode", "float")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "note: kernel H recomputes T" in fixed.stderr and "matches NumPy" in fixed.stdout
+    quiet = run("-o", str(tmp_path / "c"), "--redundancy", "ignore")
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr
