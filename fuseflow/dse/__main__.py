@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
                    help="graph of the fig12 experiment's GNNs (fuseflow.datasets.load: a name or a path; default cora)")
     r.add_argument("--size", default="paper", choices=("small", "medium", "paper"),
                    help="model sizes of the fig12 experiment (default: the paper's)")
+    r.add_argument("--models", metavar="M,M", help="the fig12 experiment's models, comma separated (default: gcn, "
+                                                   "graphsage, autoencoder, attention)")
     e = sub.add_parser("evaluation", help="print docs/evaluation.md's results block from committed JSON")
     e.add_argument("dir", nargs="?", default="benchmarks/results/dse", help="experiment JSON directory")
     e.add_argument("--cost", default="benchmarks/results/cost.json",

@@ -365,11 +365,16 @@ PAPER_FIG12_SPEEDUP = {
 FIG12_FUSES = {"gcn": FUSES, "graphsage": FUSES, "autoencoder": FUSES, "attention": ("none", "full")}
 
 
-def _fig12_tasks(dataset: str = "cora", size: str = "paper"):
+def _fig12_tasks(dataset: str = "cora", size: str = "paper", models: str | None = None):
     from .. import datasets
+    from ..errors import FuseFlowError
+    chosen = list(FIG12_FUSES) if not models else [m.strip() for m in models.split(",") if m.strip()]
+    for m in chosen:
+        if m not in FIG12_FUSES:
+            raise FuseFlowError("--models", f"unknown model {m!r} (known: {', '.join(FIG12_FUSES)})")
     datasets.load(dataset)                       # a missing or malformed dataset fails before any work
     return [Task(f"{model}|{fuse}", run_model_point, (model, fuse), {"dataset": dataset, "size": size})
-            for model, fuses in FIG12_FUSES.items() for fuse in fuses]
+            for model in chosen for fuse in FIG12_FUSES[model]]
 
 
 def _fig12_summary(results):
@@ -441,7 +446,7 @@ EXPERIMENTS = {e.name: e for e in (
                "166,361,105 cycles); GraphSAGE: partial best, full degrades; the sparse autoencoder (224 x 224) "
                "1.94x with full fusion and 1.01x with partial; GPT-3 with BigBird (sequence 1024) ~2.7x with "
                "full fusion.", _fig12_tasks, _fig12_summary, _fig12_plot,
-               options=("dataset", "size"), in_all=False),
+               options=("dataset", "size", "models"), in_all=False),
     Experiment("orders", "Fig. 18", "All valid dataflow orders of the nested matrix product (karate club)",
                "Dataflow order changes run time by up to ~29x.", _orders_tasks, _orders_summary, _orders_plot),
 )}

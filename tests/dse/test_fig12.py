@@ -71,6 +71,15 @@ def test_fig12_is_listed_but_not_in_all_and_a_bad_dataset_is_one_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "nothing_here" in lines[0]
     assert not out.exists()
+    p = dse("run", "fig12", "--models", "gcn,bert", "-o", str(out), "--quiet")
+    assert p.returncode == 2 and p.stderr.strip() == "error: --models: unknown model 'bert' (known: gcn, graphsage, " \
+        "autoencoder, attention)"
+    assert not out.exists()
+
+
+def test_fig12_models_option_selects_the_tasks():
+    tasks = EXPERIMENTS["fig12"].tasks(dataset="cora", size="small", models="gcn,attention")
+    assert [t.key for t in tasks] == ["gcn|none", "gcn|regions", "gcn|full", "attention|none", "attention|full"]
 
 
 @pytest.mark.slow
