@@ -1,0 +1,128 @@
+"""The off-chip memory contract: what a tile transfer (DMA) costs, shared by both simulator engines and the RTL.
+
+A tiled program (:mod:`fuseflow.compiler.tiling`) runs each kernel once per tile: the tile's input arrays are
+loaded from off-chip memory into the kernel's on-chip tensor memories, the kernel runs (its cycles are the
+ordinary on-chip simulation's, exactly), and its output arrays are stored back. Transfers go through one AXI4
+memory-mapped master port of ``word_bytes`` bytes per beat. The memory the contract assumes:
+
+- a read burst of ``b`` beats whose AR handshake happens in cycle ``a`` delivers its first beat in cycle
+  ``a + latency`` at the earliest and one beat per cycle after that, in order, behind the previous burst's beats;
+- the DMA keeps at most ``outstanding`` bursts in flight and issues the next AR in the cycle after the previous
+  one, or in the cycle after the oldest burst in flight delivered its last beat when ``outstanding`` are in flight;
+- writes: the DMA sends a burst's AW and its ``b`` W beats one per cycle (the next burst's beats follow without a
+  gap), the memory answers B ``latency`` cycles after the burst's last W beat; at most ``outstanding`` bursts wait
+  for their B; the transfer ends in the cycle after its last B;
+- bursts never cross a 4 KiB boundary (AXI4) and hold at most ``burst`` beats.
+
+:func:`read_cycles` and :func:`write_cycles` compute those cycles exactly; the RTL meets them cycle for cycle
+against a memory that behaves so (tests/hw: the contract memory), and is bit-identical against any AXI slave
+(cocotbext-axi's ``AxiRam`` with random delays and back-pressure).
+
+``buffers``: 1 = load, run, store in turn; 2 = the next tile's loads overlap the current tile's run
+(:func:`tiled_cycles`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import FuseFlowError
+
+#: AXI4: a burst may not cross a 4 KiB address boundary
+AXI_BOUNDARY_BYTES = 4096
+#: AXI4 INCR bursts hold at most 256 beats
+AXI_MAX_BURST = 256
+
+
+@dataclass(frozen=True)
+class OffchipContract:
+    """Timing of the off-chip port (cycles of the kernel clock)."""
+    word_bytes: int = 4
+    latency: int = 20
+    burst: int = 64
+    outstanding: int = 4
+    buffers: int = 1
+
+    def __post_init__(self):
+        if self.word_bytes not in (4, 8, 16, 32, 64):
+            raise FuseFlowError("off-chip contract", f"word_bytes {self.word_bytes} is not 4, 8, 16, 32 or 64")
+        if self.latency < 1:
+            raise FuseFlowError("off-chip contract", f"latency {self.latency} must be >= 1")
+        if not 1 <= self.burst <= AXI_MAX_BURST:
+            raise FuseFlowError("off-chip contract", f"burst {self.burst} must be 1..{AXI_MAX_BURST} beats")
+        if self.outstanding < 1:
+            raise FuseFlowError("off-chip contract", f"outstanding {self.outstanding} must be >= 1")
+        if self.buffers not in (1, 2):
+            raise FuseFlowError("off-chip contract", f"buffers {self.buffers} must be 1 or 2")
+
+    @property
+    def bytes_per_cycle(self) -> int:
+        return self.word_bytes
+
+
+def bursts(address: int, beats: int, contract: OffchipContract) -> list[int]:
+    """Beats of each burst of a transfer of ``beats`` words from byte ``address`` (never across 4 KiB)."""
+    out = []
+    while beats > 0:
+        to_boundary = (AXI_BOUNDARY_BYTES - address % AXI_BOUNDARY_BYTES) // contract.word_bytes
+        b = min(beats, contract.burst, max(to_boundary, 1))
+        out.append(b)
+        beats -= b
+        address += b * contract.word_bytes
+    return out
+
+
+def read_cycles(address: int, beats: int, contract: OffchipContract) -> int:
+    """Cycles from the first AR until the last beat of a read of ``beats`` words has arrived (0 for none)."""
+    if beats <= 0:
+        return 0
+    ends = []                  # cycle of each burst's last beat
+    ar = 0
+    last_end = -1
+    for i, b in enumerate(bursts(address, beats, contract)):
+        if i >= contract.outstanding:
+            ar = max(ar, ends[i - contract.outstanding] + 1)
+        start = max(ar + contract.latency, last_end + 1)
+        last_end = start + b - 1
+        ends.append(last_end)
+        ar += 1
+    return last_end + 1
+
+
+def write_cycles(address: int, beats: int, contract: OffchipContract) -> int:
+    """Cycles from the first AW until the last B response of a write of ``beats`` words (0 for none)."""
+    if beats <= 0:
+        return 0
+    responses = []             # cycle of each burst's B
+    w = 0                      # cycle of the next W beat
+    for i, b in enumerate(bursts(address, beats, contract)):
+        if i >= contract.outstanding:
+            w = max(w, responses[i - contract.outstanding] + 1)
+        last_w = w + b - 1
+        responses.append(last_w + contract.latency)
+        w = last_w + 1
+    return responses[-1] + 1
+
+
+def tiled_cycles(steps: list[tuple[int, int, int]], contract: OffchipContract) -> int:
+    """Total cycles of a tile sequence: ``steps`` is ``[(load, run, store)]`` cycles per tile.
+
+    ``buffers`` 1: each tile loads, runs and stores in turn. ``buffers`` 2: the inputs have two banks, so tile
+    t+1's loads start once tile t's run has started and the port is free; tile t's store follows its run (and
+    tile t+1's loads: one port), and tile t+1's run starts once its loads and tile t's store are done (the outputs
+    have one bank).
+    """
+    if not steps:
+        return 0
+    if contract.buffers == 1:
+        return sum(load + run + store for load, run, store in steps)
+    port = steps[0][0]                     # the cycle the port is next free
+    run_start, run_end = port, port + steps[0][1]
+    for i in range(1, len(steps)):
+        load, run, _ = steps[i]
+        port = max(port, run_start) + load             # tile i's loads into the other bank
+        load_end = port
+        port = max(port, run_end) + steps[i - 1][2]    # tile i-1's store
+        run_start = max(load_end, port)
+        run_end = run_start + run
+    return max(port, run_end) + steps[-1][2]
