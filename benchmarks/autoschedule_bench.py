@@ -54,7 +54,8 @@ def one(name, density, top=3, text=None):
             "regret_cycles": auto.chosen.simulated_cycles - best.simulated_cycles,
             "regret": auto.chosen.simulated_cycles / best.simulated_cycles - 1,
             "worst_cycles": every[-1][0].simulated_cycles, "best_fuse": best.fuse, "picked_fuse": auto.chosen.fuse,
-            "per_region_candidates": sum(c[0].fuse == "per-region" for c in every)}
+            "per_region_candidates": sum(c[0].fuse == "per-region" for c in every),
+            "auto_rank_ms_per_kernel": 1e3 * auto.rank_seconds / len(src.to_ir().stmts)}
 
 
 def one_lanes(name, density, top=3):
@@ -272,6 +273,7 @@ def main(argv=None):
     rows = [r for k, r in res.items() if not k.startswith("lanes:")]
     lane_rows = [row for k, r in res.items() if k.startswith("lanes:") for row in r]
     summary = _summary(rows)
+    summary["median_rank_ms_per_kernel"] = statistics.median(r["auto_rank_ms_per_kernel"] for r in rows)
     summary.update({"cases_with_per_region_candidates": sum(r["per_region_candidates"] > 0 for r in rows),
                     "cases_best_per_region": sum(r["best_fuse"] == "per-region" for r in rows),
                     "cases_picked_per_region": sum(r["picked_fuse"] == "per-region" for r in rows)})
