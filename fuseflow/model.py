@@ -424,18 +424,19 @@ REDUNDANCY_CHOICES = ("warn", "rewrite", "ignore")
 DEFAULT_BUDGET = 60.0              # seconds: fuse="auto"'s default time budget (the autoscheduler's)
 
 
-def _compile_checked(einsum, fuse, order, parallel, inputs, memory, redundancy):
+def _compile_checked(einsum, fuse, order, parallel, inputs, memory, redundancy, unfused=None):
     """(CompileResult, redundancies): ``einsum`` compiled at ``fuse`` and every fused kernel checked against the
     unfused program with the cost model (:mod:`fuseflow.compiler.redundancy`): ``"warn"`` reports each kernel
     that does more work than unfused in one line (a :class:`~fuseflow.compiler.redundancy.FusionRedundancyWarning`),
-    ``"rewrite"`` materialises what it recomputes (and reports that), ``"ignore"`` skips the check."""
+    ``"rewrite"`` materialises what it recomputes (and reports that), ``"ignore"`` skips the check. ``unfused``:
+    the program already compiled unfused (not compiled again)."""
     import warnings
     from .compiler import compile_program
     if fuse == "none" or redundancy == "ignore":
         return compile_program(einsum, fuse=fuse, order=order, parallel=parallel), []
     from .compiler.redundancy import FusionRedundancyWarning, compile_checked
     c = compile_checked(einsum, fuse, order=order, parallel=parallel, inputs=inputs, memory=memory,
-                        rewrite=redundancy == "rewrite")
+                        rewrite=redundancy == "rewrite", unfused=unfused)
     for r in c.redundancies:
         warnings.warn(r.line(), FusionRedundancyWarning, stacklevel=4)
     return c.result, c.redundancies
@@ -567,10 +568,11 @@ def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_
         result, schedule, candidates, schedule_report = auto.result, auto.chosen, auto.candidates, auto
         order = schedule.order
     else:
-        data = example_inputs
+        data, unfused = example_inputs, None
         if data is None and fuse != "none" and redundancy != "ignore":   # the cost model's data, as auto's
-            data = program_inputs(compile_program(einsum, fuse="none").program)[0]
-        result, redundancies = _compile_checked(einsum, fuse, order, parallel, data, memory, redundancy)
+            unfused = compile_program(einsum, fuse="none", parallel=parallel)
+            data = program_inputs(unfused.program)[0]
+        result, redundancies = _compile_checked(einsum, fuse, order, parallel, data, memory, redundancy, unfused)
     seconds = time.perf_counter() - t0
     return ff_model(einsum, text, result, fuse=fuse, order=order, mode=mode, example_inputs=example_inputs,
                     compile_seconds=seconds, schedule=schedule, candidates=candidates, redundancies=redundancies,

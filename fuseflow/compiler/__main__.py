@@ -232,9 +232,10 @@ def _compile_checked(src, args, options):
                                parallel=args.parallel)
     from ..models import program_inputs
     from .redundancy import compile_checked
-    data = program_inputs(compile_program(src, fuse="none", parallel=args.parallel).program)[0]
+    unfused = compile_program(src, fuse="none", parallel=args.parallel, passes=options)
+    data = program_inputs(unfused.program)[0]
     c = compile_checked(src, args.fuse, order=args.order, parallel=args.parallel, inputs=data,
-                        rewrite=args.redundancy == "rewrite", passes=options)
+                        rewrite=args.redundancy == "rewrite", passes=options, unfused=unfused)
     for r in c.redundancies:
         print(f"{'note' if r.action else 'warning'}: {r.line()}", file=sys.stderr)
     return c.result

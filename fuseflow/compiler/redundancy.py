@@ -186,7 +186,8 @@ class Checked:
 
 
 def compile_checked(src, fuse="regions", order=None, parallel=None, densities=None, inputs=None, memory=None,
-                    rewrite: bool = False, max_rounds: int = 8, passes: dict | None = None) -> Checked:
+                    rewrite: bool = False, max_rounds: int = 8, passes: dict | None = None,
+                    unfused=None) -> Checked:
     """Compile ``src`` at ``fuse`` (``regions``, ``full``) and check every fused kernel against unfused.
 
     ``rewrite``: remove the redundancies. Two rewrites are tried and the one with fewer estimated cycles kept:
@@ -194,7 +195,9 @@ def compile_checked(src, fuse="regions", order=None, parallel=None, densities=No
     unfused or nothing is left to take out), and, where a recomputed statement is the inner product of a chain
     ``A (X W)``, reassociating the chain as ``(A X) W`` (then materialising what still recomputes). The
     redundancies come back with ``action`` saying what was done. Without ``rewrite`` they are only reported.
-    ``passes``: the graph passes' options of every compile (:func:`fuseflow.compiler.compile_program`)."""
+    ``passes``: the graph passes' options of every compile (:func:`fuseflow.compiler.compile_program`).
+    ``unfused``: the program already compiled at ``fuse="none"`` with the same ``parallel`` and ``passes`` (a caller
+    that compiled it for its example data), so it is not compiled twice."""
     from . import compile_program as _compile
     from .lower_sugar import lower_sugar
 
@@ -204,7 +207,8 @@ def compile_checked(src, fuse="regions", order=None, parallel=None, densities=No
     result = compile_program(ir, fuse=fuse, order=order, parallel=parallel)
     if not any(p.inlined for p in result.kernels):
         return Checked(result)
-    unfused = compile_program(ir, fuse="none", parallel=parallel)
+    if unfused is None:
+        unfused = compile_program(ir, fuse="none", parallel=parallel)
     found = find_redundancies(result, unfused, densities, inputs, memory)
     if not found or not rewrite:
         return Checked(result, found)
