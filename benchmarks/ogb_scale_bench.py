@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -28,6 +27,8 @@ import scipy.sparse as sp
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import commit  # noqa: E402
 
 #: (name, nodes, stored adjacency entries per node): OGB's node counts and average degrees
 GRAPHS = [("ogb-collab", 235_868, 10.0), ("ogb-mag", 1_939_743, 11.0)]
@@ -36,14 +37,6 @@ SIMULATED = (2_708, 10_000)
 FEATURES, HIDDEN, OUT = 128, 16, 16
 FUSES = ("none", "regions", "full")
 MEMORY = "hbm2"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def program_text(n: int, degree: float) -> str:

@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -41,6 +40,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import commit, machine  # noqa: E402
 
 #: density of the random sparse matrices (SpMV, SpMSpM, laned SpMV) and of the stored blocks (blocked SpMV)
 DENSITY = 0.1
@@ -412,30 +413,6 @@ def measure(name, size, reps_py, reps_c, target):
     return row
 
 
-def commit():
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "fuseflow", "benchmarks/sim_bench.py"],
-                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        return head.stdout.strip() + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def machine():
-    cpu = platform.processor() or platform.machine()
-    mem = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-        with open("/proc/meminfo") as f:
-            mem = round(int(f.readline().split()[1]) / 2 ** 20, 1)
-    except (OSError, StopIteration, ValueError):
-        pass
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu,
-            "cpus": os.cpu_count(), "memory_gb": mem}
-
-
 def fmt_rate(x):
     return "" if x is None else f"{x / 1e6:.2f} M"
 
@@ -522,7 +499,7 @@ def main(argv=None):
     if args.merge:
         with open(args.output) as f:
             previous = json.load(f)
-        run_commit = commit()
+        run_commit = commit(("fuseflow", "benchmarks/sim_bench.py"))
         for r in rows:
             r["commit"] = run_commit
         kept = [r for r in previous["results"] if r["case"] not in names]
@@ -536,7 +513,7 @@ def main(argv=None):
     spmv = [r for r in rows if r["case"] == "spmv_csr" and r.get("compiled")]
     report = {
         "benchmark": "simulator throughput: python and compiled engines",
-        "commit": commit(), "machine": machine(),
+        "commit": commit(("fuseflow", "benchmarks/sim_bench.py")), "machine": machine(),
         "mode": "smoke" if args.smoke else "quick" if args.quick else "full",
         "load_average": {"before": [round(x, 2) for x in load0], "after": [round(x, 2) for x in os.getloadavg()]},
         "seconds": round(time.perf_counter() - started, 1),

@@ -18,9 +18,11 @@ memory bits: depth x width over the tensor memories (index: the seg/crd arrays).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import commit  # noqa: E402
 
 GCN = """program gcn
 tensor A(5000, 5000) : csr density 0.001
@@ -66,14 +68,6 @@ def measure(program, synth=False) -> dict:
     return out
 
 
-def git_commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
-    except OSError:
-        return None
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", required=True, help="the entry to write (e.g. before, after)")
@@ -92,7 +86,7 @@ def main(argv=None):
         print(name, json.dumps(rows[name]), flush=True)
     doc = json.loads(open(args.output).read()) if os.path.exists(args.output) else {}
     entry = doc.setdefault(args.label, {"designs": {}})
-    entry["commit"] = args.commit or git_commit()
+    entry["commit"] = args.commit or commit()
     entry["designs"].update(rows)
     tmp = args.output + ".tmp"
     with open(tmp, "w") as f:

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
-SCRIPTS = sorted(f[:-3] for f in os.listdir(BENCH) if f.endswith(".py"))
+SCRIPTS = sorted(f[:-3] for f in os.listdir(BENCH) if f.endswith(".py") and not f.startswith("_"))
 
 
 def load(name):
