@@ -57,13 +57,17 @@ def run_point(text: str, fuse: str = "regions", order=None, data: dict | None = 
     if simulate:
         t2 = time.perf_counter()
         res = engine.run(program, inputs, mode=mode)
-        s = res.stats
-        out.update({"sim_s": time.perf_counter() - t2, "alu_ops": s["alu_ops"],
-                    "bytes": s["mem_read_bytes"] + s["mem_write_bytes"], "read_bytes": s["mem_read_bytes"],
-                    "write_bytes": s["mem_write_bytes"], "tokens": s["tokens"],
-                    "cycles": {name: recharge(s, name) for name in PRESETS}})
+        out.update({"sim_s": time.perf_counter() - t2, **counters(res.stats)})
         assert out["cycles"]["onchip"] == res.cycles
     return out
+
+
+def counters(stats: dict) -> dict:
+    """A simulation's counters as a point records them: ALU ops, bytes moved, tokens, cycles under every memory
+    preset (:func:`fuseflow.sim.memory.recharge`)."""
+    return {"alu_ops": stats["alu_ops"], "bytes": stats["mem_read_bytes"] + stats["mem_write_bytes"],
+            "read_bytes": stats["mem_read_bytes"], "write_bytes": stats["mem_write_bytes"], "tokens": stats["tokens"],
+            "cycles": {name: recharge(stats, name) for name in PRESETS}}
 
 
 def paper_model(model: str, dataset: str = "cora", size: str = "paper"):
@@ -98,5 +102,4 @@ def run_model_point(model: str, fuse: str, dataset: str = "cora", size: str = "p
     return {"model": model, "fuse": fuse, "dataset": dataset if model in ("gcn", "graphsage") else None,
             "size": size, "kernels": len(m.program.kernels), "engine": s["engine"], "compile_s": compile_s,
             "sim_s": time.perf_counter() - t1, "check_ok": bool(check.ok), "max_rel_error": check.max_rel_error,
-            "alu_ops": s["alu_ops"], "bytes": s["mem_read_bytes"] + s["mem_write_bytes"], "tokens": s["tokens"],
-            "cycles": {name: recharge(s, name) for name in PRESETS}}
+            **counters(s)}
