@@ -59,8 +59,8 @@ synth-report: $(STAMP)
 	$(PY) benchmarks/synth_bench.py -o benchmarks/results/synth.json --md benchmarks/results/synth.md
 
 # bitstreams for both boards (SpMV behind a UART host bridge): build/<board>/
-# ULX3S: SpMV (DCSR) with its kernel clock from the ECP5 PLL at 100 MHz, just below the Fmax the build reaches
-# when placed for it (114.3 MHz at 100, 2026-11-25; 104.9 MHz when placed for 60: docs/boards.md).
+# ULX3S: SpMV (DCSR) with its kernel clock from the ECP5 PLL at 100 MHz, below the Fmax the build reaches when
+# placed for it (docs/boards.md).
 # iCEBreaker: vector_add, because the SpMV board top (pipelined 32-bit multiply, memories as flip-flops on
 # the iCE40) needs about 7240 of the UP5K's 5280 logic cells and is refused by the resource check before
 # place and route (docs/boards.md).
