@@ -251,6 +251,8 @@ def evaluation_markdown(dse_dir: str, cost_json: str | None = None, auto_json: s
                   f"candidates than it simulates). The heuristic's first choice alone (no confirming simulation) is "
                   f"the best in {100 * s['heuristic_first_hit_rate']:.0f} % of the cases, mean regret "
                   f"{100 * s['heuristic_first_mean_regret']:.1f} %, worst {100 * s['heuristic_first_max_regret']:.1f} %."
+                  + (f" Ranking with the cost model took {s['median_rank_ms_per_kernel']:.0f} ms per unfused kernel at "
+                     f"the median." if "median_rank_ms_per_kernel" in s else "")
                   + (f" Fusion is chosen per region: {s['cases_with_per_region_candidates']} cases had per-region "
                      f"candidates (one region fused, another split; up to {s['max_candidates']} candidates per case); "
                      f"the exhaustive best was a per-region mix in {s['cases_best_per_region']} of them and the "
