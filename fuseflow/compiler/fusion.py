@@ -627,7 +627,8 @@ class Compiler:
             raise ProgramError(f"line {kp.stmt.line}", f"the storage orders conflict (cycle {path}); breaking it "
                                                        f"needs a permuted copy of {k[0]} (order "
                                                        f"{self.ir.tensors[k[0]].order}), and permuted copies "
-                                                       f"exist for order 2 and 3 only ({detail})")
+                                                       f"exist for order 2 and 3 only: declare {k[0]} in the "
+                                                       f"storage order its uses need ({detail})")
         raise ProgramError(f"line {kp.stmt.line}", f"unsatisfiable dataflow order for {kp.out}: the order "
                                                    f"constraints form a cycle {path} ({detail})")
 
