@@ -810,7 +810,7 @@ class Planner:
             if len(inner_free) > max(SPACC_ORDERS):
                 raise NotRealizable(f"reducing {r} outside {', '.join(x for x, _ in inner_free)} needs a sparse "
                                     f"accumulator of order {len(inner_free)} (at most {max(SPACC_ORDERS)} is "
-                                    f"supported): iterate {r} further in",
+                                    f"supported): iterate or store {r} further in",
                                     s.red if s.parent is not None else None)
             order = len(inner_free)
             # sub-tree streams outermost first: crd_outer{order-2} .. crd_outer0, crd_inner

@@ -67,6 +67,11 @@ tensor A(2, 2, 3, 2, 2, 3) : ccdcdc
 tensor B(2, 2, 3, 3, 2, 2) : cccccc
 C(a,b,c,d,e,f) = A(a,b,c,d,e,f) + B(a,b,c,f,d,e)
 """, lambda I: {"C": I["A"] + I["B"].transpose(0, 1, 2, 4, 5, 3)}),
+    # the same reduction with the reduced index stored further in: an accumulator of order 1
+    "stored_in5": ("""
+tensor A(2, 3, 4, 5, 2) : ccccc:1,2,3,0,4
+x(b,c,d,e) = A(a,b,c,d,e)
+""", lambda I: {"x": I["A"].sum(axis=0)}),
     "sum5": ("""
 tensor A(2, 3, 2, 3, 2) : cdcdc
 tensor B(2, 3, 2, 3, 2) : dense
@@ -127,6 +132,9 @@ def test_the_schema_holds_the_compilers_largest_order():
     # the storage orders of A and B conflict in their outermost levels: a copy re-sorts at most 3 levels
     ("tensor A(2,3,4,5) : cccc\ntensor B(3,2,4,5) : cccc\nx(a) = A(a,b,c,d) * B(b,a,c,d)\n",
      ["no permuted copy", "at most the 3 innermost levels", "declare A or B in the storage order"]),
+    # a reduced index stored above 4 free levels: an accumulator of order 4
+    ("tensor A(2,3,4,5,2) : ccccc\nx(b,c,d,e) = A(a,b,c,d,e)\n",
+     ["accumulator of order 4 (at most 3 is supported)", "iterate or store a further in"]),
 ])
 def test_limits_are_one_line_errors(text, fragments):
     with pytest.raises(ProgramError) as exc:
