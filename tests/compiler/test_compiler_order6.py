@@ -67,6 +67,11 @@ tensor A(2, 2, 3, 2, 2, 3) : ccdcdc
 tensor B(2, 2, 3, 3, 2, 2) : cccccc
 C(a,b,c,d,e,f) = A(a,b,c,d,e,f) + B(a,b,c,f,d,e)
 """, lambda I: {"C": I["A"] + I["B"].transpose(0, 1, 2, 4, 5, 3)}),
+    "outer4": ("""
+tensor E(2, 3) : dcsr
+tensor B(3, 2, 3) : csf
+Y(h,i,j,k) = E(h,l) * B(l,i,j) * B(l,k,j)
+""", lambda I: {"Y": np.einsum("hl,lij,lkj->hijk", I["E"], I["B"], I["B"])}),
     # the same reduction with the reduced index stored further in: an accumulator of order 1
     "stored_in5": ("""
 tensor A(2, 3, 4, 5, 2) : ccccc:1,2,3,0,4
