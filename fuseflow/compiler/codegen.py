@@ -142,9 +142,10 @@ def _gen_swap(prog, tp):
 
 def _gen_permute(prog, tp):
     """A permutation of the k innermost levels of an order-n tensor (k = n up to order 3; above, the n - k
-    outer levels the permutation keeps in place stay: :func:`~fuseflow.compiler.fusion.kept_levels`). Every source level is scanned (the outer n - k
-    kept, the inner k the reduced levels of the accumulator); below them each entry becomes a chain of k
-    one-coordinate fibres (dense scans of size 1, no tensor: the sub-tree levels), the d-th carrying the
+    outer levels the permutation keeps in place stay: :func:`~fuseflow.compiler.fusion.kept_levels`). Every
+    source level is scanned (the outer n - k kept, the inner k the reduced levels of the accumulator); below
+    them each entry becomes a chain of k one-coordinate fibres (dense scans of size 1, no tensor: the sub-tree
+    levels), the d-th carrying the
     coordinate of target level n - k + d held down from its source level (crd_hold); the values are read
     through the last unit scan's references (a dense scan of size 1 maps reference r to r). One ``spacc`` of
     order k with ``group`` k merges everything under one kept coordinate (the whole tensor when k = n) as one
@@ -153,7 +154,7 @@ def _gen_permute(prog, tp):
     k = prog.kernel(tp.name)
     kb = KernelBuilder(k)
     n = len(tp.shape)
-    # up to order PERMUTED_LEVELS the whole tensor is one group, as it always was (the same graph)
+    # up to order PERMUTED_LEVELS the whole tensor is one group (its graph as before larger orders existed)
     p = 0 if n <= PERMUTED_LEVELS else kept_levels(tp.src_mode_order, tp.dst_mode_order)
     m = n - p
     if not 2 <= m <= PERMUTED_LEVELS:
@@ -179,7 +180,8 @@ def _gen_permute(prog, tp):
         params["dim_outer" if j == 0 else f"dim_outer{j}"] = dims[m - 2 - j]
     acc = Cell("spacc", inputs, "spacc_permute", **params)
     levels = [(f"l{lv}", scans[lv]["crd"]) for lv in range(p)]
-    levels += [(f"l{p + d}", acc[f"crd_outer{m - 2 - d}"]) for d in range(m - 1)] + [(f"l{n - 1}", acc["crd_inner"])]
+    levels += [(f"l{p + d}", acc[f"crd_outer{m - 2 - d}"]) for d in range(m - 1)]
+    levels += [(f"l{n - 1}", acc["crd_inner"])]
     write_tensor(kb, tp.dst, levels, acc["val"])
 
 

@@ -467,7 +467,8 @@ BAD_PROGRAMS = [
                              "X(i,j,k,l,m,n,o) = A(i,j,k,l,m,n) * b(o)\n"), ["X has order 7", "order at most 6"]),
     # order 4: conflicting outermost levels (a permuted copy re-sorts at most the 3 innermost levels)
     ("order-4-permuted-copy", text("program p\ntensor A(2,3,4,5) : cccc\ntensor B(3,2,4,5) : cccc\n"
-                                   "x(a) = A(a,b,c,d) * B(b,a,c,d)\n"), ["no permuted copy", "3 innermost levels"]),
+                                   "x(a) = A(a,b,c,d) * B(b,a,c,d)\n"),
+     ["no permuted copy", "3 innermost levels"]),
     ("dim-0", text(VALID_FF.replace("B(3, 4)", "B(3, 0)")), []),
     ("dim-1e20", text(VALID_FF.replace("B(3, 4)", "B(3, 100000000000000000000)").replace("c(4)", "c(100000000000000000000)")),
      []),
