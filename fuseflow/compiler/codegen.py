@@ -154,7 +154,7 @@ def _gen_permute(prog, tp):
     k = prog.kernel(tp.name)
     kb = KernelBuilder(k)
     n = len(tp.shape)
-    # up to order PERMUTED_LEVELS the whole tensor is one group (its graph as before larger orders existed)
+    # up to order PERMUTED_LEVELS every level is re-sorted (one group: the whole tensor)
     p = 0 if n <= PERMUTED_LEVELS else kept_levels(tp.src_mode_order, tp.dst_mode_order)
     m = n - p
     if not 2 <= m <= PERMUTED_LEVELS:
