@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..samml import Program
-from .fusion import KernelPlan, TransposePlan
+from .fusion import PERMUTED_LEVELS, KernelPlan, TransposePlan, kept_levels
 from .tables import Cell, Planner
 
 
@@ -103,8 +103,8 @@ def _scan_source(tp):
 
 
 def gen_transpose(prog, tp, general=False):
-    """A transpose kernel (a permuted copy ``tp.dst`` of ``tp.src``); the cheap kernel for an order-2
-    transpose or an order-3 inner swap unless ``general``, else the general one."""
+    """A transpose kernel (a permuted copy ``tp.dst`` of ``tp.src``); the cheap kernel for a swap of the two
+    innermost levels unless ``general``, else the general one."""
     if tp.cheap and not general:
         return _gen_swap(prog, tp)
     return _gen_permute(prog, tp)
@@ -141,39 +141,47 @@ def _gen_swap(prog, tp):
 
 
 def _gen_permute(prog, tp):
-    """Any permutation of an order-n tensor (n = 2, 3). Every source level is scanned (the n reduced levels
-    of the accumulator); below them each entry becomes a chain of n one-coordinate fibres (dense scans of
-    size 1, no tensor: the sub-tree levels), the d-th carrying the coordinate of target level d held down
-    from its source level (crd_hold); the values are read through the last unit scan's references (a
-    dense scan of size 1 maps reference r to r). One ``spacc`` of order n with ``group`` n merges the
-    whole tensor as one group and emits it sorted in the target order (every position once: nothing is
-    summed); capacity: the product of the dimensions."""
+    """A permutation of the k innermost levels of an order-n tensor (k = n up to order 3; above, the n - k
+    outer levels the permutation keeps in place stay: :func:`~fuseflow.compiler.fusion.kept_levels`). Every
+    source level is scanned (the outer n - k kept, the inner k the reduced levels of the accumulator); below
+    them each entry becomes a chain of k one-coordinate fibres (dense scans of size 1, no tensor: the sub-tree
+    levels), the d-th carrying the
+    coordinate of target level n - k + d held down from its source level (crd_hold); the values are read
+    through the last unit scan's references (a dense scan of size 1 maps reference r to r). One ``spacc`` of
+    order k with ``group`` k merges everything under one kept coordinate (the whole tensor when k = n) as one
+    group and emits it sorted in the target order (every position once: nothing is summed); capacity: the
+    product of the k permuted dimensions."""
     k = prog.kernel(tp.name)
     kb = KernelBuilder(k)
     n = len(tp.shape)
-    if n not in (2, 3):
-        raise ValueError(f"permuted copies exist for order 2 and 3, not {n}")
+    # up to order PERMUTED_LEVELS every level is re-sorted (one group: the whole tensor)
+    p = 0 if n <= PERMUTED_LEVELS else kept_levels(tp.src_mode_order, tp.dst_mode_order)
+    m = n - p
+    if not 2 <= m <= PERMUTED_LEVELS:
+        raise ValueError(f"a permuted copy re-sorts 2 to {PERMUTED_LEVELS} innermost levels, not {m}")
     scans = _scan_source(tp)
     ref = scans[-1]["ref"]
     units = []
-    for d in range(n):
+    for d in range(m):
         u = Cell("level_scan", {"ref": ref}, f"unit{d}", format="dense", dim=1)
         units.append(u)
         ref = u["ref"]
     inners = [s["crd"] for s in scans] + [u["crd"] for u in units]
     sub = []
-    for d, dim in enumerate(tp.dst_mode_order):
+    for d, dim in enumerate(tp.dst_mode_order[p:]):
         lv = list(tp.src_mode_order).index(dim)
         sub.append(_hold(scans[lv]["crd"], inners[lv + 1:n + d + 1], f"hold{d}_"))
     vals = Cell("array", {"ref": ref}, f"vals_{tp.src}", tensor=tp.src)
-    dims = [int(tp.shape[m]) for m in tp.dst_mode_order]
+    dims = [int(tp.shape[d]) for d in tp.dst_mode_order[p:]]
     inputs = {"crd_inner": sub[-1], "val": vals["val"]}
-    params = {"order": n, "group": n, "op": "sum", "dim": dims[-1]}
-    for m in range(n - 1):                   # crd_outer0 is the level just above crd_inner
-        inputs[f"crd_outer{m}"] = sub[n - 2 - m]
-        params["dim_outer" if m == 0 else f"dim_outer{m}"] = dims[n - 2 - m]
+    params = {"order": m, "group": m, "op": "sum", "dim": dims[-1]}
+    for j in range(m - 1):                   # crd_outer0 is the level just above crd_inner
+        inputs[f"crd_outer{j}"] = sub[m - 2 - j]
+        params["dim_outer" if j == 0 else f"dim_outer{j}"] = dims[m - 2 - j]
     acc = Cell("spacc", inputs, "spacc_permute", **params)
-    levels = [(f"l{d}", acc[f"crd_outer{n - 2 - d}"]) for d in range(n - 1)] + [(f"l{n - 1}", acc["crd_inner"])]
+    levels = [(f"l{lv}", scans[lv]["crd"]) for lv in range(p)]
+    levels += [(f"l{p + d}", acc[f"crd_outer{m - 2 - d}"]) for d in range(m - 1)]
+    levels += [(f"l{n - 1}", acc["crd_inner"])]
     write_tensor(kb, tp.dst, levels, acc["val"])
 
 

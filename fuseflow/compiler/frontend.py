@@ -338,8 +338,8 @@ class EinsumProgram:
 def _check_order(name, order, where):
     if order > MAX_TENSOR_ORDER:
         raise ProgramError(where, f"{name} has order {order}: tensors of order at most {MAX_TENSOR_ORDER} are "
-                                  f"supported (graph.json, the simulator and the hardware); write attention "
-                                  f"with a head index instead of a batch x head pair, or split the tensor")
+                                  f"supported (graph.json, the simulator and the hardware); merge two "
+                                  f"indices into one or split the tensor")
 
 
 def _lhs_name(src):

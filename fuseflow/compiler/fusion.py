@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..errors import ProgramError
+from ..samml.registry import SPACC_ORDERS
 from .ir import MAX_TENSOR_ORDER, Bin, Fn, Leaf, Lit, ProgramIR, Red, Stmt, TensorInfo, push_masks, rename, to_text
 from .intermediates import infer_levels
 from .lower_sugar import lower_sugar
@@ -40,6 +41,9 @@ from .tables import check_order
 
 SCHEDULES = ("none", "regions", "full")
 DEFAULT_MAX_ORDERS = 1000
+#: a permuted copy re-sorts at most this many innermost levels of its tensor (one sparse accumulator of that
+#: order, per coordinate of the levels above); the levels above stay in place
+PERMUTED_LEVELS = max(SPACC_ORDERS)
 SCAN_LIMIT = 20000          # sorts examined when listing the valid orders (--list-orders)
 # sorts examined when looking for the first valid order before a fallback (materialisation) is taken: over
 # 400 random programs (tests/compiler/compiler_randprog.py) x 3 granularities, 3617 kernels with a valid order,
@@ -104,8 +108,9 @@ class KernelPlan:
 
 @dataclass
 class TransposePlan:
-    """A permuted copy of a tensor (a transpose kernel): stored with ``dst_mode_order`` (any permutation of an
-    order-2 or order-3 tensor; ``cheap`` when it is an order-2 transpose or an order-3 inner swap)."""
+    """A permuted copy of a tensor (a transpose kernel): stored with ``dst_mode_order`` (a permutation that
+    keeps all but at most :data:`PERMUTED_LEVELS` innermost levels in place: :func:`is_realizable_permutation`;
+    ``cheap`` when it swaps the two innermost levels)."""
     name: str
     src: str
     dst: str
@@ -613,49 +618,58 @@ class Compiler:
             if user and self.ir.tensors[key[0]].role == "input":
                 self._fail_cycle(kp, trial, cyc)
             detail = "; ".join(_describe_label(self.ir, a, b, lab) for a, b in cyc for lab in trial[a][b]["labels"])
+            big = sorted({lab[1][0] for lab in labs if lab[0] == "view"
+                          and self.ir.tensors[lab[1][0]].order > PERMUTED_LEVELS})
+            hint = (f"; a permuted copy re-sorts at most the {PERMUTED_LEVELS} innermost levels of a tensor: "
+                    f"declare {' or '.join(big)} in the storage order the other uses need" if big else "")
             raise ProgramError(f"line {kp.stmt.line}", f"the storage orders conflict (cycle {path}) and no "
-                                                       f"permuted copy of the views in it breaks it ({detail})")
+                                                       f"permuted copy of the views in it breaks it{hint} "
+                                                       f"({detail})")
         raise AssertionError("cycle not found again")
 
     def _fail_cycle(self, kp, g, cyc):
         labels = [(a, b, lab) for a, b in cyc for lab in g[a][b]["labels"]]
         path = " -> ".join([cyc[0][0]] + [b for _, b in cyc])
         detail = "; ".join(_describe_label(self.ir, u, v, lab) for u, v, lab in labels)
-        big = [lab[1] for _, _, lab in labels if lab[0] == "view" and self.ir.tensors[lab[1][0]].order > 3]
-        if big and not any(lab[0] in ("order", "cli") for _, _, lab in labels):
-            k = big[0]
-            raise ProgramError(f"line {kp.stmt.line}", f"the storage orders conflict (cycle {path}); breaking it "
-                                                       f"needs a permuted copy of {k[0]} (order "
-                                                       f"{self.ir.tensors[k[0]].order}), and permuted copies "
-                                                       f"exist for order 2 and 3 only ({detail})")
         raise ProgramError(f"line {kp.stmt.line}", f"unsatisfiable dataflow order for {kp.out}: the order "
                                                    f"constraints form a cycle {path} ({detail})")
 
     def permutable(self, kp, key):
-        """Can this view read a permuted copy? Order-2 and order-3 tensors (any mode order: the copy is
-        built by one sparse accumulator of the tensor's order), inputs or written by an earlier kernel, when
-        the view does not already read one."""
+        """Can this view read a permuted copy? Tensors of order 2 and more (the copy re-sorts at most
+        :data:`PERMUTED_LEVELS` innermost levels), inputs or written by an earlier kernel, when the view does
+        not already read one."""
         t = self.ir.tensors[key[0]]
-        if t.order not in (2, 3) or t.role == "mask":
+        if t.order < 2 or t.role == "mask":
             return False                     # a coordinate mask has no data to copy: its row index leads
         return key not in {v.key for v in kp.views.values() if v.permuted}
 
 
 def permuted_order(mode_order):
-    """The cheap permuted copy of a storage order: order 2 reversed, order 3 with its two inner levels
-    swapped (one sparse accumulator of order 2 per outer coordinate). Other permutations are built by the
-    general transpose kernel (one group: the whole tensor)."""
+    """The cheap permuted copy of a storage order: its two innermost levels swapped (order 2: reversed; one
+    sparse accumulator of order 2 per coordinate of the levels above). Other permutations are built by the
+    general transpose kernel."""
     mo = tuple(mode_order)
-    if len(mo) == 2:
-        return (mo[1], mo[0])
-    if len(mo) == 3:
-        return (mo[0], mo[2], mo[1])
-    raise ValueError(mo)
+    if len(mo) < 2:
+        raise ValueError(mo)
+    return mo[:-2] + (mo[-1], mo[-2])
 
 
 def is_cheap_permutation(src_mode_order, dst_mode_order):
-    """True when ``dst`` is the cheap permuted copy of ``src`` (order-2 transpose, order-3 inner swap)."""
-    return len(src_mode_order) in (2, 3) and tuple(dst_mode_order) == permuted_order(src_mode_order)
+    """True when ``dst`` is the cheap permuted copy of ``src`` (its two innermost levels swapped)."""
+    return len(src_mode_order) >= 2 and tuple(dst_mode_order) == permuted_order(src_mode_order)
+
+
+def kept_levels(src_mode_order, dst_mode_order):
+    """How many outer levels a permuted copy keeps in place (the common prefix of the two storage orders)."""
+    p = 0
+    while p < len(src_mode_order) and src_mode_order[p] == dst_mode_order[p]:
+        p += 1
+    return p
+
+
+def is_realizable_permutation(src_mode_order, dst_mode_order):
+    """Can a transpose kernel build this copy? It re-sorts at most :data:`PERMUTED_LEVELS` innermost levels."""
+    return len(src_mode_order) - kept_levels(src_mode_order, dst_mode_order) <= PERMUTED_LEVELS
 
 
 def permutation_candidates(view, g, rank):
@@ -673,7 +687,7 @@ def permutation_candidates(view, g, rank):
     out += list(itertools.permutations(range(n)))
     seen, res = {tuple(view.mode_order)}, []
     for t in out:
-        if t not in seen:
+        if t not in seen and is_realizable_permutation(view.mode_order, t):
             seen.add(t)
             res.append(t)
     return res

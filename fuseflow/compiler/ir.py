@@ -34,7 +34,7 @@ ON_STORED_BIN = ("-@", "/@")
 #: the largest tensor order that graph.json (its schema), the simulator's tensor files and the hardware's
 #: level memories carry; the compiler refuses larger tensors (the frontend's declarations, the fusion's
 #: temporaries) instead of writing a graph nothing can load
-MAX_TENSOR_ORDER = 3
+MAX_TENSOR_ORDER = 6
 
 
 class Node:

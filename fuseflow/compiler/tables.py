@@ -27,6 +27,7 @@ See ``docs/compiler.md`` for the full rules and the list of what is not supporte
 
 from __future__ import annotations
 
+from ..samml.registry import SPACC_ORDERS
 from .blocks import block_axes, block_product, reduced_indices
 from .ir import ON_STORED, ON_STORED_BIN, Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING, is_mask, mask_pattern
 
@@ -806,9 +807,10 @@ class Planner:
                                     f"{', '.join(x for x, _ in inner_free)} reduces block rows in a sparse "
                                     f"accumulator (not supported): iterate {r} innermost",
                                     s.red if s.parent is not None else None)
-            if len(inner_free) > 3:
+            if len(inner_free) > max(SPACC_ORDERS):
                 raise NotRealizable(f"reducing {r} outside {', '.join(x for x, _ in inner_free)} needs a sparse "
-                                    f"accumulator of order {len(inner_free)} (at most 3 is supported)",
+                                    f"accumulator of order {len(inner_free)} (at most {max(SPACC_ORDERS)} is "
+                                    f"supported): iterate or store {r} further in",
                                     s.red if s.parent is not None else None)
             order = len(inner_free)
             # sub-tree streams outermost first: crd_outer{order-2} .. crd_outer0, crd_inner

@@ -34,6 +34,9 @@ UNARY_ALU_OPS = ("neg", "relu", "exp", "sigmoid", "tanh", "gelu", "sqrt", "rsqrt
 REDUCE_OPS = ("sum", "max", "min")
 #: the binary alu op that merges two partial results of each reduction (reduce and spacc)
 REDUCE_MERGE = {"sum": "add", "max": "max", "min": "min"}
+#: orders of the sub-tree a spacc accumulates (simulator and RTL): reductions outside more inner levels, and
+#: permuted copies that reorder more levels, are refused by the compiler
+SPACC_ORDERS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -347,7 +350,7 @@ _op(OpSpec(
              Port("crd_outer{i}", "crd", "merged outer coordinates, sorted", count="order", count_offset=-1,
                   carries=("crd_outer{i}",)),
              Port("val", "val", "accumulated values")),
-    params=(Param("order", "int", 1, (1, 2, 3), "order of the accumulated sub-tree"),
+    params=(Param("order", "int", 1, SPACC_ORDERS, "order of the accumulated sub-tree"),
             Param("group", "int", 1, doc="number of reduced levels directly above the sub-tree (>= 1): a group "
                                          "ends with a stop of level >= group on the outermost sub-tree stream"),
             Param("op", "str", "sum", REDUCE_OPS, "reduction"),
@@ -473,7 +476,7 @@ def spacc_emit_delay(order):
 def check_spacc(params, where="op spacc"):
     """Raise GraphError (one line) for a spacc ``order`` or ``group`` out of range."""
     order, group = params.get("order", 1), params.get("group", 1)
-    if order not in (1, 2, 3):
+    if order not in SPACC_ORDERS:
         raise GraphError(where, f"spacc order must be 1, 2 or 3, got {order!r}")
     if not isinstance(group, int) or isinstance(group, bool) or group < 1:
         raise GraphError(where, f"spacc group must be an integer >= 1 (the number of reduced levels), got {group!r}")

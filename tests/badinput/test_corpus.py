@@ -225,7 +225,7 @@ BAD_GRAPHS = [
     ("shape-negative", graph(tensor(0, "shape", [3, -4])), ["$.tensors[0].shape"]),
     ("shape-float", graph(tensor(0, "shape", [3, 4.5])), ["$.tensors[0].shape"]),
     ("shape-string", graph(tensor(0, "shape", "3x4")), ["$.tensors[0].shape"]),
-    ("order-4", graph(tensor(0, "shape", [3, 4, 2, 2])), ["$.tensors[0].shape"]),
+    ("order-7", graph(tensor(0, "shape", [3, 4, 2, 2, 2, 2, 2])), ["$.tensors[0].shape"]),
     ("dim-1e30", graph(tensor(0, "shape", [3, 10 ** 30])), ["$.tensors[0].shape", "FUSEFLOW_MAX_DIMENSION"]),
     ("dim-1e13-crd64", graph(both(tensor(0, "shape", [3, 10 ** 13]), set_in(["config", "crd_width"], 64))),
      ["$.tensors[0].shape", "FUSEFLOW_MAX_DIMENSION"]),
@@ -308,7 +308,7 @@ for cid, make, frags, *env in BAD_GRAPHS:
 
 # the same definition of validity in every command that reads a graph (a sample of the rules above)
 SHARED = ["binary", "deep-array", "dim-1e30", "dim-70000-crd16", "alu-no-b", "frac-over-width", "dense-dim-0",
-          "arity-1e9", "fifo-1e12", "order-4", "dense-huge", "alu-const-nan"]
+          "arity-1e9", "fifo-1e12", "order-7", "dense-huge", "alu-const-nan"]
 for cid, make, frags, *env in BAD_GRAPHS:
     if cid not in SHARED:
         continue
@@ -461,7 +461,14 @@ BAD_PROGRAMS = [
     ("bad-char", text(VALID_FF.replace("* c(j)", "* c(j) $")), ["unexpected character"]),
     ("undeclared", text(VALID_FF.replace("c(j)", "q(j)")), ["q"]),
     ("shape-mismatch", text(VALID_FF.replace("tensor c(4)", "tensor c(5)")), []),
-    ("order-4", text("program p\ntensor A(2,2,2,2) : dense\nx(i) = A(i,j,k,l)\n"), []),
+    ("order-7", text("program p\ntensor A(2,2,2,2,2,2,2) : dense\nx(i) = A(i,j,k,l,m,n,o)\n"),
+     ["A has order 7", "order at most 6"]),
+    ("order-7-written", text("program p\ntensor A(2,2,2,2,2,2) : dense\ntensor b(2) : dense\n"
+                             "X(i,j,k,l,m,n,o) = A(i,j,k,l,m,n) * b(o)\n"), ["X has order 7", "order at most 6"]),
+    # order 4: conflicting outermost levels (a permuted copy re-sorts at most the 3 innermost levels)
+    ("order-4-permuted-copy", text("program p\ntensor A(2,3,4,5) : cccc\ntensor B(3,2,4,5) : cccc\n"
+                                   "x(a) = A(a,b,c,d) * B(b,a,c,d)\n"),
+     ["no permuted copy", "3 innermost levels"]),
     ("dim-0", text(VALID_FF.replace("B(3, 4)", "B(3, 0)")), []),
     ("dim-1e20", text(VALID_FF.replace("B(3, 4)", "B(3, 100000000000000000000)").replace("c(4)", "c(100000000000000000000)")),
      []),
@@ -484,7 +491,7 @@ for cid, make, frags in BAD_PROGRAMS:
     files = {} if make is None else {"bad.ff": make}
     prog = "nope.ff" if make is None else "bad.ff"
     case(f"compile-{cid}", "fuseflow.compiler", CP + [prog, "-o", "out"], files, *frags)
-for cid in ("binary", "overflow-1e999", "parens-5000", "order-4", "dim-1e20"):
+for cid in ("binary", "overflow-1e999", "parens-5000", "order-7", "dim-1e20"):
     make, frags = next((m, fr) for c, m, fr in BAD_PROGRAMS if c == cid)
     case(f"console-compile-{cid}", "fuseflow", ["compile", "bad.ff", "-o", "out"], {"bad.ff": make}, *frags)
 P = CP + ["p.ff"]
@@ -772,14 +779,14 @@ def test_same_message_in_every_command(base, tmp_path, cid):
 
 
 def test_compiler_refuses_what_validate_refuses(base, tmp_path):
-    """An order-4 tensor: the compiler does not write a graph.json that samml validate would reject (the schema
-    holds tensors of order <= 3), and refuses the program with one line saying so."""
+    """An order-7 tensor: the compiler does not write a graph.json that samml validate would reject (the schema
+    holds tensors of order <= 6), and refuses the program with one line saying so."""
     work = tmp_path / "w"
     shutil.copytree(base, work)
-    (work / "o4.ff").write_text("program p\ntensor A(2,2,2,2) : dense\ntensor B(2,2,2,2) : dense\n"
-                                "C(i,j,k,l) = A(i,j,k,l) * B(i,j,k,l)\n")
-    res = run_forked("fuseflow.compiler", ["compile", "o4.ff", "-o", "out"], work)
-    assert_one_line_error(res, "A has order 4: tensors of order at most 3 are supported")
+    (work / "o7.ff").write_text("program p\ntensor A(2,2,2,2,2,2,2) : dense\ntensor B(2,2,2,2,2,2,2) : dense\n"
+                                "C(i,j,k,l,m,n,o) = A(i,j,k,l,m,n,o) * B(i,j,k,l,m,n,o)\n")
+    res = run_forked("fuseflow.compiler", ["compile", "o7.ff", "-o", "out"], work)
+    assert_one_line_error(res, "A has order 7: tensors of order at most 6 are supported")
     assert not (work / "out").exists()
 
 

@@ -83,10 +83,10 @@ def test_order_flag(tmp_path):
     ("tensor A(3,3) : csr\nT(i,j) = B(i,j)\n", "error: line 2, column 10: tensor B is not declared"),
     ("tensor A(3,4) : csr\ntensor B(3,3) : csr\nT(i,j) = A(i,j) * B(i,j)\n", "error: line 3"),
     ("tensor A(3,3) : csc\nx(i) = A(i,j)\norder i,j\n", "unsatisfiable dataflow order"),
-    # order-4 tensors are refused by the compiler (graph.json, simulator and hardware carry order <= 3)
-    ("tensor X(2,2,3,3)\ny(a) = X(a,b,c,d)\n", "error: line 1, column 1: X has order 4"),
-    ("tensor E(2,3) : dcsr\ntensor B(3,2,3) : csf\nY(h,i,j,k) = E(h,l) * B(l,i,j) * B(l,k,j)\n",
-     "error: line 3, column 1: Y has order 4"),
+    # order-7 tensors are refused by the compiler (graph.json, simulator and hardware carry order <= 6)
+    ("tensor X(2,2,3,3,2,2,2)\ny(a) = X(a,b,c,d,e,f,g)\n", "error: line 1, column 1: X has order 7"),
+    ("tensor A(2,2,2) : csf\nY(a,b,c,d,e,f,g) = A(a,b,c) * A(d,e,f) * A(g,a,b)\n",
+     "error: line 2, column 1: Y has order 7"),
     # sugar: softmax / layernorm over an index the argument does not have, bad parameters
     ("tensor S(3,4)\nP(i,j) = softmax[k](S(i,j))\n", "error: line 2, column 10: softmax[k]: index k is not an "
                                                          "index of its argument S(i,j)"),

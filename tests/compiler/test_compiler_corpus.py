@@ -96,7 +96,7 @@ EXTRA = {
         z(i) = y(i,j)
     """,
     # reductions outside three free indices: spacc of order 3 (sum and max; Y: with a second reduced level h
-    # above it; order-4 tensors are refused, see test_compiler_cli)
+    # above it; tensors of order 4 to 6: test_compiler_order6)
     "order3_reduction": """
         tensor A(3,4) : dcsr
         tensor B(3,2,3) : csf

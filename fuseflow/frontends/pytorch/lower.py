@@ -455,6 +455,8 @@ class _Lowering:
         names = self.names_for(atoms, set())
         parts = []
         for x in operands:
+            if isinstance(x, torch.fx.Node) and x not in self.dyn and isinstance(self.values[x], (int, float)):
+                x = self.values[x]              # a number computed from sizes: q.size(-1) ** 0.5
             if isinstance(x, torch.fx.Node) or isinstance(x, torch.Tensor):
                 nm, at = self.aligned(x if isinstance(x, torch.fx.Node) else x, n, names, atoms)
                 parts.append(self.leaf(x, nm, at, n))
