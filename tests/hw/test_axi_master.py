@@ -56,6 +56,17 @@ def make_tiles(b, density, seed):
     return tiles, refs
 
 
+def crossing_image(man, tiles):
+    """The image of ``tiles`` at the first base (from 4 KiB, in record strides) where a transfer crosses a 4 KiB
+    boundary, so the DMA's burst split is exercised."""
+    stride = man["axi"]["record_stride"]
+    for base in range(0x1000, 0x3000, stride):
+        img = build_image(man, tiles, base=base)
+        if any(x.address // 4096 != (x.address + 4 * x.words - 1) // 4096 for t in img.transfers for x in t):
+            return img
+    raise AssertionError("no base puts a transfer across 4 KiB")
+
+
 def check_outputs(man, img, res, refs):
     assert res["done"] and not res["errors"], res["errors"]
     assert res["registers"]["tiles_done"] == len(refs)
@@ -68,7 +79,7 @@ def test_spmv_tiles_axiram_backpressure(design):
     """8 row tiles behind AxiRam with random pauses on every channel: bit-identical to the simulator per tile."""
     program, b, man, bdir, _, _ = design
     tiles, refs = make_tiles(b, 0.35, 1)
-    img = build_image(man, tiles, base=0x1000)
+    img = crossing_image(man, tiles)
     res = run_axim(bdir, man, img, memory="axiram", pause=0.3, seed=5)
     check_outputs(man, img, res, refs)
     assert res["kernel_cycles"] == [r.cycles for r in refs]
@@ -78,13 +89,15 @@ def test_spmv_tiles_contract_memory_cycle_exact(design):
     """Behind the contract memory: per-tile kernel cycles are the simulator's and the total is tiled_cycles."""
     program, b, man, bdir, _, _ = design
     tiles, refs = make_tiles(b, 0.35, 2)
-    img = build_image(man, tiles, base=0x1000)
+    img = crossing_image(man, tiles)
     res = run_axim(bdir, man, img, memory="contract")
     check_outputs(man, img, res, refs)
     kernel = [r.cycles for r in refs]
     assert res["kernel_cycles"] == kernel
     assert res["registers"]["kernel_cycles"] == sum(kernel)
     assert res["registers"]["cycles"] == img.total_cycles(kernel)
+    print(f"contract memory: {len(kernel)} tiles, kernel cycles {kernel}, total {res['registers']['cycles']} "
+          f"cycles (tiled_cycles {img.total_cycles(kernel)})")
 
 
 def test_same_build_three_sparsities(design):
@@ -126,3 +139,27 @@ def test_image_refuses_what_does_not_fit(design):
         build_image(man, [{"loads": {}, "stores": ["y.vals"]}])
     with pytest.raises(HardwareError, match="not a raw"):
         build_image(man, [{"loads": {"B.1.crd": [1 << 20]}, "stores": []}])
+
+
+def test_cli_axi_master_needs_memory_parameters(tmp_path, capsys):
+    """``--interface axi-master`` without ``--offchip`` (and no 'offchip' in the graph): a one-line error, exit 2,
+    nothing written; with them, the Verilog and a manifest that names the port and the contract."""
+    from fuseflow.hw.__main__ import main as hw_main
+    spmv = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "kernels", "spmv_csr", "graph.json")
+    out = tmp_path / "build"
+    assert hw_main(["build", spmv, "-o", str(out), "--interface", "axi-master"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --interface axi-master: needs the off-chip memory parameters: --offchip "
+                   "word_bytes=4,latency=20,burst=64,outstanding=4 (or an 'offchip' entry in the graph's config)"]
+    assert not out.exists()
+    assert hw_main(["build", spmv, "-o", str(out), "--interface", "axi-master", "--offchip", "burst=300"]) == 2
+    assert capsys.readouterr().err.strip() == "error: off-chip contract: burst 300 must be 1..256 beats"
+    assert not out.exists()
+    assert hw_main(["build", spmv, "-o", str(out), "--interface", "axi-master", "--no-probes",
+                    "--offchip", "word_bytes=4,latency=20,burst=16,outstanding=2"]) == 0
+    import json
+    man = json.loads((out / "spmv_csr_axim.json").read_text())
+    assert man["interface"] == "axi-master" and man["axi"]["contract"]["burst"] == 16
+    ports = {p["name"] for p in man["ports"]}
+    assert {"m_axi_araddr", "m_axi_rdata", "m_axi_awlen", "m_axi_wlast", "m_axi_bvalid", "s_axil_awaddr",
+            "irq"} <= ports
