@@ -28,15 +28,19 @@ CONTRACT = OffchipContract(word_bytes=4, latency=12, burst=8, outstanding=2)
 STORES = ["x.0.seg", "x.0.crd", "x.vals"]
 
 
-@pytest.fixture(scope="module")
-def design(tmp_path_factory):
-    """(program, Build, manifest, Verilator build directory) of the SpMV tile behind the master port."""
+def make_design(root, contract):
+    """(program, Build, manifest, Verilator build directory, Verilog, cache root) of the SpMV tile behind the
+    master port for ``contract``."""
     program = kernels.spmv(m=TILE_ROWS, n=COLS, fmt="csr")
     b = build(program, probes=False)
-    text, man = axim_build(b, CONTRACT)
-    root = tmp_path_factory.mktemp("verilator")
+    text, man = axim_build(b, contract)
     bdir = build_verilator(text, man["module"], root=root)
     return program, b, man, bdir, text, root
+
+
+@pytest.fixture(scope="module")
+def design(tmp_path_factory):
+    return make_design(tmp_path_factory.mktemp("verilator"), CONTRACT)
 
 
 def make_tiles(b, density, seed):
@@ -59,10 +63,10 @@ def make_tiles(b, density, seed):
 def crossing_image(man, tiles):
     """The image of ``tiles`` at the first base (from 4 KiB, in record strides) where a transfer crosses a 4 KiB
     boundary, so the DMA's burst split is exercised."""
-    stride = man["axi"]["record_stride"]
+    stride, wb = man["axi"]["record_stride"], man["axi"]["contract"]["word_bytes"]
     for base in range(0x1000, 0x3000, stride):
         img = build_image(man, tiles, base=base)
-        if any(x.address // 4096 != (x.address + 4 * x.words - 1) // 4096 for t in img.transfers for x in t):
+        if any(x.address // 4096 != (x.address + wb * x.words - 1) // 4096 for t in img.transfers for x in t):
             return img
     raise AssertionError("no base puts a transfer across 4 KiB")
 
@@ -98,6 +102,23 @@ def test_spmv_tiles_contract_memory_cycle_exact(design):
     assert res["registers"]["cycles"] == img.total_cycles(kernel)
     print(f"contract memory: {len(kernel)} tiles, kernel cycles {kernel}, total {res['registers']['cycles']} "
           f"cycles (tiled_cycles {img.total_cycles(kernel)})")
+
+
+@pytest.mark.slow
+def test_wide_port_single_outstanding(tmp_path):
+    """Another port: 64-bit beats, bursts of 4, one burst in flight, latency 3; cycle-exact behind the contract
+    memory and bit-identical behind AxiRam with back-pressure (a second Verilator build: slow)."""
+    contract = OffchipContract(word_bytes=8, latency=3, burst=4, outstanding=1)
+    program, b, man, bdir, _, _ = make_design(tmp_path, contract)
+    tiles, refs = make_tiles(b, 0.5, 21)
+    img = crossing_image(man, tiles)
+    res = run_axim(bdir, man, img, memory="contract")
+    check_outputs(man, img, res, refs)
+    kernel = [r.cycles for r in refs]
+    assert res["kernel_cycles"] == kernel
+    assert res["registers"]["cycles"] == img.total_cycles(kernel)
+    res = run_axim(bdir, man, img, memory="axiram", pause=0.5, seed=3)
+    check_outputs(man, img, res, refs)
 
 
 def test_same_build_three_sparsities(design):
