@@ -125,7 +125,9 @@ def write_cycles(address: int, beats: int, contract: OffchipContract) -> int:
 
 
 def record_words(memories: int) -> int:
-    """Words of one tile record of the tile table for a kernel top of ``memories`` tensor memories."""
+    """Words of one tile record of the tile table for a kernel top of ``memories`` tensor memories (its memory
+    plan's: ``seg``, ``crd`` and ``first`` per compressed level of every tensor, and ``vals``; the manifest's
+    ``axi.memories``)."""
     return RECORD_HEADER_WORDS + TRANSFER_WORDS * memories
 
 
@@ -152,7 +154,7 @@ def tiled_cycles(steps: list[tuple[int, int, int]], contract: OffchipContract) -
     :data:`RUN_OVERHEAD` per run (0 tiles: :data:`RUN_OVERHEAD`). ``buffers`` 2: the inputs have two banks, so tile
     t+1's loads start once tile t's run has started and the port is free; tile t's store follows its run (and
     tile t+1's loads: one port), and tile t+1's run starts once its loads and tile t's store are done (the outputs
-    have one bank).
+    have one bank); not in the RTL yet, so no sequencer cycles are counted.
     """
     if contract.buffers == 1:
         return sum(load + run + store + TILE_OVERHEAD for load, run, store in steps) + RUN_OVERHEAD
