@@ -130,21 +130,20 @@ class AxiMasterTop(wiring.Component):
         for eng, members in ((rd, read_members(1)), (wr, write_members(1))):
             for name, member in members.items():
                 if member.flow == Out:
-                    m.d.comb += getattr(self, f"m_axi_{name}").eq(getattr(eng, name))
+                    m.d.comb += getattr(self, f"m_axi_{name}").eq(getattr(eng.axi, name))
                 else:
-                    m.d.comb += getattr(eng, name).eq(getattr(self, f"m_axi_{name}"))
+                    m.d.comb += getattr(eng.axi, name).eq(getattr(self, f"m_axi_{name}"))
+        wiring.connect(m, seq.rd, rd.cmd)
+        wiring.connect(m, rd.beat, seq.beat)
+        wiring.connect(m, seq.wr, wr.cmd)
+        wiring.connect(m, wr.onchip, seq.onchip)
         m.d.comb += [
             seq.start.eq(ctl.start), seq.table.eq(ctl.table), seq.tiles.eq(ctl.tiles),
             ctl.busy.eq(seq.busy), ctl.done.eq(seq.done), ctl.cycles.eq(seq.cycles),
             ctl.kernel_cycles.eq(seq.kernel_cycles), ctl.tiles_done.eq(seq.tiles_done), self.irq.eq(seq.done),
-            rd.start.eq(seq.rd_start), rd.addr.eq(seq.rd_addr), rd.words.eq(seq.rd_words),
-            seq.rd_done.eq(rd.done), seq.rd_beat_valid.eq(rd.beat_valid), seq.rd_beat_data.eq(rd.beat_data),
-            seq.rd_beat_index.eq(rd.beat_index),
-            wr.start.eq(seq.wr_start), wr.addr.eq(seq.wr_addr), wr.words.eq(seq.wr_words),
-            seq.wr_done.eq(wr.done), seq.wr_rd_addr.eq(wr.rd_addr), wr.rd_data.eq(top.host_rdata),
-            top.start.eq(seq.k_start), seq.k_done.eq(top.done), seq.k_cycles.eq(top.cycles),
-            top.host_sel.eq(seq.host_sel), top.host_addr.eq(seq.host_addr), top.host_wdata.eq(seq.host_wdata),
-            top.host_we.eq(seq.host_we),
+            top.start.eq(seq.kernel.start), seq.kernel.done.eq(top.done), seq.kernel.cycles.eq(top.cycles),
+            top.host_sel.eq(seq.host.sel), top.host_addr.eq(seq.host.addr), top.host_wdata.eq(seq.host.wdata),
+            top.host_we.eq(seq.host.we), seq.host.rdata.eq(top.host_rdata),
             self.kernel_done.eq(top.done), self.kernel_cycles.eq(top.cycles),
         ]
         return m

@@ -15,7 +15,7 @@ table never holds one).
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, Signature
 
 from ..samml.offchip import AXI_BOUNDARY_BYTES, STORE_SETUP, OffchipContract
 from .memory import HOST_READ_LATENCY
@@ -66,70 +66,90 @@ def write_members(data_width):
             "wready": In(1), "bid": In(1), "bresp": In(2), "bvalid": In(1), "bready": Out(1)}
 
 
+def axi_read_signature(data_width):
+    """The AXI4 read channels (AR, R) as the master sees them."""
+    return Signature(read_members(data_width))
+
+
+def axi_write_signature(data_width):
+    """The AXI4 write channels (AW, W, B) as the master sees them."""
+    return Signature(write_members(data_width))
+
+
+#: a transfer request as its requester (the sequencer) sees it: ``start`` with ``addr`` (bytes) and ``words``;
+#: ``done`` in the transfer's last cycle
+TRANSFER = Signature({"start": Out(1), "addr": Out(AXI_ADDR_WIDTH), "words": Out(COUNT_WIDTH), "done": In(1)})
+
+
+def beat_signature(data_width):
+    """The reader's beats as it sends them: ``data`` of beat ``index`` (0, 1, ... of its transfer) when ``valid``."""
+    return Signature({"valid": Out(1), "data": Out(data_width), "index": Out(COUNT_WIDTH)})
+
+
+def onchip_read_signature(data_width):
+    """An on-chip memory read as the writer sees it: ``data`` shows entry ``addr`` ``HOST_READ_LATENCY`` cycles
+    later (the kernel top's host port)."""
+    return Signature({"addr": Out(COUNT_WIDTH), "data": In(data_width)})
+
+
 class DmaReader(wiring.Component):
-    """Reads ``words`` beats from byte ``addr`` when ``start`` is high while idle; each beat shows once on
-    ``beat_valid``/``beat_data`` with its index ``beat_index`` (0, 1, ...); ``done`` is high in the cycle of the
-    last beat (``start`` is taken then too). ``ar*``/``r*``: the AXI4 read channels."""
+    """Reads ``cmd.words`` beats from byte ``cmd.addr`` when ``cmd.start`` is high while idle; each beat shows
+    once on ``beat``; ``cmd.done`` is high in the cycle of the last beat (``cmd.start`` is taken then too).
+    ``axi``: the AXI4 read channels."""
 
     def __init__(self, contract: OffchipContract):
         self.contract = contract
         dw = contract.word_bytes * 8
-        super().__init__(read_members(dw) | {
-            "start": In(1), "addr": In(AXI_ADDR_WIDTH), "words": In(COUNT_WIDTH),
-            "busy": Out(1), "done": Out(1),
-            "beat_valid": Out(1), "beat_data": Out(dw), "beat_index": Out(COUNT_WIDTH),
-        })
+        super().__init__({"cmd": In(TRANSFER), "axi": Out(axi_read_signature(dw)), "beat": Out(beat_signature(dw)),
+                          "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
         c = self.contract
+        axi, cmd, beat = self.axi, self.cmd, self.beat
         ar_addr = Signal(AXI_ADDR_WIDTH)
         ar_left = Signal(COUNT_WIDTH)           # words not yet requested
         r_left = Signal(COUNT_WIDTH)            # words not yet received
         inflight = Signal(range(c.outstanding + 1))
         b = burst_beats(m, c, ar_addr, ar_left, "rd")
-        _axi_constants(m, c, "ar", self)
+        _axi_constants(m, c, "ar", axi)
         ar_fire = Signal()
         r_fire = Signal()
-        m.d.comb += [self.araddr.eq(ar_addr), self.arlen.eq(b - 1),
-                     self.arvalid.eq((ar_left != 0) & (inflight < c.outstanding)),
-                     ar_fire.eq(self.arvalid & self.arready),
-                     self.rready.eq(1), r_fire.eq(self.rvalid & (r_left != 0)),
+        m.d.comb += [axi.araddr.eq(ar_addr), axi.arlen.eq(b - 1),
+                     axi.arvalid.eq((ar_left != 0) & (inflight < c.outstanding)),
+                     ar_fire.eq(axi.arvalid & axi.arready),
+                     axi.rready.eq(1), r_fire.eq(axi.rvalid & (r_left != 0)),
                      self.busy.eq(r_left != 0),
-                     self.beat_valid.eq(r_fire), self.beat_data.eq(self.rdata),
-                     self.done.eq(r_fire & (r_left == 1))]
+                     beat.valid.eq(r_fire), beat.data.eq(axi.rdata),
+                     cmd.done.eq(r_fire & (r_left == 1))]
         index = Signal(COUNT_WIDTH)
-        m.d.comb += self.beat_index.eq(index)
+        m.d.comb += beat.index.eq(index)
         with m.If(ar_fire):
             m.d.sync += [ar_addr.eq(ar_addr + b * c.word_bytes), ar_left.eq(ar_left - b)]
-        m.d.sync += inflight.eq(inflight + ar_fire - (r_fire & self.rlast))
+        m.d.sync += inflight.eq(inflight + ar_fire - (r_fire & axi.rlast))
         with m.If(r_fire):
             m.d.sync += [r_left.eq(r_left - 1), index.eq(index + 1)]
-        with m.If(self.start & ((r_left == 0) | self.done)):
-            m.d.sync += [ar_addr.eq(self.addr), ar_left.eq(self.words), r_left.eq(self.words), index.eq(0)]
+        with m.If(cmd.start & ((r_left == 0) | cmd.done)):
+            m.d.sync += [ar_addr.eq(cmd.addr), ar_left.eq(cmd.words), r_left.eq(cmd.words), index.eq(0)]
         return m
 
 
 class DmaWriter(wiring.Component):
-    """Writes ``words`` beats to byte ``addr`` when ``start`` is high while idle, reading them from an on-chip
-    memory: ``rd_addr`` is the entry wanted, ``rd_data`` must show it ``HOST_READ_LATENCY`` cycles later (the
-    kernel top's host port; the caller selects the memory). ``done`` is high in the cycle of the last B. ``start`` is taken while idle and in
-the cycle of ``done``.
-    ``aw*``/``w*``/``b*``: the AXI4 write channels."""
+    """Writes ``cmd.words`` beats to byte ``cmd.addr`` when ``cmd.start`` is high while idle (or in the cycle of
+    ``cmd.done``), reading entries ``0 .. words - 1`` of an on-chip memory through ``onchip`` (the caller selects
+    the memory); ``cmd.done`` is high in the cycle of the last B. ``axi``: the AXI4 write channels."""
 
     def __init__(self, contract: OffchipContract, data_width: int):
         self.contract = contract
         self.data_width = data_width
         dw = contract.word_bytes * 8
-        super().__init__(write_members(dw) | {
-            "start": In(1), "addr": In(AXI_ADDR_WIDTH), "words": In(COUNT_WIDTH),
-            "busy": Out(1), "done": Out(1),
-            "rd_addr": Out(COUNT_WIDTH), "rd_data": In(data_width),
-        })
+        super().__init__({"cmd": In(TRANSFER), "axi": Out(axi_write_signature(dw)),
+                          "onchip": Out(onchip_read_signature(data_width)), "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
         c = self.contract
+        axi, cmd = self.axi, self.cmd
         m.submodules.fifo = fifo = SyncFIFO(width=self.data_width, depth=WRITE_FIFO_DEPTH)
         # on-chip reads: one per cycle while the FIFO and the reads in flight leave room
         f_left = Signal(COUNT_WIDTH)
@@ -138,11 +158,11 @@ the cycle of ``done``.
         issue = Signal()
         pending = sum(pipe[i] for i in range(HOST_READ_LATENCY))
         m.d.comb += [issue.eq((f_left != 0) & (fifo.level + pending < WRITE_FIFO_DEPTH)),
-                     self.rd_addr.eq(f_index)]
+                     self.onchip.addr.eq(f_index)]
         m.d.sync += pipe.eq((pipe << 1) | issue)
         with m.If(issue):
             m.d.sync += [f_left.eq(f_left - 1), f_index.eq(f_index + 1)]
-        m.d.comb += [fifo.w_en.eq(pipe[HOST_READ_LATENCY - 1]), fifo.w_data.eq(self.rd_data)]
+        m.d.comb += [fifo.w_en.eq(pipe[HOST_READ_LATENCY - 1]), fifo.w_data.eq(self.onchip.data)]
         # AW: once the first word is in the FIFO, one burst per cycle while fewer than outstanding wait for B
         aw_addr = Signal(AXI_ADDR_WIDTH)
         aw_left = Signal(COUNT_WIDTH)
@@ -150,11 +170,11 @@ the cycle of ``done``.
         ahead = Signal(range(c.outstanding + 1))       # bursts whose AW went out and whose W beats have not all
         go = Signal()                                  # the first word has reached the FIFO
         ab = burst_beats(m, c, aw_addr, aw_left, "aw")
-        _axi_constants(m, c, "aw", self)
+        _axi_constants(m, c, "aw", axi)
         aw_fire, w_fire, b_fire = Signal(), Signal(), Signal()
-        m.d.comb += [self.awaddr.eq(aw_addr), self.awlen.eq(ab - 1),
-                     self.awvalid.eq((aw_left != 0) & (waiting < c.outstanding) & (go | fifo.r_rdy)),
-                     aw_fire.eq(self.awvalid & self.awready)]
+        m.d.comb += [axi.awaddr.eq(aw_addr), axi.awlen.eq(ab - 1),
+                     axi.awvalid.eq((aw_left != 0) & (waiting < c.outstanding) & (go | fifo.r_rdy)),
+                     aw_fire.eq(axi.awvalid & axi.awready)]
         with m.If(aw_fire):
             m.d.sync += [aw_addr.eq(aw_addr + ab * c.word_bytes), aw_left.eq(aw_left - ab)]
         with m.If(fifo.r_rdy):
@@ -166,9 +186,9 @@ the cycle of ``done``.
         wb = burst_beats(m, c, w_addr, w_left, "w")
         last = Signal()
         m.d.comb += [last.eq(w_beat + 1 == wb),
-                     self.wvalid.eq(fifo.r_rdy & ((ahead != 0) | aw_fire)),
-                     self.wdata.eq(fifo.r_data), self.wstrb.eq(-1), self.wlast.eq(last),
-                     w_fire.eq(self.wvalid & self.wready), fifo.r_en.eq(w_fire)]
+                     axi.wvalid.eq(fifo.r_rdy & ((ahead != 0) | aw_fire)),
+                     axi.wdata.eq(fifo.r_data), axi.wstrb.eq(-1), axi.wlast.eq(last),
+                     w_fire.eq(axi.wvalid & axi.wready), fifo.r_en.eq(w_fire)]
         with m.If(w_fire):
             with m.If(last):
                 m.d.sync += [w_beat.eq(0), w_addr.eq(w_addr + wb * c.word_bytes), w_left.eq(w_left - wb)]
@@ -176,14 +196,15 @@ the cycle of ``done``.
                 m.d.sync += w_beat.eq(w_beat + 1)
         m.d.sync += ahead.eq(ahead + aw_fire - (w_fire & last))
         # B
-        m.d.comb += [self.bready.eq(1), b_fire.eq(self.bvalid & (waiting != 0))]
+        m.d.comb += [axi.bready.eq(1), b_fire.eq(axi.bvalid & (waiting != 0))]
         m.d.sync += waiting.eq(waiting + aw_fire - b_fire)
         m.d.comb += [self.busy.eq((w_left != 0) | (waiting != 0)),
-                     self.done.eq(b_fire & (waiting == 1) & (aw_left == 0) & (w_left == 0))]
-        with m.If(self.start & (~self.busy | self.done)):
-            m.d.sync += [f_left.eq(self.words), f_index.eq(0), aw_addr.eq(self.addr), aw_left.eq(self.words),
-                         w_addr.eq(self.addr), w_left.eq(self.words), w_beat.eq(0), go.eq(0)]
+                     cmd.done.eq(b_fire & (waiting == 1) & (aw_left == 0) & (w_left == 0))]
+        with m.If(cmd.start & (~self.busy | cmd.done)):
+            m.d.sync += [f_left.eq(cmd.words), f_index.eq(0), aw_addr.eq(cmd.addr), aw_left.eq(cmd.words),
+                         w_addr.eq(cmd.addr), w_left.eq(cmd.words), w_beat.eq(0), go.eq(0)]
         return m
 
 
-__all__ = ["DmaReader", "DmaWriter", "burst_beats", "read_members", "write_members", "AXI_ADDR_WIDTH"]
+__all__ = ["DmaReader", "DmaWriter", "TRANSFER", "axi_read_signature", "axi_write_signature", "beat_signature",
+           "onchip_read_signature", "burst_beats", "read_members", "write_members", "AXI_ADDR_WIDTH"]

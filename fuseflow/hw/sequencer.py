@@ -18,38 +18,44 @@ another. ``cycles`` counts every cycle from the one after ``start`` to the one b
 
 from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, Signature
 
 from ..samml.offchip import OffchipContract, record_stride, record_words
-from .dma import AXI_ADDR_WIDTH, COUNT_WIDTH
+from .dma import AXI_ADDR_WIDTH, COUNT_WIDTH, TRANSFER, beat_signature, onchip_read_signature
 
 #: width of the sequencer's counters and control registers
 SEQ_WIDTH = 32
 
 
+def kernel_signature():
+    """The kernel top's run control as the sequencer sees it."""
+    return Signature({"start": Out(1), "done": In(1), "cycles": In(SEQ_WIDTH)})
+
+
+def host_signature(sel_width, addr_width, data_width):
+    """The kernel top's host port (:class:`~fuseflow.hw.top.ProgramTop`) as the sequencer drives it."""
+    return Signature({"sel": Out(sel_width), "addr": Out(addr_width), "wdata": Out(data_width), "we": Out(1),
+                      "rdata": In(data_width)})
+
+
 class TileSequencer(wiring.Component):
-    """Runs the tiles of the table at ``table`` (``tiles`` records) when ``start`` is high while idle. ``rd_*``:
-    a :class:`~fuseflow.hw.dma.DmaReader`; ``wr_*``: a :class:`~fuseflow.hw.dma.DmaWriter`; ``k_*`` and
-    ``host_*``: the kernel top (:class:`~fuseflow.hw.top.ProgramTop`)."""
+    """Runs the tiles of the table at ``table`` (``tiles`` records) when ``start`` is high while idle. ``rd`` and
+    ``beat``: a :class:`~fuseflow.hw.dma.DmaReader`; ``wr`` and ``onchip``: a :class:`~fuseflow.hw.dma.DmaWriter`;
+    ``kernel`` and ``host``: the kernel top (:class:`~fuseflow.hw.top.ProgramTop`)."""
 
     def __init__(self, contract: OffchipContract, memories: int, sel_width: int, addr_width: int, data_width: int):
         self.contract = contract
         self.memories = memories
         self.words = record_words(memories)
         self.stride = record_stride(memories, contract)
-        self.host_addr_width = addr_width
         dw = contract.word_bytes * 8
         super().__init__({
             "start": In(1), "table": In(AXI_ADDR_WIDTH), "tiles": In(SEQ_WIDTH),
             "busy": Out(1), "done": Out(1), "cycles": Out(SEQ_WIDTH), "kernel_cycles": Out(SEQ_WIDTH),
             "tiles_done": Out(SEQ_WIDTH),
-            "rd_start": Out(1), "rd_addr": Out(AXI_ADDR_WIDTH), "rd_words": Out(COUNT_WIDTH), "rd_done": In(1),
-            "rd_beat_valid": In(1), "rd_beat_data": In(dw), "rd_beat_index": In(COUNT_WIDTH),
-            "wr_start": Out(1), "wr_addr": Out(AXI_ADDR_WIDTH), "wr_words": Out(COUNT_WIDTH), "wr_done": In(1),
-            "wr_rd_addr": In(COUNT_WIDTH),
-            "k_start": Out(1), "k_done": In(1), "k_cycles": In(SEQ_WIDTH),
-            "host_sel": Out(sel_width), "host_addr": Out(addr_width), "host_wdata": Out(data_width),
-            "host_we": Out(1),
+            "rd": Out(TRANSFER), "beat": In(beat_signature(dw)),
+            "wr": Out(TRANSFER), "onchip": In(onchip_read_signature(data_width)),
+            "kernel": Out(kernel_signature()), "host": Out(host_signature(sel_width, addr_width, data_width)),
         })
 
     def elaborate(self, platform):
@@ -57,21 +63,21 @@ class TileSequencer(wiring.Component):
         n = self.memories
         slot_range = range(2 * n + 2)
         n_loads, n_stores = Signal(8), Signal(8)
-        sels = Array(Signal(len(self.host_sel), name=f"slot{j}_sel") for j in range(n))
+        sels = Array(Signal(len(self.host.sel), name=f"slot{j}_sel") for j in range(n))
         addrs = Array(Signal(AXI_ADDR_WIDTH, name=f"slot{j}_addr") for j in range(n))
         counts = Array(Signal(COUNT_WIDTH, name=f"slot{j}_words") for j in range(n))
         cur = Signal(slot_range)                       # the transfer in progress (loads, then stores)
         nxt = Signal(slot_range)
         tile_addr = Signal(AXI_ADDR_WIDTH)
         left = Signal(SEQ_WIDTH)
-        m.d.comb += [nxt.eq(cur + 1),
-                     self.host_sel.eq(sels[cur]), self.host_wdata.eq(self.rd_beat_data)]
+        m.d.comb += [nxt.eq(cur + 1), self.onchip.data.eq(self.host.rdata),
+                     self.host.sel.eq(sels[cur]), self.host.wdata.eq(self.beat.data)]
 
         def read(addr, words):
-            m.d.comb += [self.rd_start.eq(1), self.rd_addr.eq(addr), self.rd_words.eq(words)]
+            m.d.comb += [self.rd.start.eq(1), self.rd.addr.eq(addr), self.rd.words.eq(words)]
 
         def write(slot):
-            m.d.comb += [self.wr_start.eq(1), self.wr_addr.eq(addrs[slot]), self.wr_words.eq(counts[slot])]
+            m.d.comb += [self.wr.start.eq(1), self.wr.addr.eq(addrs[slot]), self.wr.words.eq(counts[slot])]
 
         def next_tile():
             m.d.sync += [tile_addr.eq(tile_addr + self.stride), left.eq(left - 1),
@@ -92,15 +98,15 @@ class TileSequencer(wiring.Component):
                     read(tile_addr, self.words)
                     m.next = "RECORD"
             with m.State("RECORD"):
-                with m.If(self.rd_beat_valid):
-                    with m.Switch(self.rd_beat_index):
+                with m.If(self.beat.valid):
+                    with m.Switch(self.beat.index):
                         with m.Case(0):
-                            m.d.sync += [n_loads.eq(self.rd_beat_data[0:8]), n_stores.eq(self.rd_beat_data[8:16])]
+                            m.d.sync += [n_loads.eq(self.beat.data[0:8]), n_stores.eq(self.beat.data[8:16])]
                         for j in range(n):
                             for f, regs in enumerate((sels, addrs, counts)):
                                 with m.Case(1 + 3 * j + f):
-                                    m.d.sync += regs[j].eq(self.rd_beat_data)
-                with m.If(self.rd_done):
+                                    m.d.sync += regs[j].eq(self.beat.data)
+                with m.If(self.rd.done):
                     m.next = "LOAD_GO"
             with m.State("LOAD_GO"):
                 m.d.sync += cur.eq(0)
@@ -110,19 +116,19 @@ class TileSequencer(wiring.Component):
                     read(addrs[0], counts[0])
                     m.next = "LOAD"
             with m.State("LOAD"):                     # beats to the memory of slot cur, entry = beat index
-                m.d.comb += [self.host_addr.eq(self.rd_beat_index), self.host_we.eq(self.rd_beat_valid)]
-                with m.If(self.rd_done):
+                m.d.comb += [self.host.addr.eq(self.beat.index), self.host.we.eq(self.beat.valid)]
+                with m.If(self.rd.done):
                     with m.If(nxt < n_loads):
                         read(addrs[nxt], counts[nxt])
                         m.d.sync += cur.eq(nxt)
                     with m.Else():
                         m.next = "KSTART"
             with m.State("KSTART"):
-                m.d.comb += self.k_start.eq(1)
+                m.d.comb += self.kernel.start.eq(1)
                 m.next = "KRUN"
             with m.State("KRUN"):
-                with m.If(self.k_done):
-                    m.d.sync += self.kernel_cycles.eq(self.kernel_cycles + self.k_cycles)
+                with m.If(self.kernel.done):
+                    m.d.sync += self.kernel_cycles.eq(self.kernel_cycles + self.kernel.cycles)
                     m.next = "STORE_GO"
             with m.State("STORE_GO"):
                 m.d.sync += cur.eq(n_loads)
@@ -132,8 +138,8 @@ class TileSequencer(wiring.Component):
                     write(n_loads)
                     m.next = "STORE"
             with m.State("STORE"):                    # the writer reads the memory of slot cur
-                m.d.comb += self.host_addr.eq(self.wr_rd_addr)
-                with m.If(self.wr_done):
+                m.d.comb += self.host.addr.eq(self.onchip.addr)
+                with m.If(self.wr.done):
                     with m.If(nxt < n_loads + n_stores):
                         write(nxt)
                         m.d.sync += cur.eq(nxt)
@@ -145,4 +151,4 @@ class TileSequencer(wiring.Component):
         return m
 
 
-__all__ = ["TileSequencer", "SEQ_WIDTH"]
+__all__ = ["TileSequencer", "kernel_signature", "host_signature", "SEQ_WIDTH"]

@@ -28,33 +28,33 @@ def run_read(c, addr, words):
     out = {}
 
     async def bench(ctx):
-        ctx.set(dut.arready, 1)
-        ctx.set(dut.start, 1)
-        ctx.set(dut.addr, addr)
-        ctx.set(dut.words, words)
+        ctx.set(dut.axi.arready, 1)
+        ctx.set(dut.cmd.start, 1)
+        ctx.set(dut.cmd.addr, addr)
+        ctx.set(dut.cmd.words, words)
         await ctx.tick()
-        ctx.set(dut.start, 0)
+        ctx.set(dut.cmd.start, 0)
         beats, free, lens, got, inflight, peak = deque(), -1, [], [], 0, 0
         for cycle in range(10_000):
             if beats and beats[0][0] == cycle:
                 _, a, last = beats.popleft()
-                ctx.set(dut.rvalid, 1)
-                ctx.set(dut.rdata, _word(a))
-                ctx.set(dut.rlast, last)
+                ctx.set(dut.axi.rvalid, 1)
+                ctx.set(dut.axi.rdata, _word(a))
+                ctx.set(dut.axi.rlast, last)
             else:
-                ctx.set(dut.rvalid, 0)
-            if ctx.get(dut.beat_valid):
-                got.append((ctx.get(dut.beat_index), ctx.get(dut.beat_data)))
-                inflight -= bool(ctx.get(dut.rlast))
-            if ctx.get(dut.arvalid):
-                a, n = ctx.get(dut.araddr), ctx.get(dut.arlen) + 1
+                ctx.set(dut.axi.rvalid, 0)
+            if ctx.get(dut.beat.valid):
+                got.append((ctx.get(dut.beat.index), ctx.get(dut.beat.data)))
+                inflight -= bool(ctx.get(dut.axi.rlast))
+            if ctx.get(dut.axi.arvalid):
+                a, n = ctx.get(dut.axi.araddr), ctx.get(dut.axi.arlen) + 1
                 lens.append((a, n))
                 start = max(cycle + c.latency, free + 1)
                 beats.extend((start + k, a + k * c.word_bytes, k == n - 1) for k in range(n))
                 free = start + n - 1
                 inflight += 1
                 peak = max(peak, inflight)
-            if ctx.get(dut.done):
+            if ctx.get(dut.cmd.done):
                 out.update(cycles=cycle + 1, lens=lens, got=got, peak=peak)
                 return
             await ctx.tick()
@@ -72,40 +72,40 @@ def run_write(c, addr, words):
     out = {}
 
     async def bench(ctx):
-        ctx.set(dut.awready, 1)
-        ctx.set(dut.wready, 1)
-        ctx.set(dut.start, 1)
-        ctx.set(dut.addr, addr)
-        ctx.set(dut.words, words)
+        ctx.set(dut.axi.awready, 1)
+        ctx.set(dut.axi.wready, 1)
+        ctx.set(dut.cmd.start, 1)
+        ctx.set(dut.cmd.addr, addr)
+        ctx.set(dut.cmd.words, words)
         await ctx.tick()
-        ctx.set(dut.start, 0)
+        ctx.set(dut.cmd.start, 0)
         reads = deque([None] * HOST_READ_LATENCY)      # the on-chip memory: entry e holds 1000 + e
         pending, responses, mem, lens, waiting, peak = deque(), deque(), {}, [], 0, 0
         for cycle in range(10_000):
             e = reads.popleft()
-            ctx.set(dut.rd_data, 1000 + e if e is not None else 0)
-            reads.append(ctx.get(dut.rd_addr))
+            ctx.set(dut.onchip.data, 1000 + e if e is not None else 0)
+            reads.append(ctx.get(dut.onchip.addr))
             if responses and responses[0] == cycle:
                 responses.popleft()
-                ctx.set(dut.bvalid, 1)
+                ctx.set(dut.axi.bvalid, 1)
                 waiting -= 1
             else:
-                ctx.set(dut.bvalid, 0)
-            if ctx.get(dut.awvalid):
-                a, n = ctx.get(dut.awaddr), ctx.get(dut.awlen) + 1
+                ctx.set(dut.axi.bvalid, 0)
+            if ctx.get(dut.axi.awvalid):
+                a, n = ctx.get(dut.axi.awaddr), ctx.get(dut.axi.awlen) + 1
                 lens.append((a, n))
                 pending.append([a, n, 0])
                 waiting += 1
                 peak = max(peak, waiting)
-            if ctx.get(dut.wvalid):
+            if ctx.get(dut.axi.wvalid):
                 b = pending[0]
-                mem[b[0] + b[2] * c.word_bytes] = ctx.get(dut.wdata)
+                mem[b[0] + b[2] * c.word_bytes] = ctx.get(dut.axi.wdata)
                 b[2] += 1
-                assert ctx.get(dut.wlast) == (b[2] == b[1])
+                assert ctx.get(dut.axi.wlast) == (b[2] == b[1])
                 if b[2] == b[1]:
                     pending.popleft()
                     responses.append(cycle + c.latency)
-            if ctx.get(dut.done):
+            if ctx.get(dut.cmd.done):
                 out.update(cycles=cycle + 1, lens=lens, mem=mem, peak=peak)
                 return
             await ctx.tick()
