@@ -109,9 +109,10 @@ class AxiMasterTop(wiring.Component):
         dw = contract.word_bytes * 8
         if plan.data_width > dw:
             raise HardwareError("--interface axi-master", f"memory words of {plan.data_width} bits do not fit a "
-                                                          f"{dw}-bit beat: use word_bytes >= {plan.data_width // 8}")
+                                                          f"{dw}-bit beat: use a larger word_bytes")
         master = {f"m_axi_{k}": v for k, v in (read_members(dw) | write_members(dw)).items()}
-        super().__init__(master | control_members() | {"irq": Out(1), "kernel_done": Out(1), "kernel_cycles": Out(SEQ_WIDTH)})
+        super().__init__(master | control_members() | {"irq": Out(1), "kernel_done": Out(1),
+                                                         "kernel_cycles": Out(SEQ_WIDTH)})
 
     def elaborate(self, platform):
         m = Module()
