@@ -1,7 +1,7 @@
 """``fuseflow hw``: build a graph.json into Verilog, or run it as RTL against the reference simulator.
 
     fuseflow hw build graph.json -o build/ [--inputs data.npz | --random-inputs DENSITY] [--no-probes] [--no-bake]
-                      [--interface host|axi|axis] [--testbench]
+                      [--interface host|axi|axis|axi-master] [--offchip word_bytes=4,latency=20,...] [--testbench]
     fuseflow hw sim graph.json --inputs data.npz | --random-inputs DENSITY [--simulator verilator|amaranth]
                     [--vcd out.vcd] [--max-cycles N] [--bake] [--json out.json]
 
@@ -10,6 +10,8 @@ host address map, channels). Memories are sized from the graph's declared capaci
 (whose data is then also baked into the memories' initial contents, unless ``--no-bake``). ``--testbench`` also
 writes a standalone cocotb testbench beside them (``vectors.json``, ``test_<name>.py``, ``run_tb.py``: see
 :mod:`fuseflow.hw.testbench`); ``python run_tb.py [--sim verilator|icarus] [--waves]`` there runs it.
+``--interface axi-master`` builds the kernel top with an AXI4 master port to off-chip memory, a DMA and a tile
+sequencer (no data in the Verilog; ``--offchip`` gives the port's parameters: docs/hardware.md).
 
 ``sim`` runs the fixed-mode reference simulator, elaborates the program (capacities from the graph or the data),
 loads the inputs through the host port (or bakes them with ``--bake``), pulses start, waits for done (a watchdog
@@ -24,6 +26,7 @@ import sys
 
 from ..cli import atomic_write, check_separate_outputs, describe, main_guard, output_dir, output_file, positive_int
 from ..samml.sample import add_data_arguments, load_data
+from ..errors import HardwareError
 from .build import INTERFACES, run_sim  # noqa: F401  (the library: fuseflow.hw.build; re-exported for old imports)
 
 
@@ -40,7 +43,11 @@ def _parser():
     b.add_argument("--interface", choices=INTERFACES, default="host",
                    help="top-level interface: host (the kernel top's host port, default), axi (an AXI4-Lite "
                         "slave for control, status and data) or axis (axi plus AXI4-Stream ports for memory images "
-                        "in and out): docs/hardware.md")
+                        "in and out) or axi-master (an AXI4 master port to off-chip memory with a DMA and a tile "
+                        "sequencer, AXI4-Lite control; needs --offchip): docs/hardware.md")
+    b.add_argument("--offchip", metavar="KEY=N,...",
+                   help="off-chip memory parameters of --interface axi-master: word_bytes, latency, burst, "
+                        "outstanding, buffers (e.g. word_bytes=4,latency=20,burst=64,outstanding=4)")
     b.add_argument("--testbench", action="store_true",
                    help="also write a standalone cocotb testbench (run_tb.py, test vectors from the reference "
                         "simulator on --inputs, or on random data when the graph declares its capacities)")
@@ -68,13 +75,16 @@ def _data(args):
 def cmd_build(args):
     from .build import build_design
     inputs = _data(args)
-    bake = inputs is not None and not args.no_bake
+    bake = inputs is not None and not args.no_bake and args.interface != "axi-master"
+    if args.offchip is not None and args.interface != "axi-master":
+        raise HardwareError("--offchip", "only with --interface axi-master")
     files = build_design(args.graph, args.out, inputs, bake=bake, probes=not args.no_probes,
-                         interface=args.interface, testbench=args.testbench)
+                         interface=args.interface, testbench=args.testbench, offchip=args.offchip)
     man, vpath, jpath = files.manifest, files.paths["verilog"], files.paths["manifest"]
     mems = man["host"]["memories"]
     kind = {"axi": " (AXI4-Lite slave s_axil_)", "axis": " (AXI4-Lite slave s_axil_, AXI4-Stream s_axis_ in, "
-                                                        "m_axis_ out)"}.get(args.interface, "")
+                                                        "m_axis_ out)",
+            "axi-master": " (AXI4 master m_axi_ to off-chip memory, AXI4-Lite control s_axil_)"}.get(args.interface, "")
     print(f"{vpath}: module {man['module']}{kind}, "
           f"{len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
           f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"

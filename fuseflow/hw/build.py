@@ -17,7 +17,33 @@ from ..cli import atomic_write
 from ..errors import HardwareError
 
 #: top-level interfaces of ``build --interface``
-INTERFACES = ("host", "axi", "axis")
+INTERFACES = ("host", "axi", "axis", "axi-master")
+#: an example of the off-chip memory parameters an ``axi-master`` build needs (``--offchip``)
+OFFCHIP_EXAMPLE = "word_bytes=4,latency=20,burst=64,outstanding=4"
+
+
+def offchip_contract(program, text: str | None = None):
+    """The off-chip contract of an ``axi-master`` build: ``text`` (``--offchip``, ``key=value`` pairs of
+    :class:`fuseflow.samml.offchip.OffchipContract`), else the graph's ``config["offchip"]``; neither is an
+    error (the port's burst length, outstanding bursts and data width are built into the Verilog)."""
+    from ..samml.offchip import OffchipContract
+    if text is not None:
+        fields = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep or key.strip() not in OffchipContract.__dataclass_fields__:
+                raise HardwareError("--offchip", f"{part!r} is not key=value with key one of "
+                                                 f"{', '.join(OffchipContract.__dataclass_fields__)}")
+            try:
+                fields[key.strip()] = int(value)
+            except ValueError:
+                raise HardwareError("--offchip", f"{key.strip()}={value!r} is not an integer") from None
+        return OffchipContract(**fields)
+    spec = (getattr(program, "config", None) or {}).get("offchip")
+    if spec:
+        return OffchipContract(**{k: int(v) for k, v in spec.items() if k in OffchipContract.__dataclass_fields__})
+    raise HardwareError("--interface axi-master", f"needs the off-chip memory parameters: --offchip "
+                                                  f"{OFFCHIP_EXAMPLE} (or an 'offchip' entry in the graph's config)")
 
 
 @dataclass
@@ -33,14 +59,22 @@ class BuildFiles:
 
 
 def write_build(b, out_dir: str, *, interface: str = "host", testbench: bool = False, graph=None,
-                ff_text: str | None = None) -> BuildFiles:
+                ff_text: str | None = None, offchip: str | None = None) -> BuildFiles:
     """Write build ``b`` (:func:`fuseflow.hw.elaborate.build`) into ``out_dir``: ``<module>.v`` and ``<module>.json``
     (the manifest; with ``interface`` ``axi``/``axis`` the AXI4-Lite wrapper's), with ``testbench`` the standalone
     cocotb testbench (:mod:`fuseflow.hw.testbench`), with ``graph`` (a Program) ``graph.json``, with ``ff_text``
-    ``model.ff``. The testbench is made before anything is written, so a refusal leaves nothing behind."""
+    ``model.ff``; ``interface`` ``axi-master`` (:mod:`fuseflow.hw.axi_master`) takes the off-chip parameters
+    ``offchip`` (:func:`offchip_contract`). The testbench is made before anything is written, so a refusal leaves
+    nothing behind."""
     if interface not in INTERFACES:
         raise HardwareError("--interface", f"unknown interface {interface!r} ({', '.join(INTERFACES)})")
-    if interface in ("axi", "axis"):
+    if interface == "axi-master":
+        if testbench:
+            raise HardwareError("--testbench", "not available for --interface axi-master (tests/hw/test_axi_master.py "
+                                               "shows how to run one)")
+        from .axi_master import axim_build
+        text, man = axim_build(b, offchip_contract(b.program, offchip))
+    elif interface in ("axi", "axis"):
         from .axi import axi_build
         text, man = axi_build(b, streams=interface == "axis")
     else:
@@ -73,21 +107,26 @@ def write_build(b, out_dir: str, *, interface: str = "host", testbench: bool = F
 
 def build_design(graph, out_dir: str, inputs=None, *, bake: bool = False, probes: bool = True,
                  interface: str = "host", testbench: bool = False, write_graph: bool = False,
-                 ff_text: str | None = None) -> BuildFiles:
+                 ff_text: str | None = None, offchip: str | None = None) -> BuildFiles:
     """Elaborate ``graph`` (a Program or a graph.json path) and write it with :func:`write_build`.
 
     ``inputs``: {name: array | scipy matrix} size the memories (and with ``bake`` are their initial contents);
     without them the memories take the capacities the graph declares. ``testbench`` without ``inputs``: random data
     for a graph that declares its capacities (:func:`fuseflow.hw.testbench.testbench_inputs`). ``write_graph``:
-    also ``graph.json``."""
+    also ``graph.json``. ``offchip``: see :func:`write_build`."""
     from .elaborate import build, load_program
     program = load_program(graph)
+    if interface == "axi-master":
+        if bake:
+            raise HardwareError("--interface axi-master", "the tensor data comes from off-chip memory at run time: "
+                                                          "build without baked inputs (--no-bake)")
+        offchip_contract(program, offchip)            # refuse before elaborating
     if testbench:
         from .testbench import testbench_inputs
         inputs = testbench_inputs(program, inputs)
     b = build(program, inputs, bake=bake, probes=probes)
     return write_build(b, out_dir, interface=interface, testbench=testbench,
-                       graph=program if write_graph else None, ff_text=ff_text)
+                       graph=program if write_graph else None, ff_text=ff_text, offchip=offchip)
 
 
 def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None,
@@ -144,4 +183,4 @@ def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bak
     return summary
 
 
-__all__ = ["INTERFACES", "BuildFiles", "write_build", "build_design", "run_sim"]
+__all__ = ["INTERFACES", "offchip_contract", "BuildFiles", "write_build", "build_design", "run_sim"]

@@ -9,9 +9,10 @@ memory-mapped master port of ``word_bytes`` bytes per beat. The memory the contr
   ``a + latency`` at the earliest and one beat per cycle after that, in order, behind the previous burst's beats;
 - the DMA keeps at most ``outstanding`` bursts in flight and issues the next AR in the cycle after the previous
   one, or in the cycle after the oldest burst in flight delivered its last beat when ``outstanding`` are in flight;
-- writes: the DMA sends a burst's AW and its ``b`` W beats one per cycle (the next burst's beats follow without a
-  gap), the memory answers B ``latency`` cycles after the burst's last W beat; at most ``outstanding`` bursts wait
-  for their B; the transfer ends in the cycle after its last B;
+- writes: the DMA first reads the on-chip memory for :data:`STORE_SETUP` cycles, then sends a burst's AW and its
+  ``b`` W beats one per cycle (the next burst's beats follow without a gap), the memory answers B ``latency``
+  cycles after the burst's last W beat; at most ``outstanding`` bursts wait for their B; the transfer ends in the
+  cycle after its last B;
 - bursts never cross a 4 KiB boundary (AXI4) and hold at most ``burst`` beats.
 
 :func:`read_cycles` and :func:`write_cycles` compute those cycles exactly; the RTL meets them cycle for cycle
@@ -19,7 +20,14 @@ against a memory that behaves so (tests/hw: the contract memory), and is bit-ide
 (cocotbext-axi's ``AxiRam`` with random delays and back-pressure).
 
 ``buffers``: 1 = load, run, store in turn; 2 = the next tile's loads overlap the current tile's run
-(:func:`tiled_cycles`).
+(:func:`tiled_cycles`; the RTL implements 1 so far).
+
+The tile sequencer of the RTL (:mod:`fuseflow.hw.sequencer`) reads one tile record of
+:func:`record_words` words per tile from the tile table (:func:`record_cycles`: part of the tile's ``load``),
+pulses the kernel's start after the loads and waits for its done: :data:`TILE_OVERHEAD` cycles per tile and
+:data:`RUN_OVERHEAD` per run beyond the transfers and the kernel cycles, both counted in :func:`tiled_cycles`.
+A tile's steps for :func:`tiled_cycles` are therefore ``(record_cycles(m, c) + sum(read_cycles(...) of its
+loads), kernel cycles, sum(write_cycles(...) of its stores))``.
 """
 
 from __future__ import annotations
@@ -32,6 +40,17 @@ from ..errors import FuseFlowError
 AXI_BOUNDARY_BYTES = 4096
 #: AXI4 INCR bursts hold at most 256 beats
 AXI_MAX_BURST = 256
+#: cycles a store spends reading the on-chip memory (its read latency, 2, and a FIFO's) before its first AW/W
+STORE_SETUP = 3
+#: sequencer cycles per tile beyond its transfers and the kernel's cycles (one-kernel tops: the record request,
+#: the first load's dispatch, the start pulse, the kernel top's launch and done hand-over (4), the first store's
+#: dispatch); each further kernel of the top adds 2 hand-over cycles to the tile's run
+TILE_OVERHEAD = 8
+#: sequencer cycles per run beyond its tiles (the final look at the tile count)
+RUN_OVERHEAD = 1
+#: words of a tile record's header (loads and stores counts) and of each transfer (sel, address, words)
+RECORD_HEADER_WORDS = 1
+TRANSFER_WORDS = 3
 
 
 @dataclass(frozen=True)
@@ -90,11 +109,12 @@ def read_cycles(address: int, beats: int, contract: OffchipContract) -> int:
 
 
 def write_cycles(address: int, beats: int, contract: OffchipContract) -> int:
-    """Cycles from the first AW until the last B response of a write of ``beats`` words (0 for none)."""
+    """Cycles from a store's start (:data:`STORE_SETUP` cycles of on-chip reads, then the first AW) until the last
+    B response of a write of ``beats`` words (0 for none)."""
     if beats <= 0:
         return 0
     responses = []             # cycle of each burst's B
-    w = 0                      # cycle of the next W beat
+    w = STORE_SETUP            # cycle of the next W beat
     for i, b in enumerate(bursts(address, beats, contract)):
         if i >= contract.outstanding:
             w = max(w, responses[i - contract.outstanding] + 1)
@@ -104,18 +124,42 @@ def write_cycles(address: int, beats: int, contract: OffchipContract) -> int:
     return responses[-1] + 1
 
 
-def tiled_cycles(steps: list[tuple[int, int, int]], contract: OffchipContract) -> int:
-    """Total cycles of a tile sequence: ``steps`` is ``[(load, run, store)]`` cycles per tile.
+def record_words(memories: int) -> int:
+    """Words of one tile record of the tile table for a kernel top of ``memories`` tensor memories (its memory
+    plan's: ``seg``, ``crd`` and ``first`` per compressed level of every tensor, and ``vals``; the manifest's
+    ``axi.memories``)."""
+    return RECORD_HEADER_WORDS + TRANSFER_WORDS * memories
 
-    ``buffers`` 1: each tile loads, runs and stores in turn. ``buffers`` 2: the inputs have two banks, so tile
+
+def record_stride(memories: int, contract: OffchipContract) -> int:
+    """Bytes from one tile record to the next: a power of two (records never cross 4 KiB)."""
+    size = record_words(memories) * contract.word_bytes
+    stride = 1 << max(0, (size - 1).bit_length())
+    if stride > AXI_BOUNDARY_BYTES:
+        raise FuseFlowError("off-chip contract", f"a tile record of {memories} memories ({size} bytes) exceeds "
+                                                 f"{AXI_BOUNDARY_BYTES} bytes")
+    return stride
+
+
+def record_cycles(memories: int, contract: OffchipContract) -> int:
+    """Cycles of reading one tile record (aligned to :func:`record_stride`): part of each tile's ``load``."""
+    return read_cycles(0, record_words(memories), contract)
+
+
+def tiled_cycles(steps: list[tuple[int, int, int]], contract: OffchipContract) -> int:
+    """Total cycles of a tile sequence: ``steps`` is ``[(load, run, store)]`` cycles per tile (``load`` includes
+    the tile record's :func:`record_cycles`).
+
+    ``buffers`` 1: each tile loads, runs and stores in turn, plus :data:`TILE_OVERHEAD` per tile and
+    :data:`RUN_OVERHEAD` per run (0 tiles: :data:`RUN_OVERHEAD`). ``buffers`` 2: the inputs have two banks, so tile
     t+1's loads start once tile t's run has started and the port is free; tile t's store follows its run (and
     tile t+1's loads: one port), and tile t+1's run starts once its loads and tile t's store are done (the outputs
-    have one bank).
+    have one bank); not in the RTL yet, so no sequencer cycles are counted.
     """
+    if contract.buffers == 1:
+        return sum(load + run + store + TILE_OVERHEAD for load, run, store in steps) + RUN_OVERHEAD
     if not steps:
         return 0
-    if contract.buffers == 1:
-        return sum(load + run + store for load, run, store in steps)
     port = steps[0][0]                     # the cycle the port is next free
     run_start, run_end = port, port + steps[0][1]
     for i in range(1, len(steps)):

@@ -1,0 +1,221 @@
+"""The kernel top with an AXI4 master port to off-chip memory (``python -m fuseflow.hw build ... --interface
+axi-master``): a tiled program's data lives off chip, and one Verilog build serves every input with the declared
+shapes.
+
+Ports: ``m_axi_`` an AXI4 (full) master (``word_bytes * 8`` data bits, 32-bit byte addresses, INCR bursts, id 0)
+through which the DMA (:mod:`fuseflow.hw.dma`) loads each tile's input arrays into the tensor memories and stores
+its outputs back, walking the tile table (:mod:`fuseflow.hw.sequencer`); ``s_axil_`` an AXI4-Lite slave for
+control (32-bit data); ``irq`` (high from the end of a run until the next start). Control registers (byte
+offsets, :data:`CONTROL_REGISTERS`)::
+
+    0x00 control/status  write bit 0 = 1: start; read: bit 0 busy, bit 1 done
+    0x04 cycles          cycles of the last run, start to done (fuseflow.samml.offchip.tiled_cycles)
+    0x08 kernel_cycles   kernel cycles of the last run, summed over its tiles (the simulator's per tile)
+    0x0c table           byte address of the tile table (read/write)
+    0x10 tiles           number of tiles in the table (read/write)
+    0x14 tiles_done      tiles finished in the last (or current) run
+
+The AXI4-Lite protocol is :mod:`fuseflow.hw.axi`'s (AW and W together, B in the next cycle; R two cycles after AR).
+``kernel_done`` and ``kernel_cycles`` show the kernel top's ``done`` and ``cycles`` (for test benches and
+debugging).
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..errors import HardwareError
+from ..samml.offchip import OffchipContract, record_stride, record_words
+from .dma import AXI_ADDR_WIDTH, DmaReader, DmaWriter, read_members, write_members
+from .sequencer import SEQ_WIDTH, TileSequencer
+
+#: control registers of the AXI4-Lite slave, in address order (4 bytes each)
+CONTROL_REGISTERS = ("control", "cycles", "kernel_cycles", "table", "tiles", "tiles_done")
+CONTROL_ADDR_WIDTH = 8
+
+
+def control_members():
+    """The AXI4-Lite slave members of the control port (flow as seen from the slave)."""
+    aw = CONTROL_ADDR_WIDTH
+    return {
+        "s_axil_awaddr": In(aw), "s_axil_awprot": In(3), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
+        "s_axil_wdata": In(32), "s_axil_wstrb": In(4), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
+        "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
+        "s_axil_araddr": In(aw), "s_axil_arprot": In(3), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
+        "s_axil_rdata": Out(32), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
+    }
+
+
+class ControlSlave(wiring.Component):
+    """The AXI4-Lite control registers (:data:`CONTROL_REGISTERS`) of the master top."""
+
+    def __init__(self):
+        super().__init__(control_members() | {
+            "start": Out(1), "table": Out(AXI_ADDR_WIDTH), "tiles": Out(SEQ_WIDTH),
+            "busy": In(1), "done": In(1), "cycles": In(SEQ_WIDTH), "kernel_cycles": In(SEQ_WIDTH),
+            "tiles_done": In(SEQ_WIDTH),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.s_axil_bresp.eq(0), self.s_axil_rresp.eq(0)]
+        values = [self.busy | (self.done << 1), self.cycles, self.kernel_cycles, self.table, self.tiles,
+                  self.tiles_done]
+        rdata = Signal(32)
+        m.d.comb += self.s_axil_rdata.eq(rdata)
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.s_axil_awvalid & self.s_axil_wvalid):
+                    m.d.comb += [self.s_axil_awready.eq(1), self.s_axil_wready.eq(1)]
+                    index = self.s_axil_awaddr[2:]
+                    with m.Switch(index):
+                        with m.Case(0):
+                            m.d.comb += self.start.eq(self.s_axil_wdata[0] & ~self.busy)
+                        with m.Case(3):
+                            m.d.sync += self.table.eq(self.s_axil_wdata)
+                        with m.Case(4):
+                            m.d.sync += self.tiles.eq(self.s_axil_wdata)
+                    m.d.sync += self.s_axil_bvalid.eq(1)
+                    m.next = "WRITE_RESPONSE"
+                with m.Elif(self.s_axil_arvalid):
+                    m.d.comb += self.s_axil_arready.eq(1)
+                    with m.Switch(self.s_axil_araddr[2:]):
+                        for i, v in enumerate(values):
+                            with m.Case(i):
+                                m.d.sync += rdata.eq(v)
+                        with m.Default():
+                            m.d.sync += rdata.eq(0)
+                    m.d.sync += self.s_axil_rvalid.eq(1)
+                    m.next = "READ_RESPONSE"
+            with m.State("WRITE_RESPONSE"):
+                with m.If(self.s_axil_bready):
+                    m.d.sync += self.s_axil_bvalid.eq(0)
+                    m.next = "IDLE"
+            with m.State("READ_RESPONSE"):
+                with m.If(self.s_axil_rready):
+                    m.d.sync += self.s_axil_rvalid.eq(0)
+                    m.next = "IDLE"
+        return m
+
+
+class AxiMasterTop(wiring.Component):
+    """The kernel top ``top`` (:class:`fuseflow.hw.top.ProgramTop`) with an AXI4 master port (``m_axi_``), the
+    DMA reader and writer, the tile sequencer, and the AXI4-Lite control slave (``s_axil_``)."""
+
+    def __init__(self, top, contract: OffchipContract):
+        plan = top.plan
+        self.top = top
+        self.contract = contract
+        dw = contract.word_bytes * 8
+        if plan.data_width > dw:
+            raise HardwareError("--interface axi-master", f"memory words of {plan.data_width} bits do not fit a "
+                                                          f"{dw}-bit beat: use a larger word_bytes")
+        master = {f"m_axi_{k}": v for k, v in (read_members(dw) | write_members(dw)).items()}
+        super().__init__(master | control_members() | {"irq": Out(1), "kernel_done": Out(1),
+                                                         "kernel_cycles": Out(SEQ_WIDTH)})
+
+    def elaborate(self, platform):
+        m = Module()
+        top, plan, c = self.top, self.top.plan, self.contract
+        m.submodules.kernel = top
+        m.submodules.control = ctl = ControlSlave()
+        m.submodules.reader = rd = DmaReader(c)
+        m.submodules.writer = wr = DmaWriter(c, plan.data_width)
+        m.submodules.sequencer = seq = TileSequencer(c, len(plan.memories), plan.sel_width, plan.addr_width,
+                                                     plan.data_width)
+        for name, member in control_members().items():
+            if member.flow == In:
+                m.d.comb += getattr(ctl, name).eq(getattr(self, name))
+            else:
+                m.d.comb += getattr(self, name).eq(getattr(ctl, name))
+        for eng, members in ((rd, read_members(1)), (wr, write_members(1))):
+            for name, member in members.items():
+                if member.flow == Out:
+                    m.d.comb += getattr(self, f"m_axi_{name}").eq(getattr(eng.axi, name))
+                else:
+                    m.d.comb += getattr(eng.axi, name).eq(getattr(self, f"m_axi_{name}"))
+        wiring.connect(m, seq.rd, rd.cmd)
+        wiring.connect(m, rd.beat, seq.beat)
+        wiring.connect(m, seq.wr, wr.cmd)
+        wiring.connect(m, wr.onchip, seq.onchip)
+        m.d.comb += [
+            seq.start.eq(ctl.start), seq.table.eq(ctl.table), seq.tiles.eq(ctl.tiles),
+            ctl.busy.eq(seq.busy), ctl.done.eq(seq.done), ctl.cycles.eq(seq.cycles),
+            ctl.kernel_cycles.eq(seq.kernel_cycles), ctl.tiles_done.eq(seq.tiles_done), self.irq.eq(seq.done),
+            top.start.eq(seq.kernel.start), seq.kernel.done.eq(top.done), seq.kernel.cycles.eq(top.cycles),
+            top.host_sel.eq(seq.host.sel), top.host_addr.eq(seq.host.addr), top.host_wdata.eq(seq.host.wdata),
+            top.host_we.eq(seq.host.we), seq.host.rdata.eq(top.host_rdata),
+            self.kernel_done.eq(top.done), self.kernel_cycles.eq(top.cycles),
+        ]
+        return m
+
+
+def contract_json(contract: OffchipContract) -> dict:
+    return {"word_bytes": contract.word_bytes, "latency": contract.latency, "burst": contract.burst,
+            "outstanding": contract.outstanding, "buffers": contract.buffers}
+
+
+def axim_map(wrapper: AxiMasterTop) -> dict:
+    """The manifest's ``axi`` section of a master build (JSON-able)."""
+    plan, c = wrapper.top.plan, wrapper.contract
+    n = len(plan.memories)
+    return {
+        "protocol": "AXI4", "prefix": "m_axi_", "addr_width": AXI_ADDR_WIDTH, "data_width": c.word_bytes * 8,
+        "contract": contract_json(c),
+        "record_words": record_words(n), "record_stride": record_stride(n, c),
+        "memories": [{"name": mm.name, "sel": mm.sel, "depth": mm.depth, "capacity": mm.capacity,
+                      "width": mm.width, "signed": mm.signed, "role": mm.role} for mm in plan.memories],
+        "control": {"protocol": "AXI4-Lite", "prefix": "s_axil_", "addr_width": CONTROL_ADDR_WIDTH,
+                    "data_width": 32, "registers": {name: 4 * i for i, name in enumerate(CONTROL_REGISTERS)},
+                    "control_bits": {"start": 0, "busy": 0, "done": 1}},
+    }
+
+
+def axim_build(b, contract: OffchipContract):
+    """``(verilog text, manifest)`` of build ``b`` with the AXI4 master port (top module ``<name>_axim``)."""
+    from amaranth.back import verilog
+
+    from .elaborate import manifest
+    if b.baked:
+        raise HardwareError("--interface axi-master", "the tensor data comes from off-chip memory: build without "
+                                                      "baked inputs (--no-bake)")
+    wrapper = AxiMasterTop(b.top, contract)
+    module = f"{b.name}_axim"
+    text = verilog.convert(wrapper, name=module, emit_src=False)
+    man = manifest(b)
+    man["module"] = module
+    man["interface"] = "axi-master"
+    man["ports"] = [{"name": "clk", "dir": "in", "width": 1}, {"name": "rst", "dir": "in", "width": 1}] + [
+        {"name": name, "dir": "in" if member.flow == In else "out", "width": member.shape.width
+         if hasattr(member.shape, "width") else int(member.shape)}
+        for name, member in wrapper.signature.members.items()]
+    man["axi"] = axim_map(wrapper)
+    return text, man
+
+
+__all__ = ["AxiMasterTop", "ControlSlave", "axim_build", "axim_map", "CONTROL_REGISTERS"]
+
+
+def run_axim(bdir, manifest, image, *, memory="axiram", pause=0.0, seed=0, max_cycles=1_000_000,
+             memory_bytes=None) -> dict:
+    """Run a Verilator build (``bdir``, :func:`fuseflow.hw.verilator.build_verilator` of an ``axi-master``
+    build) once on ``image`` (:class:`fuseflow.hw.offchip_image.OffchipImage`) behind ``memory``: ``"axiram"``
+    (cocotbext-axi's AxiRam; ``pause``: the probability of a pause cycle on each of its channels) or
+    ``"contract"`` (the memory the off-chip contract describes). Returns ``{"done", "registers",
+    "kernel_cycles" (per tile), "memory" (the image's bytes after the run), "errors"}``."""
+    import base64
+
+    from .verilator import CLOCK_PERIOD_NS, run_cocotb_job
+    c = image.contract
+    size = memory_bytes or 1 << max(12, (image.base + len(image.data) - 1).bit_length())
+    job = {"image": base64.b64encode(image.data).decode(), "base": image.base, "size": size,
+           "table": image.table, "tiles": image.tiles, "memory": memory, "pause": pause, "seed": seed,
+           "latency": c.latency, "word_bytes": c.word_bytes, "max_cycles": int(max_cycles),
+           "clock_period_ns": CLOCK_PERIOD_NS}
+    res = run_cocotb_job(bdir, manifest["module"], "fuseflow.hw.axim_bench", "FUSEFLOW_AXIM_JOB", job,
+                         what="AXI master bench")
+    res["memory"] = base64.b64decode(res["memory"])
+    return res
+
+
+__all__ += ["run_axim"]
