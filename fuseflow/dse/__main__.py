@@ -37,6 +37,9 @@ def parser() -> argparse.ArgumentParser:
                    help="graph of the fig12 experiment's GNNs (fuseflow.datasets.load: a name or a path; default cora)")
     r.add_argument("--size", default="paper", choices=("small", "medium", "paper"),
                    help="model sizes of the fig12 experiment (default: the paper's)")
+    r.add_argument("--merge", action="store_true",
+                   help="keep the points of an experiment's existing JSON in the report directory that this run does "
+                        "not redo (e.g. fig12 --models attention into a report with the other models)")
     r.add_argument("--models", metavar="M,M", help="the fig12 experiment's models, comma separated (default: gcn, "
                                                    "graphsage, autoencoder, attention)")
     e = sub.add_parser("evaluation", help="print docs/evaluation.md's results block from committed JSON")
@@ -46,6 +49,21 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--autoschedule", default="benchmarks/results/autoschedule.json",
                    help="autoscheduler bench results (default: benchmarks/results/autoschedule.json)")
     return ap
+
+
+def merged_results(path: str, name: str, results: dict, wall: float) -> tuple:
+    """``results`` over the points of the experiment's earlier JSON at ``path`` (kept where this run did not redo
+    them), and the two runs' wall seconds together; ``results`` alone when there is no earlier file."""
+    if not os.path.exists(path):
+        return results, wall
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise FuseFlowError(f"--merge {path}", f"cannot read it: {exc}") from None
+    if not isinstance(old, dict) or old.get("experiment") != name or not isinstance(old.get("results"), dict):
+        raise FuseFlowError(f"--merge {path}", f"not the JSON of experiment {name}")
+    return {**old["results"], **results}, old.get("wall_s", 0.0) + wall
 
 
 def main(argv=None) -> int:
@@ -82,9 +100,12 @@ def main(argv=None) -> int:
         exp = EXPERIMENTS[n]
         t0 = time.perf_counter()
         results = run_sweep(plans[n], args.scheduler, progress=not args.quiet, label=n)
+        wall = time.perf_counter() - t0
+        if args.merge:
+            results, wall = merged_results(os.path.join(args.output, f"{n}.json"), n, results, wall)
         summary = exp.summarize(results)
         data = {"experiment": n, "figure": exp.figure, "title": exp.title, "paper": exp.claim,
-                "scheduler": args.scheduler, "points": len(results), "wall_s": time.perf_counter() - t0,
+                "scheduler": args.scheduler, "points": len(results), "wall_s": wall,
                 "summary": summary, "results": results}
         write_plot(exp, summary, os.path.join(args.output, f"{n}.png"))
         with atomic_write(os.path.join(args.output, f"{n}.json")) as f:

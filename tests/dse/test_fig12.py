@@ -92,3 +92,19 @@ def test_fig12_small_run_writes_every_model_checked(tmp_path):
     assert len(rows) == sum(len(f) for f in FIG12_FUSES.values())
     assert all(r["check_ok"] for r in rows)
     assert "Every run checked against PyTorch: all agree" in (out / "index.html").read_text()
+
+
+def test_merge_keeps_the_points_this_run_does_not_redo(tmp_path):
+    from fuseflow.dse.__main__ import merged_results
+    from fuseflow.errors import FuseFlowError
+    path = tmp_path / "fig12.json"
+    assert merged_results(str(path), "fig12", {"a|none": 1}, 2.0) == ({"a|none": 1}, 2.0)   # no earlier file
+    path.write_text(json.dumps({"experiment": "fig12", "wall_s": 5.0,
+                                "results": {"gcn|none": {"c": 1}, "attention|full": {"c": 2}}}))
+    merged, wall = merged_results(str(path), "fig12", {"attention|full": {"c": 3}, "attention|none": {"c": 4}}, 2.0)
+    assert merged == {"gcn|none": {"c": 1}, "attention|full": {"c": 3}, "attention|none": {"c": 4}} and wall == 7.0
+    with pytest.raises(FuseFlowError, match="not the JSON of experiment orders"):
+        merged_results(str(path), "orders", {}, 0.0)
+    path.write_text("{")
+    with pytest.raises(FuseFlowError, match="cannot read it"):
+        merged_results(str(path), "fig12", {}, 0.0)
