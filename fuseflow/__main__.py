@@ -13,6 +13,8 @@ PARTS = {
     "boards": ("fuseflow.boards.__main__", "FPGA board builds, synthesis reports and the UART host bridge"),
     "datasets": ("fuseflow.datasets.__main__", "list the bundled graphs (Cora), describe a graph file (Planetoid, "
                                                "OGB, Matrix Market, SNAP)"),
+    "dse": ("fuseflow.dse.__main__", "design-space experiments mirroring the paper's figures (list, run, "
+                                     "evaluation)"),
     "demo": ("fuseflow.demo", "run the bundled end-to-end example"),
 }
 

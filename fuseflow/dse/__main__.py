@@ -21,7 +21,7 @@ from .experiments import EXPERIMENTS, PENDING
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m fuseflow.dse",
+    ap = argparse.ArgumentParser(prog="fuseflow dse",
                                  description="Design-space experiments mirroring the FuseFlow paper's figures.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list the experiments")
