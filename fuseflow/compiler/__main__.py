@@ -112,7 +112,7 @@ def _auto(src, args):
     auto = autoschedule(src, inputs=inputs, densities=densities, max_nodes=args.max_nodes,
                         max_kernels=args.max_kernels, memory=args.memory, max_lanes=args.max_lanes,
                         parallel=parse_parallel(args.parallel) or None, budget=args.budget,
-                        simulate=not args.no_simulate, progress=sys.stderr.isatty())
+                        simulate=not args.no_simulate, progress=args.progress or sys.stderr.isatty())
     c = auto.chosen
     orders = ", ".join(f"{k}: {','.join(v)}" for k, v in (c.order or {}).items())
     groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
