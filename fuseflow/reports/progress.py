@@ -6,7 +6,8 @@ On a terminal the bar redraws one line in place::
 
 Elsewhere (a log file, CI) it prints one plain line per finished step instead (at most one per ``interval``
 seconds when one is given, and always the last), so a background run's log still shows how far it got.
-``enabled=False`` silences it. ``tick()`` redraws the elapsed time of a long step on a terminal.
+``enabled=False`` silences it. ``tick()`` redraws the elapsed time of a long step (elsewhere than on a
+terminal only with an ``interval``).
 """
 
 import sys
@@ -87,11 +88,12 @@ class Progress:
         self.done = min(self.total, self.done + n)
         if what is not None:
             self.current = what
-        self._draw(final=self.done >= self.total if self.interval else self.tty and self.done >= self.total)
+        self._draw(final=self.done >= self.total if self.interval is not None else self.tty and self.done >= self.total)
 
     def tick(self):
-        """Redraw on a terminal (the elapsed time moves during a long step); nothing elsewhere."""
-        if self.tty:
+        """Redraw (the elapsed time moves during a long step): on a terminal, and elsewhere when an ``interval`` is
+        given (at most one line per interval)."""
+        if self.tty or self.interval is not None:
             self._draw()
 
     def close(self):
