@@ -19,8 +19,8 @@ pytestmark = requires_verilator
 
 def _data(seed, density):
     rng = np.random.default_rng(seed)
-    return {"A": sp.random(8, 8, density=density, random_state=seed, format="csr", data_rvs=lambda n: rng.uniform(-2, 2, n)),
-            "x": rng.uniform(-2, 2, 8)}
+    a = sp.random(8, 8, density=density, random_state=seed, format="csr", data_rvs=lambda n: rng.uniform(-2, 2, n))
+    return {"A": a, "x": rng.uniform(-2, 2, 8)}
 
 
 def _spmv():
