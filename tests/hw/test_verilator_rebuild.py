@@ -74,3 +74,18 @@ def test_make_objects_reads_verilators_class_lists(tmp_path):
                                                           "Vtop___024root__Slow", "verilator"]
     assert verilator._make_objects(mk, runtime=True)[-2:] == ["verilated", "verilated_vpi"]
     assert verilator._make_objects(tmp_path / "missing.mk", runtime=True) == []
+
+
+def test_hw_sim_says_the_build_was_reused(cache, monkeypatch, tmp_path, capfd):
+    """``fuseflow hw sim GRAPH --random-inputs D --progress``: the same graph as the model above, so the same build
+    (built by the test before, or here the first time); the second command reuses it and says so."""
+    from fuseflow.hw.__main__ import main
+    from fuseflow.samml import io as samml_io
+    monkeypatch.setenv("FUSEFLOW_HW_CACHE", str(cache))
+    graph = tmp_path / "graph.json"
+    samml_io.save(_spmv().program, str(graph))
+    for seed in ("1", "2"):
+        assert main(["sim", str(graph), "--random-inputs", "0.4", "--data-seed", seed, "--progress"]) == 0
+    out, err = capfd.readouterr()
+    assert "elaborating spmv" in err and "reusing the cached build" in err
+    assert "Verilator build reused from the cache" in out
