@@ -254,21 +254,30 @@ class CompiledModel:
                             testbench=testbench, write_graph=True, ff_text=self.ff_text).paths
 
     def rtl_sim(self, inputs=None, simulator: str = "verilator", out_dir: str | None = None,
-                compile_fast: bool | None = None) -> dict:
+                compile_fast: bool | None = None, progress: bool | None = None) -> dict:
         """Run the RTL (Verilator) and compare every written tensor bit for bit with the fixed-mode simulator.
 
         Returns the summary of :func:`fuseflow.hw.build.run_sim` (``ok``, ``rtl_cycles``, ``sim_cycles``,
         ``cycles_equal``, ``mismatches``); with ``out_dir`` also the paths of :meth:`build` (``paths``), written
         from the very design that ran (elaborated once). ``compile_fast``: the design's C++ at -O0 (about half
         the Verilator compile time; for short runs); None: for large designs only (see
-        :func:`fuseflow.hw.verilator.build_verilator`)."""
+        :func:`fuseflow.hw.verilator.build_verilator`). ``progress``: say on stderr what is being elaborated and
+        built and how far the Verilator build is (None: when stderr is a terminal). The Verilator build is cached
+        (``summary["build"]["cached"]``) and does not depend on the data: a second run with new inputs of the
+        same shapes reuses it."""
+        import sys
         from .hw.build import run_sim, write_build
         from .hw.elaborate import build, reference_run
+        if progress is None:
+            progress = sys.stderr.isatty()
         data = self._inputs(inputs)
         b = build(self.program, data, reference=reference_run(self.program, data))
+        if out_dir is not None:
+            b.verilog(progress=progress)
         paths = (write_build(b, out_dir, graph=self.program, ff_text=self.ff_text).paths
                  if out_dir is not None else None)
-        summary = run_sim(self.program, data, simulator, cache=None, compile_fast=compile_fast, prebuilt=b)
+        summary = run_sim(self.program, data, simulator, cache=None, compile_fast=compile_fast, prebuilt=b,
+                          progress=progress)
         if paths is not None:
             summary["paths"] = paths
         return summary

@@ -64,6 +64,9 @@ def add_action_arguments(ap, against: str) -> None:
                                                           "bytes, FIFO slots)")
     ap.add_argument("--build", metavar="DIR", type=output_dir, help="write Verilog and the manifest here")
     ap.add_argument("--rtl-sim", action="store_true", help="run the RTL on Verilator against the simulator")
+    ap.add_argument("--progress", action="store_true",
+                    help="show the progress of long steps (--fuse auto's ranking and simulations, the RTL's "
+                         "elaboration and Verilator build) on stderr even when it is not a terminal")
 
 
 def run_actions(m, args) -> int:
@@ -84,10 +87,13 @@ def run_actions(m, args) -> int:
         paths = m.build(args.build)
         print(f"wrote {paths['verilog']}, {paths['manifest']}")
     if args.rtl_sim:
-        r = m.rtl_sim()
+        r = m.rtl_sim(progress=args.progress or sys.stderr.isatty())
         same = "bit-identical" if r["ok"] else f"DIFFERENT ({'; '.join(r['mismatches'][:2]) or r['stuck']})"
+        built = r.get("build", {})
+        how = ("; build reused from the cache" if built.get("cached") else
+               f"; built in {built['seconds']:.0f} s (cached for later runs)" if built else "")
         print(f"  RTL (Verilator): {r['rtl_cycles']} cycles, simulator {r['sim_cycles']} "
-              f"({'equal' if r['cycles_equal'] else 'different'}); outputs {same}")
+              f"({'equal' if r['cycles_equal'] else 'different'}); outputs {same}{how}")
         status = status or (0 if r["ok"] else 1)
     return status
 
@@ -197,7 +203,7 @@ def main(argv=None):
         m = fuseflow.compile(model, inputs, fuse=fuse, order=args.order, mode=args.mode, max_nodes=args.max_nodes,
                              max_kernels=args.max_kernels, max_lanes=args.max_lanes, redundancy=args.redundancy,
                              budget=args.budget, simulate=not args.no_simulate,
-                             progress=fuse == "auto" and sys.stderr.isatty())
+                             progress=fuse == "auto" and (args.progress or sys.stderr.isatty()))
     print(f"{m.name}: {len(m.program.kernels)} kernel(s), {sum(len(k.nodes) for k in m.program.kernels)} nodes, "
           f"compiled in {m.compile_seconds:.2f} s (fuse={args.fuse})")
     for r in m.redundancies:

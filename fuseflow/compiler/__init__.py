@@ -56,7 +56,7 @@ def __dir__():
 
 
 __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileResult", "SCHEDULES",
-           "KernelPlan", "TransposePlan", "parse_order"]
+           "KernelPlan", "TransposePlan", "parse_order", "list_orders"]
 
 
 def parse_order(order):
@@ -131,6 +131,34 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
         passes = {**(passes or {}), "locate": False}
     prog, tables = build_program(full_ir, plans, name, options=passes, reports=reports)
     return CompileResult(prog, plans, tables, full_ir, reports)
+
+
+def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="factored", parallel=None):
+    """The dataflow orders ``--list-orders`` prints: for every kernel plan of ``result`` (``src`` compiled with
+    these arguments), ``(plan, orders, capped, left_out)``. An order is listed when the program compiles with it
+    given back as ``order={kernel: order}`` (on top of a per-kernel ``order`` of the compile): the kernel's valid
+    orders (:meth:`.fusion.KernelPlan.orders`, capped at ``limit``) less those the rest of the program cannot
+    follow, which ``left_out`` names with the reason (:func:`.fusion.replayable_orders`). Transpose plans come
+    with ``orders`` None. ``fuse="auto"`` (a schedule the autoscheduler chose) lists each kernel's own valid
+    orders."""
+    from .fusion import DEFAULT_MAX_ORDERS, SCHEDULES as SCHEDULES_FIXED, KernelPlan, replayable_orders
+    given = parse_order(order)
+    given = given if isinstance(given, dict) else {}
+    out = []
+    for p in result.plans:
+        if not isinstance(p, KernelPlan):
+            out.append((p, None, False, []))
+            continue
+        orders, capped = p.orders(limit or DEFAULT_MAX_ORDERS)
+        if fuse not in SCHEDULES_FIXED:      # an autoscheduled program: its orders as the kernel lists them
+            out.append((p, orders, capped, []))
+            continue
+
+        def compile_with(o, p=p):
+            return compile_program(src, fuse=fuse, order={**given, p.out: o}, iteration=iteration, parallel=parallel)
+        kept, left_out = replayable_orders(p, orders, compile_with)
+        out.append((p, kept, capped, left_out))
+    return out
 
 
 def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None,

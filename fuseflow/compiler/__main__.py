@@ -112,7 +112,7 @@ def _auto(src, args):
     auto = autoschedule(src, inputs=inputs, densities=densities, max_nodes=args.max_nodes,
                         max_kernels=args.max_kernels, memory=args.memory, max_lanes=args.max_lanes,
                         parallel=parse_parallel(args.parallel) or None, budget=args.budget,
-                        simulate=not args.no_simulate, progress=sys.stderr.isatty())
+                        simulate=not args.no_simulate, progress=args.progress or sys.stderr.isatty())
     c = auto.chosen
     orders = ", ".join(f"{k}: {','.join(v)}" for k, v in (c.order or {}).items())
     groups = " ".join("{" + ",".join(g) + "}" for g in c.groups or [])
@@ -163,16 +163,20 @@ def compile_cmd(args):
     if args.dump_after and "dump" in result.reports:
         print(result.reports["dump"])
     if args.list_orders:
-        for p in result.plans:
+        from . import list_orders
+        for p, orders, capped, refused in list_orders(src, result, args.max_orders, args.fuse, args.order,
+                                                       args.iteration, args.parallel):
             if not isinstance(p, KernelPlan):
                 how = "cheap" if p.cheap else "general"
                 print(f"kernel {p.name}: transpose {p.src} -> {p.dst} (mode order "
                       f"{','.join(map(str, p.dst_mode_order))}, {how} kernel; no dataflow order)")
                 continue
-            orders, capped = p.orders(args.max_orders)
             more = f" (capped at {args.max_orders}; more may exist, raise --max-orders)" if capped else ""
             print(f"kernel {p.name}: {p.describe()}")
             print(f"  {len(orders)} valid dataflow order{'s' if len(orders) != 1 else ''}{more}")
+            for mode_order, n, why in refused:
+                print(f"  ({n} more order(s) of this kernel alone left out: they store {p.out} with mode order "
+                      f"{','.join(map(str, mode_order))} and then {why})")
             if orders:
                 print(f"  (give one back with --order {p.out}={','.join(orders[0])})")
             for o in orders:

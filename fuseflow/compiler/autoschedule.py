@@ -386,7 +386,7 @@ def autoschedule(src, inputs: dict | None = None, densities: dict | None = None,
             n -= 1
             continue
         variant, ir, fuse, regions = choices[n]
-        if over():
+        if over() and cands:                 # a spent budget still ranks one schedule: the result
             skipped.append(Skipped(f"{len(choices) - n} fusion choice(s) and {len(later)} form(s)",
                                    f"the ranking used its share of the {budget:g} s budget"))
             break

@@ -792,6 +792,41 @@ def valid_orders(kp, limit=DEFAULT_MAX_ORDERS, scan_limit=SCAN_LIMIT):
     return out, False
 
 
+def replayable_orders(kp, orders, compile_with):
+    """The orders of kernel ``kp`` (valid for the kernel alone, :func:`valid_orders`) that the whole program
+    compiles with, and the ones it does not: ``(kept, [(output mode order, orders left out, why)])``.
+
+    ``compile_with(order)`` compiles the program with ``{kp.out: order}`` (the command line's ``--order
+    KERNEL=...``) and raises :class:`~fuseflow.errors.ProgramError` when it cannot. An order changes the rest of
+    the program only through the tensor the kernel writes (its mode order and, for an intermediate, its level
+    formats), so the program is compiled once per distinct (mode order, formats), not once per order; the
+    selected order's is the program already compiled. Every order ``--list-orders`` prints is one the compiler
+    accepts back."""
+    import copy
+    from .intermediates import infer_levels
+
+    def written(order):
+        mode_order = tuple(kp.out_idx.index(x) for x in order if x in kp.out_idx)
+        probe = copy.copy(kp)
+        probe.order = tuple(order)
+        return mode_order, infer_levels(probe)[0]
+    outcome = {written(kp.order): None} if kp.order else {}
+    kept, refused = [], {}
+    for order in orders:
+        key = written(order)
+        if key not in outcome:
+            try:
+                compile_with(tuple(order))
+                outcome[key] = None
+            except ProgramError as exc:
+                outcome[key] = str(exc)
+        if outcome[key] is None:
+            kept.append(order)
+        else:
+            refused.setdefault(key[0], [0, outcome[key]])[0] += 1
+    return kept, [(mo, n, why) for mo, (n, why) in refused.items()]
+
+
 def plan_program(ir, fuse="regions", order=None, iteration="factored"):
     """(kernel plans (KernelPlan / TransposePlan) in execution order, the IR with any temporaries). Sugar is
     lowered first when the caller has not run the pass (a no-op otherwise)."""

@@ -61,6 +61,8 @@ def _parser():
     s.add_argument("--bake", action="store_true", help="bake the inputs into memory init instead of loading "
                                                         "them through the host port")
     s.add_argument("--json", type=output_file, help="write the run's results (cycles, comparison) here as JSON")
+    s.add_argument("--progress", action="store_true", help="show the elaboration's and the Verilator build's "
+                                                           "progress on stderr even when it is not a terminal")
     sub.add_parser("correlate", add_help=False,
                    help="RTL-vs-simulator correlation report over a kernel suite (fuseflow hw correlate -h)")
     return ap
@@ -99,8 +101,12 @@ def cmd_build(args):
 def cmd_sim(args):
     check_separate_outputs({"--vcd": args.vcd, "--json": args.json})
     inputs = _data(args)
-    s = run_sim(args.graph, inputs, args.simulator, args.vcd, args.max_cycles, args.bake)
-    print(f"{s['name']}: RTL ({s['simulator']}) against the reference simulator (fixed mode)")
+    s = run_sim(args.graph, inputs, args.simulator, args.vcd, args.max_cycles, args.bake,
+                progress=args.progress or sys.stderr.isatty())
+    built = s.get("build")
+    how = ("" if not built else "; Verilator build reused from the cache" if built["cached"] else
+           f"; Verilator build {built['seconds']:.0f} s (cached for later runs)")
+    print(f"{s['name']}: RTL ({s['simulator']}) against the reference simulator (fixed mode){how}")
     for i, (r, c) in enumerate(zip(s["rtl_kernel_cycles"], s["sim_kernel_cycles"])):
         rel = "equal" if r == c else f"{r - c:+d}, x{r / c:.3f}" if c else f"{r - c:+d}"
         print(f"  kernel {i}: RTL {r} cycles, simulator {c} cycles ({rel})")

@@ -130,12 +130,15 @@ def build_design(graph, out_dir: str, inputs=None, *, bake: bool = False, probes
 
 
 def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None,
-            compile_fast=None, prebuilt=None):
+            compile_fast=None, prebuilt=None, progress=None):
     """Elaborate, run and compare; returns a summary dict (also used by tests and benchmarks).
 
     ``prebuilt``: a :class:`~fuseflow.hw.elaborate.Build` of ``graph`` made with ``inputs`` (its reference run
     is the golden one), so a caller that also writes the Verilog elaborates once. ``compile_fast``: see
-    :func:`fuseflow.hw.verilator.build_verilator`."""
+    :func:`fuseflow.hw.verilator.build_verilator`. ``progress``: say what is being elaborated and built, and how
+    far the Verilator build is, on stderr. With Verilator the summary has ``build`` (``cached``: the build was
+    reused; ``seconds``; ``dir``): the build depends on the graph and its capacities, not on the data (unless
+    ``bake``)."""
     from .elaborate import build, check_outputs_fit, load_program, reference_run
     from .top import compare_tensors, stuck_report
     if max_cycles is not None and (not isinstance(max_cycles, int) or max_cycles < 1):
@@ -154,7 +157,7 @@ def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bak
         res = run_amaranth(b, max_cycles=max_cycles, vcd=vcd)
     elif simulator == "verilator":
         from .verilator import run_build
-        res = run_build(b, max_cycles=max_cycles, vcd=vcd, root=cache, compile_fast=compile_fast)
+        res = run_build(b, max_cycles=max_cycles, vcd=vcd, root=cache, compile_fast=compile_fast, progress=progress)
     else:
         raise HardwareError("--simulator", f"unknown simulator {simulator!r} (verilator or amaranth)")
     man = b.manifest()
@@ -168,6 +171,8 @@ def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bak
         "run_seconds": res.get("run_seconds"),
         "mismatches": [], "stuck": None, "tensors": sorted(ref.tensors),
     }
+    if "build" in res:
+        summary["build"] = res["build"]
     if not res["done"]:
         summary["stuck"] = stuck_report(man, res, max_cycles)
     else:

@@ -43,11 +43,24 @@ class Build:
     packed: dict = None                             # input tensors as packed (raw fixed-point values)
     _verilog: str = None
 
-    def verilog(self):
-        """Verilog text of the top (memoised: elaborating twice is not allowed)."""
+    def verilog(self, progress=False):
+        """Verilog text of the top (memoised: elaborating twice is not allowed). ``progress``: say on stderr what
+        is being elaborated and how long it took (large programs take minutes)."""
         if self._verilog is None:
+            import sys
+            import time
             from amaranth.back import verilog
+            t0 = time.perf_counter()
+            if progress:
+                nodes = sum(len(k.nodes) for k in self.program.kernels)
+                sys.stderr.write(f"elaborating {self.name}: {len(self.program.kernels)} kernel(s), {nodes} nodes "
+                                 f"(Amaranth to Verilog)\n")
+                sys.stderr.flush()
             self._verilog = verilog.convert(self.top, name=self.name, emit_src=False)
+            if progress:
+                sys.stderr.write(f"elaborated {self.name}: {len(self._verilog) / 1e6:.1f} MB of Verilog in "
+                                 f"{time.perf_counter() - t0:.0f} s\n")
+                sys.stderr.flush()
         return self._verilog
 
     def manifest(self):

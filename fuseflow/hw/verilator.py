@@ -9,7 +9,10 @@ Builds are cached by the hash of the Verilog text, the flags and the tool versio
 graph share one Verilator compile; a lock file serialises concurrent builds of the same design. A finished
 build keeps only its executable and log (Verilator's precompiled headers alone are about 200 MB for a large
 design), and the cache drops its least recently used builds beyond ``$FUSEFLOW_HW_CACHE_MAX_MB`` (default
-:data:`CACHE_MAX_MB`).
+:data:`CACHE_MAX_MB`). The Verilog of a compiled program does not depend on its data (capacities come from the
+graph, the host port loads the memories at run time; only ``bake=True`` puts data into it), so a second run with
+new data reuses the build. ``progress=True`` shows a build's stages on stderr (Verilator, then the C++ files
+compiled out of how many, and the elapsed time).
 
 A run writes a job file (manifest, memory images, watchdog) and starts the simulator once with the test module
 :mod:`fuseflow.hw.cocotb_bench`, which loads the memories through the host port, pulses ``start``, and lets
@@ -151,23 +154,40 @@ def _public_ports(bdir, module):
     return vlt
 
 
-def _run_logged(cmd, cwd, log):
+def _run_logged(cmd, cwd, log, bar=None):
+    """Run ``cmd`` with its output appended to ``log``; ``bar`` (a :class:`_BuildProgress`) is polled meanwhile."""
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
-    if r.returncode:
-        raise subprocess.CalledProcessError(r.returncode, cmd[0])
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                rc = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if bar is not None:
+                    bar.poll()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+    if rc:
+        raise subprocess.CalledProcessError(rc, cmd[0])
 
 
-def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True, compile_fast=None):
+def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True, compile_fast=None, progress=None,
+                    info=None):
     """Compile ``verilog_text`` (top ``module``) with Verilator for cocotb; return the build directory.
 
     Cached: an identical design reuses the earlier build, and Verilator's runtime objects are compiled once per
     cache. The command is cocotb's runner's (VPI, cocotb's main and library) without ``--public-flat-rw``: the
     bench drives top-level ports only, and public internals only slow the model down. ``compile_fast``: the
     design's C++ without optimisation (:data:`COMPILE_FAST`): about half the compile time, for short runs;
-    None (the default) chooses it for designs over :data:`COMPILE_FAST_ABOVE` characters of Verilog."""
+    None (the default) chooses it for designs over :data:`COMPILE_FAST_ABOVE` characters of Verilog.
+    ``progress``: show the build's stages and how far the C++ compile is on stderr (a build takes minutes).
+    ``info``: a dict, filled with ``cached`` (the build was reused), ``seconds`` and ``dir``."""
+    import time
+    t0 = time.perf_counter()
     ensure_verilator()
     if compile_fast is None:
         compile_fast = len(verilog_text) > COMPILE_FAST_ABOVE
@@ -180,6 +200,10 @@ def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True,
     with _locked(root / f".{module}-{key}.lock"):
         if stamp.exists():
             os.utime(stamp)                     # most recently used: the last the cache drops
+            if info is not None:
+                info.update(cached=True, seconds=time.perf_counter() - t0, dir=str(bdir))
+            if progress:
+                _say(f"verilator: {module}: reusing the cached build {bdir}")
             return bdir
         if bdir.exists():
             shutil.rmtree(bdir)
@@ -187,34 +211,124 @@ def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True,
         src = bdir / f"{module}.v"
         src.write_text(strip_zero_init(verilog_text))
         log = bdir / "build.log"
+        bar = _BuildProgress(module, len(verilog_text), bdir, progress)
         try:
-            _run_logged(_verilator_command(bdir, module, src, waves), bdir, log)
+            bar.stage("verilating")
+            _run_logged(_verilator_command(bdir, module, src, waves), bdir, log, bar)
             runtime = root / f"_runtime-{_runtime_key(waves)}"
             jobs = str(max(1, min(4, os.cpu_count() or 1)))
             make = ["make", "-j", jobs, "-C", str(bdir), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}", *MAKE_OVERRIDES,
                     *design_make]
             with _locked(root / f"._runtime-{_runtime_key(waves)}.lock"):
                 have = (runtime / "complete").exists()
+                bar.compiling(runtime=not have)
                 if have:
                     for o in RUNTIME_OBJECTS:
                         if (runtime / o).exists():
                             shutil.copyfile(runtime / o, bdir / o)   # fresh mtime: make takes it as up to date
                 else:                                   # the first build of this cache compiles the runtime
-                    _run_logged(make, bdir, log)
+                    _run_logged(make, bdir, log, bar)
                     runtime.mkdir(parents=True, exist_ok=True)
                     for o in RUNTIME_OBJECTS:
                         if (bdir / o).exists():
                             shutil.copyfile(bdir / o, runtime / o)
                     (runtime / "complete").write_text("ok")
             if have:
-                _run_logged(make, bdir, log)
+                _run_logged(make, bdir, log, bar)
         except (subprocess.CalledProcessError, OSError) as exc:
+            bar.close()
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise SimulatorError(f"build of {module}", f"verilator failed ({exc}); log {log}:\n{tail}") from None
         _keep_only(bdir, {module, log.name, stamp.name})
         stamp.write_text(module)
+        bar.done()
     prune_cache(root, keep=bdir)
+    if info is not None:
+        info.update(cached=False, seconds=time.perf_counter() - t0, dir=str(bdir))
     return bdir
+
+
+def _say(line):
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+#: seconds between two progress lines of a build when stderr is not a terminal
+BUILD_PROGRESS_SECONDS = 10.0
+
+
+class _BuildProgress:
+    """A Verilator build's progress on stderr (:class:`fuseflow.reports.progress.Progress`): the stage, then the
+    C++ files compiled out of those Verilator generated (from ``Vtop_classes.mk``), with the elapsed time."""
+
+    def __init__(self, module, chars, bdir, enabled):
+        self.bdir, self.enabled = Path(bdir), bool(enabled)
+        self.objects = ()
+        self.bar = None
+        if self.enabled:
+            from ..reports.progress import Progress
+            _say(f"verilator: building {module} ({chars / 1e6:.1f} MB of Verilog; cached for later runs with the "
+                 f"same design)")
+            self.bar = Progress(1, f"verilator {module}", interval=BUILD_PROGRESS_SECONDS)
+
+    def stage(self, what):
+        if self.bar is not None:
+            self.bar.note(what)
+
+    def compiling(self, runtime):
+        """After Verilator: the objects make will build (the design's classes, cocotb's main, the runtime's)."""
+        if self.bar is None:
+            return
+        names = _make_objects(self.bdir / "Vtop_classes.mk", runtime)
+        self.objects = tuple(names)
+        self.bar.total = len(self.objects) + 2          # + Verilator, + the link
+        self.bar.step("compiling C++")
+
+    def poll(self):
+        if self.bar is None:
+            return
+        if self.objects:
+            have = sum((self.bdir / f"{o}.o").exists() for o in self.objects)
+            if have + 1 > self.bar.done:
+                self.bar.step(f"compiling C++: {have}/{len(self.objects)} files", n=have + 1 - self.bar.done)
+                return
+        self.bar.tick()
+
+    def done(self):
+        if self.bar is not None:
+            self.bar.step("built", n=self.bar.total)
+            self.bar.close()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _make_objects(classes_mk, runtime):
+    """The object files (stems) Verilator's ``Vtop_classes.mk`` lists: the design's classes and support files,
+    cocotb's main (``VM_USER_CLASSES``), and the runtime's (``VM_GLOBAL_*``) when ``runtime``."""
+    lists = ["VM_CLASSES_FAST", "VM_CLASSES_SLOW", "VM_SUPPORT_FAST", "VM_SUPPORT_SLOW", "VM_USER_CLASSES"]
+    if runtime:
+        lists += ["VM_GLOBAL_FAST", "VM_GLOBAL_SLOW"]
+    try:
+        text = Path(classes_mk).read_text()
+    except OSError:
+        return []
+    out, current = [], None
+    for line in text.splitlines():
+        m = re.match(r"\s*(\w+)\s*\+?=\s*\\?\s*$", line)
+        if m:
+            current = m.group(1) if m.group(1) in lists else None
+            continue
+        if current and line.strip() and line.startswith(("\t", " ")):
+            name = line.strip().rstrip("\\").strip()
+            if name:
+                out.append(name)
+            if not line.rstrip().endswith("\\"):
+                current = None
+        else:
+            current = None
+    return out
 
 
 #: Default bound on a build cache's size, in MB (``$FUSEFLOW_HW_CACHE_MAX_MB`` overrides it).
@@ -357,12 +471,20 @@ def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_
                           after=adopt_vcd if vcd else None)
 
 
-def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=None, root=None, compile_fast=None):
-    """Build (cached) and run a :class:`fuseflow.hw.elaborate.Build` under Verilator."""
+def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=None, root=None, compile_fast=None,
+              progress=None):
+    """Build (cached) and run a :class:`fuseflow.hw.elaborate.Build` under Verilator. The result has ``build``:
+    :func:`build_verilator`'s ``info`` (``cached``, ``seconds``, ``dir``)."""
     if images is None:
         images = {} if b.baked else b.images
-    bdir = build_verilator(b.verilog(), b.name, waves=bool(vcd), root=root, compile_fast=compile_fast)
-    return run_verilator(bdir, b.name, b.manifest(), images, max_cycles, vcd=vcd, read_probes=read_probes)
+    info = {}
+    bdir = build_verilator(b.verilog(progress=progress), b.name, waves=bool(vcd), root=root, compile_fast=compile_fast,
+                           progress=progress, info=info)
+    if progress:
+        _say(f"verilator: running {b.name}")
+    res = run_verilator(bdir, b.name, b.manifest(), images, max_cycles, vcd=vcd, read_probes=read_probes)
+    res["build"] = info
+    return res
 
 
 __all__ = ["ensure_verilator", "build_verilator", "prune_cache", "run_verilator", "run_build", "SimulatorError",

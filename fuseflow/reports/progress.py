@@ -4,8 +4,10 @@ On a terminal the bar redraws one line in place::
 
     correlation [##########..........]  52/141  37%  spmv_csr/n16/d0.3  elapsed 4m10s  left ~7m
 
-Elsewhere (a log file, CI) it prints one plain line per finished step instead, so a background run's log still
-shows how far it got. ``enabled=False`` silences it.
+Elsewhere (a log file, CI) it prints one plain line per finished step instead (at most one per ``interval``
+seconds when one is given, and always the last), so a background run's log still shows how far it got.
+``enabled=False`` silences it. ``tick()`` redraws the elapsed time of a long step (elsewhere than on a
+terminal only with an ``interval``).
 """
 
 import sys
@@ -24,7 +26,7 @@ def _fmt_seconds(s):
 class Progress:
     """``with Progress(total, "label") as bar: ... bar.step(name)`` (``bar.note(name)`` before a long step)."""
 
-    def __init__(self, total, label="", stream=None, enabled=True, width=24):
+    def __init__(self, total, label="", stream=None, enabled=True, width=24, interval=None):
         self.total = max(0, int(total))
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -38,6 +40,8 @@ class Progress:
         except (AttributeError, ValueError):
             self.tty = False
         self._last_len = 0
+        self.interval = interval
+        self._last_line = None
 
     # -------------------------------------------------------------------------------------------
     def line(self):
@@ -65,6 +69,11 @@ class Progress:
             self.stream.write("\r" + text + " " * pad + ("\n" if final else ""))
             self._last_len = len(text)
         else:
+            now = time.monotonic()
+            if (self.interval and not final and self._last_line is not None
+                    and now - self._last_line < self.interval):
+                return
+            self._last_line = now
             self.stream.write(text + "\n")
         self.stream.flush()
 
@@ -79,7 +88,13 @@ class Progress:
         self.done = min(self.total, self.done + n)
         if what is not None:
             self.current = what
-        self._draw(final=self.tty and self.done >= self.total)
+        self._draw(final=self.done >= self.total if self.interval is not None else self.tty and self.done >= self.total)
+
+    def tick(self):
+        """Redraw (the elapsed time moves during a long step): on a terminal, and elsewhere when an ``interval`` is
+        given (at most one line per interval)."""
+        if self.tty or self.interval is not None:
+            self._draw()
 
     def close(self):
         if self.enabled and self.tty and self.done < self.total:

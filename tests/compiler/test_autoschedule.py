@@ -54,6 +54,26 @@ def test_cli_auto_and_impossible_budget(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
 
 
+def test_cli_progress_when_asked_and_the_budget_reported(tmp_path, monkeypatch, capsys):
+    """--progress prints the autoscheduler's progress on stderr though it is not a terminal (here a capture); a
+    tiny --budget is honoured and the report says what it skipped and why (issue 42, item 6)."""
+    from fuseflow.compiler import __main__ as cli
+    from fuseflow.compiler import autoschedule as auto_mod
+    monkeypatch.setattr(auto_mod, "PROGRESS_DELAY", 0.0)      # the first lines come at once (else after 1 s)
+    monkeypatch.setattr(auto_mod, "PROGRESS_SECONDS", 0.0)
+    assert cli.main(["compile", example_path("gcn2"), "--fuse", "auto", "--progress", "--budget", "60",
+                     "-o", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "auto: ranked fusion choice 1/5" in err and "auto: simulated 1/" in err, err
+    assert cli.main(["compile", example_path("gcn2"), "--fuse", "auto", "--budget", "0.001", "-o",
+                     str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err
+    assert "auto: ranked fusion choice" not in err              # not asked, not a terminal: no progress
+    skipped = [line for line in err.splitlines() if line.startswith("auto: skipped")]
+    assert skipped and all("budget" in line for line in skipped), err
+    assert (tmp_path / "b" / "graph.json").exists()          # the budget is spent: the best so far is kept
+
+
 def test_per_region_choices_mix_fused_and_split_regions(gcn2):
     from fuseflow.compiler.autoschedule import fusion_choices
     from fuseflow.compiler.lower_sugar import lower_sugar

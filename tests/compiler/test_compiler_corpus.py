@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from fuseflow.compiler import EinsumProgram, compile_program, parse_file
+from fuseflow.compiler import EinsumProgram, compile_program, list_orders, parse_file
 from fuseflow.compiler.fusion import Compiler, KernelPlan, valid_orders
 
 from compiler_harness import inputs_for, run_and_check
@@ -39,6 +39,17 @@ EXTRA = {
         fuse {
           T(i,j) = A(i,k) * X(k,j)
           H(i,h) = relu(T(i,j) * W(j,h))
+        }
+    """,
+    # the residual GCN of issue 42 (H = relu(A X W) + X, A stored by columns): T is a kernel at every granularity
+    # and --list-orders lists k,i,j and k,j,i for it
+    "residual_gcn": """
+        tensor A(6,6) : csc
+        tensor X(6,4) : dense
+        tensor W(4,4) : dense
+        fuse {
+          T(i,j) = A(i,k) * X(k,j)
+          H(i,j) = relu(T(i,k) * W(k,j)) + X(i,j)
         }
     """,
     "chain_orders": """
@@ -193,11 +204,10 @@ def test_order3_corpus_programs_use_what_they_test():
 
 
 def _kernel_orders(ir, fuse, cap=12):
-    plans = Compiler(ir, fuse).run()
+    """What --list-orders prints for kernels of up to five indices: (kernel, order) pairs."""
     out = []
-    for p in plans:
+    for p, orders, _, _ in list_orders(ir, compile_program(ir, fuse=fuse), cap, fuse):
         if isinstance(p, KernelPlan) and len(p.pog.nodes) <= 5:
-            orders, _ = valid_orders(p, limit=cap)
             out += [(p.out, o) for o in orders]
     return out
 

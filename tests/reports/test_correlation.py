@@ -97,6 +97,22 @@ def test_progress_plain_and_terminal():
     assert silent.getvalue() == ""
 
 
+def test_progress_interval_throttles_plain_lines():
+    """With an interval a log gets the first line, then at most one per interval, and always the last."""
+    out = io.StringIO()
+    with Progress(50, "build", stream=out, interval=3600) as bar:
+        for n in range(50):
+            bar.step(f"file {n}")
+        bar.tick()                           # a heartbeat within the interval: no line
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "1/50" in lines[0] and "50/50 100%" in lines[1] and "file 49" in lines[1]
+    out = io.StringIO()
+    bar = Progress(3, "build", stream=out, interval=0.0)
+    bar.note("verilating")
+    bar.tick()                               # a heartbeat past the interval: a line with the elapsed time
+    assert out.getvalue().count("\n") == 1 and "verilating" in out.getvalue() and "elapsed" in out.getvalue()
+
+
 # --- suites ---------------------------------------------------------------------------------------------
 
 def _compiler_usable():
