@@ -8,6 +8,7 @@
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -286,32 +287,48 @@ struct Node {
 // ---- block values (fuseflow/sim/blocks.py) ---------------------------------------------------------------
 // Every block token of a run lives in one arena: a B-vector (ndim 1) or a B x B block (ndim 2) of float64
 // (float mode) or int64 raw fixed point (fixed mode). Entries are never changed once made (a token is its
-// index), so a loaded block may be shared by every token that carries it.
+// index), so a loaded block may be shared by every token that carries it. Nothing is freed during a run.
 struct BlockArena {
     struct Hdr {
-        size_t off;
+        void* p;               // the block's first entry (double or i64); chunks never move
         uint32_t n;
         uint8_t ndim;
     };
+    // Entries live in chunks of CHUNK values (8 bytes each) that are never moved or grown: no doubling, and no
+    // copy of everything made so far when the arena grows (a std::vector's realloc held the old and the new
+    // storage at once). The headers likewise, HCHUNK per chunk.
+    static constexpr size_t CHUNK = size_t(1) << 17, HBITS = 14, HCHUNK = size_t(1) << HBITS;
     bool fixed = false;
-    std::vector<Hdr> hdr;
-    std::vector<double> f;
-    std::vector<i64> i;
+    std::vector<std::unique_ptr<Hdr[]>> hchunks;
+    std::vector<std::unique_ptr<std::byte[]>> chunks;   // storage for double (float mode) or i64 (fixed mode)
+    size_t nhdr = 0, used = CHUNK;                       // blocks made; values taken in the current chunk
 
     static size_t count(int ndim, uint32_t n) { return ndim == 2 ? (size_t)n * n : n; }
-    // a new block of zeros (pointers into the arena are invalidated: take them after making the result)
+    size_t size() const { return nhdr; }                 // the number of blocks made (the next one's index)
+    // a new block of zeros (0.0 in float mode, 0 in fixed mode: all bits zero either way)
     Tok make(int ndim, uint32_t n) {
         size_t c = count(ndim, n);
-        size_t off = fixed ? i.size() : f.size();
-        if (fixed) i.resize(off + c, 0);
-        else f.resize(off + c, 0.0);
-        hdr.push_back({off, n, (uint8_t)ndim});
-        return Tok::Blk((i64)hdr.size() - 1);
+        std::byte* mem;
+        if (c > CHUNK) {                                 // larger than a chunk: a chunk of its own, put before
+            chunks.emplace_back(new std::byte[c * 8]()); // the current one (which keeps filling)
+            mem = chunks.back().get();
+            if (chunks.size() >= 2) std::swap(chunks[chunks.size() - 1], chunks[chunks.size() - 2]);
+        } else {
+            if (used + c > CHUNK) {
+                chunks.emplace_back(new std::byte[CHUNK * 8]());
+                used = 0;
+            }
+            mem = chunks.back().get() + used * 8;
+            used += c;
+        }
+        if ((nhdr & (HCHUNK - 1)) == 0) hchunks.emplace_back(new Hdr[HCHUNK]);
+        hchunks.back()[nhdr & (HCHUNK - 1)] = Hdr{(void*)mem, n, (uint8_t)ndim};
+        return Tok::Blk((i64)nhdr++);
     }
-    const Hdr& at(const Tok& t) const { return hdr[(size_t)t.i]; }
+    const Hdr& at(const Tok& t) const { size_t k = (size_t)t.i; return hchunks[k >> HBITS][k & (HCHUNK - 1)]; }
     size_t size(const Tok& t) const { const Hdr& h = at(t); return count(h.ndim, h.n); }
-    double* fp(const Tok& t) { return f.data() + at(t).off; }
-    i64* ip(const Tok& t) { return i.data() + at(t).off; }
+    double* fp(const Tok& t) { return static_cast<double*>(at(t).p); }
+    i64* ip(const Tok& t) { return static_cast<i64*>(at(t).p); }
 };
 
 // ---- number modes (fuseflow/tensors/fixed.py): the arithmetic every op model uses ------------------------

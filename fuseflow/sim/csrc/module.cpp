@@ -294,7 +294,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
                         throw SimError("GraphError", "node " + n.id, "block values must have shape (n, B) or (n, B, B)");
                     i64 count = a.shape(0), bn = a.shape(1);
                     int ndim = (int)a.ndim() - 1;
-                    n.params.m["_bvals_base"] = to_pval(py::int_(arena.hdr.size()));
+                    n.params.m["_bvals_base"] = to_pval(py::int_(arena.size()));
                     n.params.m["_bvals_n"] = to_pval(py::int_(count));
                     size_t per = BlockArena::count(ndim, (uint32_t)bn);
                     if (arena.fixed) {
