@@ -11,8 +11,9 @@ Float mode (``--mode fixed`` for the hardware's number format) on the compiled e
 
 Every case runs in a child process under a wall-time limit (``--timeout``, ``--paper-timeout`` for the paper
 size); a case over the limit is written as skipped with that reason, never dropped. Cases not run now keep
-their row from the existing output file (``--fresh`` drops them); a case with no row is written as skipped
-("not run"). Writes JSON (default benchmarks/results/models.json); ``--markdown`` prints docs/pytorch.md's
+their row from the existing output file (``--fresh`` drops them; ``--merge`` adds another file's rows); a case
+with no row is written as skipped ("not run"), and ``--mark REASON`` writes the selected cases as skipped with
+that reason without running them. Writes JSON (default benchmarks/results/models.json); ``--markdown`` prints docs/pytorch.md's
 table from it.
 """
 
@@ -132,8 +133,11 @@ def main(argv=None):
                     help="simulator engine (default auto: the compiled one when built)")
     ap.add_argument("--nice", type=int, default=0, help="run the cases under nice -n N")
     ap.add_argument("--fresh", action="store_true", help="drop the existing file's rows of the cases not run now")
-    ap.add_argument("--not-run", metavar="REASON", default="not run",
-                    help="the reason written for a case with no row (default 'not run')")
+    ap.add_argument("--mark", metavar="REASON",
+                    help="write the selected cases (--sizes, --only) as skipped with REASON instead of running them")
+    ap.add_argument("--merge", metavar="FILE", nargs="+", default=[],
+                    help="take the rows of these results files (same mode; for example a run of other cases "
+                         "beside this one) before running")
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "SIZE", "CONFIG"), help=argparse.SUPPRESS)
     ap.add_argument("--markdown", action="store_true",
                     help="print docs/pytorch.md's table from the output file instead of running")
@@ -152,8 +156,25 @@ def main(argv=None):
             prev = json.load(f)
         if prev.get("mode") == args.mode:
             old = {(r["model"], r.get("size"), r["config"]): r for r in prev["results"]}
+    for path in args.merge:
+        with open(path) as f:
+            other = json.load(f)
+        if other.get("mode") != args.mode:
+            print(f"error: {path}: {other.get('mode')} mode, not {args.mode}", file=sys.stderr)
+            return 2
+        old.update({(r["model"], r["size"], r["config"]): r for r in other["results"]
+                    if r.get("skipped") != "not run"})
     todo = [c for c in cases if c[1] in args.sizes and (not args.only or args.only in "/".join(c))]
     rows = dict(old)
+
+    def table():
+        return [rows.get(c) or {"model": c[0], "size": c[1], "config": c[2], "skipped": "not run"} for c in cases]
+
+    if args.mark:
+        for model, size, config in todo:
+            rows[(model, size, config)] = {"model": model, "size": size, "config": config, "mode": args.mode,
+                                           "skipped": args.mark}
+        todo = []
     for i, (model, size, config) in enumerate(todo, 1):
         timeout = args.paper_timeout if size == "paper" else args.timeout
         print(f"[{i}/{len(todo)}] {model} {size} {config} (limit {timeout:g} s) ...", flush=True)
@@ -164,11 +185,8 @@ def main(argv=None):
             f"{rec['compile_seconds']:.2f} s, simulate {rec['simulate_seconds']:.1f} s, "
             f"{'ok' if rec['check_ok'] else 'MISMATCH'} ({rec['max_rel_error']:.1e})")
         print(f"[{i}/{len(todo)}] {model} {size} {config}: {what}", flush=True)
-        write(args, [rows.get(c) or {"model": c[0], "size": c[1], "config": c[2], "skipped": args.not_run}
-                     for c in cases])
-    if not todo:
-        write(args, [rows.get(c) or {"model": c[0], "size": c[1], "config": c[2], "skipped": args.not_run}
-                     for c in cases])
+        write(args, table())
+    write(args, table())
     print(f"{args.output}: {len(cases)} cases, {len(todo)} run now")
     return 0
 
