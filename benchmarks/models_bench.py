@@ -13,8 +13,8 @@ Every case runs in a child process under a wall-time limit (``--timeout``, ``--p
 size); a case over the limit is written as skipped with that reason, never dropped. Cases not run now keep
 their row from the existing output file (``--fresh`` drops them; ``--merge`` adds another file's rows); a case
 with no row is written as skipped ("not run"), and ``--mark REASON`` writes the selected cases as skipped with
-that reason without running them. Writes JSON (default benchmarks/results/models.json); ``--markdown`` prints docs/pytorch.md's
-table from it.
+that reason without running them. Writes JSON (default benchmarks/results/models.json); ``--markdown`` prints
+docs/pytorch.md's table from it.
 """
 
 import argparse
@@ -80,8 +80,8 @@ def run_case(model, size, config, mode, engine, timeout, nice=0):
     return {**head, **rec, "wall_seconds": round(time.perf_counter() - t0, 1)}
 
 
-#: how docs/pytorch.md names each (model, size)
 def label(model, size):
+    """How docs/pytorch.md's table names ``model`` at ``size`` (from the model's own size ladder)."""
     from fuseflow.models import attention, autoencoder, decoder
     if model in ("gcn", "graphsage"):
         name = {"gcn": "GCN", "graphsage": "GraphSAGE"}[model]
