@@ -50,9 +50,12 @@ dse: $(STAMP)
 
 # the paper's Figure 12 at the paper's sizes: GCN and GraphSAGE on Cora, the autoencoder at 224 x 224, GPT-3 Small
 # BigBird attention at sequence 1024, each unfused / partially / fully fused and checked against PyTorch
-# (report/paper/index.html; the committed run is benchmarks/results/dse/fig12.json)
+# (report/paper/index.html; the committed run is benchmarks/results/dse/fig12.json); then every model's paper-size
+# rows of benchmarks/results/models.json (models_bench, each case under a 2400 s limit; the decoder block at the
+# paper's size takes hours and is left out: models_bench.py --sizes paper --models decoder runs it)
 paper: $(STAMP)
 	$(PY) -m fuseflow.dse run fig12 --size paper -o report/paper
+	$(PY) benchmarks/models_bench.py --sizes paper --models gcn graphsage autoencoder attention
 
 # every op alone and the quick-suite kernels on ECP5-85F: benchmarks/results/synth.{json,md}
 synth-report: $(STAMP)

@@ -40,7 +40,7 @@ BENCHMARKS = [
     ("scaling_bench", [], ["scaling.json"]),
     ("cost_bench", [], ["cost.json"]),
     ("function_accuracy", ["-o", os.path.join(RESULTS, "functions.json")], ["functions.json"]),
-    ("models_bench", [], ["models.json"]),
+    ("models_bench", ["--sizes", "small", "medium"], ["models.json"]),   # paper: make paper
     ("parallel_bench", [], ["parallel.json"]),
     ("blocks_bench", [], ["blocks.json"]),
     ("autoschedule_bench", [], ["autoschedule.json"]),

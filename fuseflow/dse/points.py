@@ -73,7 +73,7 @@ def counters(stats: dict) -> dict:
 def paper_model(model: str, dataset: str = "cora", size: str = "paper"):
     """(PyTorch model, inputs) of one of Figure 12's models: ``gcn`` / ``graphsage`` (two layers, hidden 16) on
     ``dataset`` (:func:`fuseflow.datasets.load`; ``size`` "small" / "medium" take a breadth-first sample of
-    200 / 1,000 nodes), ``autoencoder`` / ``attention`` at ``size`` (:func:`fuseflow.models.example`)."""
+    200 / 1,000 nodes), ``autoencoder`` / ``attention`` / ``decoder`` at ``size`` (:func:`fuseflow.models.example`)."""
     from .. import datasets
     from ..errors import FuseFlowError
     from ..models import example, gcn_for, graphsage_for
@@ -83,23 +83,39 @@ def paper_model(model: str, dataset: str = "cora", size: str = "paper"):
         if sample and sample < g.nodes:
             g = g.subgraph(g.bfs(sample))
         return (gcn_for if model == "gcn" else graphsage_for)(g)
-    if model in ("autoencoder", "attention"):
+    if model in ("autoencoder", "attention", "decoder"):
         return example(model, size=size)
-    raise FuseFlowError("model", f"unknown Figure 12 model {model!r} (known: gcn, graphsage, autoencoder, attention)")
+    raise FuseFlowError("model", f"unknown Figure 12 model {model!r} (known: {', '.join(PAPER_MODELS)})")
 
 
-def run_model_point(model: str, fuse: str, dataset: str = "cora", size: str = "paper", engine: str = "auto") -> dict:
-    """Compile one of Figure 12's PyTorch models (:func:`paper_model`) with ``fuse``, simulate it in float mode
-    and check it against PyTorch; counters and cycles under every memory preset, as :func:`run_point`."""
+#: the models :func:`paper_model` builds
+PAPER_MODELS = ("gcn", "graphsage", "autoencoder", "attention", "decoder")
+
+
+def run_model_point(model: str, fuse=None, dataset: str = "cora", size: str = "paper", engine: str = "auto",
+                    config: str | None = None, mode: str = "float") -> dict:
+    """Compile one of Figure 12's PyTorch models (:func:`paper_model`) with ``fuse`` (or the model's own
+    ``FUSION[config]``: "unfused" / "partial" / "full"), simulate it in ``mode`` (float by default) and check it
+    against PyTorch; counters and cycles under every memory preset, as :func:`run_point`."""
     from .. import compile as compile_model
+    from ..errors import FuseFlowError
     torch_model, inputs = paper_model(model, dataset, size)
+    if config is not None:
+        if config not in torch_model.FUSION:
+            raise FuseFlowError("config", f"{model} has no fusion configuration {config!r} (known: "
+                                          f"{', '.join(torch_model.FUSION)})")
+        fuse = torch_model.FUSION[config]
+    if fuse is None:
+        raise FuseFlowError("fuse", "give fuse or config")
     t0 = time.perf_counter()
-    m = compile_model(torch_model, inputs, fuse=fuse, mode="float")
+    m = compile_model(torch_model, inputs, fuse=fuse, mode=mode)
     compile_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     check = m.check(engine=engine)
     s = check.simulation.stats
-    return {"model": model, "fuse": fuse, "dataset": dataset if model in ("gcn", "graphsage") else None,
-            "size": size, "kernels": len(m.program.kernels), "engine": s["engine"], "compile_s": compile_s,
-            "sim_s": time.perf_counter() - t1, "check_ok": bool(check.ok), "max_rel_error": check.max_rel_error,
-            **counters(s)}
+    return {"model": model, "config": config,
+            "fuse": fuse if isinstance(fuse, str) else f"{len(fuse)} module groups (the model's FUSION)",
+            "dataset": dataset if model in ("gcn", "graphsage") else None, "size": size, "mode": mode,
+            "kernels": len(m.program.kernels), "nodes": sum(len(k.nodes) for k in m.program.kernels),
+            "engine": s["engine"], "compile_s": compile_s, "sim_s": time.perf_counter() - t1,
+            "check_ok": bool(check.ok), "max_rel_error": check.max_rel_error, **counters(s)}

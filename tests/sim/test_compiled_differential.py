@@ -7,8 +7,9 @@ Compared, in float and fixed mode:
   example program at every granularity, the blocked programs), ``parallel``, ``blocks`` and ``models``;
 * every example program (``fuseflow/programs/*.ff``) at every granularity at 2 and 4 lanes of ``i``, where the
   compiler accepts them (at one lane they are the default suite's compiled entries: the same builder and data);
-* the models bench's configurations (``benchmarks/models_bench.py``) that the Python engine finishes
-  (``benchmarks/results/models.json``), in the bench's mode (fixed; float too where it takes under 30 s);
+* the models bench's configurations (``benchmarks/models_bench.py``) at the small size of the ladder that the
+  bench finished (``benchmarks/results/models.json``), in fixed mode (float too where the bench's compiled-engine
+  simulation took under a second);
 * FIFO depths 1 and 3, traces (the cycle and the token of every push) and an off-chip memory;
 * programs that deadlock at depth 1: both engines raise the same DeadlockError;
 * random programs (``tests/compiler/compiler_randprog.py``) on random data at random granularities and depths.
@@ -326,45 +327,47 @@ def test_special_float_values(name, seed):
 # --- the models bench's configurations ---------------------------------------------------------------------------
 
 def _bench_cases():
-    """(model, config, scale, seconds) of every models-bench case the Python engine finished."""
+    """(model, config, size, seconds) of every models-bench case at the small size that the bench finished."""
     try:
         with open(os.path.join(ROOT, "benchmarks", "results", "models.json")) as f:
             doc = json.load(f)
     except (OSError, ValueError):
         return []
-    return [(r["model"], r["config"], r["scale"], r.get("simulate_seconds") or 0.0)
-            for r in doc.get("results", []) if "cycles" in r]
+    return [(r["model"], r["config"], r["size"], r.get("simulate_seconds") or 0.0)
+            for r in doc.get("results", []) if "cycles" in r and r.get("size") == "small"]
 
 
-#: float mode too for the bench cases that simulate within this many seconds on the Python engine (fixed always)
-BENCH_FLOAT_SECONDS = 30.0
+#: float mode too for the bench cases whose simulation took under this many seconds on the compiled engine (the
+#: Python engine takes 20-40x longer); fixed mode always
+BENCH_FLOAT_SECONDS = 1.0
 
 
 def _bench_params():
     params = []
-    for model, config, scale, secs in _bench_cases():
+    for model, config, size, secs in _bench_cases():
         for mode in ("fixed", "float") if secs < BENCH_FLOAT_SECONDS else ("fixed",):
-            params.append(pytest.param(model, config, scale, mode, id=f"{model}/{config}/{scale}:{mode}"))
+            params.append(pytest.param(model, config, size, mode, id=f"{model}/{config}/{size}:{mode}"))
     return params
 
 
 @functools.lru_cache(maxsize=None)
-def _bench_model(model, config, scale):
+def _bench_model(model, config, size):
     pytest.importorskip("torch")
     bench = os.path.join(ROOT, "benchmarks")
     if bench not in sys.path:
         sys.path.insert(0, bench)
-    import models_bench
     import fuseflow
-    m, inputs = models_bench.example(model, scale)
+    from fuseflow.dse.points import paper_model
+    from models_bench import DATASET
+    m, inputs = paper_model(model, DATASET, size)
     c = fuseflow.compile(m, inputs, fuse=m.FUSION[config], mode="fixed")
     return c.program, c._inputs(None)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, config, scale, mode", _bench_params())
-def test_models_bench(model, config, scale, mode):
-    program, inputs = _bench_model(model, config, scale)
+@pytest.mark.parametrize("model, config, size, mode", _bench_params())
+def test_models_bench(model, config, size, mode):
+    program, inputs = _bench_model(model, config, size)
     _check(program, inputs, mode)
 
 
