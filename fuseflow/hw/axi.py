@@ -224,17 +224,11 @@ def axi_build(b, streams: bool = False):
     ``streams`` also the AXI4-Stream data ports (top module ``<name>_axis``)."""
     from amaranth.back import verilog
 
-    from .elaborate import manifest
+    from .elaborate import wrapper_manifest
     wrapper = AxiLiteTop(b.top, streams)
     module = f"{b.name}_axis" if streams else f"{b.name}_axi"
     text = verilog.convert(wrapper, name=module, emit_src=False)
-    man = manifest(b)
-    man["module"] = module
-    man["interface"] = "axis" if streams else "axi"
-    man["ports"] = [{"name": "clk", "dir": "in", "width": 1}, {"name": "rst", "dir": "in", "width": 1}] + [
-        {"name": name, "dir": "in" if member.flow == In else "out", "width": member.shape.width
-         if hasattr(member.shape, "width") else int(member.shape)}
-        for name, member in wrapper.signature.members.items()]
+    man = wrapper_manifest(b, wrapper, module, "axis" if streams else "axi")
     man["axi"] = axi_map(wrapper)
     return text, man
 

@@ -175,20 +175,14 @@ def axim_build(b, contract: OffchipContract):
     """``(verilog text, manifest)`` of build ``b`` with the AXI4 master port (top module ``<name>_axim``)."""
     from amaranth.back import verilog
 
-    from .elaborate import manifest
+    from .elaborate import wrapper_manifest
     if b.baked:
         raise HardwareError("--interface axi-master", "the tensor data comes from off-chip memory: build without "
                                                       "baked inputs (--no-bake)")
     wrapper = AxiMasterTop(b.top, contract)
     module = f"{b.name}_axim"
     text = verilog.convert(wrapper, name=module, emit_src=False)
-    man = manifest(b)
-    man["module"] = module
-    man["interface"] = "axi-master"
-    man["ports"] = [{"name": "clk", "dir": "in", "width": 1}, {"name": "rst", "dir": "in", "width": 1}] + [
-        {"name": name, "dir": "in" if member.flow == In else "out", "width": member.shape.width
-         if hasattr(member.shape, "width") else int(member.shape)}
-        for name, member in wrapper.signature.members.items()]
+    man = wrapper_manifest(b, wrapper, module, "axi-master")
     man["axi"] = axim_map(wrapper)
     return text, man
 

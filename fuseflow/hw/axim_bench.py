@@ -21,6 +21,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
 from .axi_master import CONTROL_REGISTERS
+from .cocotb_bench import write_result
 
 REG = {name: 4 * i for i, name in enumerate(CONTROL_REGISTERS)}
 
@@ -152,7 +153,4 @@ async def axim_top(dut):
                "errors": getattr(mem, "errors", [])}
     except Exception as exc:  # noqa: BLE001 - reported to the caller through the result file
         res = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
-    tmp = result_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(res, f)
-    os.replace(tmp, result_path)
+    write_result(result_path, res)

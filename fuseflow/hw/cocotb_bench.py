@@ -97,7 +97,12 @@ async def kernel_top(dut):
         res["sim_cycles_per_second"] = (res["wall_cycles"] / run_s) if run_s > 0 else None
     except Exception as exc:  # noqa: BLE001 - reported to the caller through the result file
         res = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
-    tmp = result_path + ".tmp"
+    write_result(result_path, res)
+
+
+def write_result(path: str, res: dict) -> None:
+    """A bench's result file for the process that started the simulation, written whole or not at all."""
+    tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(res, f)
-    os.replace(tmp, result_path)
+    os.replace(tmp, path)

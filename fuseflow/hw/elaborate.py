@@ -112,6 +112,20 @@ def build(graph, inputs=None, *, bake=False, probes=True, op_factory=None, refer
     return Build(program, top.plan, top, module_name(program.name), images, ref, bake, packed)
 
 
+def wrapper_manifest(b, wrapper, module: str, interface: str) -> dict:
+    """The manifest of ``b`` wrapped in ``wrapper`` (an interface top: AXI4-Lite, AXI4 master): its module name,
+    interface and ports (clk, rst, then the wrapper's signature members)."""
+    from amaranth.lib.wiring import In
+    man = manifest(b)
+    man["module"] = module
+    man["interface"] = interface
+    man["ports"] = [{"name": "clk", "dir": "in", "width": 1}, {"name": "rst", "dir": "in", "width": 1}] + [
+        {"name": name, "dir": "in" if member.flow == In else "out", "width": member.shape.width
+         if hasattr(member.shape, "width") else int(member.shape)}
+        for name, member in wrapper.signature.members.items()]
+    return man
+
+
 def manifest(b):
     """The build's manifest (JSON-able): ports, memories, capacities, widths, host address map, channels."""
     program, plan, top = b.program, b.plan, b.top
