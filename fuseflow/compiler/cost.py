@@ -27,6 +27,7 @@ cycles are the busiest stream's or op's token count per kernel, plus the fill of
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -225,280 +226,42 @@ def _numbers(kernel, nid, port) -> int:
     return math.prod(block_shape(s)) if s is not None else 1
 
 
+class _KernelCost:
+    """What the cost rules of one kernel share: the estimate of every stream so far (``inp``/``out`` by node and
+    port), the ALU ops and bytes, each node's expected firings, the memory ops that moved bytes, the levels
+    written, and the kernel's support logic."""
+
+    def __init__(self, prog, k, levels, crd_b, val_b):
+        self.prog, self.k, self.levels, self.crd_b, self.val_b = prog, k, levels, crd_b, val_b
+        self.into = {(d.node, d.port): s.id for s in k.streams.values() for d in s.dsts}
+        self.by_port = {(s.src.node, s.src.port): s.id for s in k.streams.values()}
+        self.est = {}                             # stream id -> _S
+        self.alu = self.read = self.write = 0.0
+        self.busy = {}                            # node -> expected firings
+        self.moved = set()
+        self.written = {}
+        self.logic = _Logic()
+
+    def inp(self, node, port):
+        sid = self.into.get((node, port))
+        return self.est.get(sid) if sid is not None else None
+
+    def out(self, node, port, s):
+        sid = self.by_port.get((node, port))
+        if sid is not None:
+            self.est[sid] = s
+
+
 def _kernel(prog, k, levels, crd_b, val_b) -> dict:
     g = k.graph()
-    into = {}
-    for s in k.streams.values():
-        for d in s.dsts:
-            into[(d.node, d.port)] = s.id
-    est = {}                                  # stream id -> _S
-    by_port = {}                              # (node, out port) -> stream id
-    for s in k.streams.values():
-        by_port[(s.src.node, s.src.port)] = s.id
-    alu = read = write = 0.0
-    busy = {}                                 # node -> expected firings
-    moved = set()
-    written = {}
-    logic = _Logic()
-
-    def inp(node, port):
-        sid = into.get((node, port))
-        return est.get(sid) if sid is not None else None
-
-    def out(node, port, s):
-        sid = by_port.get((node, port))
-        if sid is not None:
-            est[sid] = s
-
+    kc = _KernelCost(prog, k, levels, crd_b, val_b)
     for nid in nx.lexicographical_topological_sort(g, key=lambda n: n):
         node = k.nodes[nid]
-        op, p = node.op, node.params
-        if op == "root":
-            out(nid, "ref", _S((1.0,), (1,), key="root", support=True))
-            busy[nid] = 2
-        elif op == "level_scan":
-            r = inp(nid, "ref")
-            name, lv = p.get("tensor"), p.get("level", 0)
-            decl = prog.tensors.get(name) if name else None
-            dim = p.get("dim") or (decl.level_dim(lv) if decl is not None else 1)
-            fibre = (name, lv, logic.coords.canon(r.key)) if name and r.key is not None else ("node", nid)
-            if p["format"] == "dense":
-                n = r.n * r.real * dim
-            else:
-                st = levels.get(name)
-                if st is None:
-                    raise FuseFlowError(f"node {nid}", f"reads tensor '{name}' before any kernel writes it")
-                above = st[lv - 1] if lv > 0 else 1.0
-                n = r.n * r.real * (st[lv] / above if above else 0.0)
-                read += (2 * r.n * r.real + n) * crd_b
-                moved.add(nid)
-            s = r.child(n, dim)
-            s.cv = logic.coords.fresh()
-            # a fibre's coordinates exist where its parent reference is real and the fibre holds them
-            s.ctx = r.pos if r.pos is not None else r.support
-            if p["format"] == "dense":
-                s.support = logic.both(r.support, True)
-            else:
-                known = r.support is not None
-                q = n / (r.n * (r.real if known else 1.0) * dim) if r.n * r.real * dim else 0.0
-                s.support = logic.both(r.support, logic.atom(fibre, q))
-            s.key = ("ref", fibre, ("cv", s.cv))
-            out(nid, "crd", s)
-            out(nid, "ref", s)
-            busy[nid] = n + r.n
-        elif op == "mask_scan":
-            from ..samml.masks import dense_mask, parse_mask
-            r = inp(nid, "ref")
-            pattern = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
-            s = r.child(r.n * pattern.sum() / max(1, p["rows"]), p["dim"])
-            s.pattern = pattern
-            mask_atom = logic.atom(("mask", nid), pattern.sum() / max(1, pattern.size))
-            s.support, s.ctx = logic.both(r.support, mask_atom), (r.pos if r.pos is not None else r.support)
-            out(nid, "crd", s)
-            out(nid, "ref", s)
-            busy[nid] = s.n + r.n
-        elif op == "crd_mask":
-            from ..samml.masks import dense_mask, parse_mask
-            c = inp(nid, "crd")
-            m = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
-            if c.pattern is not None and c.pattern.shape == m.shape and c.pattern.any():
-                # coordinates a mask generated: the positions both masks keep (masks overlap, e.g. a band
-                # inside BigBird's window)
-                keep = (c.pattern & m).sum() / c.pattern.sum()
-                pattern = c.pattern & m
-            else:                              # uniform coordinates: the fraction of positions kept
-                keep, pattern = m.sum() / max(1, m.size), m
-            kept = c.with_n(c.n * keep)
-            kept.cv, kept.pattern = c.cv, pattern
-            mask_atom = logic.atom(("mask", nid), keep)
-            kept.support, kept.ctx = logic.both(c.support, mask_atom), c.ctx
-            out(nid, "crd", kept)
-            for i in range(p.get("arity", 1)):
-                r = inp(nid, f"ref{i}")
-                if r is not None:
-                    rk = _S(kept.counts, kept.dims, r.real, key=r.key, support=logic.both(r.support, mask_atom),
-                            pos=kept.support, ctx=c.ctx)
-                    out(nid, f"ref{i}", rk)
-            busy[nid] = c.n + c.fibres
-        elif op == "locate":
-            c, r = inp(nid, "crd"), inp(nid, "ref")
-            located = _S(c.counts, c.dims, c.real, support=logic.both(c.support, r.support if r is not None else True),
-                         pos=c.support, ctx=c.ctx)
-            parent = logic.coords.canon(r.key) if r is not None and r.key is not None else ("node", nid)
-            located.key = ("ref", (p.get("tensor"), p.get("level"), parent), ("cv", c.cv))
-            out(nid, "ref", located)
-            busy[nid] = c.n + c.fibres
-        elif op in ("intersect", "union"):
-            ar = p.get("arity", 2)
-            cs = [inp(nid, f"crd{i}") for i in range(ar)]
-            refs = [inp(nid, f"ref{i}") for i in range(ar)]
-            base = cs[0]
-            cap = base.fibres * base.dims[-1]
-            ctx = base.ctx if base.ctx is not None else True
-            forms = []
-            for i, c in enumerate(cs):
-                logic.coords.unify(c.cv, base.cv)
-                if c.support is None:          # unknown support: an atom of its own (per stream)
-                    forms.append(logic.atom(("stream", into[(nid, f"crd{i}")]), c.n / cap if cap else 0.0))
-                else:
-                    forms.append(c.support)
-            # where each operand's reference is real (not N): its own support if known, else its coordinates'
-            rsups = [ri.support if ri is not None and ri.support is not None else forms[i]
-                     for i, ri in enumerate(refs)]
-            form = logic.op("&" if op == "intersect" else "|", forms)
-            # P(position in the output | its parent position exists), exactly over the atoms
-            pctx = logic.probability(ctx)
-            pform = logic.probability(logic.both(form, ctx)) if pctx is not None else None
-            exact = pform is not None
-            if exact:
-                n = cap * pform / pctx if pctx else 0.0
-            else:                              # too many atoms: independent operands
-                ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
-                n = cap * (math.prod(ps) if op == "intersect" else 1.0 - math.prod(1.0 - q for q in ps))
-            if op == "intersect":
-                busy[nid] = sum(c.n for c in cs) - (ar - 1) * n + base.fibres
-            else:
-                busy[nid] = n + base.fibres
-            crd = base.with_n(n)
-            crd.support, crd.cv, crd.ctx = form, base.cv, ctx
-            out(nid, "crd", crd)
-            for i in range(ar):
-                rsup = logic.both(form, rsups[i])
-                preal = logic.probability(logic.both(rsup, ctx)) if exact else None
-                if preal is not None:
-                    real = min(1.0, preal / pform) if pform else 1.0
-                else:
-                    rsup = None
-                    real = refs[i].real if op == "intersect" and refs[i] is not None else \
-                        (1.0 if op == "intersect" or not n else min(1.0, cs[i].n / n))
-                r = base.with_n(n, real)
-                r.key = refs[i].key if refs[i] is not None else None
-                r.support, r.pos, r.ctx = rsup, form, ctx
-                out(nid, f"ref{i}", r)
-        elif op == "repeat_sig":
-            c = inp(nid, "in")
-            out(nid, "repsig", c)
-            busy[nid] = c.n + c.fibres
-        elif op == "repeat":
-            rs = inp(nid, "repsig")
-            held = inp(nid, "in")
-            if held is None:
-                out(nid, "out", _S(rs.counts, rs.dims))
-            else:
-                out(nid, "out", _S(rs.counts, rs.dims, held.real, key=held.key,
-                                   support=logic.both(rs.support, held.support) if held.support is not None else None,
-                                   pos=rs.support, ctx=rs.ctx))
-            busy[nid] = rs.n + rs.fibres
-        elif op == "array":
-            r = inp(nid, "ref")
-            read += r.n * r.real * val_b * _numbers(k, nid, "val")
-            moved.add(nid)
-            out(nid, "val", _S(r.counts, r.dims))
-            busy[nid] = r.n + r.fibres
-        elif op == "alu":
-            a = inp(nid, "a")
-            alu += a.n
-            out(nid, "out", a)
-            busy[nid] = a.n + a.fibres
-        elif op == "block_matmul":                # a block product holds the op for op_interval cycles
-            a = inp(nid, "a")
-            alu += a.n
-            out(nid, "out", a)
-            busy[nid] = a.n * op_interval(op, p) + a.fibres
-        elif op == "reduce":
-            v = inp(nid, "val")
-            c = inp(nid, "crd")
-            up = _S(v.counts[:-1], v.dims[:-1])
-            nonempty = v.fibres * (1.0 - _empty(v))
-            alu += v.n - nonempty
-            out(nid, "val", c if c is not None else up.with_n(nonempty))
-            busy[nid] = v.n + v.fibres
-        elif op == "spacc":
-            order, group = p.get("order", 1), p.get("group", 1)
-            c = inp(nid, "crd_inner")
-            v = inp(nid, "val")
-            alu += v.n
-            L = len(c.counts) - 1
-            base, top = L - order, L - order - group
-            # K ~ Binomial(D, K_mean / D) partial results per group (D: the reduced levels' positions), so an
-            # output entry is nonzero with 1 - E[(1-q)^K] = 1 - (1 - q K_mean / D)^D (empty groups give none)
-            D = max(1, math.prod(c.dims[top + 1:base + 1]))
-            K = c.counts[base] / c.counts[top] if c.counts[top] else 0.0
-            newc, newd = list(c.counts[:top + 1]), list(c.dims[:top + 1])
-            if c.held:
-                # a permuted copy: every entry arrives as its own one-coordinate fibres carrying its target
-                # coordinates, so nothing merges and the group is the source's entries re-sorted: a uniform
-                # tensor of the target dims with the same number of entries
-                tdims = [p.get("dim_outer1", 1), p.get("dim_outer", 1), p.get("dim", 1)][3 - order:]
-                per = v.n / c.counts[top] if c.counts[top] else 0.0
-                rho = min(1.0, per / max(1, math.prod(tdims)))
-                for j in range(order):
-                    rest = math.prod(tdims[j + 1:])
-                    newc.append(c.counts[top] * math.prod(tdims[:j + 1]) * (1.0 - (1.0 - rho) ** rest))
-                    newd.append(tdims[j])
-            for j in range(1, order + 1 if not c.held else 1):
-                span = math.prod(c.dims[base + 1:base + j + 1])
-                q = c.counts[base + j] / (c.counts[base] * span) if c.counts[base] else 0.0
-                newc.append(c.counts[top] * span * (1.0 - (1.0 - min(q, 1.0) * min(K / D, 1.0)) ** D))
-                newd.append(c.dims[base + j])
-            merged = _S(tuple(newc), tuple(newd))
-            out(nid, "crd_inner", merged)
-            out(nid, "val", merged)
-            for i in range(order - 1):
-                out(nid, f"crd_outer{i}", _S(merged.counts[:len(merged.counts) - 1 - i],
-                                            merged.dims[:len(merged.dims) - 1 - i]))
-            busy[nid] = v.n + v.fibres + merged.n          # accumulate side, then the emit side
-        elif op == "parallelize":
-            # round-robin by fibre: every lane gets 1/lanes of each fibre's positions (and of everything below
-            # them), every stop; so a lane's fibre is one of dim/lanes positions at the same density
-            s, lanes = inp(nid, "in"), p["lanes"]
-            for i in range(lanes):
-                out(nid, f"out{i}", dataclasses.replace(s, counts=s.counts[:-1] + (s.n / lanes,),
-                                                        dims=s.dims[:-1] + (s.dims[-1] / lanes,)))
-            busy[nid] = s.n + s.fibres
-        elif op == "serialize":
-            # the lanes' shares merged back: the payload's levels from the keys' level down hold lanes times a
-            # lane's tokens; one cycle per payload token, plus (depth >= 1) one per key to select its lane
-            lanes, depth = p["lanes"], p.get("depth", 0)
-            key, pay = inp(nid, "key0"), inp(nid, "in0")
-            top = len(pay.counts) - 1 - depth
-            merged = dataclasses.replace(
-                pay, counts=pay.counts[:top] + tuple(c * lanes for c in pay.counts[top:]),
-                dims=pay.dims[:top] + (pay.dims[top] * lanes,) + pay.dims[top + 1:])
-            out(nid, "out", merged)
-            busy[nid] = merged.n + merged.fibres + (key.n * lanes if depth else 0)
-        elif op == "crd_drop":
-            o, i = inp(nid, "outer"), inp(nid, "inner")
-            keep = 1.0 - _empty(i)
-            out(nid, "outer", o.with_n(o.n * keep))
-            out(nid, "inner", i)
-            for a in range(p.get("arity") or 0):          # aligned with inner: empty fibres carry no data
-                r = inp(nid, f"ref{a}")
-                if r is not None:
-                    out(nid, f"ref{a}", r)
-            # a step per inner token and stop, and a kept fibre after another in the same parent holds its S0 a
-            # cycle (registry timing): every kept outer coordinate but the first of each outer fibre
-            busy[nid] = i.n + i.fibres + max(0.0, o.n * keep - o.fibres)
-        elif op == "crd_hold":
-            i = inp(nid, "inner")
-            out(nid, "outer", _S(i.counts, i.dims, i.real, held=True))
-            busy[nid] = i.n + i.fibres
-        elif op == "level_write":
-            c = inp(nid, "crd")
-            if p.get("format") != "dense":
-                write += (c.n + c.fibres + 1) * crd_b
-                moved.add(nid)
-            written.setdefault(p.get("tensor"), {})[p.get("level", 0)] = c.n
-            busy[nid] = c.n + c.fibres
-        elif op == "value_write":
-            v = inp(nid, "val")
-            write += v.n * val_b * math.prod(block_shape(k.driver(nid, "val")))
-            moved.add(nid)
-            written.setdefault(p.get("tensor"), {})["vals"] = v.n
-            busy[nid] = v.n + v.fibres
-        else:
-            raise FuseFlowError(f"node {nid}", f"the cost model has no rule for op '{op}'")
-    for name, parts in written.items():
+        rule = COST_RULES.get(node.op)
+        if rule is None:
+            raise FuseFlowError(f"node {nid}", f"the cost model has no rule for op '{node.op}'")
+        rule(kc, nid, node.params, node.op)
+    for name, parts in kc.written.items():
         decl = prog.tensors[name]
         st, above = [], 1.0
         for lv, fmt in enumerate(decl.levels):
@@ -507,11 +270,319 @@ def _kernel(prog, k, levels, crd_b, val_b) -> dict:
             above = s
         levels[name] = st
     from ..sim.memory import memory_stages
-    compute = _busiest(g, k, busy) + 1 + pipeline_fill(prog, k)
-    return {"name": k.name, "alu_ops": alu, "read": read, "write": write, "compute": compute,
-            "stages": memory_stages(k, moved) if moved else 0,
-            "streams": {sid: s.n for sid, s in est.items()},
-            "written": {name: levels[name] for name in written}}
+    compute = _busiest(g, k, kc.busy) + 1 + pipeline_fill(prog, k)
+    return {"name": k.name, "alu_ops": kc.alu, "read": kc.read, "write": kc.write, "compute": compute,
+            "stages": memory_stages(k, kc.moved) if kc.moved else 0,
+            "streams": {sid: s.n for sid, s in kc.est.items()},
+            "written": {name: levels[name] for name in kc.written}}
+
+
+def _cost_root(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    kc.out(nid, "ref", _S((1.0,), (1,), key="root", support=True))
+    kc.busy[nid] = 2
+
+
+def _cost_level_scan(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    r = kc.inp(nid, "ref")
+    name, lv = p.get("tensor"), p.get("level", 0)
+    decl = kc.prog.tensors.get(name) if name else None
+    dim = p.get("dim") or (decl.level_dim(lv) if decl is not None else 1)
+    fibre = (name, lv, kc.logic.coords.canon(r.key)) if name and r.key is not None else ("node", nid)
+    if p["format"] == "dense":
+        n = r.n * r.real * dim
+    else:
+        st = kc.levels.get(name)
+        if st is None:
+            raise FuseFlowError(f"node {nid}", f"reads tensor '{name}' before any kernel writes it")
+        above = st[lv - 1] if lv > 0 else 1.0
+        n = r.n * r.real * (st[lv] / above if above else 0.0)
+        kc.read += (2 * r.n * r.real + n) * kc.crd_b
+        kc.moved.add(nid)
+    s = r.child(n, dim)
+    s.cv = kc.logic.coords.fresh()
+    # a fibre's coordinates exist where its parent reference is real and the fibre holds them
+    s.ctx = r.pos if r.pos is not None else r.support
+    if p["format"] == "dense":
+        s.support = kc.logic.both(r.support, True)
+    else:
+        known = r.support is not None
+        q = n / (r.n * (r.real if known else 1.0) * dim) if r.n * r.real * dim else 0.0
+        s.support = kc.logic.both(r.support, kc.logic.atom(fibre, q))
+    s.key = ("ref", fibre, ("cv", s.cv))
+    kc.out(nid, "crd", s)
+    kc.out(nid, "ref", s)
+    kc.busy[nid] = n + r.n
+
+
+def _cost_mask_scan(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    from ..samml.masks import dense_mask, parse_mask
+    r = kc.inp(nid, "ref")
+    pattern = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
+    s = r.child(r.n * pattern.sum() / max(1, p["rows"]), p["dim"])
+    s.pattern = pattern
+    mask_atom = kc.logic.atom(("mask", nid), pattern.sum() / max(1, pattern.size))
+    s.support, s.ctx = kc.logic.both(r.support, mask_atom), (r.pos if r.pos is not None else r.support)
+    kc.out(nid, "crd", s)
+    kc.out(nid, "ref", s)
+    kc.busy[nid] = s.n + r.n
+
+
+def _cost_crd_mask(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    from ..samml.masks import dense_mask, parse_mask
+    c = kc.inp(nid, "crd")
+    m = dense_mask(parse_mask(p["mask"]), p["rows"], p["dim"])
+    if c.pattern is not None and c.pattern.shape == m.shape and c.pattern.any():
+        # coordinates a mask generated: the positions both masks keep (masks overlap, e.g. a band
+        # inside BigBird's window)
+        keep = (c.pattern & m).sum() / c.pattern.sum()
+        pattern = c.pattern & m
+    else:                              # uniform coordinates: the fraction of positions kept
+        keep, pattern = m.sum() / max(1, m.size), m
+    kept = c.with_n(c.n * keep)
+    kept.cv, kept.pattern = c.cv, pattern
+    mask_atom = kc.logic.atom(("mask", nid), keep)
+    kept.support, kept.ctx = kc.logic.both(c.support, mask_atom), c.ctx
+    kc.out(nid, "crd", kept)
+    for i in range(p.get("arity", 1)):
+        r = kc.inp(nid, f"ref{i}")
+        if r is not None:
+            rk = _S(kept.counts, kept.dims, r.real, key=r.key, support=kc.logic.both(r.support, mask_atom),
+                    pos=kept.support, ctx=c.ctx)
+            kc.out(nid, f"ref{i}", rk)
+    kc.busy[nid] = c.n + c.fibres
+
+
+def _cost_locate(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    c, r = kc.inp(nid, "crd"), kc.inp(nid, "ref")
+    located = _S(c.counts, c.dims, c.real, support=kc.logic.both(c.support, r.support if r is not None else True),
+                 pos=c.support, ctx=c.ctx)
+    parent = kc.logic.coords.canon(r.key) if r is not None and r.key is not None else ("node", nid)
+    located.key = ("ref", (p.get("tensor"), p.get("level"), parent), ("cv", c.cv))
+    kc.out(nid, "ref", located)
+    kc.busy[nid] = c.n + c.fibres
+
+
+def _cost_merge(kc: "_KernelCost", nid, p: dict, op: str, meet: bool) -> None:
+    """intersect (``meet``: the coordinates all operands hold) and union (those any operand holds)."""
+    ar = p.get("arity", 2)
+    cs = [kc.inp(nid, f"crd{i}") for i in range(ar)]
+    refs = [kc.inp(nid, f"ref{i}") for i in range(ar)]
+    base = cs[0]
+    cap = base.fibres * base.dims[-1]
+    ctx = base.ctx if base.ctx is not None else True
+    forms = []
+    for i, c in enumerate(cs):
+        kc.logic.coords.unify(c.cv, base.cv)
+        if c.support is None:          # unknown support: an atom of its own (per stream)
+            forms.append(kc.logic.atom(("stream", kc.into[(nid, f"crd{i}")]), c.n / cap if cap else 0.0))
+        else:
+            forms.append(c.support)
+    # where each operand's reference is real (not N): its own support if known, else its coordinates'
+    rsups = [ri.support if ri is not None and ri.support is not None else forms[i]
+             for i, ri in enumerate(refs)]
+    form = kc.logic.op("&" if meet else "|", forms)
+    # P(position in the output | its parent position exists), exactly over the atoms
+    pctx = kc.logic.probability(ctx)
+    pform = kc.logic.probability(kc.logic.both(form, ctx)) if pctx is not None else None
+    exact = pform is not None
+    if exact:
+        n = cap * pform / pctx if pctx else 0.0
+    else:                              # too many atoms: independent operands
+        ps = [min(1.0, c.n / cap) if cap else 0.0 for c in cs]
+        n = cap * (math.prod(ps) if meet else 1.0 - math.prod(1.0 - q for q in ps))
+    if meet:
+        kc.busy[nid] = sum(c.n for c in cs) - (ar - 1) * n + base.fibres
+    else:
+        kc.busy[nid] = n + base.fibres
+    crd = base.with_n(n)
+    crd.support, crd.cv, crd.ctx = form, base.cv, ctx
+    kc.out(nid, "crd", crd)
+    for i in range(ar):
+        rsup = kc.logic.both(form, rsups[i])
+        preal = kc.logic.probability(kc.logic.both(rsup, ctx)) if exact else None
+        if preal is not None:
+            real = min(1.0, preal / pform) if pform else 1.0
+        else:
+            rsup = None
+            real = refs[i].real if meet and refs[i] is not None else \
+                (1.0 if meet or not n else min(1.0, cs[i].n / n))
+        r = base.with_n(n, real)
+        r.key = refs[i].key if refs[i] is not None else None
+        r.support, r.pos, r.ctx = rsup, form, ctx
+        kc.out(nid, f"ref{i}", r)
+
+
+def _cost_repeat_sig(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    c = kc.inp(nid, "in")
+    kc.out(nid, "repsig", c)
+    kc.busy[nid] = c.n + c.fibres
+
+
+def _cost_repeat(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    rs = kc.inp(nid, "repsig")
+    held = kc.inp(nid, "in")
+    if held is None:
+        kc.out(nid, "out", _S(rs.counts, rs.dims))
+    else:
+        kc.out(nid, "out", _S(rs.counts, rs.dims, held.real, key=held.key,
+                           support=kc.logic.both(rs.support, held.support) if held.support is not None else None,
+                           pos=rs.support, ctx=rs.ctx))
+    kc.busy[nid] = rs.n + rs.fibres
+
+
+def _cost_array(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    r = kc.inp(nid, "ref")
+    kc.read += r.n * r.real * kc.val_b * _numbers(kc.k, nid, "val")
+    kc.moved.add(nid)
+    kc.out(nid, "val", _S(r.counts, r.dims))
+    kc.busy[nid] = r.n + r.fibres
+
+
+def _cost_alu(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    a = kc.inp(nid, "a")
+    kc.alu += a.n
+    kc.out(nid, "out", a)
+    kc.busy[nid] = a.n + a.fibres
+
+
+def _cost_block_matmul(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    """block_matmul: a block product holds the op for op_interval cycles."""
+    a = kc.inp(nid, "a")
+    kc.alu += a.n
+    kc.out(nid, "out", a)
+    kc.busy[nid] = a.n * op_interval(op, p) + a.fibres
+
+
+def _cost_reduce(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    v = kc.inp(nid, "val")
+    c = kc.inp(nid, "crd")
+    up = _S(v.counts[:-1], v.dims[:-1])
+    nonempty = v.fibres * (1.0 - _empty(v))
+    kc.alu += v.n - nonempty
+    kc.out(nid, "val", c if c is not None else up.with_n(nonempty))
+    kc.busy[nid] = v.n + v.fibres
+
+
+def _cost_spacc(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    order, group = p.get("order", 1), p.get("group", 1)
+    c = kc.inp(nid, "crd_inner")
+    v = kc.inp(nid, "val")
+    kc.alu += v.n
+    L = len(c.counts) - 1
+    base, top = L - order, L - order - group
+    # K ~ Binomial(D, K_mean / D) partial results per group (D: the reduced levels' positions), so an
+    # output entry is nonzero with 1 - E[(1-q)^K] = 1 - (1 - q K_mean / D)^D (empty groups give none)
+    D = max(1, math.prod(c.dims[top + 1:base + 1]))
+    K = c.counts[base] / c.counts[top] if c.counts[top] else 0.0
+    newc, newd = list(c.counts[:top + 1]), list(c.dims[:top + 1])
+    if c.held:
+        # a permuted copy: every entry arrives as its own one-coordinate fibres carrying its target
+        # coordinates, so nothing merges and the group is the source's entries re-sorted: a uniform
+        # tensor of the target dims with the same number of entries
+        tdims = [p.get("dim_outer1", 1), p.get("dim_outer", 1), p.get("dim", 1)][3 - order:]
+        per = v.n / c.counts[top] if c.counts[top] else 0.0
+        rho = min(1.0, per / max(1, math.prod(tdims)))
+        for j in range(order):
+            rest = math.prod(tdims[j + 1:])
+            newc.append(c.counts[top] * math.prod(tdims[:j + 1]) * (1.0 - (1.0 - rho) ** rest))
+            newd.append(tdims[j])
+    for j in range(1, order + 1 if not c.held else 1):
+        span = math.prod(c.dims[base + 1:base + j + 1])
+        q = c.counts[base + j] / (c.counts[base] * span) if c.counts[base] else 0.0
+        newc.append(c.counts[top] * span * (1.0 - (1.0 - min(q, 1.0) * min(K / D, 1.0)) ** D))
+        newd.append(c.dims[base + j])
+    merged = _S(tuple(newc), tuple(newd))
+    kc.out(nid, "crd_inner", merged)
+    kc.out(nid, "val", merged)
+    for i in range(order - 1):
+        kc.out(nid, f"crd_outer{i}", _S(merged.counts[:len(merged.counts) - 1 - i],
+                                    merged.dims[:len(merged.dims) - 1 - i]))
+    kc.busy[nid] = v.n + v.fibres + merged.n          # accumulate side, then the emit side
+
+
+def _cost_parallelize(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    # round-robin by fibre: every lane gets 1/lanes of each fibre's positions (and of everything below
+    # them), every stop; so a lane's fibre is one of dim/lanes positions at the same density
+    s, lanes = kc.inp(nid, "in"), p["lanes"]
+    for i in range(lanes):
+        kc.out(nid, f"out{i}", dataclasses.replace(s, counts=s.counts[:-1] + (s.n / lanes,),
+                                                dims=s.dims[:-1] + (s.dims[-1] / lanes,)))
+    kc.busy[nid] = s.n + s.fibres
+
+
+def _cost_serialize(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    # the lanes' shares merged back: the payload's levels from the keys' level down hold lanes times a
+    # lane's tokens; one cycle per payload token, plus (depth >= 1) one per key to select its lane
+    lanes, depth = p["lanes"], p.get("depth", 0)
+    key, pay = kc.inp(nid, "key0"), kc.inp(nid, "in0")
+    top = len(pay.counts) - 1 - depth
+    merged = dataclasses.replace(
+        pay, counts=pay.counts[:top] + tuple(c * lanes for c in pay.counts[top:]),
+        dims=pay.dims[:top] + (pay.dims[top] * lanes,) + pay.dims[top + 1:])
+    kc.out(nid, "out", merged)
+    kc.busy[nid] = merged.n + merged.fibres + (key.n * lanes if depth else 0)
+
+
+def _cost_crd_drop(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    o, i = kc.inp(nid, "outer"), kc.inp(nid, "inner")
+    keep = 1.0 - _empty(i)
+    kc.out(nid, "outer", o.with_n(o.n * keep))
+    kc.out(nid, "inner", i)
+    for a in range(p.get("arity") or 0):          # aligned with inner: empty fibres carry no data
+        r = kc.inp(nid, f"ref{a}")
+        if r is not None:
+            kc.out(nid, f"ref{a}", r)
+    # a step per inner token and stop, and a kept fibre after another in the same parent holds its S0 a
+    # cycle (registry timing): every kept outer coordinate but the first of each outer fibre
+    kc.busy[nid] = i.n + i.fibres + max(0.0, o.n * keep - o.fibres)
+
+
+def _cost_crd_hold(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    i = kc.inp(nid, "inner")
+    kc.out(nid, "outer", _S(i.counts, i.dims, i.real, held=True))
+    kc.busy[nid] = i.n + i.fibres
+
+
+def _cost_level_write(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    c = kc.inp(nid, "crd")
+    if p.get("format") != "dense":
+        kc.write += (c.n + c.fibres + 1) * kc.crd_b
+        kc.moved.add(nid)
+    kc.written.setdefault(p.get("tensor"), {})[p.get("level", 0)] = c.n
+    kc.busy[nid] = c.n + c.fibres
+
+
+def _cost_value_write(kc: "_KernelCost", nid, p: dict, op: str) -> None:
+    v = kc.inp(nid, "val")
+    kc.write += v.n * kc.val_b * math.prod(block_shape(kc.k.driver(nid, "val")))
+    kc.moved.add(nid)
+    kc.written.setdefault(p.get("tensor"), {})["vals"] = v.n
+    kc.busy[nid] = v.n + v.fibres
+
+
+#: the cost rule of each op: ``rule(kernel cost, node id, params, op)`` adds the op's traffic, ALU ops and firings
+COST_RULES = {
+    "root": _cost_root,
+    "level_scan": _cost_level_scan,
+    "mask_scan": _cost_mask_scan,
+    "crd_mask": _cost_crd_mask,
+    "locate": _cost_locate,
+    "intersect": functools.partial(_cost_merge, meet=True),
+    "union": functools.partial(_cost_merge, meet=False),
+    "repeat_sig": _cost_repeat_sig,
+    "repeat": _cost_repeat,
+    "array": _cost_array,
+    "alu": _cost_alu,
+    "block_matmul": _cost_block_matmul,
+    "reduce": _cost_reduce,
+    "spacc": _cost_spacc,
+    "parallelize": _cost_parallelize,
+    "serialize": _cost_serialize,
+    "crd_drop": _cost_crd_drop,
+    "crd_hold": _cost_crd_hold,
+    "level_write": _cost_level_write,
+    "value_write": _cost_value_write,
+}
 
 
 def level_densities(decl, positions) -> list:

@@ -126,3 +126,9 @@ def test_lane_bound_is_the_larger_bound_plus_part_of_the_smaller():
     unlaned = compile_program(parse_file(example_path("spmv"))).program.kernels[0]
     assert _busiest(unlaned.graph(), unlaned, {n: float(i) for i, n in enumerate(unlaned.nodes)}) == \
         len(unlaned.nodes) - 1
+
+
+def test_every_op_of_the_registry_has_exactly_one_cost_rule():
+    from fuseflow.compiler.cost import COST_RULES
+    from fuseflow.samml.registry import OPS
+    assert set(COST_RULES) == set(OPS)
