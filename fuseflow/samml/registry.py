@@ -87,6 +87,8 @@ class OpSpec:
     outputs: tuple = ()
     params: tuple = ()
     memory: str | None = None          # "read" or "write" when the op is backed by a tensor memory
+    #: which arrays of the tensor that memory is: ``"level"`` (one level's seg, crd and first) or ``"vals"``
+    memory_array: str | None = None
     timing: str = ""
     #: channel depth every input needs for the op's full rate (the intersect's look-ahead), else None
     input_depth: int | None = None
@@ -208,6 +210,7 @@ _op(OpSpec(
                   "read (compressed; absent: 2 when the level's seg or first array is in block RAM, else 1: "
                   "fuseflow.samml.storage.bounds_latency)")),
     memory="read",
+    memory_array="level",
     timing="A fibre of L coordinates takes L+1 cycles: the first coordinate leaves in the cycle the "
            "reference is taken, the closing stop one cycle after the last coordinate; a bare stop, N or D "
            "takes 1 cycle; an empty fibre 2. Compressed: every output token is visible MEMORY_READ_LATENCY "
@@ -307,6 +310,7 @@ _op(OpSpec(
     outputs=(Port("val", "val", "values"),),
     params=(_TENSOR, Param("vals", "numbers", None, doc="value array (run_op; else from the tensor)")),
     memory="read",
+    memory_array="vals",
     timing="1 cycle per token; a value is visible MEMORY_READ_LATENCY (2) cycles after its firing (op_latency), "
            "as a pipelined op's.",
 ))
@@ -521,6 +525,7 @@ _op(OpSpec(
                                                    "every coordinate): every stop ends one fibre, an empty one "
                                                    "included, as at the top level")),
     memory="write",
+    memory_array="level",
     timing="1 cycle per token.",
 ))
 _op(OpSpec(
@@ -528,6 +533,7 @@ _op(OpSpec(
     inputs=(Port("val", "val", "values aligned with the last level's coordinates"),),
     params=(_TENSOR,),
     memory="write",
+    memory_array="vals",
     timing="1 cycle per token.",
 ))
 

@@ -262,7 +262,9 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="pyth
     spec = get_op(op)
     params = spec.resolve_params(dict(params or {}), f"op {op}")
     inputs = dict(inputs or {})
-    vals = params.get("vals") if op == "array" else None
+    reads_level = spec.memory == "read" and spec.memory_array == "level"
+    reads_vals = spec.memory == "read" and spec.memory_array == "vals"
+    vals = params.get("vals") if reads_vals else None
     blocked = op == "block_matmul" or any(t.__class__ is not str and getattr(t, "ndim", 0) or
                                           isinstance(t, (list, tuple)) for toks in inputs.values() for t in toks) \
         or vals is not None and len(vals) and np.ndim(vals[0]) > 0
@@ -278,12 +280,12 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="pyth
     for port in spec.required_inputs(params):
         if port not in inputs:
             raise GraphError(f"op {op}", f"input '{port}' needs a token list")
-    if op == "level_scan" and params["format"] == "compressed" and (params.get("seg") is None or params.get("crd") is None):
-        raise GraphError(f"op {op}", "a compressed level_scan needs 'seg' and 'crd' in params")
-    if op == "level_scan" and params["format"] == "dense" and params.get("dim") is None:
-        raise GraphError(f"op {op}", "a dense level_scan needs 'dim' in params")
-    if op == "array" and params.get("vals") is None:
-        raise GraphError(f"op {op}", "array needs 'vals' in params")
+    if reads_level and params["format"] == "compressed" and (params.get("seg") is None or params.get("crd") is None):
+        raise GraphError(f"op {op}", f"a compressed {op} needs 'seg' and 'crd' in params")
+    if reads_level and params["format"] == "dense" and params.get("dim") is None:
+        raise GraphError(f"op {op}", f"a dense {op} needs 'dim' in params")
+    if reads_vals and params.get("vals") is None:
+        raise GraphError(f"op {op}", f"{op} needs 'vals' in params")
     nodes, streams = [], []
     for port, toks in inputs.items():
         kind = port_kind(spec, port)
@@ -309,7 +311,7 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="pyth
     else:
         raise FuseFlowError("engine", f"unknown engine {engine!r} (expected python or compiled)")
     outputs = {port: sink.result for port, sink in sinks.items()}
-    if op in ("level_write", "value_write"):
+    if spec.memory == "write":
         outputs = dict(st.result or {})
     if stats:
         return outputs, {"cycles": st.clock + 1, "busy": st.busy}
@@ -488,11 +490,23 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
 
 
 def _read_bytes(st, crd_bytes, val_bytes):
-    return st.mem_reads * (val_bytes * _values_per_token(st) if st.op == "array" else crd_bytes)
+    return st.mem_reads * (val_bytes * _values_per_token(st) if _array(st.op) == "vals" else crd_bytes)
 
 
 def _write_bytes(st, crd_bytes, val_bytes):
-    return st.mem_writes * (val_bytes * _values_per_token(st) if st.op == "value_write" else crd_bytes)
+    return st.mem_writes * (val_bytes * _values_per_token(st) if _array(st.op) == "vals" else crd_bytes)
+
+
+def _memory(op):
+    """The op's tensor memory role (registry ``memory``: ``"read"``, ``"write"``) or None."""
+    spec = OPS.get(op)
+    return spec.memory if spec is not None else None
+
+
+def _array(op):
+    """Which arrays the op's tensor memory is (registry ``memory_array``: ``"level"``, ``"vals"``) or None."""
+    spec = OPS.get(op)
+    return spec.memory_array if spec is not None else None
 
 
 def _values_per_token(st):
@@ -568,11 +582,12 @@ def _bind(prog, node, store, env, lists=True):
     NumPy arrays with ``lists=False``, for the compiled engine)."""
     p = dict(node.params)
     name = p.get("tensor")
-    if node.op in ("level_scan", "array") and name is not None:
+    reads = _memory(node.op) == "read"
+    if reads and name is not None:
         if name not in store:
             raise GraphError(f"node {node.id}", f"reads tensor '{name}' before any kernel writes it")
         packed = store[name]
-        if node.op == "array":
+        if _array(node.op) == "vals":
             if packed.format.block:        # the compiled engine takes the (n, B[, B]) array as it is
                 p["vals"] = [as_block(v) for v in packed.vals] if lists or not len(packed.vals) else packed.vals
             else:
@@ -588,11 +603,11 @@ def _bind(prog, node, store, env, lists=True):
                     decl = prog.tensors[name]
                     p["bounds_latency"] = bounds_latency(prog, decl, build_capacity(decl, packed.capacities()),
                                                          p["level"])
-    elif node.op == "level_scan" and p.get("format") == "dense" and p.get("dim") is None:
-        raise GraphError(f"node {node.id}", "a dense level_scan needs a tensor or 'dim'")
-    elif node.op in ("level_scan", "array"):
+    elif reads and _array(node.op) == "level" and p.get("format") == "dense" and p.get("dim") is None:
+        raise GraphError(f"node {node.id}", f"a dense {node.op} needs a tensor or 'dim'")
+    elif reads:
         p = _list_params(p)
-    if node.op == "level_write" and name is not None:
+    if _memory(node.op) == "write" and _array(node.op) == "level" and name is not None:
         decl = prog.tensors[name]
         p.setdefault("dim", decl.level_dim(p["level"]))
     return p
@@ -602,9 +617,9 @@ def _collect_writes(prog, kernel, states, store, env):
     """Assemble the tensors a kernel wrote into PackedTensors."""
     written = {}
     for nid, st in states.items():
-        if st.op in ("level_write", "value_write") and st.params.get("tensor"):
+        if _memory(st.op) == "write" and st.params.get("tensor"):
             written.setdefault(st.params["tensor"], {})[
-                ("level", st.params["level"]) if st.op == "level_write" else ("vals",)] = st.result
+                ("level", st.params["level"]) if _array(st.op) == "level" else ("vals",)] = st.result
     for name, parts in written.items():
         decl = prog.tensors[name]
         levels = []
