@@ -95,7 +95,7 @@ def op_params(program, node):
     """The node's parameters as the op module wants them (dense sizes filled in from the tensor)."""
     p = {k: v for k, v in node.params.items() if k not in ("seg", "crd", "vals")}
     name = p.get("tensor")
-    if node.op in ("level_scan", "level_write") and name is not None and p.get("dim") is None:
+    if node.spec.memory_array == "level" and name is not None and p.get("dim") is None:
         decl = program.tensors[name]
         p["dim"] = decl.level_dim(p.get("level", 0))
     return p

@@ -498,7 +498,7 @@ def _validate_kernel(p, k, where):
             v = node.params.get(key)                         # (every declared dimension is >= 1)
             if node.op in ("level_scan", "level_write", "spacc") and v is not None and v < 1:
                 raise GraphError(f"{nw}.params", f"parameter '{key}' must be at least 1, got {v}")
-        if node.op in ("level_scan", "level_write") and node.params.get("dim") is not None \
+        if node.spec.memory_array == "level" and node.params.get("dim") is not None \
                 and node.params.get("tensor") in p.tensors:
             t, lv = p.tensors[node.params["tensor"]], node.params.get("level", 0)
             if 0 <= lv < t.order and node.params["dim"] != t.level_dim(lv):
@@ -581,7 +581,7 @@ def _validate_memory_node(p, node, where):
     t = p.tensors.get(name)
     if t is None:
         raise GraphError(f"{where}.params.tensor", f"node '{node.id}' names undeclared tensor '{name}'")
-    if node.op in ("level_scan", "level_write"):
+    if node.spec.memory_array == "level":
         lv = node.params.get("level", 0)
         if not 0 <= lv < t.order:
             raise GraphError(f"{where}.params.level", f"tensor '{name}' has no level {lv}")
@@ -589,7 +589,7 @@ def _validate_memory_node(p, node, where):
         if fmt != t.levels[lv]:
             raise GraphError(f"{where}.params.format",
                              f"node '{node.id}' reads level {lv} of '{name}' as {fmt} but it is {t.levels[lv]}")
-    if node.op in ("level_write", "value_write") and t.role == "input":
+    if node.spec.memory == "write" and t.role == "input":
         raise GraphError(f"{where}.params.tensor", f"node '{node.id}' writes input tensor '{name}'")
 
 
