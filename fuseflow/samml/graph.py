@@ -25,7 +25,7 @@ from ..errors import FuseFlowError, GraphError
 from ..tensors.formats import can_locate
 from .blocks import check_blocks, check_tensor_block
 from .widths import INDEX_KINDS, check_fits, check_stream_widths
-from .registry import OPS, POLY_KINDS, UNARY_ALU_OPS, check_mask_scan, check_spacc, get_op, port_kind
+from .registry import OPS, POLY_KINDS, UNARY_ALU_OPS, get_op, port_kind
 
 SAMML_VERSION = 1
 ROLES = ("input", "output", "intermediate")
@@ -504,10 +504,8 @@ def _validate_kernel(p, k, where):
             if 0 <= lv < t.order and node.params["dim"] != t.level_dim(lv):
                 raise GraphError(f"{nw}.params.dim", f"node '{nid}' says level {lv} of '{t.name}' has dimension "
                                                      f"{node.params['dim']} but the tensor declares {t.level_dim(lv)}")
-        if node.op == "spacc":
-            check_spacc(node.params, f"{nw}.params")
-        if node.op in ("mask_scan", "crd_mask"):
-            check_mask_scan(node.params, f"{nw}.params")
+        if node.spec.check is not None:
+            node.spec.check(node.params, f"{nw}.params")
         if node.op == "repeat":
             s_in, s_out = k.driver(nid, "in"), k.output_stream(nid, "out")
             if s_in and s_out and s_in.kind != s_out.kind:

@@ -98,6 +98,9 @@ class OpSpec:
     #: from its (resolved) parameters, which it checks first (GraphError at ``where``); the compiled engine binds
     #: them as node parameters (fuseflow/sim/compiled.py), so no fact is written twice. None: no such facts
     sim_facts: object = None
+    #: ``check(params, where)``: validation of parameter combinations beyond each parameter's own type and range
+    #: (GraphError at ``where``), run by graph validation; None: nothing more to check
+    check: object = None
 
     def input_depth_for(self, params):
         """``input_depth`` at these (resolved) parameters, or None: the intersect looks ahead at arity 2 only
@@ -270,6 +273,7 @@ _op(OpSpec(
     timing="As a dense level_scan whose fibre holds only the kept columns: a fibre of L kept coordinates takes "
            "L+1 cycles (the first coordinate leaves in the cycle the reference is taken, the closing stop one "
            "cycle after the last); a bare stop, N or D takes 1 cycle; an empty fibre 2. One firing per cycle.",
+    check=lambda params, where: check_mask_scan(params, where),
 ))
 _op(OpSpec(
     "crd_mask", "Filters a coordinate stream by a coordinate mask: within the fibre of row r (one outer token "
@@ -289,6 +293,7 @@ _op(OpSpec(
                   limit=limits.ARITY)),
     timing="1 cycle per inner token, kept or dropped (as crd_hold), plus 1 per outer stop that closes a fibre "
            "(the partner of an inner S_n, n >= 1). One firing per cycle.",
+    check=lambda params, where: check_mask_scan(params, where),
 ))
 _op(OpSpec(
     "repeat_sig", "Turns a coordinate stream into repeat signals: R per coordinate, S per stop, D.",
@@ -371,6 +376,7 @@ _op(OpSpec(
            "cycle per entry (sorted) and 1 per fibre end; the last (cycle t', the closing stops) frees the bank "
            "from t'+1. D: taken without a bank, emitted after the last group (no delay E).",
     sim_facts=lambda params, where: spacc_sim_facts(params, where),
+    check=lambda params, where: check_spacc(params, where),
 ))
 
 #: pipeline stages of the alu ops that are pipelined, as functions of the value format (a FixedFormat):
