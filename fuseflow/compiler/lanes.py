@@ -1,5 +1,5 @@
 """The ``parallel`` schedule as the user gives it: index names and factors (the graph pass is
-:mod:`fuseflow.samml.lanes`).
+:mod:`fuseflow.compiler.passes.lanes`).
 
 ``parallel i 4`` in a program, ``--parallel i=4`` on the command line and ``parallel={"i": 4}`` in the Python
 API all name an index and a factor. A kernel that has a parallelized index runs the sub-tree below it on that many

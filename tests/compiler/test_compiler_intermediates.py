@@ -1,5 +1,5 @@
 """Formats of intermediates (fuseflow/compiler/intermediates.py) and unions that are only their dense operands
-(fuseflow/samml/locate.py): two-layer models cost tokens in the nonzeros, not in n squared (issue 45).
+(fuseflow/compiler/passes/locate.py): two-layer models cost tokens in the nonzeros, not in n squared (issue 45).
 
 Results are checked against NumPy; token counts against the node count."""
 

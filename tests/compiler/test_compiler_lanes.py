@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from fuseflow.compiler import EinsumProgram, compile_text
 from fuseflow.compiler.fusion import KernelPlan
 from fuseflow.errors import ProgramError
-from fuseflow.samml.lanes import stream_levels
+from fuseflow.compiler.passes.lanes import stream_levels
 from fuseflow.sim import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

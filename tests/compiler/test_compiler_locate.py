@@ -12,7 +12,7 @@ from fuseflow.compiler import compile_program, compile_text, parse_file
 from fuseflow.errors import GraphError
 from fuseflow.samml import kernels
 from fuseflow.samml.expr import evaluate
-from fuseflow.samml.locate import locate_pass
+from fuseflow.compiler.passes.locate import locate_pass
 from fuseflow.sim import run
 
 from compiler_harness import inputs_for, run_and_check

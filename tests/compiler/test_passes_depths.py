@@ -13,7 +13,7 @@ from fuseflow.compiler.passes import PIPELINE, run_passes
 from fuseflow.compiler.passes.depths import (BURST_DEPTH, DEFAULT_BUDGET_BITS, assign_depths, channel_bits,
                                              deadlock_floors, fifo_bits, serializer_inputs, structural_depths)
 from fuseflow.samml import kernels
-from fuseflow.samml.lanes import LANE_SLACK
+from fuseflow.compiler.passes.lanes import LANE_SLACK
 from fuseflow.samml.registry import op_latency
 from fuseflow.sim import run
 

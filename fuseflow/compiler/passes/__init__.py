@@ -4,11 +4,11 @@ Each pass is a function ``pass(program, options) -> report`` that changes the pr
 (:func:`fuseflow.compiler.codegen.build_program`) and the kernel builders (:mod:`fuseflow.samml.kernels`) run
 the same pipeline through :func:`run_passes`, so every graph the project writes gets the same treatment:
 
-1. ``locate`` (:func:`fuseflow.samml.locate.locate_pass`): dense operands of intersections are located, not
+1. ``locate`` (:func:`fuseflow.compiler.passes.locate.locate_pass`): dense operands of intersections are located, not
    scanned (option ``locate=False`` skips it, for comparison);
-2. ``drop_empty`` (:func:`fuseflow.samml.drop_empty.drop_empty_pass`): a CSR-style operand's empty rows are
+2. ``drop_empty`` (:func:`fuseflow.compiler.passes.drop_empty.drop_empty_pass`): a CSR-style operand's empty rows are
    dropped right after its scanners when nothing below needs them (option ``drop_empty=False`` skips it);
-3. ``lanes`` (:func:`fuseflow.samml.lanes.lanes_pass`): kernels the schedule parallelizes (option
+3. ``lanes`` (:func:`fuseflow.compiler.passes.lanes.lanes_pass`): kernels the schedule parallelizes (option
    ``parallel``: {kernel: lanes}) run the sub-tree below their outermost index on that many lanes;
    ``blocks`` (:func:`fuseflow.samml.blocks.apply_blocks`): with blocked tensors, every val stream states the
    block shape its producer gives (docs/samml.md, "Blocks");
@@ -23,15 +23,15 @@ from __future__ import annotations
 
 from ...samml.blocks import apply_blocks
 from ...samml.capacities import declare_capacities
-from ...samml.drop_empty import drop_empty_pass
-from ...samml.lanes import lanes_pass
-from ...samml.locate import locate_kernel
+from .drop_empty import drop_empty_pass
+from .lanes import lanes_pass
+from .locate import locate_kernel
 from ...samml.widths import assign_widths
 from .depths import assign_depths
 
 
 def locate(program, options) -> dict:
-    """The locate pass (:mod:`fuseflow.samml.locate`); reports the number of locate nodes added."""
+    """The locate pass (:mod:`fuseflow.compiler.passes.locate`); reports the number of locate nodes added."""
     if options.get("locate", True) is False:
         return {"located": 0, "skipped": True}
     return {"located": sum(locate_kernel(program, k) for k in program.kernels)}

@@ -67,7 +67,7 @@ import networkx as nx
 
 from ...samml.blocks import block_shape
 from ...samml.graph import shared_intersect_inputs
-from ...samml.lanes import lane_zero
+from .lanes import lane_zero
 from ...samml.registry import op_latency
 from ...samml.widths import stream_width
 from ...tensors.fixed import FixedFormat
@@ -434,7 +434,7 @@ def assign_depths(program, options=None) -> dict:
 
 def lane_mirrors(program) -> list:
     """[(stream, lane 0's stream)]: every channel out of a lane copy of another lane than 0 (at every nesting
-    level), with the same channel of lane 0's copy (:func:`fuseflow.samml.lanes.lane_zero`); empty without
+    level), with the same channel of lane 0's copy (:func:`fuseflow.compiler.passes.lanes.lane_zero`); empty without
     parallel lanes."""
     out = []
     for k in program.kernels:

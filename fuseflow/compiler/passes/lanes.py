@@ -42,9 +42,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..errors import ProgramError
-from .blocks import apply_blocks
-from .graph import Kernel, PortRef, Program
+from ...errors import ProgramError
+from ...samml.blocks import apply_blocks
+from ...samml.graph import Kernel, PortRef, Program
 from .locate import unique_node_id
 
 __all__ = ["parallel_kernel", "stream_levels", "lanes_pass", "lane_copy_id", "lane_zero"]

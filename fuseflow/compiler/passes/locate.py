@@ -28,8 +28,8 @@ located ``N`` would keep the other side's coordinates (with zero values) and cha
 
 from __future__ import annotations
 
-from ..tensors.formats import can_locate
-from .graph import Kernel, PortRef, Program
+from ...tensors.formats import can_locate
+from ...samml.graph import Kernel, PortRef, Program
 
 __all__ = ["locate_pass", "locate_kernel"]
 

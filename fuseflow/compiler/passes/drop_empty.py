@@ -36,8 +36,8 @@ The output is then the same tensor: the rows the pass drops are the rows the out
 
 from __future__ import annotations
 
-from ..tensors.formats import COMPRESSED, can_locate
-from .graph import Kernel, PortRef, Program
+from ...tensors.formats import COMPRESSED, can_locate
+from ...samml.graph import Kernel, PortRef, Program
 from .locate import unique_node_id
 
 __all__ = ["drop_empty_pass", "drop_empty_kernel", "dominated_streams"]
