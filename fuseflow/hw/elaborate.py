@@ -312,9 +312,9 @@ def localise(b, trace):
                 continue                                  # the RTL never completed this op's inputs
             params = {kk: v for kk, v in node.params.items() if kk != "tensor"}
             name = node.params.get("tensor")
-            if name in packed and node.op in ("level_scan", "array"):
+            if name in packed and node.spec.memory == "read":
                 t = packed[name]
-                if node.op == "array":
+                if node.spec.memory_array == "vals":
                     params["vals"] = [int(x) for x in t.vals]
                 else:
                     lv = t.levels[node.params.get("level", 0)]
@@ -322,7 +322,7 @@ def localise(b, trace):
                         params["dim"] = lv.size
                     else:
                         params["seg"], params["crd"] = [int(x) for x in lv.seg], [int(x) for x in lv.crd]
-            if node.op in ("level_write", "value_write", "root"):
+            if node.spec.memory == "write" or not node.spec.inputs:     # writers and root: nothing to replay
                 continue
             try:
                 want = run_op(node.op, params, ins, mode="fixed")

@@ -28,7 +28,7 @@ from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value
 from amaranth.sim import Simulator
 
 from ..errors import HardwareError
-from ..samml.registry import get_op, op_latency
+from ..samml.registry import get_op, memory_role, op_latency
 from ..tensors.fixed import FixedFormat
 from .memory import TensorMemory, attach_read, first_words
 from .stream import PeekFIFO, StreamFIFO
@@ -218,11 +218,11 @@ def _mem_params(op, params, fixed, block=()):
     """Memory contents and depths for an op run from run_op-style params (``block``: the array's values are
     blocks of that shape, one per word)."""
     init, depth = {}, {}
-    if op == "level_scan" and params.get("format", "compressed") == "compressed":
+    if memory_role(op) == ("read", "level") and params.get("format", "compressed") == "compressed":
         init["seg"] = list(params.get("seg") or [])
         init["crd"] = list(params.get("crd") or [])
         init["first"] = first_words(init["seg"], init["crd"])
-    elif op == "array":
+    elif memory_role(op) == ("read", "vals"):
         vals = params.get("vals")
         vals = [] if vals is None else list(vals)
         init["vals"] = [pack_block(v, fixed.width) for v in vals] if block else [int(v) for v in vals]
@@ -441,7 +441,7 @@ def _extra_cycles(dut):
 def written_arrays(op: str, out: dict) -> dict:
     """``out`` (a model's outputs) with the arrays a writer's RTL writes beyond them: level_write's ``first``
     (:func:`fuseflow.hw.memory.first_words` of the seg and crd it wrote)."""
-    if op != "level_write":
+    if memory_role(op) != ("write", "level"):
         return out
     return {**out, "first": first_words(list(out["seg"]), list(out["crd"]))}
 
@@ -483,7 +483,7 @@ def lane_reference(op, params, inputs, blocks):
             return tok if isinstance(tok, str) else (np.ravel(tok)[e].item() if np.ndim(tok) else tok)
         ins = {p: [pick(t) if blocks.get(f"i_{p}") else t for t in toks] for p, toks in inputs.items()}
         prm = dict(params or {})
-        if op == "array" and blocks.get("o_val"):
+        if memory_role(op) == ("read", "vals") and blocks.get("o_val"):
             prm["vals"] = [pick(v) for v in prm["vals"]]
         runs.append(run_op(op, prm, ins, mode="fixed", stats=True))
     cycles = {info["cycles"] for _, info in runs}
@@ -491,7 +491,7 @@ def lane_reference(op, params, inputs, blocks):
         raise AssertionError(f"{op} lanes disagree on cycles: {sorted(cycles)}")
     out = {}
     for port, toks in runs[0][0].items():
-        blocked = blocks.get(f"o_{port}") or (op == "value_write" and blocks.get("i_val"))
+        blocked = blocks.get(f"o_{port}") or (memory_role(op) == ("write", "vals") and blocks.get("i_val"))
         if not blocked:
             out[port] = list(toks)
             continue

@@ -135,12 +135,12 @@ def infer_blocks(program, kernel, where: str = "kernel") -> dict:
                 out[s.id] = ()
                 continue
             nwhere = f"{where}: node {nid}"
-            if node.op == "array":
+            if (node.spec.memory, node.spec.memory_array) == ("read", "vals"):
                 t = program.tensors.get(node.params.get("tensor"))
                 out[s.id] = tensor_block(t) if t is not None else block_shape(s)
             else:
                 out[s.id] = output_block(node.op, node.params, port, blocks_in, nwhere, node.id)
-        if node.op == "value_write":
+        if (node.spec.memory, node.spec.memory_array) == ("write", "vals"):
             t = program.tensors.get(node.params.get("tensor"))
             got = blocks_in.get("val", ())
             if t is not None and got != tensor_block(t):

@@ -593,6 +593,12 @@ def check_mask_scan(params, where="op mask_scan"):
         raise GraphError(exc.what, exc.why) from None
 
 
+def memory_role(op: str) -> tuple:
+    """``(memory, memory_array)`` of ``op``: ``("read" | "write" | None, "level" | "vals" | None)``."""
+    spec = OPS.get(op)
+    return (spec.memory, spec.memory_array) if spec is not None else (None, None)
+
+
 def get_op(name, where="op"):
     """The :class:`OpSpec` called ``name``; raises UnknownOpError naming the known ops."""
     try:

@@ -39,7 +39,7 @@ def run_op_block(spec, params, inputs):
         tok = next((t for t in toks if not isinstance(t, str)), None)
         if tok is not None and (getattr(tok, "ndim", 0) or isinstance(tok, (list, tuple))):
             shapes[port] = tuple(np.shape(tok))
-    if spec.name == "array" and params.get("vals") is not None and len(params["vals"]):
+    if (spec.memory, spec.memory_array) == ("read", "vals") and params.get("vals") is not None and len(params["vals"]):
         return tuple(np.shape(params["vals"][0]))                # an array's blocks are its values'
     for port, p in spec.output_ports(params):
         if p.kind == "val":

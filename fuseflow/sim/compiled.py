@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import FuseFlowError
 from ..samml import masks
-from ..samml.registry import OPS, REDUCE_MERGE, UNARY_ALU_OPS, check_mask_scan, op_interval, op_latency
+from ..samml.registry import OPS, REDUCE_MERGE, UNARY_ALU_OPS, check_mask_scan, memory_role, op_interval, op_latency
 from ..tensors import fixed as _fixed
 from ..tensors import fixedfn as _fixedfn
 
@@ -119,7 +119,7 @@ def _bound_params(st):
     if getattr(zero, "ndim", 0):                 # a node whose values are blocks: what its N loads
         p["_block"] = list(zero.shape)
     vals = p.get("vals")
-    if st.op == "array" and vals is not None and len(vals) and np.ndim(vals[0]) > 0:
+    if memory_role(st.op) == ("read", "vals") and vals is not None and len(vals) and np.ndim(vals[0]) > 0:
         # block values as one (n, B[, B]) array, bound into the run's block arena
         p["_bvals"] = np.asarray(vals, dtype=np.int64 if st.env.mode == "fixed" else np.float64)
         del p["vals"]
