@@ -42,7 +42,7 @@ from ..samml.blocks import block_shape
 from ..samml.widths import INDEX_KINDS, stream_width
 from ..tensors.fixed import FixedFormat
 from . import token as tk
-from ..samml.registry import MEMORY_READ_LATENCY
+from ..samml.registry import MEMORY_READ_LATENCY, POLY_KINDS
 from ..samml.storage import bounds_latency
 from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory, attach_read
 from .ops.lanes import LANE_OPS, BlockLanes
@@ -72,13 +72,9 @@ def _any_kind(kernel, node, program=None):
     kind for all of them, and a joiner may mix references and values on its ``ref<i>`` ports (the compiler does
     that for a union over a value stream): then the wider kind is taken (references and values are passed
     through unchanged, and consumers take the low bits they need)."""
-    if node.op in ("repeat", "parallelize"):
-        ports = ["in"]
-    elif node.op == "serialize":
-        ports = [f"in{i}" for i in range(node.params["lanes"])]
-    elif node.op in ("intersect", "union", "crd_mask", "crd_drop"):
-        ports = [f"ref{i}" for i in range(node.params.get("arity") or (0 if node.op == "crd_drop" else 2))]
-    else:
+    params = node.spec.resolve_params(dict(node.params), f"node {node.id}")
+    ports = [name for name, port in node.spec.input_ports(params) if port.kind in POLY_KINDS]
+    if not ports:
         return "ref"
     kinds = {s.kind for s in (kernel.driver(node.id, p) for p in ports) if s is not None}
     if not kinds:
