@@ -583,9 +583,11 @@ def ff_model(einsum, text, result, fuse="regions", order=None, mode="fixed", exa
     ``example_inputs`` {tensor name: array}, by default deterministic data from the declared shapes and formats.
     ``fuseflow compile PROGRAM.ff --check/--report/--build`` use it as the PyTorch path does."""
     from .models import program_inputs
+    from .samml.tileplan import full_view
     program = result.program
-    m = CompiledModel(name=program.name, program=program, ff_text=text, inputs=list(program.inputs),
-                      outputs=list(program.outputs), output_structure="dict", constants={}, mode=mode, fuse=fuse,
+    view = full_view(program)         # a tiled program's inputs and outputs have their full shapes
+    m = CompiledModel(name=program.name, program=program, ff_text=text, inputs=list(view.inputs),
+                      outputs=list(view.outputs), output_structure="dict", constants={}, mode=mode, fuse=fuse,
                       order=order, einsum=einsum, result=result, compile_seconds=compile_seconds, schedule=schedule,
                       candidates=candidates, source="ff", redundancies=list(redundancies),
                       schedule_report=schedule_report)

@@ -56,7 +56,8 @@ def load_data(args, program):
     if args.inputs:
         return load_files(args.inputs if isinstance(args.inputs, (list, tuple)) else [args.inputs])
     if args.random_inputs is not None:
-        return random_data(program, args.random_inputs, args.data_seed)
+        from .tileplan import full_view
+        return random_data(full_view(program), args.random_inputs, args.data_seed)
     if getattr(args, "_data_required", False):
         raise FuseFlowError("--inputs", "give the input tensors with --inputs FILE (fuseflow samml info GRAPH lists "
                                         "them) or random ones with --random-inputs DENSITY")
