@@ -244,7 +244,7 @@ def _estimate_bits(ir, dims, by_mode, sizes, densities, tile_nnz, crd_bits=16, v
     return total
 
 
-def auto_sizes(ir, dims, by_mode, onchip_bits: int, parallel: dict, inputs=None) -> TileChoice:
+def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, inputs=None) -> TileChoice:
     """Tile sizes under ``onchip_bits`` by Scorch's rules (module docstring)."""
     densities = {t.name: t.density for t in ir.tensors.values() if t.role == "input"}
     tile_nnz = _tile_counters(ir, by_mode, inputs) if inputs else None
@@ -268,8 +268,12 @@ def auto_sizes(ir, dims, by_mode, onchip_bits: int, parallel: dict, inputs=None)
             for m, i in enumerate(leaf.idx):
                 if i in sparse_idx:
                     gathered.add(by_mode[(leaf.tensor, m)])
-    candidates = [d for d in dims if d in rows or d in gathered]
-    others = [d for d in dims if d not in candidates]
+    unsplittable = set()
+    for st in ir.stmts:
+        for i in _reduced_anywhere(st.rhs) - splittable_reductions(st):
+            unsplittable.add(by_index.get((st.id, i)))
+    candidates = [d for d in dims if (d in rows or d in gathered) and d not in unsplittable]
+    others = [d for d in dims if d not in candidates and d not in unsplittable]
     sizes = {}
     notes = [f"candidates (output rows, gathered windows): {', '.join(candidates) or 'none'}"]
 
@@ -289,8 +293,9 @@ def auto_sizes(ir, dims, by_mode, onchip_bits: int, parallel: dict, inputs=None)
                     continue
                 trial = {**sizes, d: new}
                 b = bits(trial)
-                if best is None or b < best[0]:
-                    best = (b, d, new)
+                rank = (cur, -b)                  # the largest tile side first (balanced tiles), then the fewest bits
+                if best is None or rank > best[3]:
+                    best = (b, d, new, rank)
             if best is not None:
                 if pool is others:
                     notes.append(f"split {best[1]} (not a window: capacity forces it)")
@@ -299,7 +304,7 @@ def auto_sizes(ir, dims, by_mode, onchip_bits: int, parallel: dict, inputs=None)
             smallest = ", ".join(f"{d}={sizes.get(d, dims[d].extent)}" for d in dims)
             raise ProgramError("--onchip-bits", f"{onchip_bits} bits hold no tile: the smallest tile ({smallest}) "
                                                 f"needs about {est} bits")
-        est, d, new = best
+        est, d, new, _ = best
         sizes[d] = new
         steps += 1
     return TileChoice(sizes, "auto", onchip_bits, est, notes)
@@ -328,9 +333,9 @@ def _tile_counters(ir, by_mode, inputs):
 
         def most(sizes, r=r, c=c, d0=d0, d1=d1):
             s0, s1 = sizes.get(d0), sizes.get(d1)
+            if not (s0 or s1) or r.size == 0:
+                return int(r.size)
             key = (r // s0 if s0 else 0) * (1 << 31) + (c // s1 if s1 else 0)
-            if key.size == 0:
-                return 0
             _, counts = np.unique(key, return_counts=True)
             return int(counts.max())
         out[name] = most
@@ -394,17 +399,44 @@ def annihilators(node, ir, seen=None) -> set:
     return set()
 
 
-def _check_sum(ir, lhs, split_indices, where):
-    """Only sums may be split: a max/min reduction over a split index is an error."""
+def _top_sums(node) -> set:
+    """Indices summed at the top of ``node``: through ``+``/``-`` and sums only (a split sum merges by adding
+    partials only there: under a product by another sum, a function or a max, it does not)."""
+    from .ir import Bin, Red
+    if isinstance(node, Red) and node.op == "sum":
+        return set(node.idx) | _top_sums(node.body)
+    if isinstance(node, Bin) and node.op in ("+", "-"):
+        return _top_sums(node.a) & _top_sums(node.b)        # every term sums over it (else added per tile)
+    return set()
+
+
+def _reduced_anywhere(node) -> set:
     from .ir import Red, Sugar
+    out = set()
+    for n in node.walk():
+        if isinstance(n, (Red, Sugar)):
+            out |= set(n.idx)
+    return out
+
+
+def splittable_reductions(st) -> set:
+    """Reduction indices of statement ``st`` whose partial results merge by addition."""
+    return _top_sums(st.rhs)
+
+
+def _check_sum(ir, lhs, split_dims, by_index, where):
+    """Only sums over the whole right side may be split (a max, a softmax or a relu after the sum, or a term
+    without the sum, do not merge by adding partials)."""
     st = ir.producer(lhs)
-    for n in st.rhs.walk():
-        if isinstance(n, Red) and n.op != "sum" and set(n.idx) & split_indices:
-            raise ProgramError(where, f"{lhs}: a {n.op} over the split index {','.join(sorted(set(n.idx) & split_indices))}"
-                                      f" cannot merge by sums (tile a different index)")
-        if isinstance(n, Sugar) and set(n.idx) & split_indices:
-            raise ProgramError(where, f"{lhs}: {n.op}[{','.join(n.idx)}] needs the whole of "
-                                      f"{','.join(sorted(set(n.idx) & split_indices))} in one tile")
+    ok = splittable_reductions(st)
+    for d in split_dims:
+        names = {i for i in st.indices if by_index.get((st.id, i)) == d}
+        if not names & ok:
+            what = ", ".join(sorted(names)) or f"dimension {d} (reduced inside a fused statement)"
+            raise ProgramError(where, f"{lhs} (line {st.line}): partial results over tiles of {what} do not merge "
+                                      f"by adding (the sum is under a function, a product or a max, or a term does "
+                                      f"not sum over it): write the sum as a statement of its own, or tile "
+                                      f"another index")
 
 
 def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, inputs=None,
@@ -424,11 +456,31 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
     elif onchip_bits is not None:
         if isinstance(onchip_bits, bool) or not isinstance(onchip_bits, int) or onchip_bits < 1:
             raise ProgramError("--onchip-bits", f"must be a positive number of bits, got {onchip_bits!r}")
-        choice = auto_sizes(ir, dims, by_mode, onchip_bits, lanes, inputs)
+        choice = auto_sizes(ir, dims, by_mode, by_index, onchip_bits, lanes, inputs)
     else:
         return None
     if not choice.sizes:
         return None
+    if tiles or onchip_bits is None:
+        return _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits, where)
+    target = onchip_bits
+    for _ in range(8):                         # the estimate is below the compiled capacities: shrink and retry
+        result = _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits, where)
+        if result is None or result.program.tiling["tile_bits"] <= onchip_bits:
+            return result
+        target = int(target * onchip_bits / result.program.tiling["tile_bits"] * 0.95)
+        choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs)
+        choice.onchip_bits = onchip_bits
+        choice.notes.append(f"sized for {target} bits: the compiled tile at the first sizes was over the budget")
+    return result
+
+
+def _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits, where):
+    """The tiled CompileResult of one choice of sizes (see :func:`compile_tiled`)."""
+    if not choice.sizes:
+        return None
+    for d in dims.values():
+        d.size = None
     for d, s in choice.sizes.items():
         dims[d].size = s
     first = compile_fn(_retiled_source(src, ir, by_mode, choice.sizes, {}))
@@ -446,7 +498,7 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
             out_dims = {by_mode.get((out, m)) for m in range(len(first.program.tensors[out].shape))}
             split_red = [d for d in grid if d not in out_dims and dims[d].tiles > 1]
             if split_red:
-                _check_sum(ir, out, {i for d in split_red for i in dims[d].indices}, where)
+                _check_sum(ir, out, split_red, by_index, where)
                 name, n = f"{out}_acc", 2
                 while name in ir.tensors:
                     name, n = f"{out}_acc{n}", n + 1
@@ -457,6 +509,14 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
         raise ProgramError(where, "the accumulator terms changed the kernels; tile a dimension no sum runs over")
     prog = result.program
     prog.expr = first.program.expr            # the program's meaning: the untiled statements
+    for name, data in (inputs or {}).items():  # capacities: the largest tile of the data (the others fit)
+        decl = prog.tensors.get(name)
+        if decl is None or decl.role != "input":
+            continue
+        sizes_of = [choice.sizes.get(by_mode.get((name, m))) for m in range(decl.order)]
+        cap = data_capacity(decl, data, sizes_of)
+        if cap is not None:
+            decl.capacity = cap
     buffers = DEFAULT_BUFFERS if contract is None else contract.get("buffers", DEFAULT_BUFFERS)
     plan_kernels = []
     for name, grid, reads, writes in kinfo:
@@ -509,6 +569,36 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
     prog.validate()
     result.reports["tiling"] = choice
     return result
+
+
+def data_capacity(decl, data, tile_of_mode) -> list | None:
+    """The capacity a 2-D sparse input needs for its largest tile: per level the most entries of one tile, then
+    values. ``tile_of_mode``: the tile size per mode (None: not split). None for data that is not SciPy sparse."""
+    import numpy as np
+    if not hasattr(data, "tocoo") or decl.order != 2 or decl.block:
+        return None
+    coo = data.tocoo()
+    coo.sum_duplicates()
+    coords = [coo.row.astype(np.int64), coo.col.astype(np.int64)]
+    key = np.zeros(len(coo.data), dtype=np.int64)
+    for m, size in enumerate(tile_of_mode):
+        if size:
+            key = key * (int(coo.shape[m]) // size + 2) + coords[m] // size
+    caps, parent = [], 1
+    for lv, fmt in enumerate(decl.levels):
+        dim = int(decl.shape[decl.mode_order[lv]])
+        if fmt == "dense":
+            parent *= dim
+        else:
+            if lv == len(decl.levels) - 1:
+                per = np.unique(key, return_counts=True)[1] if key.size else np.zeros(1, np.int64)
+            else:
+                prefix = np.stack([key] + [coords[decl.mode_order[k]] for k in range(lv + 1)], axis=1)
+                uniq = np.unique(prefix, axis=0) if key.size else np.zeros((0, 1), np.int64)
+                per = np.unique(uniq[:, 0], return_counts=True)[1] if len(uniq) else np.zeros(1, np.int64)
+            parent = max(1, min(int(per.max()), parent * dim))
+        caps.append(parent)
+    return caps + [parent]
 
 
 def program_tile_bits(prog, plan_kernels, buffers: int) -> int:
