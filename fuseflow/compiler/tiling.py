@@ -36,6 +36,9 @@ from ..samml.registry import DMA
 
 __all__ = ["parse_tiles", "TileChoice", "compile_tiled", "render_tiles", "DEFAULT_BUFFERS"]
 
+#: automatic tiling keeps row tiles at least this tall while it can shrink the windows instead
+ROW_FLOOR = 64
+
 #: the plan's default DMA buffering: the next tile's loads overlap the current tile's run
 DEFAULT_BUFFERS = 2
 
@@ -281,6 +284,37 @@ def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, in
         return _estimate_bits(ir, dims, by_mode, sz, densities, tile_nnz)
 
     est = bits(sizes)
+    if est <= onchip_bits:
+        return TileChoice({}, "auto", onchip_bits, est, notes)
+    windows = [d for d in candidates if d in gathered]
+    row_dims = [d for d in candidates if d not in gathered]
+
+    def mult(d):
+        return max(_multiple_of(dims[d], ir, parallel).values(), default=1)
+
+    # Fewest windows first: every window tile makes the rows be visited again (a sparse row's cost is paid
+    # once per window), while a row tile costs a DMA round trip that double buffering hides; so the windows
+    # are the largest that leave row tiles of at least ROW_FLOOR rows.
+    g = {}
+    for _ in range(64):
+        trial = dict(g)
+        while bits(trial) > onchip_bits:
+            d = max((d for d in row_dims if _halve(trial.get(d, dims[d].extent), mult(d)) >= ROW_FLOOR
+                     and _halve(trial.get(d, dims[d].extent), mult(d)) < trial.get(d, dims[d].extent)),
+                    key=lambda d: trial.get(d, dims[d].extent), default=None)
+            if d is None:
+                break
+            trial[d] = _halve(trial.get(d, dims[d].extent), mult(d))
+        if bits(trial) <= onchip_bits:
+            notes.append(f"windows as large as row tiles of at least {ROW_FLOOR} rows allow")
+            return TileChoice(trial, "auto", onchip_bits, bits(trial), notes)
+        shrunk = False
+        for d in windows:
+            new = _halve(g.get(d, dims[d].extent), mult(d))
+            if new < g.get(d, dims[d].extent):
+                g[d], shrunk = new, True
+        if not shrunk:
+            break
     steps = 0
     while est > onchip_bits:
         best = None
