@@ -41,13 +41,13 @@ from ..tensors import PackedTensor, TensorFormat
 from . import engine as _engine
 from .memory import memory_system
 
-__all__ = ["run", "run_tiled", "contract_for", "TileStep", "unpadded_inputs", "describe"]
+__all__ = ["run", "run_tiled", "contract_for", "TileStep", "unpadded_inputs", "describe", "retime"]
 
 
 @dataclass
 class TileStep:
     """One tile run: the kernel, the box of full-tensor coordinates per split dimension, the transfers before and
-    after it (``(tensor, array, beats)``) and its cycles. What an RTL tile sequencer replays."""
+    after it (``(tensor, array, beats, bytes)``, in order) and its cycles. What an RTL tile sequencer replays."""
     kernel: str
     box: dict                                 # split dimension -> (start, stop)
     loads: list = field(default_factory=list)
@@ -55,6 +55,22 @@ class TileStep:
     load_cycles: int = 0
     run_cycles: int = 0
     store_cycles: int = 0
+
+
+def _elem_bytes(array: str, crd_width: int, val_width: int) -> int:
+    return math.ceil((val_width if array == "vals" else crd_width) / 8)
+
+
+def retime(steps: list, contract: OffchipContract) -> int:
+    """The total cycles of the same tile runs under another contract (same ``buffers``; the runs' cycles do not
+    depend on the memory): every transfer's beats recomputed from its bytes."""
+    def cycles(transfers, fn):
+        return sum(fn(0, math.ceil(b / contract.word_bytes), contract) for *_, b in transfers)
+    kernels = {}
+    for s in steps:
+        kernels.setdefault(s.kernel, []).append(
+            (cycles(s.loads, read_cycles), s.run_cycles, cycles(s.stores, write_cycles)))
+    return sum(tiled_cycles(k, contract) for k in kernels.values())
 
 
 def contract_for(tiling: dict, memory=None) -> OffchipContract:
@@ -227,8 +243,8 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
         def store(step, res_tensors, box):
             for o in writes:
                 arrays = tile_arrays(res_tensors[o], crd_width, val_width, contract.word_bytes)
-                for arr, _, beats in arrays:
-                    step.stores.append((o, arr, beats))
+                for arr, n, beats in arrays:
+                    step.stores.append((o, arr, beats, n * _elem_bytes(arr, crd_width, val_width)))
                     step.store_cycles += write_cycles(0, beats, contract)
                     ks["write_bytes"] += beats * contract.word_bytes
 
@@ -269,8 +285,8 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
                 elif contract.buffers == 1 and prev_region.get(name) == region(name, box):
                     continue
                 prev_region[name] = region(name, box)
-                for arr, _, beats in tile_arrays(packed[name], crd_width, val_width, contract.word_bytes):
-                    step.loads.append((name, arr, beats))
+                for arr, n, beats in tile_arrays(packed[name], crd_width, val_width, contract.word_bytes):
+                    step.loads.append((name, arr, beats, n * _elem_bytes(arr, crd_width, val_width)))
                     step.load_cycles += read_cycles(0, beats, contract)
                     ks["read_bytes"] += beats * contract.word_bytes
             out_region = tuple(region(o, box) for o in writes)
@@ -278,9 +294,9 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
                 store(*pending)                  # the previous partition is complete
             for o, a in accs.items():            # a partition visited before: read back (read-modify-write)
                 if out_region != prev_out and region(o, box) in touched[o]:
-                    beats = math.ceil(math.prod(sub.tensors[a].shape) * math.ceil(val_width / 8)
-                                      / contract.word_bytes)
-                    step.loads.append((a, "vals", beats))
+                    nbytes = math.prod(sub.tensors[a].shape) * math.ceil(val_width / 8)
+                    beats = math.ceil(nbytes / contract.word_bytes)
+                    step.loads.append((a, "vals", beats, nbytes))
                     step.load_cycles += read_cycles(0, beats, contract)
                     ks["read_bytes"] += beats * contract.word_bytes
             for o in writes:

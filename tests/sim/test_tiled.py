@@ -124,6 +124,8 @@ def test_ragged_last_tile_and_hbm2_contract():
     assert (c["word_bytes"], c["latency"]) == (32, 100)
     ddr = tiled.contract_for(prog.tiling, "ddr4")
     assert (ddr.word_bytes, ddr.latency) == (16, 80)
+    assert tiled.retime(res.stats["steps"], tiled.contract_for(prog.tiling, "hbm2")) == res.cycles
+    assert tiled.retime(res.stats["steps"], ddr) == tiled.run(prog, {"A": A, "x": x}, memory="ddr4").cycles
     np.testing.assert_allclose(res.outputs["y"], A @ x, rtol=1e-12, atol=1e-12)
 
 
