@@ -96,7 +96,8 @@ def spmv(nnz: float, budget: int, seed: int = 0) -> dict:
     A = sp.random(n, n, density=int(nnz) / n / n, format="csr", random_state=rng,
                   data_rvs=lambda k: rng.uniform(-1, 1, k))
     x = rng.uniform(-1, 1, n)
-    src = f"program spmv\ntensor A({n}, {n}) : csr\ntensor x({n}) : dense\ny(i) = A(i,j) * x(j)\n"
+    src = (f"program spmv\ntensor A({n}, {n}) : csr density {A.nnz / n / n:.6g}\ntensor x({n}) : dense\n"
+           "y(i) = A(i,j) * x(j)\n")
     row = {"kernel": "spmv", "n": n, "nnz": int(A.nnz), **measure(src, {"A": A, "x": x}, {"y": A @ x}, budget)}
     for k in ("cycles_hbm2", "cycles_ddr4", "ideal_cycles", "roofline_hbm2", "roofline_ddr4"):
         if k in row:

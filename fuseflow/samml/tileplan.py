@@ -115,8 +115,7 @@ def full_view(program):
     t = getattr(program, "tiling", None)
     if t is None:
         return program
-    from .graph import Program
-    view = Program(program.name, program.expr, program.config)
+    view = type(program)(program.name, program.expr, program.config)     # a Program (graph.py imports this module)
     for name, decl in program.tensors.items():
         info = t["tensors"].get(name)
         if info is not None and "acc_of" in info:
