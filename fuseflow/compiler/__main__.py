@@ -264,8 +264,15 @@ def _compile_tiled(src, args, options):
     if args.inputs:
         from ..samml.sample import load_files
         data = load_files(args.inputs)
-    result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
-                             parallel=args.parallel, tiles=tiles or None, onchip_bits=budget, tile_inputs=data)
+    try:
+        result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
+                                 parallel=args.parallel, tiles=tiles or None, onchip_bits=budget, tile_inputs=data)
+    except ProgramError as exc:
+        if not by_board or exc.what != "--onchip-bits":
+            raise
+        print(f"note: {args.board}'s block RAM holds no tile of this program ({exc.why}): compiled untiled",
+              file=sys.stderr)
+        return None
     if result.program.tiling is None:
         return None                    # nothing to split: the untiled program, compiled as without tiling
     if by_board:

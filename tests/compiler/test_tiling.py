@@ -77,6 +77,18 @@ def test_cli_list_tiles_and_simulate(tmp_path):
                          check=True)
     assert "tiles: 5 run" in run.stdout and "DMA 16 B/beat, latency 80" in run.stdout
     assert "outputs match NumPy" in run.stdout
+    # a split reduction's accumulator is no input the user gives: samml info/random and sim run take full shapes
+    subprocess.run([sys.executable, "-m", "fuseflow.compiler", "compile", str(ff), "-o", str(tmp_path / "j"),
+                    "--tile", "j=64"], capture_output=True, text=True, check=True)
+    g = str(tmp_path / "j" / "graph.json")
+    info = subprocess.run([sys.executable, "-m", "fuseflow.samml", "info", g], capture_output=True, text=True,
+                          check=True).stdout
+    assert "shape (300, 200) tile (64, 64)" in info and "y_acc" not in info
+    subprocess.run([sys.executable, "-m", "fuseflow.samml", "random", g, "-o", str(tmp_path / "d.npz")],
+                   capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-m", "fuseflow.sim", "run", g, "--inputs", str(tmp_path / "d.npz"),
+                          "--check"], capture_output=True, text=True, check=True)
+    assert "tiles: 20 run" in run.stdout and "outputs match NumPy" in run.stdout
 
 
 def test_api_compile_tiles():
