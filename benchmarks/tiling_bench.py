@@ -17,7 +17,7 @@ cycle for each. The GCN layer on Cora (``T = X W``, ``G = A T``, ``H = relu(G)``
 sparse bag-of-words features, W 1433 x 16) is compiled unfused at the same budget and reported the same way.
 
 Writes JSON (default benchmarks/results/tiling.json). ``--sizes 1e4 1e5`` runs only those SpMV sizes (the
-10^7 point takes minutes and a few GB). Target (issue 41): >= 0.8 nonzeros per cycle at HBM2 bandwidth.
+10^7 point takes minutes and a few GB; ``--sizes 1e7 --no-gcn --append`` adds it to the file). Target (issue 41): >= 0.8 nonzeros per cycle at HBM2 bandwidth.
 """
 
 import argparse
@@ -129,6 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", nargs="+", type=float, default=list(SIZES), help="SpMV nonzeros")
     ap.add_argument("--onchip-bits", type=int, default=BUDGET)
     ap.add_argument("--no-gcn", action="store_true")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the output file's other rows (a size run on its own replaces its row)")
     args = ap.parse_args(argv)
     rows = []
     for nnz in args.sizes:
@@ -142,6 +144,13 @@ def main(argv=None) -> int:
         print(f"gcn-cora: {r['tiles_run']} tiles, {r['cycles_hbm2']} cycles (hbm2), ideal {r['ideal_cycles']}; "
               f"ok {r['ok']}", flush=True)
         rows.append(r)
+    if args.append and os.path.exists(args.output):
+        with open(args.output) as f:
+            old = json.load(f)["rows"]
+        new = {(r["kernel"], r["nnz"]) for r in rows}
+        rows = sorted([r for r in old if (r["kernel"], r["nnz"]) not in new] + rows,
+                      key=lambda r: (r["kernel"] != "spmv", r["nnz"]))
+        args.sizes = sorted({float(r["nnz"]) for r in rows if r["kernel"] == "spmv"} | set(args.sizes))
     spmv_rows = [r for r in rows if r["kernel"] == "spmv" and r["nnz"] >= 1e5]
     doc = {"benchmark": "tiling: SpMV and a GCN layer at a fixed on-chip budget under the off-chip contract",
            "commit": commit(), "machine": platform.platform(), "python": platform.python_version(),

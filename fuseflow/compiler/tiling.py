@@ -354,7 +354,7 @@ def _halve(size: int, mult: int) -> int:
 
 
 def _tile_counters(ir, by_mode, inputs):
-    """{tensor: sizes -> the most nonzeros of one tile} for 2-D sparse inputs given as data."""
+    """{tensor: sizes -> the most nonzeros of one tile} for 2-D sparse inputs given as data (memoised)."""
     import numpy as np
     out = {}
     for name, a in inputs.items():
@@ -364,14 +364,24 @@ def _tile_counters(ir, by_mode, inputs):
         coo = a.tocoo()
         r, c = coo.row.astype(np.int64), coo.col.astype(np.int64)
         d0, d1 = by_mode.get((name, 0)), by_mode.get((name, 1))
+        memo = {}
 
-        def most(sizes, r=r, c=c, d0=d0, d1=d1):
+        def most(sizes, r=r, c=c, d0=d0, d1=d1, shape=a.shape, memo=memo):
             s0, s1 = sizes.get(d0), sizes.get(d1)
+            if (s0, s1) in memo:
+                return memo[(s0, s1)]
             if not (s0 or s1) or r.size == 0:
+                memo[(s0, s1)] = int(r.size)
                 return int(r.size)
-            key = (r // s0 if s0 else 0) * (1 << 31) + (c // s1 if s1 else 0)
-            _, counts = np.unique(key, return_counts=True)
-            return int(counts.max())
+            t1 = -(-int(shape[1]) // s1) if s1 else 1
+            t0 = -(-int(shape[0]) // s0) if s0 else 1
+            key = (r // s0 if s0 else 0) * t1 + (c // s1 if s1 else 0)
+            if t0 * t1 <= 1 << 26:
+                n = int(np.bincount(key, minlength=1).max())
+            else:
+                n = int(np.unique(key, return_counts=True)[1].max())
+            memo[(s0, s1)] = n
+            return n
         out[name] = most
     return out
 
