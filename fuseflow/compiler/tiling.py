@@ -247,7 +247,8 @@ def _estimate_bits(ir, dims, by_mode, sizes, densities, tile_nnz, crd_bits=16, v
     return total
 
 
-def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, inputs=None) -> TileChoice:
+def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, inputs=None,
+               exclude=()) -> TileChoice:
     """Tile sizes under ``onchip_bits`` by Scorch's rules (module docstring)."""
     densities = {t.name: t.density for t in ir.tensors.values() if t.role == "input"}
     tile_nnz = _tile_counters(ir, by_mode, inputs) if inputs else None
@@ -271,10 +272,9 @@ def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, in
             for m, i in enumerate(leaf.idx):
                 if i in sparse_idx:
                     gathered.add(by_mode[(leaf.tensor, m)])
-    unsplittable = set()
+    unsplittable = set(exclude)
     for st in ir.stmts:
-        for i in _reduced_anywhere(st.rhs) - splittable_reductions(st):
-            unsplittable.add(by_index.get((st.id, i)))
+        unsplittable |= _reduced_dims(st, ir, by_index, own=True) - linear_dims(st.rhs, st, ir, by_index)
     candidates = [d for d in dims if (d in rows or d in gathered) and d not in unsplittable]
     others = [d for d in dims if d not in candidates and d not in unsplittable]
     sizes = {}
@@ -443,44 +443,68 @@ def annihilators(node, ir, seen=None) -> set:
     return set()
 
 
-def _top_sums(node) -> set:
-    """Indices summed at the top of ``node``: through ``+``/``-`` and sums only (a split sum merges by adding
-    partials only there: under a product by another sum, a function or a max, it does not)."""
-    from .ir import Bin, Red
-    if isinstance(node, Red) and node.op == "sum":
-        return set(node.idx) | _top_sums(node.body)
-    if isinstance(node, Bin) and node.op in ("+", "-"):
-        return _top_sums(node.a) & _top_sums(node.b)        # every term sums over it (else added per tile)
+def linear_dims(node, st, ir, by_index, seen=frozenset()) -> set:
+    """Dimensions whose sums ``node`` (of statement ``st``) is linear in: splitting one into tiles and adding the
+    tiles' results gives the whole. Sums are; so are terms of a sum that all have it, and a product or quotient
+    whose other side does not use it; a function, a max/min or a softmax is not. An intermediate read by ``node``
+    contributes its own statement's (when it is fused into the kernel, its sums run inside)."""
+    from .ir import Bin, Leaf, Red
+
+    def dims_of(n, stmt):
+        return {by_index.get((stmt.id, i)) for i in n.all_indices()}
+    if isinstance(node, Red):
+        if node.op != "sum":
+            return set()
+        return {by_index.get((st.id, i)) for i in node.idx} | linear_dims(node.body, st, ir, by_index, seen)
+    if isinstance(node, Bin):
+        la = linear_dims(node.a, st, ir, by_index, seen)
+        lb = linear_dims(node.b, st, ir, by_index, seen)
+        if node.op in ("+", "-"):
+            return la & lb
+        if node.op == "*":
+            return (la - dims_of(node.b, st)) | (lb - dims_of(node.a, st))
+        if node.op == "/":
+            return la - dims_of(node.b, st)
+        return set()
+    if isinstance(node, Leaf):
+        prod = ir.producer(node.tensor)
+        if prod is None or node.tensor in seen:
+            return set()
+        return linear_dims(prod.rhs, prod, ir, by_index, seen | {node.tensor})
     return set()
 
 
-def _reduced_anywhere(node) -> set:
-    from .ir import Red, Sugar
+def _reduced_dims(st, ir, by_index, seen=frozenset(), own=False) -> set:
+    """Dimensions reduced anywhere in ``st`` or (``own`` False) the statements it reads (its inlined producers)."""
+    from .ir import Leaf, Red, Sugar
     out = set()
-    for n in node.walk():
+    for n in st.rhs.walk():
         if isinstance(n, (Red, Sugar)):
-            out |= set(n.idx)
+            out |= {by_index.get((st.id, i)) for i in n.idx}
+        if isinstance(n, Leaf) and n.tensor not in seen and not own:
+            prod = ir.producer(n.tensor)
+            if prod is not None:
+                out |= _reduced_dims(prod, ir, by_index, seen | {n.tensor})
     return out
 
 
-def splittable_reductions(st) -> set:
-    """Reduction indices of statement ``st`` whose partial results merge by addition."""
-    return _top_sums(st.rhs)
-
-
 def _check_sum(ir, lhs, split_dims, by_index, where):
-    """Only sums over the whole right side may be split (a max, a softmax or a relu after the sum, or a term
-    without the sum, do not merge by adding partials)."""
+    """Only dimensions the output is linear in may be split (a sum under a relu, a max or a softmax, or a term
+    without the sum, does not merge by adding partials)."""
     st = ir.producer(lhs)
-    ok = splittable_reductions(st)
-    for d in split_dims:
-        names = {i for i in st.indices if by_index.get((st.id, i)) == d}
-        if not names & ok:
-            what = ", ".join(sorted(names)) or f"dimension {d} (reduced inside a fused statement)"
-            raise ProgramError(where, f"{lhs} (line {st.line}): partial results over tiles of {what} do not merge "
-                                      f"by adding (the sum is under a function, a product or a max, or a term does "
-                                      f"not sum over it): write the sum as a statement of its own, or tile "
-                                      f"another index")
+    ok = linear_dims(st.rhs, st, ir, by_index)
+    bad = [d for d in split_dims if d not in ok]
+    if bad:
+        raise _MergeError(where, f"{lhs} (line {st.line}): partial results over tiles of "
+                                 f"{', '.join(sorted(bad))} do not merge by adding (the sum is under a function or "
+                                 f"a max, or a term does not sum over it): write the sum as a statement of its own, "
+                                 f"or tile another index", bad)
+
+
+class _MergeError(ProgramError):
+    def __init__(self, what, why, dims):
+        super().__init__(what, why)
+        self.dims = dims
 
 
 def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, inputs=None,
@@ -507,13 +531,21 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
         return None
     if tiles or onchip_bits is None:
         return _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits, where)
-    target = onchip_bits
+    target, exclude = onchip_bits, set()
     for _ in range(8):                         # the estimate is below the compiled capacities: shrink and retry
-        result = _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits, where)
+        try:
+            result = _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits,
+                            where)
+        except _MergeError as exc:             # a fused kernel reduces it inside a function: keep it whole
+            exclude |= set(exc.dims)
+            choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs, exclude)
+            choice.notes.append(f"{', '.join(sorted(exc.dims))} kept whole: a fused kernel's partials over it do "
+                                f"not merge by adding")
+            continue
         if result is None or result.program.tiling["tile_bits"] <= onchip_bits:
             return result
         target = int(target * onchip_bits / result.program.tiling["tile_bits"] * 0.95)
-        choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs)
+        choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs, exclude)
         choice.onchip_bits = onchip_bits
         choice.notes.append(f"sized for {target} bits: the compiled tile at the first sizes was over the budget")
     return result
