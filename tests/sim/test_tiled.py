@@ -59,7 +59,7 @@ def test_tiled_spmm_equals_scipy(tiles):
     np.testing.assert_allclose(res.outputs["C"], A @ B, rtol=1e-3, atol=2 ** -8)
 
 
-FUSED_GCN = GCN.replace("T(i,k) =", "fuse {\nT(i,k) =").replace("H(i,k)", "}\nH(i,k)")
+FUSED_GCN = GCN.replace("T(i,k) =", "fuse {{\nT(i,k) =").replace("H(i,k)", "}}\nH(i,k)")
 
 
 @pytest.mark.parametrize("src, fuse", [(GCN, "none"), (FUSED_GCN, "regions")])
