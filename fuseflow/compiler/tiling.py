@@ -234,10 +234,11 @@ def _estimate_bits(ir, dims, by_mode, sizes, densities, tile_nnz, crd_bits=16, v
             nnz = None
             if tile_nnz is not None and t.name in tile_nnz:
                 nnz = tile_nnz[t.name](sizes)
-            elif densities.get(t.name) is not None and "compressed" in levels:
-                size = math.prod(shape)
-                mean = densities[t.name] * size
-                nnz = min(size, math.ceil(mean + 4 * math.sqrt(mean) + 16))
+            elif "compressed" in levels:       # the capacity the compiler will declare (samml/capacities.py)
+                from ..samml.capacities import declared_capacity
+                from ..samml.graph import TensorDecl
+                nnz = declared_capacity(TensorDecl(t.name, "input", list(shape), levels, order,
+                                                   density=densities.get(t.name)))[-1]
             bits = tensor_bits(shape, levels, order, nnz, crd_bits, val_bits)
             total += bits * (buffers if split else 1)
         else:                          # written: its format is the compiler's; count it dense (an upper bound)
