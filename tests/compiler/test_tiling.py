@@ -100,3 +100,21 @@ def test_api_compile_tiles():
     sim = m.simulate()
     assert sim.stats["tiling"]["tiles_run"] == 3
     np.testing.assert_allclose(sim.outputs["y"], A @ x)
+
+
+def test_pytorch_model_tiled_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    import fuseflow
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(12, 4, bias=False)
+
+        def forward(self, a, x):
+            return torch.sparse.mm(a, self.lin(x))
+    torch.manual_seed(0)
+    a = (torch.rand(40, 40) < 0.1).float().to_sparse_csr()
+    m = fuseflow.compile(M(), (a, torch.randn(40, 12)), fuse="none", mode="float", tiles={"i": 16})
+    assert {v["tiles"] for v in m.program.tiling["dims"].values()} == {3}
+    assert m.check().ok
