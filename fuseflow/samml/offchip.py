@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import FuseFlowError
+from .registry import DMA
 
 #: AXI4: a burst may not cross a 4 KiB address boundary
 AXI_BOUNDARY_BYTES = 4096
@@ -55,12 +56,12 @@ TRANSFER_WORDS = 3
 
 @dataclass(frozen=True)
 class OffchipContract:
-    """Timing of the off-chip port (cycles of the kernel clock)."""
-    word_bytes: int = 4
-    latency: int = 20
-    burst: int = 64
-    outstanding: int = 4
-    buffers: int = 1
+    """Timing of the off-chip port (cycles of the kernel clock); defaults: the registry's ``DMA`` parameters."""
+    word_bytes: int = DMA.param("word_bytes").default
+    latency: int = DMA.param("latency").default
+    burst: int = DMA.param("burst").default
+    outstanding: int = DMA.param("outstanding").default
+    buffers: int = DMA.param("buffers").default
 
     def __post_init__(self):
         if self.word_bytes not in (4, 8, 16, 32, 64):
