@@ -2,7 +2,7 @@
 
     fuseflow compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                      [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
-                     [--tile INDEX=SIZE] [--onchip-bits N] [--list-tiles]
+                     [--tile INDEX=SIZE] [--onchip-bits N] [--dma KEY=N,...] [--list-tiles]
                      [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
                      [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after PASS]
                      [--check] [--simulate] [--report] [--build DIR] [--rtl-sim] [--mode fixed|float] [--inputs FILE]
@@ -15,7 +15,8 @@ every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables an
 ``--tile i=1024`` splits index i into tiles of 1024 (as ``tile i 1024`` in the program) and ``--onchip-bits N``
 chooses tile sizes that fit N bits of on-chip memory (default with ``--board``: the board's block RAM); the
 program then runs once per non-empty tile, its tensors loaded from and stored to off-chip memory
-(docs/tiling.md); ``--list-tiles`` prints the tiles chosen and why.
+(docs/tiling.md); ``--dma buffers=1,...`` sets the tiled program's off-chip contract (``--dma buffers=1`` for the
+RTL); ``--list-tiles`` prints the tiles chosen and why.
 ``--fuse auto`` picks granularity and orders
 (fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
 ``--max-nodes``/``--max-kernels``, and parallel factors too with ``--max-lanes N`` (lanes per kernel; with
@@ -76,6 +77,9 @@ def parser():
     c.add_argument("--onchip-bits", type=int, metavar="N",
                    help="choose the tile sizes so that one tile fits N bits of on-chip memory (default with "
                         "--board: the board's block RAM; without either, nothing is tiled)")
+    c.add_argument("--dma", metavar="KEY=N,...",
+                   help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers "
+                        "(default: the registry's dma, buffers 2; the RTL runs buffers=1)")
     c.add_argument("--list-tiles", action="store_true", help="print the tiles chosen and why")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
@@ -266,7 +270,8 @@ def _compile_tiled(src, args, options):
         data = load_files(args.inputs)
     try:
         result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
-                                 parallel=args.parallel, tiles=tiles or None, onchip_bits=budget, tile_inputs=data)
+                                 parallel=args.parallel, tiles=tiles or None, onchip_bits=budget, tile_inputs=data,
+                                 dma=args.dma)
     except ProgramError as exc:
         if not by_board or exc.what != "--onchip-bits":
             raise

@@ -20,21 +20,19 @@ and the kernels' tensor memories per tile (docs/tiling.md):
 - ``chosen``, ``onchip_bits``, ``tile_bits``, ``notes``: how the sizes were chosen (``manual`` or ``auto``) and
   the on-chip bits of one tile against the budget.
 
-Arrays: a packed tile of a tensor moves as one transfer per array (:func:`tile_arrays`): each compressed level's
-``seg`` (``crd_width`` bits per entry) and ``crd`` (``crd_width`` bits), then the values (the value format's
-width; blocked tensors: the block's values); dense levels have no array. Each array starts on a 4 KiB boundary
-and takes ``ceil(entries * ceil(bits / 8) / word_bytes)`` beats.
+Transfers: a packed tile of a tensor moves as one transfer per tensor memory it fills
+(:func:`fuseflow.samml.storage.memory_entries`: ``seg``, ``crd`` and ``first`` per compressed level, then
+``vals``; dense levels have no array), one entry per beat, at the addresses of
+:func:`fuseflow.samml.offchip.layout`; an output is stored whole (every memory's capacity), as the RTL does.
 """
 
 from __future__ import annotations
-
-import math
 
 from ..errors import GraphError
 from .offchip import OffchipContract
 from .registry import DMA
 
-__all__ = ["tile_arrays", "contract_of", "check_tiling", "full_shape", "full_view"]
+__all__ = ["contract_of", "check_tiling", "full_shape", "full_view"]
 
 
 def contract_of(tiling: dict) -> OffchipContract:
@@ -45,24 +43,6 @@ def contract_of(tiling: dict) -> OffchipContract:
 def full_shape(tiling: dict, name: str) -> tuple:
     """The full (untiled) shape of tensor ``name``."""
     return tuple(tiling["tensors"][name]["shape"])
-
-
-def tile_arrays(packed, crd_width: int, value_width: int, word_bytes: int) -> list:
-    """``[(array, entries, beats)]`` of one packed tile: ``L<level>.seg``/``L<level>.crd`` per compressed level,
-    then ``vals``."""
-    out = []
-    crd_bytes = math.ceil(crd_width / 8)
-    for lv, level in enumerate(packed.levels):
-        seg = getattr(level, "seg", None)
-        if seg is None:
-            continue
-        for what, arr, nbytes in (("seg", seg, crd_bytes), ("crd", level.crd, crd_bytes)):
-            n = int(len(arr))
-            out.append((f"L{lv}.{what}", n, math.ceil(n * nbytes / word_bytes)))
-    vals = packed.vals
-    n = int(vals.size)
-    out.append(("vals", int(len(vals)), math.ceil(n * math.ceil(value_width / 8) / word_bytes)))
-    return out
 
 
 def check_tiling(program) -> None:

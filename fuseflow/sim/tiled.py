@@ -7,18 +7,22 @@ transfers around it follow the plan and the off-chip contract (:mod:`fuseflow.sa
 
 - a tile's loads: every input of the kernel whose tile changed since the previous tile run (with ``buffers`` 2,
   every input that changes anywhere in the kernel's grid: the banks alternate); a resident input (one tile for the
-  whole grid) is loaded once. One transfer per array (:func:`fuseflow.samml.tileplan.tile_arrays`), each
-  ``read_cycles`` long, one after the other;
+  whole grid) is loaded once. One transfer per tensor memory the tile fills
+  (:func:`fuseflow.samml.storage.memory_entries`: ``seg``, ``crd``, ``first`` per compressed level, ``vals``; one
+  entry per beat), each ``read_cycles`` long at its address in the image, one after the other, after the tile
+  record's read (:func:`~fuseflow.samml.offchip.record_cycles`);
 - the partial output of a split reduction stays in the kernel's output memory (its accumulator input) while
   consecutive tiles belong to the same output partition; a partition visited again after another one would be
-  read back (read-modify-write); the output is stored (``write_cycles`` per array) when the partition changes and
-  after the last tile;
+  read back (read-modify-write); the output is stored (``write_cycles`` per memory, each memory's whole
+  capacity, as the RTL stores it) when the partition changes and after the last tile;
 - a tile where a ``skip_empty`` tensor has no entries is never visited: 0 cycles, no transfer;
 - a tile whose data does not fit the declared capacities is split in two along its largest split dimension,
   recursively (each half runs as a tile of its own).
 
-The kernel's total is :func:`~fuseflow.samml.offchip.tiled_cycles` over its tiles' (load, run, store) cycles;
-the program's is the sum over kernels. ``memory`` maps a roofline preset onto the contract: the DMA port gets the
+The kernel's total is :func:`~fuseflow.samml.offchip.tiled_cycles` over its tiles' (load, run, store) cycles
+(:func:`~fuseflow.samml.offchip.tile_steps` at the addresses of :func:`~fuseflow.samml.offchip.layout` from
+byte 0): exactly what the RTL's tile sequencer takes for the same tiles (:mod:`fuseflow.hw.tiled` builds its
+off-chip image from these steps; docs/tiling.md, "On hardware"); the program's is the sum over kernels. ``memory`` maps a roofline preset onto the contract: the DMA port gets the
 largest AXI width (4, 8, 16, 32 or 64 bytes) not above the preset's bytes per cycle and the preset's latency
 (hbm2: 32 bytes, 100 cycles; ddr4: 16 bytes, 80 cycles); ``onchip`` (the default) keeps the plan's contract.
 """
@@ -35,8 +39,9 @@ import scipy.sparse as sp
 
 from ..errors import FuseFlowError, TensorError
 from ..samml.graph import Program
-from ..samml.offchip import OffchipContract, read_cycles, tiled_cycles, write_cycles
-from ..samml.tileplan import contract_of, full_shape, tile_arrays
+from ..samml.offchip import OffchipContract, layout, tile_steps, tiled_cycles
+from ..samml.storage import array_depth, build_capacity, memory_entries, tensor_memories
+from ..samml.tileplan import contract_of, full_shape
 from ..tensors import PackedTensor, TensorFormat
 from . import engine as _engine
 from .memory import memory_system
@@ -47,7 +52,9 @@ __all__ = ["run", "run_tiled", "contract_for", "TileStep", "unpadded_inputs", "d
 @dataclass
 class TileStep:
     """One tile run: the kernel, the box of full-tensor coordinates per split dimension, the transfers before and
-    after it (``(tensor, array, beats, bytes)``, in order) and its cycles. What an RTL tile sequencer replays."""
+    after it (``(tensor, memory, entries)``, in order), its cycles, and ``memories`` (the kernel top's memory count:
+    its tile record's size). What the RTL's tile sequencer replays (:mod:`fuseflow.hw.tiled`). With
+    ``run_tiled(keep_tiles=True)``, ``packed`` holds the tile's packed inputs."""
     kernel: str
     box: dict                                 # split dimension -> (start, stop)
     loads: list = field(default_factory=list)
@@ -55,22 +62,33 @@ class TileStep:
     load_cycles: int = 0
     run_cycles: int = 0
     store_cycles: int = 0
+    memories: int = 0
+    packed: dict | None = None
 
 
-def _elem_bytes(array: str, crd_width: int, val_width: int) -> int:
-    return math.ceil((val_width if array == "vals" else crd_width) / 8)
+def _time_steps(steps: list, contract: OffchipContract) -> int:
+    """Set the load and store cycles of one kernel's ``steps`` (at their image addresses from byte 0) and return
+    the kernel's total (:func:`~fuseflow.samml.offchip.tiled_cycles`)."""
+    if not steps:
+        return tiled_cycles([], contract)
+    memories = steps[0].memories
+    _, addresses, _ = layout(memories, [[n for *_, n in s.loads + s.stores] for s in steps], contract)
+    transfers = [[("load" if i < len(s.loads) else "store", a, n)
+                  for i, ((*_, n), a) in enumerate(zip(s.loads + s.stores, row))] for s, row in zip(steps, addresses)]
+    timed = tile_steps(memories, transfers, [s.run_cycles for s in steps], contract)
+    for s, (load, _, store) in zip(steps, timed):
+        s.load_cycles, s.store_cycles = load, store
+    return tiled_cycles(timed, contract)
 
 
 def retime(steps: list, contract: OffchipContract) -> int:
     """The total cycles of the same tile runs under another contract (same ``buffers``; the runs' cycles do not
-    depend on the memory): every transfer's beats recomputed from its bytes."""
-    def cycles(transfers, fn):
-        return sum(fn(0, math.ceil(b / contract.word_bytes), contract) for *_, b in transfers)
+    depend on the memory): every transfer recomputed at its address under ``contract`` (the steps' own cycles
+    are left as they are)."""
     kernels = {}
     for s in steps:
-        kernels.setdefault(s.kernel, []).append(
-            (cycles(s.loads, read_cycles), s.run_cycles, cycles(s.stores, write_cycles)))
-    return sum(tiled_cycles(k, contract) for k in kernels.values())
+        kernels.setdefault(s.kernel, []).append(replace(s))
+    return sum(_time_steps(k, contract) for k in kernels.values())
 
 
 def contract_for(tiling: dict, memory=None) -> OffchipContract:
@@ -205,9 +223,12 @@ def unpadded_inputs(prog, inputs) -> dict:
     return out
 
 
-def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="auto", on_step=None):
+def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="auto", on_step=None,
+              keep_tiles=False):
     """Simulate a tiled program (module docstring); returns a :class:`~fuseflow.sim.engine.SimResult` with the full
-    outputs and ``stats["tiling"]``. ``on_step(TileStep)`` is called after every tile run."""
+    outputs, ``stats["tiling"]`` and ``stats["steps"]`` (:class:`TileStep` per tile run, in order).
+    ``on_step(TileStep)`` is called after every tile run; ``keep_tiles``: each step keeps its packed inputs
+    (``TileStep.packed``, for an off-chip image: :func:`fuseflow.hw.tiled.tiled_image`)."""
     t = prog.tiling
     contract = contract_for(t, memory)
     sizes = {d: v["size"] for d, v in t["dims"].items()}
@@ -216,8 +237,6 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
     offchip = {}                                  # the full tensors in off-chip memory
     for name, d in data.items():
         offchip[name] = _Source(d, full_shape(t, name), t["tensors"][name]["dims"], sizes)
-    crd_width = prog.config["crd_width"]
-    val_width = prog.config["value"].get("width", 32)       # the hardware's values, in either number mode
     t0, c0 = time.perf_counter(), time.process_time()
     kernel_cycles, kstats, steps_all = [], [], []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
@@ -226,6 +245,7 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
     for kplan, kernel in zip(t["kernels"], prog.kernels):
         reads, writes = _kernel_tensors(kernel)
         sub = _kernel_program(prog, kernel, reads, writes)
+        memories = sum(len(tensor_memories(d)) for d in sub.tensors.values())
         accs = kplan["acc"]
         outs = {o: np.zeros(full_shape(t, o)) for o in writes}
         touched = {o: set() for o in writes}
@@ -241,12 +261,13 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
             return tuple(box[d] if d is not None else None for d in dims)
 
         def store(step, res_tensors, box):
-            for o in writes:
-                arrays = tile_arrays(res_tensors[o], crd_width, val_width, contract.word_bytes)
-                for arr, n, beats in arrays:
-                    step.stores.append((o, arr, beats, n * _elem_bytes(arr, crd_width, val_width)))
-                    step.store_cycles += write_cycles(0, beats, contract)
-                    ks["write_bytes"] += beats * contract.word_bytes
+            for o in writes:                  # every memory of the output, its whole capacity (as the RTL)
+                decl = sub.tensors[o]
+                cap = build_capacity(decl, res_tensors[o].capacities())
+                for lv, arr, mem in tensor_memories(decl):
+                    n = array_depth(cap, lv, arr)
+                    step.stores.append((o, mem, n))
+                    ks["write_bytes"] += n * contract.word_bytes
 
         def visit(box):
             nonlocal prev_out, pending
@@ -274,7 +295,7 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
                     raise
                 return _split(box, exc)
             engines.add(res.stats.get("engine"))
-            step = TileStep(kernel.name, dict(box))
+            step = TileStep(kernel.name, dict(box), memories=memories, packed=packed if keep_tiles else None)
             for name in reads:
                 if name in accs.values():
                     continue
@@ -285,20 +306,18 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
                 elif contract.buffers == 1 and prev_region.get(name) == region(name, box):
                     continue
                 prev_region[name] = region(name, box)
-                for arr, n, beats in tile_arrays(packed[name], crd_width, val_width, contract.word_bytes):
-                    step.loads.append((name, arr, beats, n * _elem_bytes(arr, crd_width, val_width)))
-                    step.load_cycles += read_cycles(0, beats, contract)
-                    ks["read_bytes"] += beats * contract.word_bytes
+                for mem, n in memory_entries(sub.tensors[name], packed[name]):
+                    if n:                             # an empty array: no transfer
+                        step.loads.append((name, mem, n))
+                        ks["read_bytes"] += n * contract.word_bytes
             out_region = tuple(region(o, box) for o in writes)
             if pending is not None and out_region != prev_out:
                 store(*pending)                  # the previous partition is complete
             for o, a in accs.items():            # a partition visited before: read back (read-modify-write)
                 if out_region != prev_out and region(o, box) in touched[o]:
-                    nbytes = math.prod(sub.tensors[a].shape) * math.ceil(val_width / 8)
-                    beats = math.ceil(nbytes / contract.word_bytes)
-                    step.loads.append((a, "vals", beats, nbytes))
-                    step.load_cycles += read_cycles(0, beats, contract)
-                    ks["read_bytes"] += beats * contract.word_bytes
+                    n = math.prod(sub.tensors[a].shape)
+                    step.loads.append((a, f"{a}.vals", n))
+                    ks["read_bytes"] += n * contract.word_bytes
             for o in writes:
                 touched[o].add(region(o, box))
                 full = outs[o]
@@ -337,13 +356,13 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
             visit(box)
         if pending is not None:
             store(*pending)
+        cycles = _time_steps(steps, contract)
         for s in steps:
             ks["load_cycles"] += s.load_cycles
             ks["run_cycles"] += s.run_cycles
             ks["store_cycles"] += s.store_cycles
             if on_step is not None:
                 on_step(s)
-        cycles = tiled_cycles([(s.load_cycles, s.run_cycles, s.store_cycles) for s in steps], contract)
         ks["cycles"] = cycles
         kernel_cycles.append(cycles)
         steps_all += steps
