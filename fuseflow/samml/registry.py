@@ -630,8 +630,9 @@ class TransferSpec:
 DMA = TransferSpec(
     "dma",
     "Tile load/store between off-chip memory and a kernel's tensor memories, through one AXI4 memory-mapped "
-    "master port: before a tile runs, the arrays of its input tensors that change are read (one transfer per "
-    "array: a level's seg, its crd, the values); after it, its output arrays are written.",
+    "master port: before a tile runs, its tile record and the arrays of its input tensors that change are read "
+    "(one transfer per tensor memory: a compressed level's seg, crd and first, then the values; one entry per "
+    "beat); after it, every memory of its outputs is written whole (its capacity).",
     (
         Param("word_bytes", "int", 4, (4, 8, 16, 32, 64), "bytes per AXI beat (the port's data width / 8)"),
         Param("latency", "int", 20, doc="cycles from a read burst's AR to its first beat (and from a write "
@@ -642,6 +643,7 @@ DMA = TransferSpec(
         Param("buffers", "int", 1, (1, 2), "1: load, run, store in turn; 2: the next tile's loads overlap "
                                            "the current tile's run (the changing inputs have two banks)"),
     ),
-    "read_cycles(address, beats) / write_cycles(address, beats) per array and tiled_cycles over the tile "
-    "sequence (fuseflow/samml/offchip.py); every array starts on a 4 KiB boundary.",
+    "record_cycles per tile, read_cycles(address, beats) / write_cycles(address, beats) per array at the "
+    "addresses of layout (every array on a 64-byte boundary), and tiled_cycles over the tile sequence "
+    "(fuseflow/samml/offchip.py; the RTL's AXI4 master meets them cycle for cycle).",
 )
