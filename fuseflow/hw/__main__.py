@@ -85,7 +85,8 @@ def cmd_build(args):
     mems = man["host"]["memories"]
     kind = {"axi": " (AXI4-Lite slave s_axil_)", "axis": " (AXI4-Lite slave s_axil_, AXI4-Stream s_axis_ in, "
                                                         "m_axis_ out)",
-            "axi-master": " (AXI4 master m_axi_ to off-chip memory, AXI4-Lite control s_axil_)"}.get(files.interface, "")
+            "axi-master": " (AXI4 master m_axi_ to off-chip memory, AXI4-Lite control s_axil_)"}.get(files.interface,
+                                                                                                   "")
     print(f"{vpath}: module {man['module']}{kind}, "
           f"{len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
           f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"

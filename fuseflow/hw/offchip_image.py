@@ -15,9 +15,9 @@ from one tile to the next, so an operand every tile shares is loaded by the firs
 Layout (byte addresses from ``base``): :func:`fuseflow.samml.offchip.layout`, which the tiled simulator uses too:
 the tile table first (record ``t`` at ``table + t * record_stride``, see :mod:`fuseflow.hw.sequencer`), then each
 tile's loads and stores in order, each array starting on an :data:`ARRAY_ALIGN`-byte boundary.
-:mod:`fuseflow.hw.tiled` builds the tiles from a tiled program and full-size inputs. Everything that does not fit the build (a memory it lacks, more entries than a
-memory's capacity, a word wider than the memory, more transfers than a record holds) is refused here, before
-anything runs.
+:mod:`fuseflow.hw.tiled` builds the tiles from a tiled program and full-size inputs. Everything that does not
+fit the build (a memory it lacks, more entries than a memory's capacity, a word wider than the memory, more
+transfers than a record holds) is refused here, before anything runs.
 """
 
 from __future__ import annotations

@@ -141,6 +141,7 @@ def tiled_outputs(manifest, run: TiledRun, memory: bytes, base: int | None = Non
         for name, tensor in stored.items():
             full = outs.setdefault(name, np.zeros(full_shape(t, name)))
             tile = _dense(decls[name], tensor, frac)
-            rg = [step.box[d] if d is not None else (0, full.shape[m]) for m, d in enumerate(t["tensors"][name]["dims"])]
+            dims = t["tensors"][name]["dims"]
+            rg = [step.box[d] if d is not None else (0, full.shape[m]) for m, d in enumerate(dims)]
             full[tuple(slice(x, y) for x, y in rg)] = tile[tuple(slice(0, y - x) for x, y in rg)]
     return {o.name: outs.get(o.name, np.zeros(full_shape(t, o.name))) for o in run.program.outputs}
