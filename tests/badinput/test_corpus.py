@@ -528,6 +528,12 @@ case("compile-onchip-bits-zero", "fuseflow.compiler", P + ["-o", "out", "--onchi
      "--onchip-bits", "positive")
 case("compile-tile-fuse-auto", "fuseflow.compiler", P + ["-o", "out", "--fuse", "auto", "--tile", "i=2"], None,
      "--tile", "--fuse auto")
+case("compile-dma-key", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "buffer=1"], None,
+     "--dma", "not key=value")
+case("compile-dma-buffers", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "buffers=3"], None,
+     "buffers 3 must be 1 or 2")
+case("compile-dma-text", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "latency=slow"], None,
+     "--dma", "is not an integer")
 
 # hw build / sim / correlate: all fail before Verilator starts
 case("hw-build-no-capacity", "fuseflow.hw", ["build", "nc.json", "-o", "out"], {"nc.json": graph(no_capacity)},
