@@ -48,6 +48,7 @@ BENCHMARKS = [
     ("attention_bench", [], ["attention.json"]),
     ("ogb_scale_bench", [], ["ogb_scale.json"]),
     ("startup_bench", [], ["startup.json"]),
+    ("tiling_bench", [], ["tiling.json"]),
 ]
 
 

@@ -368,7 +368,8 @@ def bind_named(tensors, constants: dict, inputs) -> dict:
 def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
             name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
             memory: str = "hbm2", parallel=None, max_lanes: int | None = None, redundancy: str = "warn",
-            budget: float | None = None, simulate: bool = True, progress=None) -> CompiledModel:
+            budget: float | None = None, simulate: bool = True, progress=None, tiles=None,
+            onchip_bits: int | None = None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`); or compile a ``.ff``
     program: ``model`` a path to a ``.ff`` file, ``.ff`` source text, or a parsed
     :class:`~fuseflow.compiler.EinsumProgram` (:func:`compile_ff`; ``example_inputs`` optional, a dict).
@@ -384,7 +385,9 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
     ``formats``: {input or parameter name: format} overriding what the tensors say. ``parallel``: {index: lanes}
     (or ``"i=4"``), the compiler's parallel lanes (docs/compiler.md, "Parallel lanes"; with ``"auto"``: every
     schedule it considers gets these lanes).
-    ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`."""
+    ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`.
+    ``tiles``: {index: tile size} (or ``"i=1024"``), ``onchip_bits``: tile sizes chosen to fit that many bits on
+    chip (docs/tiling.md; not with ``"auto"``); the program then runs once per non-empty tile."""
     from .compiler import EinsumProgram, compile_program
     if mode not in ("float", "fixed"):
         raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
@@ -395,14 +398,15 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
             raise FuseFlowError("formats", "a .ff program declares its formats (change its 'tensor' lines)")
         return compile_ff(model, example_inputs, fuse=fuse, order=order, mode=mode, name=name, max_nodes=max_nodes,
                           max_kernels=max_kernels, memory=memory, parallel=parallel, max_lanes=max_lanes,
-                          redundancy=redundancy, budget=budget, simulate=simulate, progress=progress)
+                          redundancy=redundancy, budget=budget, simulate=simulate, progress=progress, tiles=tiles,
+                          onchip_bits=onchip_bits)
     if example_inputs is None:
         raise FuseFlowError("example_inputs", "a PyTorch model needs example inputs (its forward arguments) to be "
                                               "traced")
     from .frontends.pytorch import lower
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget)
+    _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget, tiles, onchip_bits)
     check_input_sizes(model, example_inputs)        # before the forward pass: a huge input fails in seconds
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
@@ -417,9 +421,12 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
         result, schedule, candidates, schedule_report = auto.result, auto.chosen, auto.candidates, auto
         order = schedule.order
     else:
-        result, redundancies = _compile_checked(
-            low.program, fuse if isinstance(fuse, str) else "regions", order, parallel,
-            bind_inputs(low.inputs, low.constants, tuple(example_inputs)), memory, redundancy)
+        data = bind_inputs(low.inputs, low.constants, tuple(example_inputs))
+        result = _compile_tiled(low.program, fuse if isinstance(fuse, str) else "regions", order, parallel, tiles,
+                                onchip_bits, data)
+        if result is None:
+            result, redundancies = _compile_checked(low.program, fuse if isinstance(fuse, str) else "regions", order,
+                                                    parallel, data, memory, redundancy)
     seconds = time.perf_counter() - t0
     return CompiledModel(name=low.program.name, program=result.program, ff_text=ff_text(low), inputs=low.inputs,
                          outputs=low.outputs, output_structure=low.output_structure, constants=low.constants,
@@ -431,6 +438,16 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
 
 REDUNDANCY_CHOICES = ("warn", "rewrite", "ignore")
 DEFAULT_BUDGET = 60.0              # seconds: fuse="auto"'s default time budget (the autoscheduler's)
+
+
+def _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, inputs):
+    """The tiled CompileResult (fuseflow.compiler.tiling), or None when no tiling is asked for or nothing splits."""
+    if not (tiles or onchip_bits is not None or getattr(einsum, "tile_sizes", None)):
+        return None
+    from .compiler import compile_program
+    result = compile_program(einsum, fuse=fuse, order=order, parallel=parallel, tiles=tiles, onchip_bits=onchip_bits,
+                             tile_inputs=inputs)
+    return result if result.program.tiling is not None else None
 
 
 def _compile_checked(einsum, fuse, order, parallel, inputs, memory, redundancy, unfused=None):
@@ -524,7 +541,7 @@ def _in_file(path):
 def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", name: str | None = None,
                max_nodes: int | None = None, max_kernels: int | None = None, memory: str = "hbm2", parallel=None,
                max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
-               simulate: bool = True, progress=None) -> CompiledModel:
+               simulate: bool = True, progress=None, tiles=None, onchip_bits: int | None = None) -> CompiledModel:
     """Compile a ``.ff`` program (:func:`read_ff`) into the model object. ``example_inputs``: {tensor name: array or
     SciPy matrix}, by default deterministic data from the declared shapes and formats
     (:func:`fuseflow.models.program_inputs`); ``fuse``: ``none`` | ``regions`` | ``full`` | ``auto`` (the
@@ -533,16 +550,18 @@ def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str =
         raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
     if fuse not in FUSE_CHOICES:
         raise FuseFlowError("fuse", f"expected one of {', '.join(FUSE_CHOICES)} for a .ff program, got {fuse!r}")
-    _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget)
+    _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget, tiles, onchip_bits)
     einsum, text, path = read_ff(src)
     if name is not None:
         einsum.name = name
     with _in_file(path):
         return _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                           max_lanes, redundancy, budget, simulate, progress)
+                           max_lanes, redundancy, budget, simulate, progress, tiles, onchip_bits)
 
 
-def _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget):
+def _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget, tiles=None, onchip_bits=None):
+    if fuse == "auto" and (tiles or onchip_bits is not None):
+        raise FuseFlowError("tiles" if tiles else "onchip_bits", "tiling does not combine with fuse='auto'")
     if fuse == "auto" and order is not None:
         raise FuseFlowError("order", "fuse='auto' chooses the dataflow orders; leave order unset")
     if fuse != "auto" and (max_nodes is not None or max_kernels is not None or max_lanes is not None):
@@ -560,7 +579,7 @@ def _reassociated(einsum):
 
 
 def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                max_lanes, redundancy="warn", budget=None, simulate=True, progress=None):
+                max_lanes, redundancy="warn", budget=None, simulate=True, progress=None, tiles=None, onchip_bits=None):
     from .compiler import compile_program
     from .models import program_inputs
     t0 = time.perf_counter()
@@ -577,11 +596,14 @@ def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_
         result, schedule, candidates, schedule_report = auto.result, auto.chosen, auto.candidates, auto
         order = schedule.order
     else:
-        data, unfused = example_inputs, None
-        if data is None and fuse != "none" and redundancy != "ignore":   # the cost model's data, as auto's
-            unfused = compile_program(einsum, fuse="none", parallel=parallel)
-            data = program_inputs(unfused.program)[0]
-        result, redundancies = _compile_checked(einsum, fuse, order, parallel, data, memory, redundancy, unfused)
+        result = _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, example_inputs)
+        if result is None:
+            data, unfused = example_inputs, None
+            if data is None and fuse != "none" and redundancy != "ignore":   # the cost model's data, as auto's
+                unfused = compile_program(einsum, fuse="none", parallel=parallel)
+                data = program_inputs(unfused.program)[0]
+            result, redundancies = _compile_checked(einsum, fuse, order, parallel, data, memory, redundancy,
+                                                    unfused)
     seconds = time.perf_counter() - t0
     return ff_model(einsum, text, result, fuse=fuse, order=order, mode=mode, example_inputs=example_inputs,
                     compile_seconds=seconds, schedule=schedule, candidates=candidates, redundancies=redundancies,
@@ -594,9 +616,11 @@ def ff_model(einsum, text, result, fuse="regions", order=None, mode="fixed", exa
     ``example_inputs`` {tensor name: array}, by default deterministic data from the declared shapes and formats.
     ``fuseflow compile PROGRAM.ff --check/--report/--build`` use it as the PyTorch path does."""
     from .models import program_inputs
+    from .samml.tileplan import full_view
     program = result.program
-    m = CompiledModel(name=program.name, program=program, ff_text=text, inputs=list(program.inputs),
-                      outputs=list(program.outputs), output_structure="dict", constants={}, mode=mode, fuse=fuse,
+    view = full_view(program)         # a tiled program's inputs and outputs have their full shapes
+    m = CompiledModel(name=program.name, program=program, ff_text=text, inputs=list(view.inputs),
+                      outputs=list(view.outputs), output_structure="dict", constants={}, mode=mode, fuse=fuse,
                       order=order, einsum=einsum, result=result, compile_seconds=compile_seconds, schedule=schedule,
                       candidates=candidates, source="ff", redundancies=list(redundancies),
                       schedule_report=schedule_report)

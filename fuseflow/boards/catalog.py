@@ -72,3 +72,14 @@ def fifo_budget_bits(board: str) -> int:
     of distributed RAM; iCEBreaker: 528 of the UP5K's 5,280 flip-flops). Block RAM does not count: the FIFOs
     are read combinationally."""
     return int(FIFO_SHARE * TARGETS[get_board(board).target]["fifo_ram_bits"])
+
+
+#: data bits of one block RAM: the ECP5's DP16KD as the kernel top builds it (1024 x 18), the iCE40's SB_RAM40_4K
+BLOCK_RAM_BITS = {"ecp5": 1024 * 18, "ice40": 4096}
+
+
+def onchip_bits(board: str) -> int:
+    """The default on-chip budget of the tiling pass (``--onchip-bits``) on ``board``: its block RAM
+    (ULX3S-85F: 208 DP16KD, 3,833,856 bits; iCEBreaker: 30 SB_RAM40_4K, 122,880 bits)."""
+    b = get_board(board)
+    return TARGETS[b.target]["capacity"]["brams"] * BLOCK_RAM_BITS[b.family]

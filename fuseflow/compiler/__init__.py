@@ -91,7 +91,7 @@ def parse_order(order):
 
 
 def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, passes=None, locate=True,
-                    parallel=None):
+                    parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
     ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
@@ -103,13 +103,34 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     the locate pass (dense operands of intersections are then scanned, for comparison). ``parallel``:
     {index: factor} or ``"i=4"`` (:mod:`.lanes`; added to the program's own ``parallel`` lines, and winning over
     them): every kernel with a parallelized index runs the sub-tree below it on that many lanes (several
-    indices: nested lanes)."""
+    indices: nested lanes). ``tiles``: {index: size} or ``"i=1024"`` (added to the program's ``tile`` lines) and
+    ``onchip_bits`` (automatic sizes under that budget; ``tile_inputs``: data to size them on) tile the program
+    (:mod:`.tiling`, docs/tiling.md); without either, nothing is tiled. ``dma``: the tiled program's off-chip
+    contract, ``"buffers=1,latency=20"`` or a dict (:class:`~fuseflow.samml.offchip.OffchipContract` fields; the
+    rest: the registry's ``dma`` defaults, ``buffers`` 2; the RTL runs ``buffers=1``)."""
     from .blocks import lower_blocks
     from .codegen import CompileResult, build_program
     from .fusion import check_block_plans, plan_program, resolve_parallel
     from .ir import ProgramIR
     from .lanes import parse_parallel
     from .lower_sugar import lower_sugar
+    from .tiling import parse_tiles
+    tiles = {**getattr(src, "tile_sizes", {}), **parse_tiles(tiles)}
+    if (tiles or onchip_bits is not None) and not isinstance(src, ProgramIR):
+        from .tiling import compile_tiled
+
+        def at_tile_shape(source):
+            return compile_program(source, fuse, order, iteration, name, passes, locate, parallel)
+        contract = None
+        if dma is not None:
+            from ..samml.offchip import parse_contract
+            from ..samml.registry import DMA
+            from .tiling import DEFAULT_BUFFERS
+            contract = parse_contract(dma, "--dma", {**DMA.defaults(), "buffers": DEFAULT_BUFFERS}).to_json()
+        tiled = compile_tiled(src, at_tile_shape, tiles or None, onchip_bits, parallel, tile_inputs, contract)
+        if tiled is not None:
+            return tiled
+        src = _untiled(src)
     ir = src if isinstance(src, ProgramIR) else src.to_ir()
     if iteration not in ("factored", "global"):
         raise ProgramError("iteration", f"expected 'factored' or 'global', got {iteration!r}")
@@ -161,9 +182,20 @@ def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="
     return out
 
 
+def _untiled(src):
+    """``src`` without its ``tile`` lines (a copy; the tiling pass found nothing to split)."""
+    if not getattr(src, "_tiles", None):
+        return src
+    import copy
+    new = copy.copy(src)
+    new._tiles = {}
+    return new
+
+
 def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None,
-                 locate=True, parallel=None):
+                 locate=True, parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
     """Compile ``.ff`` source text."""
     from .frontend import EinsumProgram
     return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes, locate=locate,
-                           parallel=parallel)
+                           parallel=parallel, tiles=tiles, onchip_bits=onchip_bits, tile_inputs=tile_inputs,
+                           dma=dma)

@@ -2,6 +2,7 @@
 
     fuseflow compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                      [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
+                     [--tile INDEX=SIZE] [--onchip-bits N] [--dma KEY=N,...] [--list-tiles]
                      [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
                      [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after PASS]
                      [--check] [--simulate] [--report] [--build DIR] [--rtl-sim] [--mode fixed|float] [--inputs FILE]
@@ -11,6 +12,11 @@ Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bi
 every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables and the channel depths.
 ``--fifo-depth N`` gives every channel depth N (deadlock floors kept) instead of the depths pass's choice;
 ``--board NAME`` takes the default ``--fifo-budget`` from that board's memory for channel FIFOs.
+``--tile i=1024`` splits index i into tiles of 1024 (as ``tile i 1024`` in the program) and ``--onchip-bits N``
+chooses tile sizes that fit N bits of on-chip memory (default with ``--board``: the board's block RAM); the
+program then runs once per non-empty tile, its tensors loaded from and stored to off-chip memory
+(docs/tiling.md); ``--dma buffers=1,...`` sets the tiled program's off-chip contract (``--dma buffers=1`` for the
+RTL); ``--list-tiles`` prints the tiles chosen and why.
 ``--fuse auto`` picks granularity and orders
 (fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
 ``--max-nodes``/``--max-kernels``, and parallel factors too with ``--max-lanes N`` (lanes per kernel; with
@@ -65,6 +71,16 @@ def parser():
     c.add_argument("--parallel", action="append", metavar="INDEX=N",
                    help="run the sub-tree below INDEX on N lanes (e.g. i=4; comma-separated or repeated for "
                         "several indices: nested lanes, e.g. i=4,j=2)")
+    c.add_argument("--tile", action="append", metavar="INDEX=SIZE",
+                   help="split INDEX into tiles of SIZE (e.g. i=1024; comma-separated or repeated for several "
+                        "indices): the program runs once per non-empty tile (docs/tiling.md)")
+    c.add_argument("--onchip-bits", type=int, metavar="N",
+                   help="choose the tile sizes so that one tile fits N bits of on-chip memory (default with "
+                        "--board: the board's block RAM; without either, nothing is tiled)")
+    c.add_argument("--dma", metavar="KEY=N,...",
+                   help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers "
+                        "(default: the registry's dma, buffers 2; the RTL runs buffers=1)")
+    c.add_argument("--list-tiles", action="store_true", help="print the tiles chosen and why")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
                    help=f"cap for --list-orders (default {DEFAULT_MAX_ORDERS})")
@@ -128,7 +144,7 @@ def _auto(src, args):
 
 def compile_cmd(args):
     acts = args.check or args.simulate or args.report or args.build or args.rtl_sim
-    if not (args.output or args.list_orders or args.dump_table or args.dump_after or acts):
+    if not (args.output or args.list_orders or args.list_tiles or args.dump_table or args.dump_after or acts):
         raise ProgramError("arguments", "nothing to do: give -o OUT (and/or --list-orders, --dump-table, --check, "
                                         "--report, --build DIR)")
     if args.max_orders < 1:
@@ -137,6 +153,11 @@ def compile_cmd(args):
         raise ProgramError("--fifo-depth", "must be at least 1")
     if args.fifo_budget is not None and args.fifo_budget < 0:
         raise ProgramError("--fifo-budget", "must be at least 0")
+    if args.onchip_bits is not None and args.onchip_bits < 1:
+        raise ProgramError("--onchip-bits", f"must be a positive number of bits, got {args.onchip_bits}")
+    if args.fuse == "auto" and (args.tile or args.onchip_bits is not None):
+        raise ProgramError("--tile" if args.tile else "--onchip-bits", "tiling does not combine with --fuse auto "
+                                                                        "(give --fuse none|regions|full)")
     if args.fuse != "auto" and args.max_lanes is not None:
         raise ProgramError("--max-lanes", "is a budget for --fuse auto (give --parallel INDEX=N for fixed lanes)")
     if args.output:
@@ -158,7 +179,9 @@ def compile_cmd(args):
                    "locate": not args.no_locate, "drop_empty": not args.no_drop_empty}
         if args.fifo_depth is not None:
             options["fifo_depth"] = args.fifo_depth
-        result = _compile_checked(src, args, options)
+        result = _compile_tiled(src, args, options)
+        if result is None:
+            result = _compile_checked(src, args, options)
     seconds = time.perf_counter() - t0
     if args.dump_after and "dump" in result.reports:
         print(result.reports["dump"])
@@ -181,6 +204,9 @@ def compile_cmd(args):
                 print(f"  (give one back with --order {p.out}={','.join(orders[0])})")
             for o in orders:
                 print(f"    {','.join(o)}" + ("   (selected)" if tuple(o) == tuple(p.order) else ""))
+    if args.list_tiles or (args.dump_table and result.program.tiling is not None):
+        from .tiling import render_tiles
+        print(render_tiles(result.program))
     if args.dump_table:
         for p in result.plans:
             if isinstance(p, KernelPlan):
@@ -219,10 +245,49 @@ def compile_cmd(args):
                 msg += f" (+ {svg})"
         except ImportError:
             pass
-        print(msg, file=sys.stderr if (args.list_orders or args.dump_table) else sys.stdout)
+        if result.program.tiling is not None:
+            t = result.program.tiling
+            msg += "; tiled " + ", ".join(f"{d} {v['size']} of {v['extent']}" for d, v in t["dims"].items()) + \
+                f" ({t['tile_bits']} on-chip bits per tile)"
+        print(msg, file=sys.stderr if (args.list_orders or args.dump_table or args.list_tiles) else sys.stdout)
     if acts:
         return _actions(src, result, args, seconds)
     return 0
+
+
+def _compile_tiled(src, args, options):
+    """The program compiled tiled (``--tile``, ``--onchip-bits``, the program's ``tile`` lines, or ``--board``'s
+    block RAM as the budget); None when no tiling is asked for, or the board's budget holds the untiled program."""
+    from . import compile_program
+    from .tiling import parse_tiles
+    tiles = parse_tiles(args.tile)
+    budget = args.onchip_bits
+    by_board = False
+    if not tiles and budget is None and not src.tile_sizes and args.board:
+        from ..boards.catalog import onchip_bits
+        budget, by_board = onchip_bits(args.board), True
+    if not (tiles or budget is not None or src.tile_sizes):
+        return None
+    data = None
+    if args.inputs:
+        from ..samml.sample import load_files
+        data = load_files(args.inputs)
+    try:
+        result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
+                                 parallel=args.parallel, tiles=tiles or None, onchip_bits=budget, tile_inputs=data,
+                                 dma=args.dma)
+    except ProgramError as exc:
+        if not by_board or exc.what != "--onchip-bits":
+            raise
+        print(f"note: {args.board}'s block RAM holds no tile of this program ({exc.why}): compiled untiled",
+              file=sys.stderr)
+        return None
+    if result.program.tiling is None:
+        return None                    # nothing to split: the untiled program, compiled as without tiling
+    if by_board:
+        print(f"note: the program does not fit {args.board}'s {budget} bits of block RAM: tiled (--onchip-bits "
+              f"sets another budget)", file=sys.stderr)
+    return result
 
 
 def _compile_checked(src, args, options):

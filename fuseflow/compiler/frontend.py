@@ -40,7 +40,7 @@ from .ir import (MAX_TENSOR_ORDER, ProgramIR, Stmt, TensorInfo, bind_masks, chec
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
-KEYWORDS = ("tensor", "output", "order", "parallel", "fuse", "barrier", "program")
+KEYWORDS = ("tensor", "output", "order", "parallel", "tile", "fuse", "barrier", "program")
 
 
 class _Decl:
@@ -68,6 +68,7 @@ class EinsumProgram:
         self._nregions = 0
         self._line = 0
         self._parallel = {}       # index -> (factor, line, col)
+        self._tiles = {}          # index -> (tile size, line, col)
         self._segment = 0         # barriers so far
 
     # ---- building ------------------------------------------------------------------------------
@@ -174,6 +175,22 @@ class EinsumProgram:
         self._parallel[index] = (check_factor(index, factor, where), line, col)
         return self
 
+    def tile(self, index, size, *, line=None, col=1):
+        """Split ``index`` into tiles of ``size`` (``tile i 1024``; docs/tiling.md): the program runs once per
+        non-empty tile, its tensors loaded from and stored to off-chip memory."""
+        from .tiling import check_size
+        line = self._next_line(line)
+        where = f"line {line}, column {col}"
+        if index in self._tiles:
+            raise ProgramError(where, f"tile {index} is given twice (first on line {self._tiles[index][1]})")
+        self._tiles[index] = (check_size(index, size, where), line, col)
+        return self
+
+    @property
+    def tile_sizes(self):
+        """{index: size} of the program's ``tile`` lines."""
+        return {i: s for i, (s, _, _) in getattr(self, "_tiles", {}).items()}
+
     @property
     def parallel_factors(self):
         """{index: factor} of the program's ``parallel`` lines."""
@@ -242,6 +259,13 @@ class EinsumProgram:
                     raise ProgramError(f"line {lineno}, column {col}", f"expected 'parallel INDEX FACTOR' (e.g. "
                                                                        f"'parallel i 4'), got {stripped!r}")
                 p.parallel(rest[0], rest[1], line=lineno, col=col)
+                continue
+            if word == "tile" and "=" not in stripped:
+                rest = stripped[len("tile"):].split()
+                if len(rest) != 2 or not re.fullmatch(_NAME, rest[0]):
+                    raise ProgramError(f"line {lineno}, column {col}", f"expected 'tile INDEX SIZE' (e.g. "
+                                                                       f"'tile i 1024'), got {stripped!r}")
+                p.tile(rest[0], rest[1], line=lineno, col=col)
                 continue
             if word == "order" and "=" not in stripped:
                 p.order(_split_chain(stripped[len("order"):], lineno, col + len("order")), line=lineno, col=col)

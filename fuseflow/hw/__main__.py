@@ -40,11 +40,12 @@ def _parser():
     b.add_argument("--no-probes", action="store_true", help="leave out the per-channel probe registers")
     b.add_argument("--no-bake", action="store_true", help="size memories from --inputs but leave them empty "
                                                           "(the host port loads data at run time)")
-    b.add_argument("--interface", choices=INTERFACES, default="host",
+    b.add_argument("--interface", choices=INTERFACES, default=None,
                    help="top-level interface: host (the kernel top's host port, default), axi (an AXI4-Lite "
                         "slave for control, status and data) or axis (axi plus AXI4-Stream ports for memory images "
                         "in and out) or axi-master (an AXI4 master port to off-chip memory with a DMA and a tile "
-                        "sequencer, AXI4-Lite control; needs --offchip): docs/hardware.md")
+                        "sequencer, AXI4-Lite control; needs --offchip; the default for a tiled graph, whose "
+                        "contract it takes): docs/hardware.md")
     b.add_argument("--offchip", metavar="KEY=N,...",
                    help="off-chip memory parameters of --interface axi-master: word_bytes, latency, burst, "
                         "outstanding, buffers (e.g. word_bytes=4,latency=20,burst=64,outstanding=4)")
@@ -78,7 +79,7 @@ def cmd_build(args):
     from .build import build_design
     inputs = _data(args)
     bake = inputs is not None and not args.no_bake and args.interface != "axi-master"
-    if args.offchip is not None and args.interface != "axi-master":
+    if args.offchip is not None and args.interface not in ("axi-master", None):
         raise HardwareError("--offchip", "only with --interface axi-master")
     files = build_design(args.graph, args.out, inputs, bake=bake, probes=not args.no_probes,
                          interface=args.interface, testbench=args.testbench, offchip=args.offchip)
@@ -86,7 +87,8 @@ def cmd_build(args):
     mems = man["host"]["memories"]
     kind = {"axi": " (AXI4-Lite slave s_axil_)", "axis": " (AXI4-Lite slave s_axil_, AXI4-Stream s_axis_ in, "
                                                         "m_axis_ out)",
-            "axi-master": " (AXI4 master m_axi_ to off-chip memory, AXI4-Lite control s_axil_)"}.get(args.interface, "")
+            "axi-master": " (AXI4 master m_axi_ to off-chip memory, AXI4-Lite control s_axil_)"}.get(files.interface,
+                                                                                                   "")
     print(f"{vpath}: module {man['module']}{kind}, "
           f"{len(man['kernels'])} kernel(s), {len(man['channels'])} channels, "
           f"{len(mems)} memories ({sum(m['depth'] * m['width'] for m in mems)} bits)"

@@ -23,22 +23,19 @@ OFFCHIP_EXAMPLE = "word_bytes=4,latency=20,burst=64,outstanding=4"
 
 
 def offchip_contract(program, text: str | None = None):
-    """The off-chip contract of an ``axi-master`` build: ``text`` (``--offchip``, ``key=value`` pairs of
-    :class:`fuseflow.samml.offchip.OffchipContract`), else the graph's ``config["offchip"]``; neither is an
+    """The off-chip contract of an ``axi-master`` build: a tiled graph's plan (its ``tiling`` section's contract;
+    ``text`` must then agree: :func:`fuseflow.hw.tiled.plan_contract`), else ``text`` (``--offchip``, ``key=value``
+    pairs of :class:`fuseflow.samml.offchip.OffchipContract`), else the graph's ``config["offchip"]``; none is an
     error (the port's burst length, outstanding bursts and data width are built into the Verilog)."""
-    from ..samml.offchip import OffchipContract
-    if text is not None:
-        fields = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            key, sep, value = part.partition("=")
-            if not sep or key.strip() not in OffchipContract.__dataclass_fields__:
-                raise HardwareError("--offchip", f"{part!r} is not key=value with key one of "
-                                                 f"{', '.join(OffchipContract.__dataclass_fields__)}")
-            try:
-                fields[key.strip()] = int(value)
-            except ValueError:
-                raise HardwareError("--offchip", f"{key.strip()}={value!r} is not an integer") from None
-        return OffchipContract(**fields)
+    from ..samml.offchip import OffchipContract, parse_contract
+    if getattr(program, "tiling", None) is not None:
+        from ..samml.tileplan import contract_of
+        from .tiled import plan_contract
+        plan = contract_of(program.tiling).to_json()     # --offchip's keys are compared with the plan's
+        return plan_contract(program, parse_contract(text, "--offchip", plan) if text is not None else None)
+    given = parse_contract(text, "--offchip") if text is not None else None
+    if given is not None:
+        return given
     spec = (getattr(program, "config", None) or {}).get("offchip")
     if spec:
         return OffchipContract(**{k: int(v) for k, v in spec.items() if k in OffchipContract.__dataclass_fields__})
@@ -106,16 +103,28 @@ def write_build(b, out_dir: str, *, interface: str = "host", testbench: bool = F
 
 
 def build_design(graph, out_dir: str, inputs=None, *, bake: bool = False, probes: bool = True,
-                 interface: str = "host", testbench: bool = False, write_graph: bool = False,
+                 interface: str | None = None, testbench: bool = False, write_graph: bool = False,
                  ff_text: str | None = None, offchip: str | None = None) -> BuildFiles:
     """Elaborate ``graph`` (a Program or a graph.json path) and write it with :func:`write_build`.
 
     ``inputs``: {name: array | scipy matrix} size the memories (and with ``bake`` are their initial contents);
     without them the memories take the capacities the graph declares. ``testbench`` without ``inputs``: random data
     for a graph that declares its capacities (:func:`fuseflow.hw.testbench.testbench_inputs`). ``write_graph``:
-    also ``graph.json``. ``offchip``: see :func:`write_build`."""
+    also ``graph.json``. ``offchip``: see :func:`write_build`. ``interface`` None: ``axi-master`` for a tiled graph
+    (its tiles run from off-chip memory: :mod:`fuseflow.hw.tiled`), else ``host``."""
     from .elaborate import build, load_program
     program = load_program(graph)
+    if getattr(program, "tiling", None) is not None:
+        if interface not in (None, "axi-master"):
+            raise HardwareError("--interface", f"a tiled graph runs its tiles from off-chip memory: --interface "
+                                               f"axi-master (the default for it), not {interface}")
+        if inputs is not None:
+            raise HardwareError("--inputs", "a tiled graph's build takes its capacities from the graph; its data "
+                                            "goes to off-chip memory at run time (fuseflow.hw.tiled.tiled_image)")
+        interface = "axi-master"
+    interface = interface or "host"
+    if offchip is not None and interface != "axi-master":
+        raise HardwareError("--offchip", "only with --interface axi-master")
     if interface == "axi-master":
         if bake:
             raise HardwareError("--interface axi-master", "the tensor data comes from off-chip memory at run time: "

@@ -149,13 +149,10 @@ class MemoryPlan:
 
 
 def tensor_arrays(decl):
-    """``[(level, array)]`` of a tensor declaration, in host order (levels outer to inner, then vals)."""
-    out = []
-    for lv, fmt in enumerate(decl.levels):
-        if fmt == "compressed":
-            out += [(lv, "seg"), (lv, "crd"), (lv, "first")]
-    out.append((None, "vals"))
-    return out
+    """``[(level, array)]`` of a tensor declaration, in host order (levels outer to inner, then vals):
+    :func:`fuseflow.samml.storage.tensor_memories`."""
+    from ..samml.storage import tensor_memories
+    return [(lv, array) for lv, array, _ in tensor_memories(decl)]
 
 
 def plan_memories(program, data_capacities=None):

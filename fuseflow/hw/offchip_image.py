@@ -12,11 +12,12 @@ as :func:`fuseflow.hw.memory.tensor_images` packs a tensor; :func:`tile_loads` p
 the named memories whole (their capacity: what a kernel writes depends on the data). A memory keeps its contents
 from one tile to the next, so an operand every tile shares is loaded by the first tile only.
 
-Layout (byte addresses from ``base``): the tile table first (record ``t`` at ``table + t * record_stride``, see
-:mod:`fuseflow.hw.sequencer`), then each tile's loads and stores in order, each array starting on a
-:data:`ARRAY_ALIGN`-byte boundary. Everything that does not fit the build (a memory it lacks, more entries than a
-memory's capacity, a word wider than the memory, more transfers than a record holds) is refused here, before
-anything runs.
+Layout (byte addresses from ``base``): :func:`fuseflow.samml.offchip.layout`, which the tiled simulator uses too:
+the tile table first (record ``t`` at ``table + t * record_stride``, see :mod:`fuseflow.hw.sequencer`), then each
+tile's loads and stores in order, each array starting on an :data:`ARRAY_ALIGN`-byte boundary.
+:mod:`fuseflow.hw.tiled` builds the tiles from a tiled program and full-size inputs. Everything that does not
+fit the build (a memory it lacks, more entries than a memory's capacity, a word wider than the memory, more
+transfers than a record holds) is refused here, before anything runs.
 """
 
 from __future__ import annotations
@@ -26,11 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import HardwareError
-from ..samml.offchip import (OffchipContract, read_cycles, record_cycles, record_stride, record_words,
-                             tiled_cycles, write_cycles)
-
-#: byte alignment of each array in the image (a cache line: bursts start on it)
-ARRAY_ALIGN = 64
+from ..samml.offchip import (ARRAY_ALIGN, OffchipContract, layout, record_stride, record_words, tile_steps,
+                             tiled_cycles)
 #: the largest byte address of the 32-bit master port
 ADDRESS_LIMIT = 1 << 32
 
@@ -78,22 +76,12 @@ class OffchipImage:
 
     def steps(self, kernel_cycles: list[int]) -> list[tuple[int, int, int]]:
         """``(load, run, store)`` cycles per tile under the contract, given each tile's kernel cycles."""
-        c = self.contract
-        out = []
-        for tile, run in zip(self.transfers, kernel_cycles, strict=True):
-            load = record_cycles(self.memories, c) + sum(read_cycles(x.address, x.words, c)
-                                                         for x in tile if x.kind == "load")
-            store = sum(write_cycles(x.address, x.words, c) for x in tile if x.kind == "store")
-            out.append((load, run, store))
-        return out
+        return tile_steps(self.memories, [[(x.kind, x.address, x.words) for x in tile] for tile in self.transfers],
+                          kernel_cycles, self.contract)
 
     def total_cycles(self, kernel_cycles: list[int]) -> int:
         """The run's cycles under the contract (:func:`fuseflow.samml.offchip.tiled_cycles`)."""
         return tiled_cycles(self.steps(kernel_cycles), self.contract)
-
-
-def _align(n, a):
-    return -(-n // a) * a
 
 
 def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
@@ -110,10 +98,7 @@ def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
         raise HardwareError("off-chip image", f"base {base:#x} is not a multiple of the record stride {stride}")
     if not tiles:
         raise HardwareError("off-chip image", "no tiles")
-    table = base
-    cursor = _align(table + stride * len(tiles), ARRAY_ALIGN)
-    chunks = []                                   # (address, words)
-    transfers = []
+    rows = []                                     # per tile: [(Transfer without its address, words or None)]
     for t, tile in enumerate(tiles):
         loads, stores = dict(tile.get("loads", {})), list(tile.get("stores", []))
         unknown = sorted((set(loads) | set(stores)) - set(mems))
@@ -135,14 +120,19 @@ def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
             bad = [int(w) for w in words if not 0 <= int(w) < (1 << mm["width"])]
             if bad:
                 raise HardwareError(f"tile {t}", f"{name}: word {bad[0]} is not a raw {mm['width']}-bit entry")
-            row.append(Transfer("load", name, mm["sel"], cursor, len(words)))
-            chunks.append((cursor, [int(w) for w in words]))
-            cursor = _align(cursor + wb * len(words), ARRAY_ALIGN)
+            row.append((Transfer("load", name, mm["sel"], 0, len(words)), [int(w) for w in words]))
         for name in stores:
             mm = mems[name]
-            row.append(Transfer("store", name, mm["sel"], cursor, mm["capacity"]))
-            cursor = _align(cursor + wb * mm["capacity"], ARRAY_ALIGN)
-        transfers.append(row)
+            row.append((Transfer("store", name, mm["sel"], 0, mm["capacity"]), None))
+        rows.append(row)
+    table, addresses, cursor = layout(n, [[x.words for x, _ in row] for row in rows], c, base)
+    chunks, transfers = [], []                    # (address, words); per tile [Transfer]
+    for row, where in zip(rows, addresses):
+        for (x, words), address in zip(row, where):
+            x.address = address
+            if words is not None:
+                chunks.append((address, words))
+        transfers.append([x for x, _ in row])
     if cursor > ADDRESS_LIMIT:
         raise HardwareError("off-chip image", f"{cursor - base} bytes from {base:#x} exceed the 32-bit address space")
     data = bytearray(cursor - base)

@@ -98,6 +98,8 @@ def program_inputs(program, name: str | None = None, density: float = RANDOM_DEN
     else uniform random data (:func:`fuseflow.samml.kernels.random_inputs`: sparse operands at ``density``, dense
     ones full). Returns ``(inputs, kind)`` with kind ``"model"`` or ``"random"``."""
     from ..samml.kernels import random_inputs
+    from ..samml.tileplan import full_view
+    program = full_view(program)              # a tiled program's data has the full shapes
     inputs = example_inputs(name or program.name, {t.name: t.shape for t in program.inputs}, seed=seed)
     if inputs is not None:
         return inputs, "model"

@@ -85,7 +85,7 @@ def main(argv=None):
         p = io.load(args.graph)
         data = random_data(p, args.density, args.seed)
         save_npz(args.output, for_file(p, data))
-        print(f"wrote {args.output}: " + ", ".join(f"{t.name} {tuple(t.shape)}" for t in p.inputs)
+        print(f"wrote {args.output}: " + ", ".join(f"{name} {tuple(getattr(a, 'shape', ()))}" for name, a in data.items())
               + f" (density {args.density:g}, seed {args.seed})")
     elif args.cmd == "ops":
         from .registry import OPS

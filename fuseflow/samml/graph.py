@@ -249,6 +249,7 @@ class Program:
         self.kernels = []
         self.config = _merge_config(config)
         self.reports = {}            # graph passes run on this program: name -> report (not saved)
+        self.tiling = None           # a tiled program's plan (graph.json "tiling"; fuseflow/samml/tileplan.py)
 
     def tensor(self, name, role, shape, levels, mode_order=None, capacity=None, dtype="float", density=None,
                block=None):
@@ -293,6 +294,7 @@ class Program:
                              **({"width": s.width} if s.width is not None else {})}
                             for s in k.streams.values()],
             } for k in self.kernels],
+            **({"tiling": self.tiling} if self.tiling is not None else {}),
         }
 
     @classmethod
@@ -320,6 +322,7 @@ class Program:
                                               for j, d in enumerate(sd["to"])], sd.get("depth"), sd.get("block"),
                                              sd.get("width"))
             k._reindex()
+        p.tiling = doc.get("tiling")
         return p
 
 
@@ -374,6 +377,9 @@ def validate_program(p):
     for ki, k in enumerate(p.kernels):
         _validate_kernel(p, k, f"$.kernels[{ki}]")
     check_stream_widths(p)        # the declared widths hold what the declared shapes and capacities allow
+    if getattr(p, "tiling", None) is not None:
+        from .tileplan import check_tiling
+        check_tiling(p)
 
 
 CRD_WIDTHS = (2, 64)

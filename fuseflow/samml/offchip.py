@@ -27,7 +27,16 @@ The tile sequencer of the RTL (:mod:`fuseflow.hw.sequencer`) reads one tile reco
 pulses the kernel's start after the loads and waits for its done: :data:`TILE_OVERHEAD` cycles per tile and
 :data:`RUN_OVERHEAD` per run beyond the transfers and the kernel cycles, both counted in :func:`tiled_cycles`.
 A tile's steps for :func:`tiled_cycles` are therefore ``(record_cycles(m, c) + sum(read_cycles(...) of its
-loads), kernel cycles, sum(write_cycles(...) of its stores))``.
+loads), kernel cycles, sum(write_cycles(...) of its stores))``: :func:`tile_steps`.
+
+What moves, in both the tiled simulator (:mod:`fuseflow.sim.tiled`) and the RTL's off-chip image
+(:mod:`fuseflow.hw.offchip_image`): one transfer per tensor memory of the kernel top
+(:func:`fuseflow.samml.storage.tensor_memories`: ``seg``, ``crd`` and ``first`` per compressed level, then
+``vals``), one entry per beat (the DMA writes one memory entry per beat); a load moves the entries the tile's
+packed array holds (none: no transfer), a store moves the output memory's whole capacity (what a kernel writes
+depends on the data). Where each transfer lies is :func:`layout`'s: the tile table at ``base``, then every
+tile's transfers in order, each on an :data:`ARRAY_ALIGN`-byte boundary, so both sides see the same 4 KiB
+crossings.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import FuseFlowError
+from .registry import DMA
 
 #: AXI4: a burst may not cross a 4 KiB address boundary
 AXI_BOUNDARY_BYTES = 4096
@@ -48,6 +58,8 @@ STORE_SETUP = 3
 TILE_OVERHEAD = 8
 #: sequencer cycles per run beyond its tiles (the final look at the tile count)
 RUN_OVERHEAD = 1
+#: byte alignment of each transfer's array in the off-chip image (a cache line: bursts start on it)
+ARRAY_ALIGN = 64
 #: words of a tile record's header (loads and stores counts) and of each transfer (sel, address, words)
 RECORD_HEADER_WORDS = 1
 TRANSFER_WORDS = 3
@@ -55,12 +67,12 @@ TRANSFER_WORDS = 3
 
 @dataclass(frozen=True)
 class OffchipContract:
-    """Timing of the off-chip port (cycles of the kernel clock)."""
-    word_bytes: int = 4
-    latency: int = 20
-    burst: int = 64
-    outstanding: int = 4
-    buffers: int = 1
+    """Timing of the off-chip port (cycles of the kernel clock); defaults: the registry's ``DMA`` parameters."""
+    word_bytes: int = DMA.param("word_bytes").default
+    latency: int = DMA.param("latency").default
+    burst: int = DMA.param("burst").default
+    outstanding: int = DMA.param("outstanding").default
+    buffers: int = DMA.param("buffers").default
 
     def __post_init__(self):
         if self.word_bytes not in (4, 8, 16, 32, 64):
@@ -77,6 +89,31 @@ class OffchipContract:
     @property
     def bytes_per_cycle(self) -> int:
         return self.word_bytes
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def parse_contract(spec, where: str = "--offchip", base: dict | None = None) -> OffchipContract:
+    """An :class:`OffchipContract` from ``"key=N,key=N"`` text or a dict (fields not given: ``base``'s, else the
+    defaults); an unknown key or a non-integer is a one-line :class:`FuseFlowError` naming ``where``."""
+    if isinstance(spec, str):
+        items = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            key, sep, value = part.partition("=")
+            items[key.strip() if sep else part] = value.strip() if sep else None
+    else:
+        items = dict(spec or {})
+    fields = dict(base or {})
+    for key, value in items.items():
+        if key not in OffchipContract.__dataclass_fields__ or value is None:
+            raise FuseFlowError(where, f"{key if value is None else key + '=' + str(value)!r} is not key=value "
+                                       f"with key one of {', '.join(OffchipContract.__dataclass_fields__)}")
+        try:
+            fields[key] = int(value)
+        except (TypeError, ValueError):
+            raise FuseFlowError(where, f"{key}={value!r} is not an integer") from None
+    return OffchipContract(**fields)
 
 
 def bursts(address: int, beats: int, contract: OffchipContract) -> list[int]:
@@ -170,3 +207,37 @@ def tiled_cycles(steps: list[tuple[int, int, int]], contract: OffchipContract) -
         run_start = max(load_end, port)
         run_end = run_start + run
     return max(port, run_end) + steps[-1][2]
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def layout(memories: int, tiles: list, contract: OffchipContract, base: int = 0) -> tuple[int, list, int]:
+    """Byte addresses of a tile sequence's off-chip image: ``tiles`` is, per tile, the entries of each transfer in
+    record order (loads, then stores). Returns ``(table, [[address of each transfer] per tile], end)``: the tile
+    table at ``base`` (one record every :func:`record_stride` bytes), then each transfer's array on an
+    :data:`ARRAY_ALIGN` boundary; ``end`` is the first byte after the image."""
+    stride = record_stride(memories, contract)
+    cursor = _align(base + stride * len(tiles), ARRAY_ALIGN)
+    addresses = []
+    for tile in tiles:
+        row = []
+        for words in tile:
+            row.append(cursor)
+            cursor = _align(cursor + contract.word_bytes * words, ARRAY_ALIGN)
+        addresses.append(row)
+    return base, addresses, cursor
+
+
+def tile_steps(memories: int, tiles: list, runs: list, contract: OffchipContract) -> list[tuple[int, int, int]]:
+    """``(load, run, store)`` cycles per tile for :func:`tiled_cycles`: ``tiles`` is, per tile, its transfers
+    ``(kind "load"|"store", byte address, entries)``, ``runs`` the kernel cycles per tile; ``load`` includes the
+    tile record's :func:`record_cycles`."""
+    out = []
+    rec = record_cycles(memories, contract)
+    for tile, run in zip(tiles, runs, strict=True):
+        load = rec + sum(read_cycles(a, w, contract) for kind, a, w in tile if kind == "load")
+        store = sum(write_cycles(a, w, contract) for kind, a, w in tile if kind == "store")
+        out.append((load, run, store))
+    return out

@@ -376,5 +376,15 @@ def render():
         _summary(compiled),
     ]
     sections = [_section(spec, compiled) for spec in OPS.values()]
-    return "\n\n".join(intro + sections) + "\n"
+    return "\n\n".join(intro + sections + [_transfer(registry.DMA)]) + "\n"
+
+
+def _transfer(spec):
+    """The off-chip tile transfer (not a stream op): doc, parameters, timing."""
+    return "\n\n".join([
+        f"## {spec.name} (off-chip tile transfer)", wrap(spec.doc),
+        wrap("Not a node of a kernel: a tiled program's plan (graph.json `tiling`, "
+             "[tiling.md](../tiling.md)) runs each kernel once per tile with these transfers around it; its "
+             "parameters are the plan's `contract` (`fuseflow/samml/offchip.py`: `OffchipContract`)."),
+        "**Parameters**:", _params(spec.params), wrap("**Timing**: " + spec.timing)])
 

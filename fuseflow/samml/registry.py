@@ -618,3 +618,50 @@ def port_kind(spec, port):
 def _matches(template, name):
     prefix = template.split("{")[0]
     return name.startswith(prefix) and name[len(prefix):].isdigit()
+
+
+# ---- the off-chip tile transfer (DMA) ------------------------------------------------------------------------
+# Not a stream op: a tiled program (graph.json "tiling", fuseflow/samml/tileplan.py) loads each tile's input
+# arrays from off-chip memory before the kernel runs and stores its outputs after. Its timing is
+# fuseflow/samml/offchip.py's contract; its parameters are declared here once (OffchipContract's defaults).
+
+
+@dataclass(frozen=True)
+class TransferSpec:
+    """The off-chip tile transfer: its one-line doc, parameters and timing (rendered into the op reference)."""
+    name: str
+    doc: str
+    params: tuple
+    timing: str = ""
+
+    def param(self, name):
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def defaults(self) -> dict:
+        """{parameter: default}."""
+        return {p.name: p.default for p in self.params}
+
+
+DMA = TransferSpec(
+    "dma",
+    "Tile load/store between off-chip memory and a kernel's tensor memories, through one AXI4 memory-mapped "
+    "master port: before a tile runs, its tile record and the arrays of its input tensors that change are read "
+    "(one transfer per tensor memory: a compressed level's seg, crd and first, then the values; one entry per "
+    "beat); after it, every memory of its outputs is written whole (its capacity).",
+    (
+        Param("word_bytes", "int", 4, (4, 8, 16, 32, 64), "bytes per AXI beat (the port's data width / 8)"),
+        Param("latency", "int", 20, doc="cycles from a read burst's AR to its first beat (and from a write "
+                                        "burst's last W beat to its B)", minimum=1),
+        Param("burst", "int", 64, doc="most beats per burst (AXI4 INCR: 1..256; bursts never cross 4 KiB)",
+              minimum=1),
+        Param("outstanding", "int", 4, doc="most bursts in flight", minimum=1),
+        Param("buffers", "int", 1, (1, 2), "1: load, run, store in turn; 2: the next tile's loads overlap "
+                                           "the current tile's run (the changing inputs have two banks)"),
+    ),
+    "record_cycles per tile, read_cycles(address, beats) / write_cycles(address, beats) per array at the "
+    "addresses of layout (every array on a 64-byte boundary), and tiled_cycles over the tile sequence "
+    "(fuseflow/samml/offchip.py; the RTL's AXI4 master meets them cycle for cycle).",
+)

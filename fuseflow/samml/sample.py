@@ -79,6 +79,8 @@ def random_data(program, density_: float, seed: int = DEFAULT_SEED) -> dict:
     """Random inputs for every input tensor of ``program`` (refused before drawing when one is too large)."""
     from .graph import dense_entries
     from .kernels import random_inputs
+    from .tileplan import full_view
+    program = full_view(program)             # a tiled program's data has the full shapes
     limit = limits.DENSE_ENTRIES.value
     for t in program.inputs:
         n = dense_entries(t.shape)
@@ -94,8 +96,9 @@ def for_file(program, data: dict) -> dict:
     """``data`` as :func:`fuseflow.tensors.io.save_npz` stores it compactly: order-2 tensors of a sparse format
     as SciPy CSR matrices, the rest dense."""
     import scipy.sparse as sp
+    from .tileplan import full_view
     out = {}
-    for t in program.inputs:
+    for t in full_view(program).inputs:
         v = data[t.name]
         out[t.name] = sp.csr_array(v) if t.order == 2 and not all(lv == "dense" for lv in t.levels) else v
     return out
@@ -122,13 +125,24 @@ def describe(program) -> list:
     lines = [f"program {program.name}: {len(program.kernels)} kernel(s), "
              f"{sum(len(k.nodes) for k in program.kernels)} nodes; hardware values {numbers}; coordinates "
              f"{program.config.get('crd_width')} bits"]
+    tiling = getattr(program, "tiling", None)
+    if tiling is not None:
+        lines.append("tiled (docs/tiling.md): the kernels run once per tile; data has the full shapes below, each "
+                     "tile's shape after 'tile'; " + ", ".join(f"{d} in tiles of {v['size']} ({v['tiles']})"
+                                                               for d, v in tiling["dims"].items()))
+    accs = {n for n, info in (tiling or {}).get("tensors", {}).items() if "acc_of" in info}
     width = max([len(t.name) for t in program.tensors.values()] + [4])
-    shapes = {t.name: f"({', '.join(str(int(d)) for d in t.shape)})" for t in program.tensors.values()}
+
+    def shape_text(t):
+        full = tiling["tensors"][t.name]["shape"] if tiling is not None and t.name in tiling["tensors"] else t.shape
+        text = f"({', '.join(str(int(d)) for d in full)})"
+        return text if list(full) == list(t.shape) else f"{text} tile ({', '.join(str(int(d)) for d in t.shape)})"
+    shapes = {t.name: shape_text(t) for t in program.tensors.values()}
     swidth = max([len(s) for s in shapes.values()] + [4])
     for role, heading in (("input", "inputs (give each by name in --inputs FILE.npz, or use --random-inputs)"),
                           ("output", "outputs"), ("intermediate", "intermediates (made by one kernel, read by a "
                                                                   "later one)")):
-        ts = [t for t in program.tensors.values() if t.role == role]
+        ts = [t for t in program.tensors.values() if t.role == role and t.name not in accs]
         if not ts:
             continue
         lines.append(f"{heading}:")

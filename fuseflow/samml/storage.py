@@ -27,7 +27,7 @@ import copy
 from .widths import array_width, tensor_width
 
 __all__ = ["BLOCK_RAM_MIN_BITS", "BOUNDS_ARRAYS", "BOUNDS_BLOCK_MIN_BITS", "memory_storage", "build_capacity",
-           "array_depth", "index_width", "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
+           "array_depth", "tensor_memories", "memory_entries", "index_width", "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
 
 #: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
 #: (18 with parity) and one iCE40 SB_RAM40_4K 4 Kbit; a 1 Kbit memory costs about 16 ECP5 LUT-RAM cells
@@ -72,6 +72,34 @@ def array_depth(capacity, level, array) -> int:
         return capacity[level]
     parents = 1 if level == 0 else capacity[level - 1]
     return parents if array == "first" else parents + 1
+
+
+def tensor_memories(decl) -> list:
+    """``[(level, array, memory name)]`` of a tensor declaration, in host order (levels outer to inner: ``seg``,
+    ``crd``, ``first`` per compressed level; then ``vals``): the kernel top's memories of the tensor
+    (:func:`fuseflow.hw.memory.plan_memories`) and the off-chip transfers of a tile of it
+    (:mod:`fuseflow.samml.offchip`)."""
+    out = []
+    for lv, fmt in enumerate(decl.levels):
+        if fmt == "compressed":
+            out += [(lv, a, f"{decl.name}.{lv}.{a}") for a in ("seg", "crd", "first")]
+    out.append((None, "vals", f"{decl.name}.vals"))
+    return out
+
+
+def memory_entries(decl, packed) -> list:
+    """``[(memory name, entries)]`` a packed tensor (:class:`fuseflow.tensors.PackedTensor` in ``decl``'s format)
+    fills, in :func:`tensor_memories` order: ``seg`` and ``crd`` as packed, ``first`` one per fibre, ``vals`` one
+    per value (a blocked tensor: one per block)."""
+    out = []
+    for lv, array, name in tensor_memories(decl):
+        if array == "vals":
+            out.append((name, int(len(packed.vals))))
+            continue
+        seg = packed.levels[lv].seg
+        n = {"seg": len(seg), "crd": len(packed.levels[lv].crd), "first": max(len(seg) - 1, 0)}[array]
+        out.append((name, int(n)))
+    return out
 
 
 def index_width(program, decl, capacity) -> int:

@@ -8,7 +8,10 @@ def __getattr__(name):
     # not pay for it (issue 42)
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import engine
+    if name == "run":                   # tiled programs (graph.json "tiling") run tile by tile
+        from . import tiled as engine
+    else:
+        from . import engine
     value = getattr(engine, name)
     globals()[name] = value
     return value

@@ -73,7 +73,7 @@ def main(argv=None):
     if args.cmd == "size-fifos":
         return size_main(args)
     check_separate_outputs({"--json": args.json, "--outputs": args.outputs})
-    from . import engine
+    from . import engine, tiled
     from .check import compare, golden, tolerance
     prog = engine.load_program(args.graph)
     inputs = load_data(args, prog)
@@ -83,8 +83,8 @@ def main(argv=None):
     memory = memory_system(args.memory)
     progress = args.progress or sys.stderr.isatty()
     try:
-        res = engine.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth, memory=memory,
-                         engine=args.engine, progress=progress)
+        res = tiled.run(prog, inputs, mode=args.mode, fifo_depth=args.fifo_depth, memory=memory,
+                        engine=args.engine, progress=progress)
     except KeyboardInterrupt as exc:
         part = getattr(exc, "stats", None)
         if part:
@@ -96,10 +96,15 @@ def main(argv=None):
     s = res.stats
     print(f"{prog.name}: {res.cycles} cycles in {len(prog.kernels)} kernel(s) ({args.mode} mode, "
           f"memory {memory.name}, {s['engine']} engine)")
+    if "tiling" in s:
+        print("  " + tiled.describe(s["tiling"]))
     for ks in s["kernels"]:
         m = ks["memory"]
         extra = (f" (compute {m['compute']}, transfer {m['transfer']}, latency {m['latency']})"
-                 if memory.name != "onchip" else "")
+                 if memory.name != "onchip" and "tiling" not in s else "")
+        if "tiles_run" in ks:
+            extra = (f" ({ks['tiles_run']} tiles run, {ks['tiles_skipped']} empty skipped; run {ks['run_cycles']}, "
+                     f"load {ks['load_cycles']}, store {ks['store_cycles']} cycles)")
         print(f"  kernel {ks['name']}: {ks['cycles']} cycles, {ks['tokens']} tokens{extra}")
         if args.nodes:
             for nid, ns in ks["nodes"].items():
@@ -115,7 +120,7 @@ def main(argv=None):
             print(f"  output {name}: shape {tuple(packed.shape)}, {packed.nnz} stored entries")
     status = 0
     report = {"program": prog.name, "mode": args.mode, "cycles": res.cycles, "kernel_cycles": res.kernel_cycles,
-              **{k: v for k, v in s.items() if k != "kernels"}, "kernels": s["kernels"]}
+              **{k: v for k, v in s.items() if k not in ("kernels", "steps")}, "kernels": s["kernels"]}
     if args.check:
         if not prog.expr:
             raise FuseFlowError(args.graph, "--check needs the program's 'expr' and this graph has none")

@@ -508,6 +508,32 @@ case("compile-out-below-file", "fuseflow.compiler", P + ["-o", "afile/x"], None,
 case("compile-no-program", "fuseflow.compiler", CP + ["-o", "out"], None, "program")
 case("compile-dir", "fuseflow.compiler", CP + ["adir", "-o", "out"], None, "adir")
 case("console-compile-fuse", "fuseflow", ["compile", "p.ff", "-o", "out", "--fuse", "x"], None, "--fuse")
+# tiling (issue 41): sizes, unknown indices, sizes that must divide, budgets too small, sums that cannot split
+case("compile-tile-zero", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=0"], None, "tile i", "at least 1")
+case("compile-tile-negative", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=-4"], None, "tile i", "at least 1")
+case("compile-tile-text", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=big"], None, "tile i",
+     "positive integer")
+case("compile-tile-syntax", "fuseflow.compiler", P + ["-o", "out", "--tile", "i:4"], None, "--tile", "INDEX=SIZE")
+case("compile-tile-unknown-index", "fuseflow.compiler", P + ["-o", "out", "--tile", "q=2"], None, "tile q",
+     "no statement has an index q")
+case("compile-tile-lanes", "fuseflow.compiler", P + ["-o", "out", "--tile", "j=3", "--parallel", "j=2"], None,
+     "tile j 3", "not a multiple of 2", "parallel j 2")
+case("compile-tile-line-zero", "fuseflow.compiler", ["compile", "t.ff", "-o", "out"],
+     {"t.ff": text(VALID_FF.replace("x(i) =", "tile i 0\nx(i) ="))}, "line 4", "tile i", "at least 1")
+case("compile-tile-relu-sum", "fuseflow.compiler", ["compile", "r.ff", "-o", "out", "--tile", "j=2"],
+     {"r.ff": text(VALID_FF.replace("B(i,j) * c(j)", "relu(B(i,j) * c(j))"))}, "do not merge by adding")
+case("compile-onchip-bits-small", "fuseflow.compiler", P + ["-o", "out", "--onchip-bits", "10"], None,
+     "--onchip-bits", "hold no tile")
+case("compile-onchip-bits-zero", "fuseflow.compiler", P + ["-o", "out", "--onchip-bits", "0"], None,
+     "--onchip-bits", "positive")
+case("compile-tile-fuse-auto", "fuseflow.compiler", P + ["-o", "out", "--fuse", "auto", "--tile", "i=2"], None,
+     "--tile", "--fuse auto")
+case("compile-dma-key", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "buffer=1"], None,
+     "--dma", "not key=value")
+case("compile-dma-buffers", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "buffers=3"], None,
+     "buffers 3 must be 1 or 2")
+case("compile-dma-text", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "latency=slow"], None,
+     "--dma", "is not an integer")
 
 # hw build / sim / correlate: all fail before Verilator starts
 case("hw-build-no-capacity", "fuseflow.hw", ["build", "nc.json", "-o", "out"], {"nc.json": graph(no_capacity)},

@@ -35,7 +35,16 @@ def test_every_op_has_a_section_and_a_row(text):
     for name in OPS:
         _section(text, name)
         assert re.search(rf"^\| \[{name}\]\(#{name}\) \|", text, re.M), name
-    assert len(re.findall(r"^## ", text, re.M)) == len(OPS) + 1          # + "## Ops"
+    assert len(re.findall(r"^## ", text, re.M)) == len(OPS) + 2          # + "## Ops" and the dma transfer
+
+
+def test_dma_transfer_section_lists_its_parameters(text):
+    from fuseflow.samml.offchip import OffchipContract
+    from fuseflow.samml.registry import DMA
+    sec = text[text.index("## dma (off-chip tile transfer)"):]
+    for p in DMA.params:
+        assert f"| `{p.name}` | {p.type} | `{p.default}` |" in sec, p.name
+    assert DMA.defaults() == OffchipContract().__dict__           # the contract's defaults are the registry's
 
 
 def test_every_port_and_parameter_appears(text):
