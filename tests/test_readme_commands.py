@@ -28,7 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: README.md and the guides (docs/README.md lists them; compiler.md and hardware.md are design notes)
 PAGES = ["README.md"] + [f"docs/{p}.md" for p in ("pytorch", "language", "simulator", "datasets", "boards",
-                                                  "correlation", "evaluation", "errors", "tensors", "numbers")]
+                                                  "correlation", "evaluation", "errors", "tensors", "numbers",
+                                                  "tiling")]
 
 #: Verilator, Yosys/nextpnr, or minutes of elaboration: run by the slow test only
 SLOW = ("hw sim", "hw correlate", "hw build", "boards build", "--rtl-sim")
