@@ -23,15 +23,15 @@ _take_signals_when_run_as_a_command()
 
 def compile(model, example_inputs=None, fuse="regions", order=None, mode="fixed", formats=None, name=None,
             max_nodes=None, max_kernels=None, memory="hbm2", parallel=None, max_lanes=None, redundancy="warn",
-            budget=None, simulate=True, progress=None, tiles=None, onchip_bits=None):
+            budget=None, simulate=True, progress=None, tiles=None, onchip_bits=None, dma=None):
     """Trace and compile a PyTorch model, or compile a ``.ff`` program (a path, source text or an
-    ``EinsumProgram``; ``example_inputs`` optional) (``fuse="auto"``: the autoscheduler; ``tiles``/``onchip_bits``:
+    ``EinsumProgram``; ``example_inputs`` optional) (``fuse="auto"``: the autoscheduler; ``tiles``/``onchip_bits``/``dma``:
     tiling, docs/tiling.md): see :func:`fuseflow.model.compile`."""
     from .model import compile as _compile
     return _compile(model, example_inputs, fuse=fuse, order=order, mode=mode, formats=formats, name=name,
                     max_nodes=max_nodes, max_kernels=max_kernels, memory=memory, parallel=parallel,
                     max_lanes=max_lanes, redundancy=redundancy, budget=budget, simulate=simulate, progress=progress,
-                    tiles=tiles, onchip_bits=onchip_bits)
+                    tiles=tiles, onchip_bits=onchip_bits, dma=dma)
 
 
 def load(path, model=None):

@@ -369,7 +369,7 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
             name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
             memory: str = "hbm2", parallel=None, max_lanes: int | None = None, redundancy: str = "warn",
             budget: float | None = None, simulate: bool = True, progress=None, tiles=None,
-            onchip_bits: int | None = None) -> CompiledModel:
+            onchip_bits: int | None = None, dma=None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`); or compile a ``.ff``
     program: ``model`` a path to a ``.ff`` file, ``.ff`` source text, or a parsed
     :class:`~fuseflow.compiler.EinsumProgram` (:func:`compile_ff`; ``example_inputs`` optional, a dict).
@@ -387,7 +387,8 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
     schedule it considers gets these lanes).
     ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`.
     ``tiles``: {index: tile size} (or ``"i=1024"``), ``onchip_bits``: tile sizes chosen to fit that many bits on
-    chip (docs/tiling.md; not with ``"auto"``); the program then runs once per non-empty tile."""
+    chip (docs/tiling.md; not with ``"auto"``); the program then runs once per non-empty tile; ``dma``: its
+    off-chip contract (``"buffers=1,latency=20"`` or a dict; :func:`fuseflow.compiler.compile_program`)."""
     from .compiler import EinsumProgram, compile_program
     if mode not in ("float", "fixed"):
         raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
@@ -399,7 +400,7 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
         return compile_ff(model, example_inputs, fuse=fuse, order=order, mode=mode, name=name, max_nodes=max_nodes,
                           max_kernels=max_kernels, memory=memory, parallel=parallel, max_lanes=max_lanes,
                           redundancy=redundancy, budget=budget, simulate=simulate, progress=progress, tiles=tiles,
-                          onchip_bits=onchip_bits)
+                          onchip_bits=onchip_bits, dma=dma)
     if example_inputs is None:
         raise FuseFlowError("example_inputs", "a PyTorch model needs example inputs (its forward arguments) to be "
                                               "traced")
@@ -423,7 +424,7 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
     else:
         data = bind_inputs(low.inputs, low.constants, tuple(example_inputs))
         result = _compile_tiled(low.program, fuse if isinstance(fuse, str) else "regions", order, parallel, tiles,
-                                onchip_bits, data)
+                                onchip_bits, data, dma)
         if result is None:
             result, redundancies = _compile_checked(low.program, fuse if isinstance(fuse, str) else "regions", order,
                                                     parallel, data, memory, redundancy)
@@ -440,13 +441,13 @@ REDUNDANCY_CHOICES = ("warn", "rewrite", "ignore")
 DEFAULT_BUDGET = 60.0              # seconds: fuse="auto"'s default time budget (the autoscheduler's)
 
 
-def _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, inputs):
+def _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, inputs, dma=None):
     """The tiled CompileResult (fuseflow.compiler.tiling), or None when no tiling is asked for or nothing splits."""
     if not (tiles or onchip_bits is not None or getattr(einsum, "tile_sizes", None)):
         return None
     from .compiler import compile_program
     result = compile_program(einsum, fuse=fuse, order=order, parallel=parallel, tiles=tiles, onchip_bits=onchip_bits,
-                             tile_inputs=inputs)
+                             tile_inputs=inputs, dma=dma)
     return result if result.program.tiling is not None else None
 
 
@@ -541,7 +542,8 @@ def _in_file(path):
 def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", name: str | None = None,
                max_nodes: int | None = None, max_kernels: int | None = None, memory: str = "hbm2", parallel=None,
                max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
-               simulate: bool = True, progress=None, tiles=None, onchip_bits: int | None = None) -> CompiledModel:
+               simulate: bool = True, progress=None, tiles=None, onchip_bits: int | None = None,
+               dma=None) -> CompiledModel:
     """Compile a ``.ff`` program (:func:`read_ff`) into the model object. ``example_inputs``: {tensor name: array or
     SciPy matrix}, by default deterministic data from the declared shapes and formats
     (:func:`fuseflow.models.program_inputs`); ``fuse``: ``none`` | ``regions`` | ``full`` | ``auto`` (the
@@ -556,7 +558,7 @@ def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str =
         einsum.name = name
     with _in_file(path):
         return _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                           max_lanes, redundancy, budget, simulate, progress, tiles, onchip_bits)
+                           max_lanes, redundancy, budget, simulate, progress, tiles, onchip_bits, dma)
 
 
 def _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget, tiles=None, onchip_bits=None):
@@ -579,7 +581,8 @@ def _reassociated(einsum):
 
 
 def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                max_lanes, redundancy="warn", budget=None, simulate=True, progress=None, tiles=None, onchip_bits=None):
+                max_lanes, redundancy="warn", budget=None, simulate=True, progress=None, tiles=None, onchip_bits=None,
+                dma=None):
     from .compiler import compile_program
     from .models import program_inputs
     t0 = time.perf_counter()
@@ -596,7 +599,7 @@ def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_
         result, schedule, candidates, schedule_report = auto.result, auto.chosen, auto.candidates, auto
         order = schedule.order
     else:
-        result = _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, example_inputs)
+        result = _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, example_inputs, dma)
         if result is None:
             data, unfused = example_inputs, None
             if data is None and fuse != "none" and redundancy != "ignore":   # the cost model's data, as auto's

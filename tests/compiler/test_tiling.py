@@ -118,3 +118,17 @@ def test_pytorch_model_tiled_matches_pytorch():
     m = fuseflow.compile(M(), (a, torch.randn(40, 12)), fuse="none", mode="float", tiles={"i": 16})
     assert {v["tiles"] for v in m.program.tiling["dims"].values()} == {3}
     assert m.check().ok
+
+
+def test_model_api_takes_the_dma_contract():
+    """``fuseflow.compile(..., dma=)`` sets the tiled plan's contract (buffers 1: what the RTL runs) and checks it."""
+    import os
+    import fuseflow
+    from fuseflow.errors import FuseFlowError
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ff = os.path.join(root, "examples", "tiled", "spmv_tiled.ff")
+    m = fuseflow.compile(ff, fuse="none", dma="buffers=1,latency=12")
+    assert m.program.tiling["contract"]["buffers"] == 1 and m.program.tiling["contract"]["latency"] == 12
+    assert m.check().ok
+    with pytest.raises(FuseFlowError, match="buffers 3 must be 1 or 2"):
+        fuseflow.compile(ff, dma="buffers=3")
