@@ -11,21 +11,23 @@ OP_SHAPES = {"root": "circle", "level_scan": "box", "array": "box3d", "level_wri
              "alu": "ellipse", "reduce": "invtriangle", "spacc": "invtriangle", "locate": "box"}
 
 
+def _arity(p):
+    return [f"x{p['arity']}"] if p.get("arity", 2) != 2 else []
+
+
+#: what a node's label shows after its tensor, by op (a function of its parameters)
+OP_LABELS = {"level_scan": lambda p: [p.get("format", "")], "locate": lambda p: [f"dim {p['dim']}"],
+             "alu": lambda p: [p["op"] + (f" {p['const']}" if p.get("const") is not None else "")],
+             "intersect": _arity, "union": _arity, "spacc": lambda p: [f"order {p['order']}"]}
+
+
 def _label(node):
     p = node.params
     bits = [node.op]
     if "tensor" in p and p["tensor"]:
-        bits.append(f"{p['tensor']}" + (f"[{p['level']}]" if node.op in ("level_scan", "level_write", "locate") else ""))
-    if node.op == "level_scan":
-        bits.append(p.get("format", ""))
-    if node.op == "locate":
-        bits.append(f"dim {p['dim']}")
-    if node.op == "alu":
-        bits.append(p["op"] + (f" {p['const']}" if p.get("const") is not None else ""))
-    if node.op in ("intersect", "union") and p.get("arity", 2) != 2:
-        bits.append(f"x{p['arity']}")
-    if node.op == "spacc":
-        bits.append(f"order {p['order']}")
+        leveled = any(q.name == "level" for q in node.spec.params)      # the ops that address one level
+        bits.append(f"{p['tensor']}" + (f"[{p['level']}]" if leveled else ""))
+    bits += OP_LABELS.get(node.op, lambda p: [])(p)
     return "\\n".join([node.id] + [b for b in bits[1:] if b]) if node.id != node.op else "\\n".join(bits)
 
 
