@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ProgramError
 from ..samml.registry import DMA
+from ..samml.tileplan import kernel_tensors
 
 __all__ = ["parse_tiles", "TileChoice", "compile_tiled", "render_tiles", "DEFAULT_BUFFERS"]
 
@@ -404,19 +405,6 @@ def _retiled_source(src, ir, by_mode, sizes, acc):
     return new
 
 
-def _kernel_tensors(kernel):
-    """(read tensors, written tensors) of a compiled kernel, in node order."""
-    reads, writes = [], []
-    for n in kernel.nodes.values():
-        t = n.params.get("tensor")
-        if t is None:
-            continue
-        lst = writes if n.op in ("level_write", "value_write") else reads
-        if t not in lst:
-            lst.append(t)
-    return reads, writes
-
-
 _ZERO_PRESERVING = {"neg", "relu", "tanh", "gelu", "sqrt", "abs", "square"}
 
 
@@ -564,7 +552,7 @@ def _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contrac
     acc = {}
     kinfo = []
     for k in first.program.kernels:
-        reads, writes = _kernel_tensors(k)
+        reads, writes = kernel_tensors(k)
         grid = []
         for t in writes + reads:
             for m in range(len(first.program.tensors[t].shape)):

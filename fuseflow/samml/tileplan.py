@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..errors import GraphError
 from .offchip import OffchipContract
-from .registry import DMA
+from .registry import DMA, memory_role
 
 __all__ = ["contract_of", "check_tiling", "full_shape", "full_view"]
 
@@ -103,3 +103,16 @@ def full_view(program):
         shape = info["shape"] if info is not None else decl.shape
         view.tensor(name, decl.role, shape, decl.levels, decl.mode_order, None, decl.dtype, decl.density, decl.block)
     return view
+
+
+def kernel_tensors(kernel) -> tuple:
+    """(tensors the kernel reads, tensors it writes) by its memory-backed nodes, in node order."""
+    reads, writes = [], []
+    for n in kernel.nodes.values():
+        t = n.params.get("tensor")
+        if t is None:
+            continue
+        lst = writes if memory_role(n.op)[0] == "write" else reads
+        if t not in lst:
+            lst.append(t)
+    return reads, writes

@@ -41,7 +41,7 @@ from ..errors import FuseFlowError, TensorError
 from ..samml.graph import Program
 from ..samml.offchip import OffchipContract, layout, tile_steps, tiled_cycles
 from ..samml.storage import array_depth, build_capacity, memory_entries, tensor_memories
-from ..samml.tileplan import contract_of, full_shape
+from ..samml.tileplan import contract_of, full_shape, kernel_tensors
 from ..tensors import PackedTensor, TensorFormat
 from . import engine as _engine
 from .memory import memory_system
@@ -133,18 +133,6 @@ def _kernel_program(prog, kernel, reads, writes):
         t.capacity = d.capacity
     p.kernels.append(kernel)
     return p
-
-
-def _kernel_tensors(kernel):
-    reads, writes = [], []
-    for n in kernel.nodes.values():
-        t = n.params.get("tensor")
-        if t is None:
-            continue
-        lst = writes if n.op in ("level_write", "value_write") else reads
-        if t not in lst:
-            lst.append(t)
-    return reads, [w for w in writes]
 
 
 class _Source:
@@ -243,7 +231,7 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
     engines = set()
     written = {}
     for kplan, kernel in zip(t["kernels"], prog.kernels):
-        reads, writes = _kernel_tensors(kernel)
+        reads, writes = kernel_tensors(kernel)
         sub = _kernel_program(prog, kernel, reads, writes)
         memories = sum(len(tensor_memories(d)) for d in sub.tensors.values())
         accs = kplan["acc"]
