@@ -41,6 +41,9 @@ from .ir import (MAX_TENSOR_ORDER, ProgramIR, Stmt, TensorInfo, bind_masks, chec
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DECL = re.compile(rf"tensor\s+(?P<name>{_NAME})\s*\((?P<shape>[^)]*)\)\s*(?::\s*(?P<fmt>.*))?$")
 KEYWORDS = ("tensor", "output", "order", "parallel", "tile", "fuse", "barrier", "program")
+#: the lines that give one index a number (``parallel i 4``, ``tile i 1024``): what the number is, an example;
+#: each is the EinsumProgram method of the same name
+_INDEX_LINES = {"parallel": ("FACTOR", "parallel i 4"), "tile": ("SIZE", "tile i 1024")}
 
 
 class _Decl:
@@ -253,19 +256,13 @@ class EinsumProgram:
                         raise ProgramError(f"line {lineno}, column {pos + 1}", f"expected a tensor name, got {n!r}")
                 p.output(*names, line=lineno, col=col)
                 continue
-            if word == "parallel" and "=" not in stripped:
-                rest = stripped[len("parallel"):].split()
+            if word in _INDEX_LINES and "=" not in stripped:
+                what, example = _INDEX_LINES[word]
+                rest = stripped[len(word):].split()
                 if len(rest) != 2 or not re.fullmatch(_NAME, rest[0]):
-                    raise ProgramError(f"line {lineno}, column {col}", f"expected 'parallel INDEX FACTOR' (e.g. "
-                                                                       f"'parallel i 4'), got {stripped!r}")
-                p.parallel(rest[0], rest[1], line=lineno, col=col)
-                continue
-            if word == "tile" and "=" not in stripped:
-                rest = stripped[len("tile"):].split()
-                if len(rest) != 2 or not re.fullmatch(_NAME, rest[0]):
-                    raise ProgramError(f"line {lineno}, column {col}", f"expected 'tile INDEX SIZE' (e.g. "
-                                                                       f"'tile i 1024'), got {stripped!r}")
-                p.tile(rest[0], rest[1], line=lineno, col=col)
+                    raise ProgramError(f"line {lineno}, column {col}", f"expected '{word} INDEX {what}' (e.g. "
+                                                                       f"'{example}'), got {stripped!r}")
+                getattr(p, word)(rest[0], rest[1], line=lineno, col=col)
                 continue
             if word == "order" and "=" not in stripped:
                 p.order(_split_chain(stripped[len("order"):], lineno, col + len("order")), line=lineno, col=col)
