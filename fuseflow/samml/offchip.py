@@ -63,6 +63,8 @@ ARRAY_ALIGN = 64
 #: words of a tile record's header (loads and stores counts) and of each transfer (sel, address, words)
 RECORD_HEADER_WORDS = 1
 TRANSFER_WORDS = 3
+#: the port's beat widths in bytes (the registry's ``dma`` ``word_bytes`` choices)
+WORD_BYTES = DMA.param("word_bytes").choices
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,9 @@ class OffchipContract:
     buffers: int = DMA.param("buffers").default
 
     def __post_init__(self):
-        if self.word_bytes not in (4, 8, 16, 32, 64):
-            raise FuseFlowError("off-chip contract", f"word_bytes {self.word_bytes} is not 4, 8, 16, 32 or 64")
+        if self.word_bytes not in WORD_BYTES:
+            raise FuseFlowError("off-chip contract", f"word_bytes {self.word_bytes} is not "
+                                                     f"{', '.join(map(str, WORD_BYTES[:-1]))} or {WORD_BYTES[-1]}")
         if self.latency < 1:
             raise FuseFlowError("off-chip contract", f"latency {self.latency} must be >= 1")
         if not 1 <= self.burst <= AXI_MAX_BURST:

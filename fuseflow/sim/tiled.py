@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from ..errors import FuseFlowError, TensorError
 from ..samml.graph import Program
-from ..samml.offchip import OffchipContract, layout, tile_steps, tiled_cycles
+from ..samml.offchip import WORD_BYTES, OffchipContract, layout, tile_steps, tiled_cycles
 from ..samml.storage import array_depth, build_capacity, memory_entries, tensor_memories
 from ..samml.tileplan import contract_of, full_shape, kernel_tensors
 from ..tensors import PackedTensor, TensorFormat
@@ -97,7 +97,7 @@ def contract_for(tiling: dict, memory=None) -> OffchipContract:
     mem = memory_system(memory)
     if mem.bytes_per_cycle is None:
         return base
-    widths = [w for w in (4, 8, 16, 32, 64) if w <= mem.bytes_per_cycle] or [4]
+    widths = [w for w in WORD_BYTES if w <= mem.bytes_per_cycle] or [WORD_BYTES[0]]
     return replace(base, word_bytes=widths[-1], latency=max(1, int(mem.latency)))
 
 
