@@ -19,7 +19,7 @@ from .. import limits
 from ..errors import DeadlockError, FuseFlowError, GraphError, TensorError
 from ..samml import Program
 from ..samml import io as samml_io
-from ..samml.registry import OPS, REDUCE_OPS, UNARY_ALU_OPS, get_op, port_kind
+from ..samml.registry import OPS, REDUCE_OPS, UNARY_ALU_OPS, get_op, memory_role, port_kind
 from ..samml.storage import bounds_latency, build_capacity
 from ..samml.widths import INDEX_KINDS, check_fits_width, stream_width
 from ..tensors import PackedTensor, TensorFormat
@@ -490,23 +490,11 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
 
 
 def _read_bytes(st, crd_bytes, val_bytes):
-    return st.mem_reads * (val_bytes * _values_per_token(st) if _array(st.op) == "vals" else crd_bytes)
+    return st.mem_reads * (val_bytes * _values_per_token(st) if memory_role(st.op)[1] == "vals" else crd_bytes)
 
 
 def _write_bytes(st, crd_bytes, val_bytes):
-    return st.mem_writes * (val_bytes * _values_per_token(st) if _array(st.op) == "vals" else crd_bytes)
-
-
-def _memory(op):
-    """The op's tensor memory role (registry ``memory``: ``"read"``, ``"write"``) or None."""
-    spec = OPS.get(op)
-    return spec.memory if spec is not None else None
-
-
-def _array(op):
-    """Which arrays the op's tensor memory is (registry ``memory_array``: ``"level"``, ``"vals"``) or None."""
-    spec = OPS.get(op)
-    return spec.memory_array if spec is not None else None
+    return st.mem_writes * (val_bytes * _values_per_token(st) if memory_role(st.op)[1] == "vals" else crd_bytes)
 
 
 def _values_per_token(st):
@@ -582,12 +570,13 @@ def _bind(prog, node, store, env, lists=True):
     NumPy arrays with ``lists=False``, for the compiled engine)."""
     p = dict(node.params)
     name = p.get("tensor")
-    reads = _memory(node.op) == "read"
+    memory, array = memory_role(node.op)
+    reads = memory == "read"
     if reads and name is not None:
         if name not in store:
             raise GraphError(f"node {node.id}", f"reads tensor '{name}' before any kernel writes it")
         packed = store[name]
-        if _array(node.op) == "vals":
+        if array == "vals":
             if packed.format.block:        # the compiled engine takes the (n, B[, B]) array as it is
                 p["vals"] = [as_block(v) for v in packed.vals] if lists or not len(packed.vals) else packed.vals
             else:
@@ -603,11 +592,11 @@ def _bind(prog, node, store, env, lists=True):
                     decl = prog.tensors[name]
                     p["bounds_latency"] = bounds_latency(prog, decl, build_capacity(decl, packed.capacities()),
                                                          p["level"])
-    elif reads and _array(node.op) == "level" and p.get("format") == "dense" and p.get("dim") is None:
+    elif reads and array == "level" and p.get("format") == "dense" and p.get("dim") is None:
         raise GraphError(f"node {node.id}", f"a dense {node.op} needs a tensor or 'dim'")
     elif reads:
         p = _list_params(p)
-    if _memory(node.op) == "write" and _array(node.op) == "level" and name is not None:
+    if (memory, array) == ("write", "level") and name is not None:
         decl = prog.tensors[name]
         p.setdefault("dim", decl.level_dim(p["level"]))
     return p
@@ -617,9 +606,10 @@ def _collect_writes(prog, kernel, states, store, env):
     """Assemble the tensors a kernel wrote into PackedTensors."""
     written = {}
     for nid, st in states.items():
-        if _memory(st.op) == "write" and st.params.get("tensor"):
+        memory, array = memory_role(st.op)
+        if memory == "write" and st.params.get("tensor"):
             written.setdefault(st.params["tensor"], {})[
-                ("level", st.params["level"]) if _array(st.op) == "level" else ("vals",)] = st.result
+                ("level", st.params["level"]) if array == "level" else ("vals",)] = st.result
     for name, parts in written.items():
         decl = prog.tensors[name]
         levels = []
