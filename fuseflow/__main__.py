@@ -18,6 +18,14 @@ PARTS = {
     "demo": ("fuseflow.demo", "run the bundled end-to-end example"),
 }
 
+#: the tasks a user does most, as one word each: (part, its command, summary)
+TASKS = {
+    "simulate": ("sim", "run", "simulate a graph.json on input tensors (fuseflow sim run)"),
+    "build": ("hw", "build", "elaborate a graph.json into Verilog and a manifest (fuseflow hw build)"),
+    "rtl-sim": ("hw", "sim", "run the RTL on Verilator against the reference simulator (fuseflow hw sim)"),
+    "correlate": ("hw", "correlate", "RTL-vs-simulator correlation report over a kernel suite (fuseflow hw correlate)"),
+}
+
 
 def main(argv=None):
     from .cli import main_guard
@@ -30,9 +38,12 @@ def _main(argv):
         from .cli import UsageError
         raise UsageError("arguments", f"give a part ({', '.join(PARTS)}); fuseflow -h lists them")
     if argv[0] in ("-h", "--help"):
-        print("usage: fuseflow <part> [args...]    (fuseflow <part> --help: the part's commands)\n\nparts:")
+        print("usage: fuseflow <task|part> [args...]    (fuseflow <task|part> --help: its options)\n\ntasks:")
+        for name, (_, _, doc) in TASKS.items():
+            print(f"  {name:9s} {doc}")
+        print("\nparts:")
         for name, (_, doc) in PARTS.items():
-            print(f"  {name:8s} {doc}")
+            print(f"  {name:9s} {doc}")
         print("\noptions:\n  -h, --help   this list\n  --version    the installed version")
         return 0
     if argv[0] in ("-V", "--version"):
@@ -40,9 +51,12 @@ def _main(argv):
         print(f"fuseflow {__version__}")
         return 0
     part = argv.pop(0)
+    if part in TASKS:                          # a task is its part's command: fuseflow build X = fuseflow hw build X
+        part, command, _ = TASKS[part]
+        argv.insert(0, command)
     if part not in PARTS:
         from .cli import UsageError
-        raise UsageError(part, f"unknown part (known: {', '.join(PARTS)})")
+        raise UsageError(part, f"unknown task or part (tasks: {', '.join(TASKS)}; parts: {', '.join(PARTS)})")
     if part == "compile" and argv in (["-h"], ["--help"]):
         from .model_cli import parser as torch_parser
         torch_parser().print_help()

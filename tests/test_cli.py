@@ -112,7 +112,21 @@ def test_fuseflow_entry_point(spmv):
     p = cli("fuseflow", "sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "data.npz"))
     assert p.returncode == 0 and f"{SPMV_CYCLES} cycles" in p.stdout
     p = cli("fuseflow", "nonsense")
-    one_line_error(p, "unknown part")
+    one_line_error(p, "unknown task or part")
+
+
+def test_tasks_are_their_parts_commands(spmv, tmp_path):
+    """``fuseflow simulate`` is ``fuseflow sim run``; ``fuseflow build -o/--output`` is ``fuseflow hw build``."""
+    a = cli("fuseflow", "simulate", str(spmv / "graph.json"), "--inputs", str(spmv / "data.npz"))
+    b = cli("fuseflow", "sim", "run", str(spmv / "graph.json"), "--inputs", str(spmv / "data.npz"))
+    def without_wall_time(text):           # the line of wall and CPU seconds differs from run to run
+        return [line for line in text.splitlines() if "wall time" not in line]
+    assert a.returncode == 0 and f"{SPMV_CYCLES} cycles" in a.stdout
+    assert without_wall_time(a.stdout) == without_wall_time(b.stdout)
+    for flag, name in (("--output", "long"), ("--out", "old"), ("-o", "short")):
+        p = cli("fuseflow", "build", str(spmv / "graph.json"), flag, str(tmp_path / name), "--no-probes")
+        assert p.returncode == 0, p.stderr
+        assert any(f.suffix == ".v" for f in (tmp_path / name).iterdir())
 
 
 def test_hw_correlate_is_the_correlation_report(tmp_path):

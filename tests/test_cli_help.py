@@ -87,3 +87,5 @@ def test_every_part_is_listed_with_a_description(capsys):
     out = capsys.readouterr().out
     for part, (_, doc) in top.PARTS.items():
         assert doc and f"  {part}" in out
+    for task, (part, command, doc) in top.TASKS.items():
+        assert part in top.PARTS and doc and f"  {task}" in out

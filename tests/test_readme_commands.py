@@ -32,7 +32,8 @@ PAGES = ["README.md"] + [f"docs/{p}.md" for p in ("pytorch", "language", "simula
                                                   "tiling")]
 
 #: Verilator, Yosys/nextpnr, or minutes of elaboration: run by the slow test only
-SLOW = ("hw sim", "hw correlate", "hw build", "boards build", "--rtl-sim")
+SLOW = ("hw sim", "hw correlate", "hw build", "fuseflow build", "fuseflow rtl-sim", "fuseflow correlate",
+        "boards build", "--rtl-sim")
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SYNOPSIS = re.compile(r"\[|\||\.\.\.|\b[A-Z][A-Z_]{2,}\b")

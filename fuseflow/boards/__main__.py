@@ -40,7 +40,8 @@ def _parser():
     b = sub.add_parser("build", help="bitstream + report.json for a board")
     b.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
     b.add_argument("--board", required=True, help="ulx3s-85f or icebreaker")
-    b.add_argument("-o", "--out", default="build", type=output_dir, help="output directory (default: build)")
+    b.add_argument("-o", "--output", "--out", dest="out", metavar="DIR",
+                   default="build", type=output_dir, help="output directory (default: build)")
     b.add_argument("--inputs", help="tensor file (.npz/.mtx/.npy): sizes the memories")
     b.add_argument("--random-inputs", type=float, metavar="DENSITY",
                    help="instead of --inputs: random tensors of this density (seed --data-seed) size the memories")

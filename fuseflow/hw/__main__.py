@@ -35,7 +35,8 @@ def _parser():
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="elaborate graph.json into Verilog and a manifest")
     b.add_argument("graph", help="the program's graph.json (written by the compiler or fuseflow samml kernels)")
-    b.add_argument("-o", "--out", default="build", type=output_dir, help="output directory (default: build)")
+    b.add_argument("-o", "--output", "--out", dest="out", metavar="DIR",
+                   default="build", type=output_dir, help="output directory (default: build)")
     add_data_arguments(b, False, "tensor file (.npz/.mtx/.npy): sizes memories and bakes the data in")
     b.add_argument("--no-probes", action="store_true", help="leave out the per-channel probe registers")
     b.add_argument("--no-bake", action="store_true", help="size memories from --inputs but leave them empty "

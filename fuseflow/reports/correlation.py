@@ -874,7 +874,8 @@ def parser(prog="python -m fuseflow.reports.correlation"):
     ap = _Parser(prog=prog, description="Correlate RTL cycles with the reference simulator's over a kernel suite "
                                         "and write correlation.md/.json/.png.")
     ap.add_argument("--suite", default="default", help=f"kernel suite: {' | '.join(SUITES)} (default: default)")
-    ap.add_argument("-o", "--out", default="report", type=output_dir, help="output directory (default: report)")
+    ap.add_argument("-o", "--output", "--out", dest="out", metavar="DIR",
+                   default="report", type=output_dir, help="output directory (default: report)")
     ap.add_argument("--simulator", default="verilator", help="verilator (default) or amaranth")
     ap.add_argument("--only", help="run only the entries whose name contains this text")
     ap.add_argument("--exclude", help="leave out the entries whose name contains this text")
