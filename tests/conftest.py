@@ -1,8 +1,12 @@
 """Fixtures shared by every test directory."""
 
 import os
+import sys
 
 import pytest
+
+# helpers shared by every test directory (verilator_probe) are imported by name
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,8 @@ import pytest
 from fuseflow.boards.verilog_board import simulate_verilog
 from fuseflow.samml import kernels
 
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
+
 
 def check(summary, n_kernels):
     assert summary["ok"], summary["mismatches"]
@@ -19,6 +21,7 @@ def check(summary, n_kernels):
     assert summary["uart_cycles"] >= 40 * (summary["bytes_sent"] + summary["bytes_received"])
 
 
+@requires_verilator
 def test_spmv_over_cocotbext_uart():
     program = kernels.build("spmv_csr", 6)
     inputs = kernels.random_inputs(program, density=0.4, seed=3)
@@ -32,6 +35,7 @@ def test_spmv_over_cocotbext_uart():
     assert np.allclose(dense, inputs["B"] @ inputs["c"], atol=1e-3)
 
 
+@requires_verilator
 @pytest.mark.slow
 def test_gustavson_over_cocotbext_uart():
     program = kernels.build("spmspm_gustavson", 5)

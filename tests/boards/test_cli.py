@@ -11,6 +11,8 @@ from fuseflow.samml import io as samml_io
 from fuseflow.samml import kernels
 from fuseflow.sim import run
 
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
+
 
 @pytest.fixture
 def spmv_files(tmp_path):
@@ -32,6 +34,7 @@ def test_simulate_command(spmv_files, capsys):
     assert "bit-identical" in out
 
 
+@requires_verilator
 @pytest.mark.slow
 def test_simulate_command_on_verilator(spmv_files, capsys):
     """The same round trip on the board top's Verilog, cocotbext-uart as the host's UART."""

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-# the Verilator probe (verilator_probe.py) is imported by name from the test modules beside it
+# the Verilator probe (tests/verilator_probe.py) is imported by name: tests/ is on sys.path (tests/conftest.py)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -23,6 +23,8 @@ from fuseflow.hw.verilator import build_verilator
 from fuseflow.samml import kernels
 from fuseflow.samml.offchip import OffchipContract, read_cycles, record_cycles, write_cycles
 
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
+
 ROWS, COLS, TILE_ROWS = 32, 16, 4
 CONTRACT = OffchipContract(word_bytes=4, latency=12, burst=8, outstanding=2)
 STORES = ["x.0.seg", "x.0.crd", "x.vals"]
@@ -79,6 +81,7 @@ def check_outputs(man, img, res, refs):
         assert compare_tensors(ref.tensors, got) == [], f"tile {t}"
 
 
+@requires_verilator
 def test_spmv_tiles_axiram_backpressure(design):
     """8 row tiles behind AxiRam with random pauses on every channel: bit-identical to the simulator per tile."""
     program, b, man, bdir, _, _ = design
@@ -89,6 +92,7 @@ def test_spmv_tiles_axiram_backpressure(design):
     assert res["kernel_cycles"] == [r.cycles for r in refs]
 
 
+@requires_verilator
 def test_spmv_tiles_contract_memory_cycle_exact(design):
     """Behind the contract memory: per-tile kernel cycles are the simulator's and the total is tiled_cycles."""
     program, b, man, bdir, _, _ = design
@@ -104,6 +108,7 @@ def test_spmv_tiles_contract_memory_cycle_exact(design):
           f"cycles (tiled_cycles {img.total_cycles(kernel)})")
 
 
+@requires_verilator
 @pytest.mark.slow
 def test_wide_port_single_outstanding(tmp_path):
     """Another port: 64-bit beats, bursts of 4, one burst in flight, latency 3; cycle-exact behind the contract
@@ -121,6 +126,7 @@ def test_wide_port_single_outstanding(tmp_path):
     check_outputs(man, img, res, refs)
 
 
+@requires_verilator
 def test_same_build_three_sparsities(design):
     """Three inputs of different sparsity on one Verilator executable (not rebuilt), each bit-identical."""
     program, b, man, bdir, text, root = design
@@ -151,6 +157,7 @@ def test_contract_cycles_formulas():
     assert record_cycles(2, c) == read_cycles(0, 7, c)
 
 
+@requires_verilator
 def test_image_refuses_what_does_not_fit(design):
     program, b, man, bdir, _, _ = design
     cap = next(m for m in man["axi"]["memories"] if m["name"] == "B.vals")["capacity"]

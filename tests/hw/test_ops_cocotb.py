@@ -14,6 +14,8 @@ import pytest
 from fuseflow.hw.op_bench import OpCase, build_op_bank, expected, run_op_bank
 from fuseflow.samml.registry import BINARY_ALU_OPS, OPS, REDUCE_OPS, UNARY_ALU_OPS
 
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
+
 ONE = 1 << 16
 JOINER = {"crd0": [0, 2, 3, "S0", 1, "S1", "D"], "ref0": [10, 11, 12, "S0", 13, "S1", "D"],
           "crd1": [2, 3, 4, "S0", "S1", "D"], "ref1": [20, 21, 22, "S0", "S1", "D"]}
@@ -130,12 +132,14 @@ def _check(name, seed):
     assert got[name] == want, f"{name} seed {seed}: inputs {inputs[name]}\n  run_op:   {want}\n  verilog: {got[name]}"
 
 
+@requires_verilator
 @pytest.mark.parametrize("seed", DEFAULT_SEEDS)
 @pytest.mark.parametrize("name", NAMES)
 def test_op_verilog_matches_run_op(name, seed):
     _check(name, seed)
 
 
+@requires_verilator
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("name", NAMES)
@@ -143,6 +147,7 @@ def test_op_verilog_matches_run_op_many_seeds(name, seed):
     _check(name, seed)
 
 
+@requires_verilator
 def test_a_wrong_token_is_caught():
     """The comparison can fail: a case whose expected tokens are altered by one value does not match."""
     got, inputs = _bank_run(0)

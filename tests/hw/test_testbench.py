@@ -27,6 +27,8 @@ from fuseflow.samml import kernels
 from fuseflow.sim import run
 from fuseflow.tensors.io import save_npz
 
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
+
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SPMV = os.path.join(ROOT, "examples", "kernels", "spmv_csr", "graph.json")
 VECTOR_ADD = os.path.join(ROOT, "examples", "kernels", "vector_add", "graph.json")
@@ -114,6 +116,7 @@ def build_spmv(tmp_path, density, seed, *options):
     return program, inputs, d
 
 
+@requires_verilator
 def test_cli_testbench_runs_standalone_on_verilator(tmp_path, clean_python):
     program, inputs, d = build_spmv(tmp_path, 0.5, 3, "--testbench")
     assert sorted(os.listdir(d)) == ["run_tb.py", "spmv_csr.json", "spmv_csr.v", "test_spmv_csr.py", "vectors.json"]
@@ -207,6 +210,7 @@ def _check_axi(python, d, program, inputs, sim="verilator"):
     return out
 
 
+@requires_verilator
 def test_axi_spmv_with_cocotbext_axi(tmp_path, clean_python):
     program, inputs, d = build_spmv(tmp_path, 0.6, 11, "--interface", "axi", "--testbench")
     man = json.loads((d / "spmv_csr_axi.json").read_text())
@@ -219,6 +223,7 @@ def test_axi_spmv_with_cocotbext_axi(tmp_path, clean_python):
     _check_axi(clean_python, d, program, inputs)
 
 
+@requires_verilator
 def test_axis_spmv_with_cocotbext_axi_streams(tmp_path, clean_python):
     """AXI4-Lite control plus AXI4-Stream data (issue 17, item 2): cocotbext-axi's AxiStreamSource loads every input
     image in one cycle per word, the kernel runs with the simulator's cycles (and the same launch and hand-over),
@@ -259,6 +264,7 @@ def _program_and_inputs(name, fuse):
     return e.program, e.inputs
 
 
+@requires_verilator
 @pytest.mark.slow
 @pytest.mark.parametrize("name,fuse", _entries())
 def test_every_kernel_standalone_on_verilator(name, fuse, tmp_path, clean_python):
@@ -301,6 +307,7 @@ def test_axis_spmv_on_icarus(tmp_path, clean_python, icarus):
     assert "(read as AXI4-Stream frames)" in out
 
 
+@requires_verilator
 @pytest.mark.slow
 @pytest.mark.parametrize("streams", [False, True], ids=["axi", "axis"])
 def test_axi_fused_gcn(tmp_path, clean_python, streams):

@@ -21,6 +21,8 @@ from fuseflow.hw.tiled import tiled_image, tiled_outputs
 from fuseflow.hw.verilator import build_verilator
 from fuseflow.sim import tiled
 
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
+
 ROWS, COLS, TILE = 80, 24, 8
 SPMV = f"""program spmv
 tensor A({ROWS}, {COLS}) : csr
@@ -79,6 +81,7 @@ def check_run(files, run, res, want):
         np.testing.assert_array_equal(got[name], value)
 
 
+@requires_verilator
 def test_tiled_spmv_cycle_exact_behind_the_contract_memory(spmv):
     """10 row tiles of 8 (one empty, skipped: 9 run): the RTL's total cycles are the tiled simulator's, each
     tile's kernel cycles the simulator's, the outputs NumPy's and the simulator's."""
@@ -101,6 +104,7 @@ def test_tiled_spmv_cycle_exact_behind_the_contract_memory(spmv):
           f"{run.sim.cycles}")
 
 
+@requires_verilator
 def test_tiled_spmv_bit_identical_behind_axiram_with_pauses(spmv):
     prog, files, bdir = spmv
     data = spmv_inputs(0.35, 2)
@@ -111,6 +115,7 @@ def test_tiled_spmv_bit_identical_behind_axiram_with_pauses(spmv):
     assert res["kernel_cycles"] == [s.run_cycles for s in run.steps]
 
 
+@requires_verilator
 def test_tiled_spmv_three_sparsities_on_one_build(spmv):
     """Three inputs of different sparsity on the same Verilator executable (not rebuilt), each cycle-exact."""
     prog, files, bdir = spmv
@@ -128,6 +133,7 @@ def test_tiled_spmv_three_sparsities_on_one_build(spmv):
     assert exe.stat().st_mtime_ns == stamp
 
 
+@requires_verilator
 @pytest.mark.slow
 def test_tiled_gcn_layer_on_the_rtl(tmp_path):
     """A fused GCN layer relu(A (X W)) on 48 nodes in 6 row tiles of 8 (X and W resident, loaded once; X W

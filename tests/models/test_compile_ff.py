@@ -16,6 +16,8 @@ from fuseflow.compiler import parse_file
 from fuseflow.errors import FuseFlowError, ProgramError, TensorError
 from fuseflow.model import CompiledModel
 
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
+
 GCN2 = programs.path("gcn2")
 ROOT = Path(programs.directory()).parent.parent
 
@@ -106,6 +108,7 @@ def test_save_and_load(gcn2, tmp_path):
     assert back.simulate().cycles == gcn2.simulate().cycles
 
 
+@requires_verilator
 def test_spmv_on_verilator(tmp_path):
     """One small program on the RTL: bit- and cycle-identical to the fixed-mode simulator; the files written are
     the design that ran."""
