@@ -16,12 +16,13 @@ Modules: :mod:`.frontend` (Python API and ``.ff`` text), :mod:`.ir` (Einsum IR),
 
 from __future__ import annotations
 
-from ..errors import ProgramError
+from .options import CompileOptions, parse_order
+from .passes import Compilation, run_pipeline
 
 # Everything heavy (the fusion planner, codegen, NumPy, networkx) is imported on first use: `import
 # fuseflow.compiler` and `fuseflow compile --help` stay cheap (issue 42). name -> submodule that defines it.
 _LAZY = {
-    "CompileResult": "codegen", "build_program": "codegen",
+    "CompileResult": "codegen", "generate_program": "codegen",
     "EinsumProgram": "frontend", "parse_file": "frontend",
     "SCHEDULES": "fusion", "KernelPlan": "fusion", "TransposePlan": "fusion", "check_block_plans": "fusion",
     "plan_program": "fusion", "resolve_parallel": "fusion",
@@ -55,103 +56,40 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileResult", "SCHEDULES",
-           "KernelPlan", "TransposePlan", "parse_order", "list_orders"]
+__all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "CompileOptions", "CompileResult",
+           "SCHEDULES", "KernelPlan", "TransposePlan", "parse_order", "list_orders"]
 
 
-def parse_order(order):
-    """``"i,k,j"`` / ``"i->k->j"`` / a sequence -> a tuple of index names (None stays None). A list of
-    ``"KERNEL=i,k,j"`` strings (the command line's repeated ``--order``) -> {kernel: order}."""
-    if order is None:
-        return None
-    if isinstance(order, (list, tuple)) and order and all(isinstance(o, str) and "=" in o for o in order):
-        out = {}
-        for o in order:
-            name, chain = (x.strip() for x in o.split("=", 1))
-            if name in out:
-                raise ProgramError("--order", f"two orders for kernel {name}")
-            out[name] = parse_order(chain)
-        return out
-    if isinstance(order, (list, tuple)) and order and all(isinstance(o, str) and "," in o for o in order):
-        if len(order) > 1:
-            raise ProgramError("--order", "give one chain for every kernel, or KERNEL=ORDER for each kernel")
-        order = order[0]
-    if isinstance(order, str) and "=" in order:
-        return parse_order([order])
-    if isinstance(order, str):
-        import re
-        parts = [p.strip() for p in re.split(r",|->", order)]
-        for p in parts:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p):
-                raise ProgramError("--order", f"expected index names separated by commas, got {order!r}")
-        if not parts:
-            raise ProgramError("--order", "needs at least one index name")
-        return tuple(parts)
-    return tuple(order)
-
-
-def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, passes=None, locate=True,
-                    parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
+def compile_program(src, options: CompileOptions | None = None, /, **kwargs) -> CompileResult:
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
-    ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
-    each kernel takes the indices it has, as constraints), or a dict {kernel (output) name: order}; ``iteration``: ``factored`` (default) or
-    ``global`` (one iteration space per kernel, for comparisons; sums of products only).
+    ``options``: a :class:`~.options.CompileOptions` (every option, typed and documented there); ``kwargs``
+    change it (its fields, and the older ``locate=False``, ``drop_empty=False`` and ``passes={...}``), e.g.
+    ``compile_program(p, fuse="full", order="i,k,j", parallel="i=4", skip=["locate"])``. The stages of
+    :data:`.passes.PIPELINE` run in order. With ``tiles`` or ``onchip_bits`` the program is tiled first
+    (:mod:`.tiling`, docs/tiling.md).
+
     Returns a :class:`CompileResult` (``.program`` is the graph, ``.plans`` the kernels with their orders,
-    ``.tables`` the fusion tables, ``.reports`` the graph passes' reports). ``passes``: options of the graph
-    passes (:mod:`.passes`), e.g. ``{"fifo_depth": 4}`` or ``{"budget_bits": 32768}``; ``locate=False`` skips
-    the locate pass (dense operands of intersections are then scanned, for comparison). ``parallel``:
-    {index: factor} or ``"i=4"`` (:mod:`.lanes`; added to the program's own ``parallel`` lines, and winning over
-    them): every kernel with a parallelized index runs the sub-tree below it on that many lanes (several
-    indices: nested lanes). ``tiles``: {index: size} or ``"i=1024"`` (added to the program's ``tile`` lines) and
-    ``onchip_bits`` (automatic sizes under that budget; ``tile_inputs``: data to size them on) tile the program
-    (:mod:`.tiling`, docs/tiling.md); without either, nothing is tiled. ``dma``: the tiled program's off-chip
-    contract, ``"buffers=1,latency=20"`` or a dict (:class:`~fuseflow.samml.offchip.OffchipContract` fields; the
-    rest: the registry's ``dma`` defaults, ``buffers`` 2; the RTL runs ``buffers=1``)."""
-    from .blocks import lower_blocks
-    from .codegen import CompileResult, build_program
-    from .fusion import check_block_plans, plan_program, resolve_parallel
+    ``.tables`` the fusion tables, ``.reports`` the stages' reports)."""
+    options = CompileOptions.from_kwargs(options, **kwargs)
+    from .codegen import CompileResult
     from .ir import ProgramIR
-    from .lanes import parse_parallel
-    from .lower_sugar import lower_sugar
-    from .tiling import parse_tiles
-    tiles = {**getattr(src, "tile_sizes", {}), **parse_tiles(tiles)}
-    if (tiles or onchip_bits is not None) and not isinstance(src, ProgramIR):
+    tiles = {**getattr(src, "tile_sizes", {}), **options.tiles}
+    if (tiles or options.onchip_bits is not None) and not isinstance(src, ProgramIR):
         from .tiling import compile_tiled
+        at_tile = options.replace(tiles={}, onchip_bits=None, tile_inputs=None, dma=None)
 
         def at_tile_shape(source):
-            return compile_program(source, fuse, order, iteration, name, passes, locate, parallel)
-        contract = None
-        if dma is not None:
-            from ..samml.offchip import parse_contract
-            from ..samml.registry import DMA
-            from .tiling import DEFAULT_BUFFERS
-            contract = parse_contract(dma, "--dma", {**DMA.defaults(), "buffers": DEFAULT_BUFFERS}).to_json()
-        tiled = compile_tiled(src, at_tile_shape, tiles or None, onchip_bits, parallel, tile_inputs, contract)
+            return compile_program(source, at_tile)
+        tiled = compile_tiled(src, at_tile_shape, tiles or None, options.onchip_bits, options.parallel,
+                              options.tile_inputs, options.dma)
         if tiled is not None:
             return tiled
         src = _untiled(src)
-    ir = src if isinstance(src, ProgramIR) else src.to_ir()
-    if iteration not in ("factored", "global"):
-        raise ProgramError("iteration", f"expected 'factored' or 'global', got {iteration!r}")
-    if isinstance(order, dict):
-        order = {k: parse_order(v) for k, v in order.items()}
-    else:
-        order = parse_order(order)
-        if isinstance(order, tuple) and any("=" in o for o in order):
-            raise ProgramError("--order", "mixes KERNEL=ORDER with a plain chain")
-    ir = lower_sugar(ir)                     # the pass pipeline before fusion (docs/compiler.md)
-    ir = lower_blocks(ir)
-    plans, full_ir = plan_program(ir, fuse, order, iteration)
-    check_block_plans(ir, plans)
-    lanes = resolve_parallel(plans, {**getattr(src, "parallel_factors", {}), **parse_parallel(parallel)})
-    if lanes:
-        passes = {**(passes or {}), "parallel": lanes}
-    reports = {}
-    if not locate:
-        passes = {**(passes or {}), "locate": False}
-    prog, tables = build_program(full_ir, plans, name, options=passes, reports=reports)
-    return CompileResult(prog, plans, tables, full_ir, reports)
+    options = options.replace(parallel={**getattr(src, "parallel_factors", {}), **options.parallel})
+    c = Compilation(options, ir=src if isinstance(src, ProgramIR) else src.to_ir())
+    run_pipeline(c)
+    return CompileResult(c.program, c.plans, c.tables, c.ir, c.reports)
 
 
 def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="factored", parallel=None):
@@ -192,10 +130,9 @@ def _untiled(src):
     return new
 
 
-def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None,
-                 locate=True, parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
-    """Compile ``.ff`` source text."""
+def compile_text(text, options: CompileOptions | None = None, /, **kwargs) -> CompileResult:
+    """Compile ``.ff`` source text with the options of :func:`compile_program`; the keyword ``name`` is the
+    program's name when the text has no ``program`` line (default ``"program"``)."""
     from .frontend import EinsumProgram
-    return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes, locate=locate,
-                           parallel=parallel, tiles=tiles, onchip_bits=onchip_bits, tile_inputs=tile_inputs,
-                           dma=dma)
+    name = kwargs.pop("name", None) or "program"
+    return compile_program(EinsumProgram.parse(text, name), options, **kwargs)

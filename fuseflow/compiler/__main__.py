@@ -3,13 +3,15 @@
     fuseflow compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                      [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
                      [--tile INDEX=SIZE] [--onchip-bits N] [--dma KEY=N,...] [--list-tiles]
-                     [--iteration factored|global] [--no-locate] [--no-drop-empty] [--fifo-depth N]
-                     [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after PASS]
+                     [--iteration factored|global] [--skip STAGE ...] [--fifo-depth N]
+                     [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after STAGE]
                      [--check] [--simulate] [--report] [--build DIR] [--rtl-sim] [--mode fixed|float] [--inputs FILE]
 
 Writes ``out/graph.json``, ``out/fifos.json`` (every channel's depth and FIFO bits against the budget) and
 ``out/graph.svg`` when graphviz's ``dot`` is installed. ``--list-orders`` prints every valid dataflow order of
 every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables and the channel depths.
+``--dump-after STAGE`` prints the IR's text (before ``codegen``) or graph.json after any stage of the pipeline
+(docs/compiler.md lists them); ``--skip STAGE`` leaves out a skippable stage (locate, drop_empty).
 ``--fifo-depth N`` gives every channel depth N (deadlock floors kept) instead of the depths pass's choice;
 ``--board NAME`` takes the default ``--fifo-budget`` from that board's memory for channel FIFOs.
 ``--tile i=1024`` splits index i into tiles of 1024 (as ``tile i 1024`` in the program) and ``--onchip-bits N``
@@ -34,7 +36,9 @@ import time
 from ..cli import check_output_dir, describe, main_guard, output_dir, positive_int
 from ..model_cli import add_action_arguments
 from ..errors import ProgramError
-from .defaults import DEFAULT_BUDGET_BITS, DEFAULT_MAX_ORDERS, PASS_NAMES, SCHEDULES
+from .options import CompileOptions
+from .defaults import DEFAULT_BUDGET_BITS, DEFAULT_MAX_ORDERS, SCHEDULES
+from .passes import PIPELINE, stage_names
 
 
 def parser():
@@ -87,10 +91,13 @@ def parser():
     c.add_argument("--dump-table", action="store_true", help="print the fusion table of each kernel")
     c.add_argument("--iteration", default="factored", choices=("factored", "global"),
                    help="factored iteration (default) or one global iteration space per kernel (for comparison)")
-    c.add_argument("--no-locate", action="store_true",
-                   help="scan dense operands of intersections instead of locating into them (for comparison)")
-    c.add_argument("--no-drop-empty", action="store_true",
-                   help="let a CSR operand's empty rows run through the graph (for comparison)")
+    c.add_argument("--skip", action="append", metavar="STAGE", default=[],
+                   help="leave out a stage (repeatable; skippable: "
+                        f"{', '.join(s.name for s in PIPELINE if s.skippable)}), for comparison")
+    c.add_argument("--no-locate", action="append_const", dest="skip", const="locate",
+                   help="--skip locate: scan dense operands of intersections instead of locating into them")
+    c.add_argument("--no-drop-empty", action="append_const", dest="skip", const="drop_empty",
+                   help="--skip drop_empty: let a CSR operand's empty rows run through the graph")
     c.add_argument("--fifo-depth", type=int, help="every channel gets this depth (overrides the depths pass; "
                                                    "deadlock floors kept)")
     c.add_argument("--fifo-budget", type=int,
@@ -100,8 +107,9 @@ def parser():
     c.add_argument("--profile", action="store_true",
                    help="also size channel depths by simulating synthetic inputs of the declared shapes and "
                         "densities (slower; the graph's structure alone is the default)")
-    c.add_argument("--dump-after", choices=PASS_NAMES,
-                   help="print graph.json as it is after this graph pass")
+    c.add_argument("--dump-after", metavar="STAGE",
+                   help="print the IR's text (before codegen) or graph.json after this stage (stages: "
+                        f"{', '.join(stage_names())})")
     add_action_arguments(c, "NumPy")
     return ap
 
@@ -149,12 +157,10 @@ def compile_cmd(args):
                                         "--report, --build DIR)")
     if args.max_orders < 1:
         raise ProgramError("--max-orders", "must be at least 1")
-    if args.fifo_depth is not None and args.fifo_depth < 1:
-        raise ProgramError("--fifo-depth", "must be at least 1")
-    if args.fifo_budget is not None and args.fifo_budget < 0:
-        raise ProgramError("--fifo-budget", "must be at least 0")
-    if args.onchip_bits is not None and args.onchip_bits < 1:
-        raise ProgramError("--onchip-bits", f"must be a positive number of bits, got {args.onchip_bits}")
+    options = CompileOptions(fuse=args.fuse if args.fuse != "auto" else "regions", order=args.order,
+                             iteration=args.iteration, parallel=args.parallel, onchip_bits=args.onchip_bits,
+                             dma=args.dma, skip=args.skip, dump_after=args.dump_after, fifo_depth=args.fifo_depth,
+                             budget_bits=args.fifo_budget, board=args.board, profile=args.profile)
     if args.fuse == "auto" and (args.tile or args.onchip_bits is not None):
         raise ProgramError("--tile" if args.tile else "--onchip-bits", "tiling does not combine with --fuse auto "
                                                                         "(give --fuse none|regions|full)")
@@ -162,7 +168,7 @@ def compile_cmd(args):
         raise ProgramError("--max-lanes", "is a budget for --fuse auto (give --parallel INDEX=N for fixed lanes)")
     if args.output:
         check_output_dir(args.output)          # before compiling: a bad -o fails fast and names itself
-    from . import compile_program, parse_file
+    from . import parse_file
     from .fusion import KernelPlan
     src = parse_file(args.program)
     t0 = time.perf_counter()
@@ -174,11 +180,6 @@ def compile_cmd(args):
         if args.board:
             from ..boards.catalog import get_board
             get_board(args.board)              # an unknown board fails before compiling, naming the known ones
-        options = {"budget_bits": args.fifo_budget, "board": args.board, "profile": args.profile,
-                   "dump_after": args.dump_after,
-                   "locate": not args.no_locate, "drop_empty": not args.no_drop_empty}
-        if args.fifo_depth is not None:
-            options["fifo_depth"] = args.fifo_depth
         result = _compile_tiled(src, args, options)
         if result is None:
             result = _compile_checked(src, args, options)
@@ -273,9 +274,7 @@ def _compile_tiled(src, args, options):
         from ..samml.sample import load_files
         data = load_files(args.inputs)
     try:
-        result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
-                                 parallel=args.parallel, tiles=tiles or None, onchip_bits=budget, tile_inputs=data,
-                                 dma=args.dma)
+        result = compile_program(src, options.replace(tiles=tiles, onchip_bits=budget, tile_inputs=data))
     except ProgramError as exc:
         if not by_board or exc.what != "--onchip-bits":
             raise
@@ -296,15 +295,15 @@ def _compile_checked(src, args, options):
     does; :mod:`fuseflow.compiler.redundancy`): one ``warning:`` line per kernel that does more work, or with
     ``--redundancy rewrite`` the rewritten program and a ``note:`` line saying what was done."""
     from . import compile_program
+    options = options.replace(onchip_bits=None, dma=None)      # tiling, when asked for, is _compile_tiled's
     if args.fuse == "none" or args.redundancy == "ignore" or args.iteration != "factored":
-        return compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
-                               parallel=args.parallel)
+        return compile_program(src, options)
     from ..models import program_inputs
     from .redundancy import compile_checked
-    unfused = compile_program(src, fuse="none", parallel=args.parallel, passes=options)
+    unfused = compile_program(src, options.replace(fuse="none", order=None))
     data = program_inputs(unfused.program)[0]
     c = compile_checked(src, args.fuse, order=args.order, parallel=args.parallel, inputs=data,
-                        rewrite=args.redundancy == "rewrite", passes=options, unfused=unfused)
+                        rewrite=args.redundancy == "rewrite", passes=options.graph_options(), unfused=unfused)
     for r in c.redundancies:
         print(f"{'note' if r.action else 'warning'}: {r.line()}", file=sys.stderr)
     return c.result

@@ -194,11 +194,10 @@ def _block(t):
     return [t.block] * t.order if t.block else None
 
 
-def build_program(ir, plans, name=None, general_transposes=False, options=None, reports=None):
-    """The SAMML program of a list of plans (in execution order), after the graph passes
-    (:mod:`fuseflow.compiler.passes`: capacities, widths, channel depths; ``options`` go to them and their
-    reports into the dict ``reports`` when given). ``general_transposes`` builds every permuted copy with
-    the general kernel (tests)."""
+def generate_program(ir, plans, name=None, general_transposes=False):
+    """The SAMML program of a list of plans (in execution order) and {kernel: fusion table}, before the graph
+    passes (the ``codegen`` stage of :data:`fuseflow.compiler.passes.PIPELINE`). ``general_transposes`` builds
+    every permuted copy with the general kernel (tests)."""
     prog = Program(name or ir.name, expr=ir.expr_text())
     written = {}
     for p in plans:
@@ -227,8 +226,4 @@ def build_program(ir, plans, name=None, general_transposes=False, options=None, 
             tables[p.name] = gen_kernel(prog, p)
         else:
             gen_transpose(prog, p, general_transposes)
-    from .passes import run_passes             # it validates the program it leaves (widths set by then)
-    done = run_passes(prog, options)
-    if reports is not None:
-        reports.update(done)
     return prog, tables

@@ -1,15 +1,13 @@
 """The compiler's command-line choices and defaults, without importing the compiler.
 
 ``fuseflow compile --help`` builds its parser from these alone (start-up, issue 42); the values are the ones of
-:mod:`.fusion` (``SCHEDULES``, ``DEFAULT_MAX_ORDERS``), :mod:`.passes` (``PIPELINE``'s pass names) and
-:mod:`.passes.depths` (``DEFAULT_BUDGET_BITS``), and ``tests/compiler/test_defaults.py`` keeps them equal.
+:mod:`.fusion` (``SCHEDULES``, ``DEFAULT_MAX_ORDERS``) and :mod:`.passes.depths` (``DEFAULT_BUDGET_BITS``), and
+``tests/compiler/test_defaults.py`` keeps them equal.
 """
 
 #: fusion granularities (fuseflow.compiler.fusion.SCHEDULES)
 SCHEDULES = ("none", "regions", "full")
 #: cap of --list-orders (fuseflow.compiler.fusion.DEFAULT_MAX_ORDERS)
 DEFAULT_MAX_ORDERS = 1000
-#: the graph passes, in order (the names of fuseflow.compiler.passes.PIPELINE)
-PASS_NAMES = ("locate", "drop_empty", "lanes", "blocks", "capacities", "widths", "depths")
 #: FIFO bit budget of the depths pass (fuseflow.compiler.passes.depths.DEFAULT_BUDGET_BITS)
 DEFAULT_BUDGET_BITS = 64 * 1024

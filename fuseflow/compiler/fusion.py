@@ -409,7 +409,7 @@ class Compiler:
         t = self.ir.tensors[stmt.lhs]
         if t.role == "intermediate" and not any(x.block for x in self.ir.tensors.values()):
             readers = [r.text or r.lhs for r in self.ir.readers(stmt.lhs)]
-            t.levels, why = infer_levels(kp, readers)     # this IR copy's: build_program declares it so
+            t.levels, why = infer_levels(kp, readers)     # this IR copy's: generate_program declares it so
             kp.notes = list(kp.notes) + why
         return kp
 

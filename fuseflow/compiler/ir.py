@@ -319,6 +319,24 @@ class ProgramIR:
     def inputs(self):
         return [t.name for t in self.tensors.values() if t.role == "input"]
 
+    def __str__(self):
+        """The IR as text (``--dump-after`` of an IR stage): tensors with format and role, statements, regions."""
+        lines = [f"program {self.name}"]
+        for t in self.tensors.values():
+            density = f" density {t.density}" if t.density is not None else ""
+            block = f" block {t.block}" if t.block else ""
+            levels = ",".join(t.levels) if t.levels else "-"
+            mode = f" mode order {','.join(map(str, t.mode_order))}" if t.mode_order and \
+                list(t.mode_order) != sorted(t.mode_order) else ""
+            lines.append(f"tensor {t.name}({', '.join(map(str, t.shape))}) : {levels}  "
+                         f"# {t.role}{mode}{density}{block}")
+        lhs = {s.id: s.lhs for s in self.stmts}
+        for s in self.stmts:
+            lines.append(str(s) + ("  # synthetic" if s.synthetic else ""))
+        for r in self.regions:
+            lines.append("fuse { " + ", ".join(lhs.get(i, str(i)) for i in r) + " }")
+        return "\n".join(lines)
+
     def producer(self, name):
         for s in self.stmts:
             if s.lhs == name:

@@ -18,6 +18,8 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
+from ..compiler.options import CompileOptions
+from ..compiler.passes import run_passes
 from ..tensors.random_data import random_sparse
 from .graph import Program
 
@@ -86,8 +88,7 @@ def finished(builder):
             for t in p.inputs:
                 if "compressed" in t.levels:
                     t.density = float(density)
-        from ..compiler.passes import run_passes
-        p.reports = run_passes(p, passes)
+        p.reports = run_passes(p, CompileOptions.from_kwargs(passes=passes))
         return p
     return build_finished
 

@@ -52,16 +52,8 @@ def run_and_check(src, inputs=None, fuse="full", order=None, rng=None, iteration
     rng = rng or np.random.default_rng(0)
     if inputs is None:
         inputs = inputs_for(ir, rng)
-    if general_transposes:
-        from fuseflow.compiler import CompileResult, parse_order
-        from fuseflow.compiler.codegen import build_program
-        from fuseflow.compiler.fusion import plan_program
-        o = {k: parse_order(v) for k, v in order.items()} if isinstance(order, dict) else parse_order(order)
-        plans, full_ir = plan_program(ir, fuse, o, iteration)
-        prog, tables = build_program(full_ir, plans, general_transposes=True, options={"locate": locate})
-        res = CompileResult(prog, plans, tables, full_ir)
-    else:
-        res = compile_program(ir, fuse=fuse, order=order, iteration=iteration, locate=locate)
+    res = compile_program(ir, fuse=fuse, order=order, iteration=iteration, locate=locate,
+                          general_transposes=general_transposes)
     used = {t.name for t in res.program.inputs}
     out = sim.run(res.program, {k: v for k, v in inputs.items() if k in used}, mode=mode,
                   fifo_depth=fifo_depth)

@@ -183,15 +183,12 @@ def test_transpose_kernel_structure():
     """The general kernel: one scan per source level, one dim-1 dense scan per target level, every target
     coordinate held down to its unit level (crd_hold chains), values through the last unit's references,
     one spacc of order n and group n sized by the target dimensions; its output FIFOs hold a whole fibre."""
-    from fuseflow.compiler.codegen import build_program
-    from fuseflow.compiler.fusion import plan_program
     ir = EinsumProgram.parse("""
         tensor B(2,3,4) : ccc
         tensor C(3,2,4) : ccc
         T(i,j,k) = B(i,j,k) * C(j,i,k)
     """).to_ir()
-    ps, full = plan_program(ir, "full")
-    prog, _ = build_program(full, ps)
+    prog = compile_program(ir, fuse="full").program
     k = prog.kernels[0]
     ops = [n.op for n in k.nodes.values()]
     units = [n for n in k.nodes.values() if n.op == "level_scan" and n.params.get("tensor") is None]
@@ -207,7 +204,7 @@ def test_transpose_kernel_structure():
     for port, depth in (("crd_inner", 6), ("val", 6), ("crd_outer0", 5), ("crd_outer1", 4)):
         assert k.output_stream(acc.id, port).depth == depth
     # the cheap kernels build every order-2 / inner-swap copy unless told otherwise
-    prog2, _ = build_program(full, ps, general_transposes=True)
+    prog2 = compile_program(ir, fuse="full", general_transposes=True).program
     assert [n.op for n in prog2.kernels[0].nodes.values()] == ops
 
 

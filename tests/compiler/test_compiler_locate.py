@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fuseflow.compiler import compile_program, compile_text, parse_file
+from fuseflow.compiler import CompileOptions, compile_program, compile_text, parse_file
 from fuseflow.errors import GraphError
 from fuseflow.samml import kernels
 from fuseflow.samml.expr import evaluate
@@ -119,7 +119,8 @@ def test_suite_kernels_locate_like_the_compiler():
     assert located(plain) == []
     inputs = kernels.random_inputs(plain, density=0.4, seed=1)
     before = run(plain, inputs)
-    after_prog = locate_pass(kernels.sddmm.__wrapped__(6, 7, 4))
+    after_prog = kernels.sddmm.__wrapped__(6, 7, 4)
+    assert locate_pass(after_prog, CompileOptions()) == {"located": 3}
     assert located(after_prog) == [("C", 0), ("D", 0), ("D", 1)]
     after = run(after_prog, inputs)
     want = evaluate(plain.expr, inputs)["X"]

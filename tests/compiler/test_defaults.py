@@ -3,12 +3,10 @@ compiler's own values."""
 
 from fuseflow.compiler import defaults
 from fuseflow.compiler.fusion import DEFAULT_MAX_ORDERS, SCHEDULES
-from fuseflow.compiler.passes import PIPELINE
 from fuseflow.compiler.passes.depths import DEFAULT_BUDGET_BITS
 
 
 def test_defaults_are_the_compilers():
     assert defaults.SCHEDULES == SCHEDULES
     assert defaults.DEFAULT_MAX_ORDERS == DEFAULT_MAX_ORDERS
-    assert defaults.PASS_NAMES == tuple(n for n, _ in PIPELINE)
     assert defaults.DEFAULT_BUDGET_BITS == DEFAULT_BUDGET_BITS

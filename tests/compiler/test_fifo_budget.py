@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from fuseflow.compiler import compile_text
+from fuseflow.compiler import CompileOptions, compile_text
 from fuseflow.compiler.__main__ import render_depths
 from fuseflow.compiler.passes.depths import (DEFAULT_BUDGET_BITS, assign_depths, deadlock_floors, fifo_bits,
                                              fit_budget, slot_bits)
@@ -138,10 +138,10 @@ def test_the_greedy_fills_the_busiest_channel_first():
 
 def test_a_board_sets_the_default_budget():
     p = kernels.spmv(6, 6, fmt="csr")
-    assert assign_depths(p, {})["budget_bits"] == DEFAULT_BUDGET_BITS
-    assert assign_depths(p, {"board": "ulx3s-85f"})["budget_bits"] == 83640 * 8 // 10
-    assert assign_depths(p, {"board": "icebreaker"})["budget_bits"] == 528
-    assert assign_depths(p, {"board": "icebreaker", "budget_bits": 1000})["budget_bits"] == 1000
+    assert assign_depths(p, CompileOptions())["budget_bits"] == DEFAULT_BUDGET_BITS
+    assert assign_depths(p, CompileOptions(board="ulx3s-85f"))["budget_bits"] == 83640 * 8 // 10
+    assert assign_depths(p, CompileOptions(board="icebreaker"))["budget_bits"] == 528
+    assert assign_depths(p, CompileOptions(board="icebreaker", budget_bits=1000))["budget_bits"] == 1000
 
 
 def test_compiler_cli_board_budget(tmp_path):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from fuseflow.compiler import compile_text
+from fuseflow.compiler import CompileOptions, compile_text
 from fuseflow.compiler.passes import PIPELINE, run_passes
 from fuseflow.compiler.passes.depths import (BURST_DEPTH, DEFAULT_BUDGET_BITS, assign_depths, channel_bits,
                                              deadlock_floors, fifo_bits, serializer_inputs, structural_depths)
@@ -21,7 +21,8 @@ PROGRAMS = os.path.join(os.path.dirname(__file__), "..", "..", "fuseflow", "prog
 
 
 def test_pipeline_order():
-    assert [n for n, _ in PIPELINE] == ["locate", "drop_empty", "lanes", "blocks", "capacities", "widths", "depths"]
+    assert [s.name for s in PIPELINE if s.kind == "graph"] == ["locate", "drop_empty", "lanes", "blocks",
+                                                               "capacities", "widths", "depths"]
 
 
 def test_channel_bits_counts_every_consumer_at_the_token_width():
@@ -171,7 +172,7 @@ def test_pass_works_on_a_loaded_graph():
             s.pop("depth", None)
     from fuseflow.samml import Program
     q = Program.from_json(doc)
-    assign_depths(q, {"profile": False})
+    assign_depths(q, CompileOptions(profile=False))
     assert {s.id: s.depth for s in q.kernels[0].streams.values()} == \
            {s.id: s.depth for s in p.kernels[0].streams.values()}
 

@@ -5,6 +5,7 @@ serialize chain on bounded channels (blocking), and laned kernels (float and fix
 import numpy as np
 import pytest
 
+from fuseflow.compiler import CompileOptions
 from fuseflow.compiler.passes import run_passes
 from fuseflow.errors import FuseFlowError
 from fuseflow.samml.kernels import DCSR, _program, random_inputs
@@ -211,7 +212,7 @@ def test_lane_chain_on_bounded_channels(n):
 # canonical outputs as they are), so they run on the ops the compiled engine has.
 
 def _laned(p, lanes):
-    p.reports = run_passes(p, {"parallel": {"main": lanes}})
+    p.reports = run_passes(p, CompileOptions(lanes={"main": lanes}))
     return p
 
 

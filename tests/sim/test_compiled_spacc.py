@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fuseflow.compiler import CompileOptions
 from fuseflow.compiler.passes import run_passes
 from fuseflow.errors import FuseFlowError
 from fuseflow.hw.testing import spacc_streams
@@ -267,7 +268,7 @@ def test_deadlock_messages_are_the_same():
 # --- programs ----------------------------------------------------------------------------------------------
 
 def _finish(p):
-    p.reports = run_passes(p, {"drop_empty": False})
+    p.reports = run_passes(p, CompileOptions(skip=("drop_empty",)))
     return p
 
 

@@ -339,24 +339,24 @@ def floors_on_top(program, floors, keep=frozenset()) -> int:
 def default_budget(options) -> int:
     """The budget of FIFO bits: ``budget_bits`` if given, else the target board's share
     (:func:`fuseflow.boards.catalog.fifo_budget_bits`) with a ``board``, else :data:`DEFAULT_BUDGET_BITS`."""
-    if options.get("budget_bits") is not None:
-        return int(options["budget_bits"])
-    if options.get("board"):
+    if options.budget_bits is not None:
+        return int(options.budget_bits)
+    if options.board:
         from ...boards.catalog import fifo_budget_bits
-        return fifo_budget_bits(options["board"])
+        return fifo_budget_bits(options.board)
     return DEFAULT_BUDGET_BITS
 
 
-def assign_depths(program, options=None) -> dict:
-    """The depths pass (in place). ``options``: ``fifo_depth`` (override every channel), ``budget_bits``
+def assign_depths(program, options) -> dict:
+    """The depths pass (in place). ``options`` (:class:`~fuseflow.compiler.options.CompileOptions`):
+    ``fifo_depth`` (override every channel), ``budget_bits``
     (default: :func:`default_budget`), ``board`` (a target board, :data:`fuseflow.boards.catalog.BOARDS`),
     ``profile`` (step 3; default False, see the module doc).
 
     Returns the report written next to graph.json as ``fifos.json``: budget, total bits, the profile run,
     and one row per channel (kernel, stream, depth, the depth it wanted, consumers, bits, why)."""
-    options = options or {}
     budget = default_budget(options)
-    override = options.get("fifo_depth")
+    override = options.fifo_depth
     why = {}
     floors = {}
     for k in program.kernels:
@@ -393,7 +393,7 @@ def assign_depths(program, options=None) -> dict:
                     if s is not None and (s.depth or default) < need:
                         s.depth = need
                         why[(k.name, s.id)] = "look-ahead"
-        if options.get("profile", False):
+        if options.profile:
             try:
                 deeper, profile = profile_depths(program)
             except Exception as exc:          # noqa: BLE001 - a graph the simulator cannot run keeps steps 1-2

@@ -43,11 +43,9 @@ from .locate import unique_node_id
 __all__ = ["drop_empty_pass", "drop_empty_kernel", "dominated_streams"]
 
 
-def drop_empty_pass(program: Program, options: dict | None = None) -> dict:
-    """Apply :func:`drop_empty_kernel` to every kernel; ``options["drop_empty"] = False`` skips it. Returns
-    ``{"dropped": number of crd_drop nodes added}``."""
-    if (options or {}).get("drop_empty", True) is False:
-        return {"dropped": 0, "skipped": True}
+def drop_empty_pass(program: Program, options=None) -> dict:
+    """Apply :func:`drop_empty_kernel` to every kernel (the ``drop_empty`` stage; ``--skip drop_empty`` keeps the
+    empty rows). Returns ``{"dropped": number of crd_drop nodes added}``."""
     return {"dropped": sum(drop_empty_kernel(program, k) for k in program.kernels)}
 
 

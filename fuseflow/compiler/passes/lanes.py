@@ -80,12 +80,13 @@ def lane_zero(kernel: Kernel, node_id: str) -> str | None:
     return rep
 
 
-def lanes_pass(program: Program, options: dict | None = None) -> dict:
-    """The pass: ``options["parallel"]`` maps kernel names to a lane count, to ``{"lanes": n, "dim": size of the
+def lanes_pass(program: Program, options) -> dict:
+    """The pass: ``options.lanes`` (:class:`~fuseflow.compiler.options.CompileOptions`) maps kernel names to a
+    lane count, to ``{"lanes": n, "dim": size of the
     index, "level": the index's place in the kernel's order (0: outermost)}``, or to a list of those (nested
     lanes: applied outermost first, the inner index's lanes inside every outer lane). The compiler resolves
     ``parallel i N`` to the kernels that have i. Returns {kernel: lanes made (their product when nested)}."""
-    wanted = (options or {}).get("parallel") or {}
+    wanted = options.lanes
     done = {}
     for kernel in program.kernels:
         want = wanted.get(kernel.name, 1)

@@ -1,7 +1,6 @@
 """The locate pass: co-iterate only the operands that must be iterated, locate into the dense ones.
 
-``locate_pass(program, options) -> program`` rewrites every kernel of a SAMML program (in place, and returns
-it): an ``intersect`` input that comes straight from a ``level_scan`` of a level that *can locate* (the level
+``locate_pass(program, options) -> report`` rewrites every kernel of a SAMML program (in place): an ``intersect`` input that comes straight from a ``level_scan`` of a level that *can locate* (the level
 format's capability, :func:`fuseflow.tensors.formats.can_locate`: dense levels) is removed from the
 intersection, and its references are computed by a ``locate`` node from the scanner's parent references and
 the coordinates of the remaining inputs::
@@ -34,14 +33,10 @@ from ...samml.graph import Kernel, PortRef, Program
 __all__ = ["locate_pass", "locate_kernel"]
 
 
-def locate_pass(program: Program, options: dict | None = None) -> Program:
-    """Apply :func:`locate_kernel` to every kernel of ``program``; ``options["locate"] = False`` skips it."""
-    if (options or {}).get("locate", True) is False:
-        return program
-    for kernel in program.kernels:
-        locate_kernel(program, kernel)
-    program.validate()
-    return program
+def locate_pass(program: Program, options=None) -> dict:
+    """Apply :func:`locate_kernel` to every kernel of ``program`` (the ``locate`` stage; ``--skip locate`` keeps
+    the scans). Returns ``{"located": number of locate nodes added}``."""
+    return {"located": sum(locate_kernel(program, kernel) for kernel in program.kernels)}
 
 
 def locate_kernel(program: Program, kernel: Kernel) -> int:
