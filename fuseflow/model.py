@@ -30,6 +30,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,7 +78,7 @@ class Check:
     max_abs_error: float
     max_rel_error: float
     problems: list = field(default_factory=list)
-    simulation: Simulation = None
+    simulation: Simulation | None = None
     against: str = "PyTorch"         # what the reference is: the PyTorch model, or NumPy (a .ff program)
 
     def __bool__(self):
@@ -286,7 +287,7 @@ class CompiledModel:
         """A table per kernel: cycles, tokens, ALU ops, bytes read/written, FIFO slots (simulated)."""
         sim = self.simulate(inputs, mode)
         depth = self.program.config.get("fifo_depth", 2)
-        rows = [("kernel", "cycles", "tokens", "ALU ops", "bytes read", "bytes written", "FIFO slots", "deepest")]
+        rows: list[tuple] = [("kernel", "cycles", "tokens", "ALU ops", "bytes read", "bytes written", "FIFO slots", "deepest")]
         for k, ks in zip(self.program.kernels, sim.stats["kernels"]):
             depths = [(s.depth or depth) * len(s.dsts) for s in k.streams.values()]
             deepest = max((s.depth or depth for s in k.streams.values()), default=0)
@@ -411,7 +412,8 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
     check_input_sizes(model, example_inputs)        # before the forward pass: a huge input fails in seconds
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
-    schedule, candidates, redundancies, schedule_report = None, (), [], None
+    candidates: Sequence = ()
+    schedule, redundancies, schedule_report = None, [], None
     if fuse == "auto":
         from .compiler.autoschedule import autoschedule
         from .compiler.lanes import parse_parallel
@@ -586,7 +588,8 @@ def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_
     from .compiler import compile_program
     from .models import program_inputs
     t0 = time.perf_counter()
-    schedule, candidates, redundancies, schedule_report = None, (), [], None
+    candidates: Sequence = ()
+    schedule, redundancies, schedule_report = None, [], None
     if fuse == "auto":
         from .compiler.autoschedule import autoschedule
         from .compiler.lanes import parse_parallel

@@ -16,7 +16,18 @@ Modules: :mod:`.frontend` (Python API and ``.ff`` text), :mod:`.ir` (Einsum IR),
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 from ..errors import ProgramError
+
+if TYPE_CHECKING:                       # what __getattr__ gives, for type checkers
+    from .blocks import lower_blocks
+    from .codegen import CompileResult, build_program
+    from .frontend import EinsumProgram, parse_file
+    from .fusion import SCHEDULES, KernelPlan, TransposePlan, check_block_plans, plan_program, resolve_parallel
+    from .ir import ProgramIR
+    from .lanes import parse_parallel
 
 # Everything heavy (the fusion planner, codegen, NumPy, networkx) is imported on first use: `import
 # fuseflow.compiler` and `fuseflow compile --help` stay cheap (issue 42). name -> submodule that defines it.
@@ -30,10 +41,11 @@ _LAZY = {
 # (``fuseflow.compiler.lower_sugar`` is the submodule; the pass is ``fuseflow.compiler.lower_sugar.lower_sugar``)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     sub = _LAZY.get(name)
     if sub is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module: ModuleType
     if sub == "codegen":                # only the submodule asked for
         from . import codegen as module
     elif sub == "frontend":
@@ -51,7 +63,7 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
@@ -147,7 +159,7 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     lanes = resolve_parallel(plans, {**getattr(src, "parallel_factors", {}), **parse_parallel(parallel)})
     if lanes:
         passes = {**(passes or {}), "parallel": lanes}
-    reports = {}
+    reports: dict[str, Any] = {}
     if not locate:
         passes = {**(passes or {}), "locate": False}
     prog, tables = build_program(full_ir, plans, name, options=passes, reports=reports)
@@ -165,7 +177,7 @@ def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="
     from .fusion import DEFAULT_MAX_ORDERS, SCHEDULES as SCHEDULES_FIXED, KernelPlan, replayable_orders
     given = parse_order(order)
     given = given if isinstance(given, dict) else {}
-    out = []
+    out: list[tuple] = []
     for p in result.plans:
         if not isinstance(p, KernelPlan):
             out.append((p, None, False, []))

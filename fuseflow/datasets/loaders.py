@@ -561,8 +561,8 @@ def from_pyg(data, *, name: str = "pyg", undirected: bool = True, self_loops: bo
     if n is None:
         n = x.shape[0] if x is not None else (int(ei.max()) + 1 if ei.size else 0)
     n = int(n)
-    split = {k: getattr(data, f"{k}_mask", None) for k in SPLITS}
-    split = {k: v for k, v in split.items() if v is not None} or None
+    masks = {k: getattr(data, f"{k}_mask", None) for k in SPLITS}
+    split = {k: v for k, v in masks.items() if v is not None} or None
     return from_scipy(_edges_to_adjacency(ei.T.astype(np.int64), n, f"{name}.edge_index"), x,
                       getattr(data, "y", None), split=split, name=name, undirected=undirected,
                       self_loops=self_loops, seed=seed, source="PyTorch Geometric Data")

@@ -45,7 +45,7 @@ class _Restricted(pickle.Unpickler):
             return _codecs.encode
         if module == "copyreg" and name == "_reconstructor":
             import copyreg
-            return copyreg._reconstructor
+            return getattr(copyreg, "_reconstructor")    # not in typeshed's copyreg
         if module in _NUMPY_MODULES and name in _NUMPY:
             import numpy as np
             if name in ("ndarray", "dtype", "matrix"):
@@ -53,7 +53,7 @@ class _Restricted(pickle.Unpickler):
             try:
                 from numpy._core import multiarray, numeric
             except ImportError:                          # NumPy < 2
-                from numpy.core import multiarray, numeric
+                from numpy.core import multiarray, numeric  # type: ignore[no-redef]  # the same modules' 1.x home
             for mod in (multiarray, numeric):
                 if hasattr(mod, name):
                     return getattr(mod, name)

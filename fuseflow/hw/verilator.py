@@ -424,8 +424,8 @@ def run_cocotb_job(bdir, module, bench_module, env_var, job, *, what="test bench
     temporary directory before it goes (to adopt a waveform)."""
     ensure_verilator()
     from cocotb_tools.runner import get_runner
-    with tempfile.TemporaryDirectory(prefix="fuseflow-hw-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="fuseflow-hw-") as tmp_name:
+        tmp = Path(tmp_name)
         job_file, result, log = tmp / "job.json", tmp / "result.json", tmp / "run.log"
         job_file.write_text(json.dumps(dict(job, result=str(result))))
         env = {env_var: str(job_file), "COCOTB_LOG_LEVEL": "WARNING"}
@@ -477,7 +477,7 @@ def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=Non
     :func:`build_verilator`'s ``info`` (``cached``, ``seconds``, ``dir``)."""
     if images is None:
         images = {} if b.baked else b.images
-    info = {}
+    info: dict = {}
     bdir = build_verilator(b.verilog(progress=progress), b.name, waves=bool(vcd), root=root, compile_fast=compile_fast,
                            progress=progress, info=info)
     if progress:

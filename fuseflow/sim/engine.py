@@ -12,6 +12,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
 from .ops import MODELS
 from .blocks import blockwise, node_blocks, row_reducer, run_op_block
-from .tokens import as_block, normalize
+from .tokens import Block, as_block, normalize
 
 UNBOUNDED = 1 << 62
 
@@ -50,7 +51,7 @@ class Env:
         self.mode = mode
         self.blocks = bool(blocks)                          # block tokens may occur (the compiled engine reads it)
         self.fixed = fixed or FixedFormat()
-        self.zero = 0 if mode == "fixed" else 0.0
+        self.zero: int | float | Block = 0 if mode == "fixed" else 0.0
         names_b = ("add", "sub", "mul", "div", "max", "min")
         names_u = UNARY_ALU_OPS
         self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
@@ -113,8 +114,8 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, wi
     second; a KeyboardInterrupt (Ctrl-C) leaves with ``partial = (cycles, outs)`` set on it: the counts so far.
     """
     widths = widths or {}
-    ins = {st.id: {} for st in nodes}
-    outs = {st.id: {} for st in nodes}
+    ins: dict[str, dict[str, Channel]] = {st.id: {} for st in nodes}
+    outs: dict[str, dict[str, Out]] = {st.id: {} for st in nodes}
     out_by_stream, chans_by_stream = {}, {}
     for sid, (src, sport), dsts, depth in streams:
         chans = []
@@ -145,7 +146,7 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, wi
     try:
         _schedule(live, nodes, out_by_stream, progress)
     except KeyboardInterrupt as exc:
-        exc.partial = (_cycles(nodes), out_by_stream)
+        setattr(exc, "partial", (_cycles(nodes), out_by_stream))     # an attribute of this run's interrupt
         raise
     return _cycles(nodes), out_by_stream, chans_by_stream
 
@@ -192,7 +193,7 @@ def _schedule(live, nodes, outs, report=None):
         live = still
 
 
-_CHECKED = {}
+_CHECKED: dict[type, type] = {}
 
 
 def _width_checked(out_class):
@@ -364,8 +365,8 @@ class SimResult:
     kernel_cycles: list
     stats: dict = field(default_factory=dict)
     mode: str = "float"
-    trace: list = None            # with trace=True: per kernel {stream id: [cycle of every push]}
-    trace_tokens: list = None     # with trace=True: per kernel {stream id: [every token pushed, in order]}
+    trace: list | None = None         # with trace=True: per kernel {stream id: [cycle of every push]}
+    trace_tokens: list | None = None  # with trace=True: per kernel {stream id: [every token pushed, in order]}
 
     def summary(self):
         s = self.stats
@@ -413,7 +414,10 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     crd_bytes = math.ceil(cfg.get("crd_width", 16) / 8)
     val_bytes = math.ceil(env.fixed.width / 8) if mode == "fixed" else 8
     store = pack_inputs(prog, inputs, env)
-    kernel_cycles, kstats, traces, sent = [], [], [], []
+    kernel_cycles: list[int] = []
+    kstats: list[dict[str, Any]] = []
+    traces: list[dict] = []
+    sent: list[dict] = []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
     t0, c0 = time.perf_counter(), time.process_time()
     for k in prog.kernels:
@@ -436,7 +440,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
                 compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
                                               out_class=TracingOut if trace else Out, widths=widths, progress=report)
         except KeyboardInterrupt as exc:
-            exc.stats = _progress.interrupted_stats(kstats, k.name, getattr(exc, "partial", (0, {})), t0)
+            setattr(exc, "stats", _progress.interrupted_stats(kstats, k.name, getattr(exc, "partial", (0, {})), t0))
             raise
         finally:
             if isinstance(report, _progress.ProgressLine):
@@ -604,7 +608,7 @@ def _bind(prog, node, store, env, lists=True):
 
 def _collect_writes(prog, kernel, states, store, env):
     """Assemble the tensors a kernel wrote into PackedTensors."""
-    written = {}
+    written: dict[str, dict] = {}
     for nid, st in states.items():
         memory, array = memory_role(st.op)
         if memory == "write" and st.params.get("tensor"):
@@ -612,7 +616,7 @@ def _collect_writes(prog, kernel, states, store, env):
                 ("level", st.params["level"]) if array == "level" else ("vals",)] = st.result
     for name, parts in written.items():
         decl = prog.tensors[name]
-        levels = []
+        levels: list[DenseLevel | CompressedLevel] = []
         for lv in range(decl.order):
             if decl.levels[lv] == "dense":
                 levels.append(DenseLevel(decl.level_dim(lv)))

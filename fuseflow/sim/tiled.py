@@ -85,7 +85,7 @@ def retime(steps: list, contract: OffchipContract) -> int:
     """The total cycles of the same tile runs under another contract (same ``buffers``; the runs' cycles do not
     depend on the memory): every transfer recomputed at its address under ``contract`` (the steps' own cycles
     are left as they are)."""
-    kernels = {}
+    kernels: dict[str, list[TileStep]] = {}
     for s in steps:
         kernels.setdefault(s.kernel, []).append(replace(s))
     return sum(_time_steps(k, contract) for k in kernels.values())
@@ -236,12 +236,13 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
         memories = sum(len(tensor_memories(d)) for d in sub.tensors.values())
         accs = kplan["acc"]
         outs = {o: np.zeros(full_shape(t, o)) for o in writes}
-        touched = {o: set() for o in writes}
+        touched: dict[str, set] = {o: set() for o in writes}
         grid = kplan["grid"]
         steps, ks = [], {"name": kernel.name, "tiles_run": 0, "tiles_skipped": 0, "tiles_split": 0,
                          "load_cycles": 0, "run_cycles": 0, "store_cycles": 0, "read_bytes": 0, "write_bytes": 0,
                          "tokens": 0, "alu_ops": 0}
-        prev_region, prev_out, pending = {}, None, None
+        prev_region: dict[str, tuple] = {}
+        prev_out, pending = None, None
         loaded_once = set()
 
         def region(name, box):
