@@ -71,7 +71,7 @@ __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "Co
            "KernelPlan", "TransposePlan", "parse_order", "list_orders"]
 
 
-def parse_order(order):
+def parse_order(order: Any) -> Any:
     """``"i,k,j"`` / ``"i->k->j"`` / a sequence -> a tuple of index names (None stays None). A list of
     ``"KERNEL=i,k,j"`` strings (the command line's repeated ``--order``) -> {kernel: order}."""
     if order is None:
@@ -102,8 +102,11 @@ def parse_order(order):
     return tuple(order)
 
 
-def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, passes=None, locate=True,
-                    parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
+def compile_program(src: EinsumProgram | ProgramIR, fuse: str = "regions", order: Any = None,
+                    iteration: str = "factored", name: str | None = None, passes: dict | None = None,
+                    locate: bool = True, parallel: dict | str | None = None, tiles: dict | str | None = None,
+                    onchip_bits: int | None = None, tile_inputs: dict | None = None,
+                    dma: dict | str | None = None) -> CompileResult:
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
     ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
@@ -131,7 +134,7 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     if (tiles or onchip_bits is not None) and not isinstance(src, ProgramIR):
         from .tiling import compile_tiled
 
-        def at_tile_shape(source):
+        def at_tile_shape(source: EinsumProgram) -> CompileResult:
             return compile_program(source, fuse, order, iteration, name, passes, locate, parallel)
         contract = None
         if dma is not None:
@@ -166,7 +169,8 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     return CompileResult(prog, plans, tables, full_ir, reports)
 
 
-def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="factored", parallel=None):
+def list_orders(src: EinsumProgram | ProgramIR, result: CompileResult, limit: int | None = None, fuse: str = "regions",
+                order: Any = None, iteration: str = "factored", parallel: dict | str | None = None) -> list[tuple]:
     """The dataflow orders ``--list-orders`` prints: for every kernel plan of ``result`` (``src`` compiled with
     these arguments), ``(plan, orders, capped, left_out)``. An order is listed when the program compiles with it
     given back as ``order={kernel: order}`` (on top of a per-kernel ``order`` of the compile): the kernel's valid
@@ -187,14 +191,14 @@ def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="
             out.append((p, orders, capped, []))
             continue
 
-        def compile_with(o, p=p):
+        def compile_with(o: tuple, p: KernelPlan = p) -> CompileResult:
             return compile_program(src, fuse=fuse, order={**given, p.out: o}, iteration=iteration, parallel=parallel)
         kept, left_out = replayable_orders(p, orders, compile_with)
         out.append((p, kept, capped, left_out))
     return out
 
 
-def _untiled(src):
+def _untiled(src: EinsumProgram) -> EinsumProgram:
     """``src`` without its ``tile`` lines (a copy; the tiling pass found nothing to split)."""
     if not getattr(src, "_tiles", None):
         return src
@@ -204,8 +208,10 @@ def _untiled(src):
     return new
 
 
-def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None,
-                 locate=True, parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
+def compile_text(text: str, fuse: str = "regions", order: Any = None, iteration: str = "factored",
+                 name: str = "program", passes: dict | None = None, locate: bool = True,
+                 parallel: dict | str | None = None, tiles: dict | str | None = None, onchip_bits: int | None = None,
+                 tile_inputs: dict | None = None, dma: dict | str | None = None) -> CompileResult:
     """Compile ``.ff`` source text."""
     from .frontend import EinsumProgram
     return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes, locate=locate,

@@ -11,6 +11,7 @@ intermediates measured by a fixed-mode run of the reference simulator) sizes the
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import HardwareError
 from ..samml import Program
@@ -18,6 +19,9 @@ from ..samml import io as samml_io
 from ..tensors.fixed import FixedFormat
 from .memory import plan_memories, tensor_images
 from .top import ProgramTop
+
+if TYPE_CHECKING:
+    from ..sim.engine import SimResult
 
 MANIFEST_VERSION = 1
 
@@ -38,10 +42,10 @@ class Build:
     top: ProgramTop
     name: str
     images: dict = field(default_factory=dict)      # memory name -> raw words of the given inputs
-    reference: object = None                        # fuseflow.sim SimResult (fixed mode) when data was given
+    reference: "SimResult | None" = None            # fuseflow.sim SimResult (fixed mode) when data was given
     baked: bool = False
-    packed: dict = None                             # input tensors as packed (raw fixed-point values)
-    _verilog: str = None
+    packed: dict | None = None                      # input tensors as packed (raw fixed-point values)
+    _verilog: str | None = None
 
     def verilog(self, progress=False):
         """Verilog text of the top (memoised: elaborating twice is not allowed). ``progress``: say on stderr what
