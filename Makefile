@@ -81,4 +81,4 @@ docs: $(STAMP)
 	$(PY) -m fuseflow.samml reference -o docs/reference/ops.md
 
 clean:
-	rm -rf out build sim_build report .pytest_cache .hypothesis
+	rm -rf out build sim_build report .pytest_cache .hypothesis .mypy_cache

@@ -7,10 +7,17 @@ formats are declared, so no example inputs are needed); both return one model ob
 build / rtl_sim / report / save (see :mod:`fuseflow.model`).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .model import CompiledModel
+
 __version__ = "0.1.0"
 
 
-def _take_signals_when_run_as_a_command():
+def _take_signals_when_run_as_a_command() -> None:
     # `python -m fuseflow...` and the `fuseflow` script: SIGINT/SIGTERM give the one-line message and exit
     # 130/143 even while the command's (slow) imports run; a library import changes nothing.
     from . import cli
@@ -21,9 +28,12 @@ def _take_signals_when_run_as_a_command():
 _take_signals_when_run_as_a_command()
 
 
-def compile(model, example_inputs=None, fuse="regions", order=None, mode="fixed", formats=None, name=None,
-            max_nodes=None, max_kernels=None, memory="hbm2", parallel=None, max_lanes=None, redundancy="warn",
-            budget=None, simulate=True, progress=None, tiles=None, onchip_bits=None, dma=None):
+def compile(model: Any, example_inputs: Any = None, fuse: str | list = "regions", order: Any = None,
+            mode: str = "fixed", formats: dict | None = None, name: str | None = None, max_nodes: int | None = None,
+            max_kernels: int | None = None, memory: str = "hbm2", parallel: dict | str | None = None,
+            max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
+            simulate: bool = True, progress: Any = None, tiles: dict | str | None = None,
+            onchip_bits: int | None = None, dma: dict | str | None = None) -> CompiledModel:
     """Trace and compile a PyTorch model, or compile a ``.ff`` program (a path, source text or an
     ``EinsumProgram``; ``example_inputs`` optional) (``fuse="auto"``: the autoscheduler; ``tiles``/``onchip_bits``/``dma``:
     tiling, docs/tiling.md): see :func:`fuseflow.model.compile`."""
@@ -34,7 +44,7 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode="fixed"
                     tiles=tiles, onchip_bits=onchip_bits, dma=dma)
 
 
-def load(path, model=None):
+def load(path: str, model: Any = None) -> CompiledModel:
     """Load a compiled model saved with ``CompiledModel.save``: see :func:`fuseflow.model.load`."""
     from .model import load as _load
     return _load(path, model)

@@ -30,11 +30,22 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import FuseFlowError, ProgramError, TensorError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .compiler.codegen import CompileResult
+    from .compiler.frontend import EinsumProgram
+    from .samml.graph import Program
+    from .sim.engine import SimResult
+    from .tensors.fixed import FixedFormat
 
 FUSE_CHOICES = ("none", "regions", "full", "auto")
 
@@ -77,10 +88,10 @@ class Check:
     max_abs_error: float
     max_rel_error: float
     problems: list = field(default_factory=list)
-    simulation: Simulation = None
+    simulation: Simulation | None = None
     against: str = "PyTorch"         # what the reference is: the PyTorch model, or NumPy (a .ff program)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.ok
 
     def summary(self) -> str:
@@ -99,7 +110,7 @@ class Check:
         return f"<b>Check</b>: {self.summary()}<ul>{items}</ul>{sim}"
 
 
-def tolerance(mode, fixed=None):
+def tolerance(mode: str, fixed: FixedFormat | None = None) -> tuple[float, float]:
     """(rtol, atol) of :meth:`CompiledModel.check`: float mode 1e-6 relative; fixed mode docs/numbers.md."""
     if mode == "float":
         return 1e-6, 1e-9
@@ -118,10 +129,12 @@ class CompiledModel:
     dicts keyed by tensor name, and the reference is NumPy (:func:`fuseflow.sim.check.golden`).
     """
 
-    def __init__(self, *, name, program, ff_text, inputs, outputs, output_structure, constants, mode, fuse,
-                 order, torch_model=None, example_inputs=None, einsum=None, result=None, compile_seconds=0.0,
-                 statements=(), schedule=None, candidates=(), source="pytorch", redundancies=(),
-                 schedule_report=None):
+    def __init__(self, *, name: str, program: Program, ff_text: str, inputs: list, outputs: list,
+                 output_structure: str, constants: dict, mode: str, fuse: Any, order: Any, torch_model: Any = None,
+                 example_inputs: Any = None, einsum: EinsumProgram | None = None, result: CompileResult | None = None,
+                 compile_seconds: float = 0.0, statements: Iterable = (), schedule: Any = None,
+                 candidates: Iterable = (), source: str = "pytorch", redundancies: Iterable = (),
+                 schedule_report: Any = None) -> None:
         self.source = source
         self.name = name
         self.program = program
@@ -145,10 +158,10 @@ class CompiledModel:
         # .line() is the one-line warning), with what the compiler did about them
         self.redundancies = list(redundancies)
         self.schedule_report = schedule_report  # fuse="auto": the AutoResult (tried, skipped and why, seconds)
-        self._last = None
+        self._last: Simulation | None = None
 
     # ---- data ------------------------------------------------------------------------------------
-    def _inputs(self, inputs):
+    def _inputs(self, inputs: Any) -> dict:
         if inputs is None:
             if self.example_inputs is None:
                 raise FuseFlowError("inputs", "give the inputs (this model was loaded without example inputs)")
@@ -159,7 +172,7 @@ class CompiledModel:
             inputs = (inputs,)
         return bind_inputs(self.inputs, self.constants, inputs)
 
-    def _outputs(self, res, as_torch=True):
+    def _outputs(self, res: SimResult, as_torch: bool = True) -> tuple[Any, list[np.ndarray]]:
         if self.source == "ff":
             arrays = [np.asarray(res.outputs[t.name], dtype=np.float64).reshape(tuple(t.shape))
                       for t in self.outputs]
@@ -169,7 +182,7 @@ class CompiledModel:
             dense = np.asarray(res.outputs[b.name], dtype=np.float64)
             order = [p for slots in b.dims for p in slots]
             arrays.append(np.transpose(dense, order).reshape(b.shape) if order else dense.reshape(b.shape))
-        outs = arrays
+        outs: list = arrays
         if as_torch:
             try:
                 import torch
@@ -181,7 +194,7 @@ class CompiledModel:
         return (tuple(outs) if self.output_structure == "tuple" else list(outs)), arrays
 
     # ---- the user's calls ------------------------------------------------------------------------------
-    def simulate(self, inputs=None, mode: str | None = None, fifo_depth: int | None = None,
+    def simulate(self, inputs: Any = None, mode: str | None = None, fifo_depth: int | None = None,
                  engine: str = "auto") -> Simulation:
         """Run the simulator; outputs come back shaped like the PyTorch model's (a ``.ff`` program: {output tensor
         name: NumPy array}; ``inputs`` {tensor name: array or SciPy matrix}). ``engine``: ``"auto"`` (the
@@ -194,7 +207,7 @@ class CompiledModel:
         self._last = sim
         return sim
 
-    def reference(self, inputs=None):
+    def reference(self, inputs: Any = None) -> Any:
         """The PyTorch model's own outputs in float64 (a double-precision copy of the model); for a ``.ff``
         program the dense NumPy evaluation of its Einsum expression, {output tensor name: array}."""
         if self.source == "ff":
@@ -216,7 +229,7 @@ class CompiledModel:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         return [_to_numpy(o) for o in outs]
 
-    def check(self, inputs=None, mode: str | None = None, engine: str = "auto") -> Check:
+    def check(self, inputs: Any = None, mode: str | None = None, engine: str = "auto") -> Check:
         """Simulate and compare with the PyTorch model, or for a ``.ff`` program with NumPy (float mode: rtol 1e-6;
         fixed: docs/numbers.md)."""
         from .sim.engine import Env
@@ -241,7 +254,7 @@ class CompiledModel:
                                 f"simulator {got[ix]:.6g}, {against} {ref[ix]:.6g}")
         return Check(not problems, mode, rtol, atol, max_abs, max_rel, problems, sim, against)
 
-    def build(self, out_dir: str, inputs=None, bake: bool = False, interface: str = "host",
+    def build(self, out_dir: str, inputs: Any = None, bake: bool = False, interface: str = "host",
               testbench: bool = False) -> dict:
         """Verilog + manifest (fuseflow.hw), graph.json and model.ff in ``out_dir``; returns the paths.
 
@@ -253,7 +266,7 @@ class CompiledModel:
         return build_design(self.program, out_dir, data, bake=bake and data is not None, interface=interface,
                             testbench=testbench, write_graph=True, ff_text=self.ff_text).paths
 
-    def rtl_sim(self, inputs=None, simulator: str = "verilator", out_dir: str | None = None,
+    def rtl_sim(self, inputs: Any = None, simulator: str = "verilator", out_dir: str | None = None,
                 compile_fast: bool | None = None, progress: bool | None = None) -> dict:
         """Run the RTL (Verilator) and compare every written tensor bit for bit with the fixed-mode simulator.
 
@@ -282,11 +295,11 @@ class CompiledModel:
             summary["paths"] = paths
         return summary
 
-    def report(self, inputs=None, mode: str | None = None) -> str:
+    def report(self, inputs: Any = None, mode: str | None = None) -> str:
         """A table per kernel: cycles, tokens, ALU ops, bytes read/written, FIFO slots (simulated)."""
         sim = self.simulate(inputs, mode)
         depth = self.program.config.get("fifo_depth", 2)
-        rows = [("kernel", "cycles", "tokens", "ALU ops", "bytes read", "bytes written", "FIFO slots", "deepest")]
+        rows: list[tuple] = [("kernel", "cycles", "tokens", "ALU ops", "bytes read", "bytes written", "FIFO slots", "deepest")]
         for k, ks in zip(self.program.kernels, sim.stats["kernels"]):
             depths = [(s.depth or depth) * len(s.dsts) for s in k.streams.values()]
             deepest = max((s.depth or depth for s in k.streams.values()), default=0)
@@ -314,7 +327,8 @@ class CompiledModel:
         with atomic_write(os.path.join(path, "model.ff")) as f:
             f.write(self.ff_text)
         with atomic_write(os.path.join(path, "constants.npz"), "wb") as f:
-            np.savez(f, **{k: _dense(v) for k, v in self.constants.items()})
+            # the keys are the constants' tensor names: one named "allow_pickle" would clash with savez's option
+            np.savez(f, **{k: _dense(v) for k, v in self.constants.items()})  # type: ignore[arg-type]
         meta = {"fuseflow_model": 1, "name": self.name, "mode": self.mode, "fuse": self.fuse, "order": self.order,
                 "output_structure": self.output_structure, "compile_seconds": self.compile_seconds,
                 "inputs": [_binding_json(b) for b in self.inputs], "outputs": [_binding_json(b) for b in self.outputs],
@@ -325,7 +339,7 @@ class CompiledModel:
         return path
 
 
-def bind_inputs(bindings, constants: dict, inputs) -> dict:
+def bind_inputs(bindings: Sequence, constants: dict, inputs: Sequence) -> dict:
     """The simulator's inputs: the model's constants and each forward argument under its tensor's name."""
     if len(inputs) != len(bindings):
         raise TensorError("inputs", f"the model takes {len(bindings)} input(s), got {len(inputs)}")
@@ -339,7 +353,7 @@ def bind_inputs(bindings, constants: dict, inputs) -> dict:
     return data
 
 
-def bind_named(tensors, constants: dict, inputs) -> dict:
+def bind_named(tensors: Iterable, constants: dict, inputs: Any) -> dict:
     """The simulator's inputs of a ``.ff`` program: ``inputs`` {tensor name: array or SciPy matrix}, one for each of
     the program's input ``tensors``, checked against their declared shapes."""
     if not isinstance(inputs, dict):
@@ -365,11 +379,12 @@ def bind_named(tensors, constants: dict, inputs) -> dict:
     return data
 
 
-def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", formats: dict | None = None,
-            name: str | None = None, max_nodes: int | None = None, max_kernels: int | None = None,
-            memory: str = "hbm2", parallel=None, max_lanes: int | None = None, redundancy: str = "warn",
-            budget: float | None = None, simulate: bool = True, progress=None, tiles=None,
-            onchip_bits: int | None = None, dma=None) -> CompiledModel:
+def compile(model: Any, example_inputs: Any = None, fuse: str | list = "regions", order: Any = None,
+            mode: str = "fixed", formats: dict | None = None, name: str | None = None, max_nodes: int | None = None,
+            max_kernels: int | None = None, memory: str = "hbm2", parallel: dict | str | None = None,
+            max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
+            simulate: bool = True, progress: Any = None, tiles: dict | str | None = None,
+            onchip_bits: int | None = None, dma: dict | str | None = None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`); or compile a ``.ff``
     program: ``model`` a path to a ``.ff`` file, ``.ff`` source text, or a parsed
     :class:`~fuseflow.compiler.EinsumProgram` (:func:`compile_ff`; ``example_inputs`` optional, a dict).
@@ -411,7 +426,10 @@ def compile(model, example_inputs=None, fuse="regions", order=None, mode: str = 
     check_input_sizes(model, example_inputs)        # before the forward pass: a huge input fails in seconds
     t0 = time.perf_counter()
     low = lower(model, example_inputs, formats=formats, fuse="regions" if fuse == "auto" else fuse, name=name)
-    schedule, candidates, redundancies, schedule_report = None, (), [], None
+    candidates: Sequence = ()
+    redundancies: list = []
+    result: CompileResult | None
+    schedule, schedule_report = None, None
     if fuse == "auto":
         from .compiler.autoschedule import autoschedule
         from .compiler.lanes import parse_parallel
@@ -441,7 +459,8 @@ REDUNDANCY_CHOICES = ("warn", "rewrite", "ignore")
 DEFAULT_BUDGET = 60.0              # seconds: fuse="auto"'s default time budget (the autoscheduler's)
 
 
-def _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, inputs, dma=None):
+def _compile_tiled(einsum: EinsumProgram, fuse: str, order: Any, parallel: Any, tiles: Any, onchip_bits: int | None,
+                   inputs: dict | None, dma: Any = None) -> CompileResult | None:
     """The tiled CompileResult (fuseflow.compiler.tiling), or None when no tiling is asked for or nothing splits."""
     if not (tiles or onchip_bits is not None or getattr(einsum, "tile_sizes", None)):
         return None
@@ -451,7 +470,8 @@ def _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, inputs, dm
     return result if result.program.tiling is not None else None
 
 
-def _compile_checked(einsum, fuse, order, parallel, inputs, memory, redundancy, unfused=None):
+def _compile_checked(einsum: EinsumProgram, fuse: str, order: Any, parallel: Any, inputs: dict | None, memory: str,
+                     redundancy: str, unfused: CompileResult | None = None) -> tuple[CompileResult, list]:
     """(CompileResult, redundancies): ``einsum`` compiled at ``fuse`` and every fused kernel checked against the
     unfused program with the cost model (:mod:`fuseflow.compiler.redundancy`): ``"warn"`` reports each kernel
     that does more work than unfused in one line (a :class:`~fuseflow.compiler.redundancy.FusionRedundancyWarning`),
@@ -469,7 +489,7 @@ def _compile_checked(einsum, fuse, order, parallel, inputs, memory, redundancy, 
     return c.result, c.redundancies
 
 
-def check_input_sizes(model, example_inputs) -> None:
+def check_input_sizes(model: Any, example_inputs: Any) -> None:
     """Refuse example inputs whose declared sizes exceed the limits (:mod:`fuseflow.limits`) before anything runs
     on them: a dimension beyond 32-bit coordinates or ``FUSEFLOW_MAX_DIMENSION``, a dense tensor (or a sparse
     matrix's CSR row pointers) beyond ``FUSEFLOW_MAX_DENSE_ENTRIES``. Names the ``forward()`` argument."""
@@ -506,7 +526,7 @@ def check_input_sizes(model, example_inputs) -> None:
                                     f"{limits.DENSE_ENTRIES.env} to raise it; see docs/errors.md)")
 
 
-def read_ff(src):
+def read_ff(src: str | os.PathLike | EinsumProgram) -> tuple[EinsumProgram, str, str | None]:
     """``src`` (a ``.ff`` path, ``.ff`` source text, or an :class:`~fuseflow.compiler.EinsumProgram`) ->
     (EinsumProgram, its ``.ff`` text, the file's path or None). A string is a path when it names a file or ends in
     ``.ff`` (and has no line break), else source text."""
@@ -529,7 +549,7 @@ def read_ff(src):
 
 
 @contextlib.contextmanager
-def _in_file(path):
+def _in_file(path: str | None) -> Iterator[None]:
     """ProgramErrors (syntax, declarations: ``line 3, column 16: ...``) name the ``.ff`` file they are in."""
     try:
         yield
@@ -539,18 +559,19 @@ def _in_file(path):
         raise ProgramError(f"{path}, {exc.what}", exc.why) from None
 
 
-def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str = "fixed", name: str | None = None,
-               max_nodes: int | None = None, max_kernels: int | None = None, memory: str = "hbm2", parallel=None,
+def compile_ff(src: str | os.PathLike | EinsumProgram, example_inputs: dict | None = None, fuse: str | list = "regions",
+               order: Any = None, mode: str = "fixed", name: str | None = None, max_nodes: int | None = None,
+               max_kernels: int | None = None, memory: str = "hbm2", parallel: dict | str | None = None,
                max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
-               simulate: bool = True, progress=None, tiles=None, onchip_bits: int | None = None,
-               dma=None) -> CompiledModel:
+               simulate: bool = True, progress: Any = None, tiles: dict | str | None = None,
+               onchip_bits: int | None = None, dma: dict | str | None = None) -> CompiledModel:
     """Compile a ``.ff`` program (:func:`read_ff`) into the model object. ``example_inputs``: {tensor name: array or
     SciPy matrix}, by default deterministic data from the declared shapes and formats
     (:func:`fuseflow.models.program_inputs`); ``fuse``: ``none`` | ``regions`` | ``full`` | ``auto`` (the
     autoscheduler, on the example inputs); the rest as :func:`compile`."""
     if mode not in ("float", "fixed"):
         raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
-    if fuse not in FUSE_CHOICES:
+    if not isinstance(fuse, str) or fuse not in FUSE_CHOICES:
         raise FuseFlowError("fuse", f"expected one of {', '.join(FUSE_CHOICES)} for a .ff program, got {fuse!r}")
     _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget, tiles, onchip_bits)
     einsum, text, path = read_ff(src)
@@ -561,7 +582,8 @@ def compile_ff(src, example_inputs=None, fuse="regions", order=None, mode: str =
                            max_lanes, redundancy, budget, simulate, progress, tiles, onchip_bits, dma)
 
 
-def _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, budget, tiles=None, onchip_bits=None):
+def _check_options(fuse: Any, order: Any, max_nodes: int | None, max_kernels: int | None, max_lanes: int | None,
+                   redundancy: str, budget: float | None, tiles: Any = None, onchip_bits: int | None = None) -> None:
     if fuse == "auto" and (tiles or onchip_bits is not None):
         raise FuseFlowError("tiles" if tiles else "onchip_bits", "tiling does not combine with fuse='auto'")
     if fuse == "auto" and order is not None:
@@ -574,19 +596,23 @@ def _check_options(fuse, order, max_nodes, max_kernels, max_lanes, redundancy, b
         raise FuseFlowError("redundancy", f"expected one of {', '.join(REDUNDANCY_CHOICES)}, got {redundancy!r}")
 
 
-def _reassociated(einsum):
+def _reassociated(einsum: EinsumProgram) -> list:
     """The other associations of the program's product chains, for the autoscheduler to rank ([] when none)."""
     from .compiler.redundancy import reassociations
     return reassociations(einsum)
 
 
-def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                max_lanes, redundancy="warn", budget=None, simulate=True, progress=None, tiles=None, onchip_bits=None,
-                dma=None):
+def _compile_ff(einsum: EinsumProgram, text: str, example_inputs: dict | None, fuse: str, order: Any, mode: str,
+                max_nodes: int | None, max_kernels: int | None, memory: str, parallel: Any, max_lanes: int | None,
+                redundancy: str = "warn", budget: float | None = None, simulate: bool = True, progress: Any = None,
+                tiles: Any = None, onchip_bits: int | None = None, dma: Any = None) -> CompiledModel:
     from .compiler import compile_program
     from .models import program_inputs
     t0 = time.perf_counter()
-    schedule, candidates, redundancies, schedule_report = None, (), [], None
+    candidates: Sequence = ()
+    redundancies: list = []
+    result: CompileResult | None
+    schedule, schedule_report = None, None
     if fuse == "auto":
         from .compiler.autoschedule import autoschedule
         from .compiler.lanes import parse_parallel
@@ -613,8 +639,10 @@ def _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_
                     schedule_report=schedule_report)
 
 
-def ff_model(einsum, text, result, fuse="regions", order=None, mode="fixed", example_inputs=None,
-             compile_seconds=0.0, schedule=None, candidates=(), redundancies=(), schedule_report=None) -> CompiledModel:
+def ff_model(einsum: EinsumProgram, text: str, result: CompileResult, fuse: str = "regions", order: Any = None,
+             mode: str = "fixed", example_inputs: dict | None = None, compile_seconds: float = 0.0,
+             schedule: Any = None, candidates: Iterable = (), redundancies: Iterable = (),
+             schedule_report: Any = None) -> CompiledModel:
     """The model object of a compiled ``.ff`` program (``result``: :func:`fuseflow.compiler.compile_program`'s);
     ``example_inputs`` {tensor name: array}, by default deterministic data from the declared shapes and formats.
     ``fuseflow compile PROGRAM.ff --check/--report/--build`` use it as the PyTorch path does."""
@@ -632,7 +660,7 @@ def ff_model(einsum, text, result, fuse="regions", order=None, mode="fixed", exa
     return m
 
 
-def ff_source(p) -> str:
+def ff_source(p: EinsumProgram) -> str:
     """``.ff`` text of an :class:`~fuseflow.compiler.EinsumProgram` built in Python (declarations, statements with
     their orders, fuse regions, barriers, parallel lines, outputs)."""
     from .compiler.frontend import _parse_format
@@ -669,7 +697,7 @@ def ff_source(p) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load(path: str, model=None) -> CompiledModel:
+def load(path: str, model: Any = None) -> CompiledModel:
     """Read a model written by :meth:`CompiledModel.save`; attach ``model`` to :meth:`~CompiledModel.check`."""
     from .samml import io as samml_io
     try:
@@ -696,7 +724,7 @@ def load(path: str, model=None) -> CompiledModel:
 
     from .frontends.pytorch.lower import Binding
 
-    def binding(d):
+    def binding(d: dict) -> Binding:
         return Binding(d["name"], tuple(d["shape"]), [list(x) for x in d["dims"]], tuple(d["sizes"]),
                        d.get("format", "dense"), d.get("sparse", False))
     return CompiledModel(name=meta["name"], program=program, ff_text=text,
@@ -707,7 +735,7 @@ def load(path: str, model=None) -> CompiledModel:
                          statements=[tuple(s) for s in meta.get("statements", [])])
 
 
-def ff_text(low) -> str:
+def ff_text(low: Any) -> str:
     """The lowered program as ``.ff`` text (docs/language.md), one comment per statement naming its module."""
     lines = [f"# traced from PyTorch by fuseflow.frontends.pytorch", f"program {low.program.name}"]
     for st in low.stored.values():
@@ -732,18 +760,18 @@ def ff_text(low) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _binding_json(b):
+def _binding_json(b: Any) -> dict:
     if not hasattr(b, "dims"):           # a .ff program's tensor
         return {"name": b.name, "shape": list(b.shape)}
     return {"name": b.name, "shape": list(b.shape), "dims": [list(x) for x in b.dims], "sizes": list(b.sizes),
             "format": b.format, "sparse": b.sparse}
 
 
-def _dense(v):
+def _dense(v: Any) -> np.ndarray:
     return v.toarray() if hasattr(v, "toarray") else np.asarray(v)
 
 
-def _to_numpy(x):
+def _to_numpy(x: Any) -> np.ndarray:
     """A torch tensor (dense or sparse), SciPy matrix or array-like as a dense float64 NumPy array."""
     if hasattr(x, "toarray"):
         return np.asarray(x.toarray(), dtype=np.float64)

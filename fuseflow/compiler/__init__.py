@@ -16,8 +16,19 @@ Modules: :mod:`.frontend` (Python API and ``.ff`` text), :mod:`.ir` (Einsum IR),
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 from .options import CompileOptions, parse_order
 from .passes import Compilation, run_pipeline
+
+if TYPE_CHECKING:                       # what __getattr__ gives, for type checkers
+    from .blocks import lower_blocks
+    from .codegen import CompileResult, generate_program
+    from .frontend import EinsumProgram, parse_file
+    from .fusion import SCHEDULES, KernelPlan, TransposePlan, check_block_plans, plan_program, resolve_parallel
+    from .ir import ProgramIR
+    from .lanes import parse_parallel
 
 # Everything heavy (the fusion planner, codegen, NumPy, networkx) is imported on first use: `import
 # fuseflow.compiler` and `fuseflow compile --help` stay cheap (issue 42). name -> submodule that defines it.
@@ -31,10 +42,11 @@ _LAZY = {
 # (``fuseflow.compiler.lower_sugar`` is the submodule; the pass is ``fuseflow.compiler.lower_sugar.lower_sugar``)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     sub = _LAZY.get(name)
     if sub is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module: ModuleType
     if sub == "codegen":                # only the submodule asked for
         from . import codegen as module
     elif sub == "frontend":
@@ -52,7 +64,7 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
@@ -60,7 +72,8 @@ __all__ = ["EinsumProgram", "parse_file", "compile_program", "compile_text", "Co
            "SCHEDULES", "KernelPlan", "TransposePlan", "parse_order", "list_orders"]
 
 
-def compile_program(src, options: CompileOptions | None = None, /, **kwargs) -> CompileResult:
+def compile_program(src: EinsumProgram | ProgramIR, options: CompileOptions | None = None, /,
+                    **kwargs: Any) -> CompileResult:
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
     ``options``: a :class:`~.options.CompileOptions` (every option, typed and documented there); ``kwargs``
@@ -79,7 +92,7 @@ def compile_program(src, options: CompileOptions | None = None, /, **kwargs) -> 
         from .tiling import compile_tiled
         at_tile = options.replace(tiles={}, onchip_bits=None, tile_inputs=None, dma=None)
 
-        def at_tile_shape(source):
+        def at_tile_shape(source: EinsumProgram) -> CompileResult:
             return compile_program(source, at_tile)
         tiled = compile_tiled(src, at_tile_shape, tiles or None, options.onchip_bits, options.parallel,
                               options.tile_inputs, options.dma)
@@ -89,10 +102,11 @@ def compile_program(src, options: CompileOptions | None = None, /, **kwargs) -> 
     options = options.replace(parallel={**getattr(src, "parallel_factors", {}), **options.parallel})
     c = Compilation(options, ir=src if isinstance(src, ProgramIR) else src.to_ir())
     run_pipeline(c)
-    return CompileResult(c.program, c.plans, c.tables, c.ir, c.reports)
+    return CompileResult(c.program, c.plans or [], c.tables, c.ir, c.reports)   # plans: set by the plan stage
 
 
-def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="factored", parallel=None):
+def list_orders(src: EinsumProgram | ProgramIR, result: CompileResult, limit: int | None = None, fuse: str = "regions",
+                order: Any = None, iteration: str = "factored", parallel: dict | str | None = None) -> list[tuple]:
     """The dataflow orders ``--list-orders`` prints: for every kernel plan of ``result`` (``src`` compiled with
     these arguments), ``(plan, orders, capped, left_out)``. An order is listed when the program compiles with it
     given back as ``order={kernel: order}`` (on top of a per-kernel ``order`` of the compile): the kernel's valid
@@ -103,7 +117,7 @@ def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="
     from .fusion import DEFAULT_MAX_ORDERS, SCHEDULES as SCHEDULES_FIXED, KernelPlan, replayable_orders
     given = parse_order(order)
     given = given if isinstance(given, dict) else {}
-    out = []
+    out: list[tuple] = []
     for p in result.plans:
         if not isinstance(p, KernelPlan):
             out.append((p, None, False, []))
@@ -113,14 +127,14 @@ def list_orders(src, result, limit=None, fuse="regions", order=None, iteration="
             out.append((p, orders, capped, []))
             continue
 
-        def compile_with(o, p=p):
+        def compile_with(o: tuple, p: KernelPlan = p) -> CompileResult:
             return compile_program(src, fuse=fuse, order={**given, p.out: o}, iteration=iteration, parallel=parallel)
         kept, left_out = replayable_orders(p, orders, compile_with)
         out.append((p, kept, capped, left_out))
     return out
 
 
-def _untiled(src):
+def _untiled(src: EinsumProgram) -> EinsumProgram:
     """``src`` without its ``tile`` lines (a copy; the tiling pass found nothing to split)."""
     if not getattr(src, "_tiles", None):
         return src
@@ -130,7 +144,7 @@ def _untiled(src):
     return new
 
 
-def compile_text(text, options: CompileOptions | None = None, /, **kwargs) -> CompileResult:
+def compile_text(text: str, options: CompileOptions | None = None, /, **kwargs: Any) -> CompileResult:
     """Compile ``.ff`` source text with the options of :func:`compile_program`; the keyword ``name`` is the
     program's name when the text has no ``program`` line (default ``"program"``)."""
     from .frontend import EinsumProgram

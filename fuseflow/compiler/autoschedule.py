@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..errors import ProgramError
 from ..tensors.random_data import random_sparse
 from .cost import estimate
+
+if TYPE_CHECKING:
+    from .codegen import CompileResult
 
 MAX_ORDER_COMBOS = 24          # order combinations tried per fusion choice
 MAX_FUSION_CHOICES = 32        # per-region fusion choices enumerated (beyond it: each region fused or split)
@@ -56,7 +60,7 @@ class Schedule:
 
 @dataclass
 class AutoResult:
-    result: object                          # the chosen CompileResult
+    result: CompileResult                   # the chosen CompileResult
     chosen: Schedule
     candidates: list = field(default_factory=list)     # every schedule ranked, best estimate first
     skipped: list = field(default_factory=list)        # [Skipped]: what was not ranked or simulated, and why

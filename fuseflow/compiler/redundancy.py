@@ -22,8 +22,12 @@ it when the cost model says it is cheaper.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..errors import ProgramError
+
+if TYPE_CHECKING:
+    from .codegen import CompileResult
 
 #: relative excess of a fused kernel's estimated ALU ops (or bytes) over unfused that is reported; the cost
 #: model's mean FLOPs error is 1.2 % on points of at least 100 FLOPs and 16 % on toy points
@@ -179,7 +183,7 @@ def _without(groups, sids) -> list:
 @dataclass
 class Checked:
     """What :func:`compile_checked` returns."""
-    result: object                      # the CompileResult kept
+    result: CompileResult               # the CompileResult kept
     redundancies: list = field(default_factory=list)   # every redundancy found (with what was done about it)
     groups: list | None = None          # the fused groups compiled (None: as the schedule said)
     notes: list = field(default_factory=list)           # one line per rewrite (materialised, reassociated)

@@ -28,10 +28,14 @@ Bundled data (``fuseflow/datasets/data/``, attribution in its README.md):
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DatasetError
 from .loaders import (clean_adjacency, from_dgl, from_pyg, from_scipy, load_mtx, load_npz, load_ogb,
                       load_planetoid, load_snap, save_npz)
+
+if TYPE_CHECKING:
+    from ..models.data import Graph
 
 __all__ = ["load", "names", "describe", "load_planetoid", "load_ogb", "load_mtx", "load_snap", "load_npz",
            "save_npz", "from_scipy", "from_pyg", "from_dgl", "clean_adjacency", "BUNDLED", "DATA_DIR"]
@@ -46,12 +50,12 @@ BUNDLED = {
 }
 
 
-def names() -> list:
+def names() -> list[str]:
     """The bundled datasets' names."""
     return sorted(BUNDLED)
 
 
-def load(source, **options):
+def load(source: str | os.PathLike, **options: Any) -> Graph:
     """A bundled dataset by name (``"cora"``), or a dataset on disk by its path, the kind recognised from it:
     a directory with ``raw/`` (OGB), a directory with ``ind.<name>.*`` files (Planetoid; ``name=`` when it
     holds several), a ``.npz`` (:func:`load_npz`), a ``.mtx`` / ``.mtx.gz`` (Matrix Market), any other file a
@@ -87,14 +91,14 @@ def load(source, **options):
     return load_snap(path, **options)
 
 
-def _planetoid_names(directory) -> list:
+def _planetoid_names(directory: str) -> list[str]:
     if not os.path.isdir(directory):
         return []
     return sorted({f[len("ind."):-len(".graph")] for f in os.listdir(directory)
                    if f.startswith("ind.") and f.endswith(".graph")})
 
 
-def describe(graph) -> dict:
+def describe(graph: Graph) -> dict[str, Any]:
     """Sizes of a graph: nodes, edges, degrees, features (count, nonzeros, density), classes, split."""
     import numpy as np
     a = graph.scipy_adjacency()

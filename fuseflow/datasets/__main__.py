@@ -7,14 +7,20 @@
     fuseflow datasets info --mtx graph.mtx | --snap edges.txt.gz | --npz graph.npz [--json]
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ..cli import describe, main_guard, positive_int
 
+if TYPE_CHECKING:
+    from ..models.data import Graph
 
-def parser():
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fuseflow datasets", description=describe(__doc__.splitlines()[0]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -43,7 +49,7 @@ def parser():
     return ap
 
 
-def _load(args):
+def _load(args: argparse.Namespace) -> Graph:
     from .. import datasets
     from ..cli import UsageError
     opts = dict(undirected=not args.directed, self_loops=args.self_loops)
@@ -76,7 +82,7 @@ def _load(args):
     return datasets.load(args.source, **ogb_opts, **opts)
 
 
-def _num(v):
+def _num(v: Any) -> str:
     return f"{v:,}"
 
 
@@ -106,7 +112,7 @@ def format_info(d: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from .. import datasets
     if args.cmd == "list":

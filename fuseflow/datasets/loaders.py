@@ -9,6 +9,8 @@ import os
 import warnings
 import zipfile
 
+from typing import IO, Any, Callable, Literal, overload
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -19,7 +21,7 @@ from ..models.data import SPLITS, Graph, graph_from_arrays, random_features
 _SPLIT_ALIASES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 
 
-def _require_torch():
+def _require_torch() -> None:
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -29,7 +31,7 @@ def _require_torch():
 
 # ---- building a Graph ------------------------------------------------------------------------------------------
 
-def _to_numpy(x):
+def _to_numpy(x: Any) -> np.ndarray:
     """A torch tensor (any device, autograd or not), array or sequence as a NumPy array (duck-typed)."""
     if hasattr(x, "detach"):
         x = x.detach()
@@ -40,18 +42,18 @@ def _to_numpy(x):
     return np.asarray(x)
 
 
-def _is_torch_sparse(x) -> bool:
+def _is_torch_sparse(x: Any) -> bool:
     layout = getattr(x, "layout", None)
     return layout is not None and "sparse" in str(layout)
 
 
-def _torch_sparse_to_scipy(x):
+def _torch_sparse_to_scipy(x: Any) -> Any:
     coo = x.to_sparse_coo().coalesce() if hasattr(x, "to_sparse_coo") else x.coalesce()
     idx = _to_numpy(coo.indices())
     return sp.csr_matrix((_to_numpy(coo.values()).astype(np.float64), (idx[0], idx[1])), shape=tuple(coo.shape))
 
 
-def clean_adjacency(adj, undirected: bool = True, self_loops: bool = False, what: str = "adjacency"):
+def clean_adjacency(adj: Any, undirected: bool = True, self_loops: bool = False, what: str = "adjacency") -> Any:
     """The plain 0/1 adjacency the models use: any nonzero entry (edge weight) is 1; ``undirected``: made
     symmetric (an edge either way is an edge both ways); self loops dropped unless ``self_loops``."""
     if _is_torch_sparse(adj):
@@ -76,7 +78,7 @@ def clean_adjacency(adj, undirected: bool = True, self_loops: bool = False, what
     return a
 
 
-def _features(features, n: int, seed: int = 0, what: str = "features"):
+def _features(features: Any, n: int, seed: int = 0, what: str = "features") -> Any:
     """Features as stored (SciPy sparse stays sparse); ``None``: the identity (one-hot node ids, sparse);
     an int ``k``: ``k`` random dense features per node (seeded)."""
     if features is None:
@@ -104,7 +106,7 @@ def _features(features, n: int, seed: int = 0, what: str = "features"):
     return x
 
 
-def _labels(labels, n: int, what: str = "labels"):
+def _labels(labels: Any, n: int, what: str = "labels") -> np.ndarray | None:
     """(n,) int64 (-1 where missing: NaN or negative) or, with several columns, (n, tasks) float32."""
     if labels is None:
         return None
@@ -129,7 +131,7 @@ def _labels(labels, n: int, what: str = "labels"):
     return y
 
 
-def _split(split, n: int, what: str = "split"):
+def _split(split: Any, n: int, what: str = "split") -> dict[str, np.ndarray] | None:
     """``{"train", "val", "test": sorted node indices}`` from index arrays or boolean masks."""
     if split is None:
         return None
@@ -162,7 +164,8 @@ def _split(split, n: int, what: str = "split"):
     return {k: out[k] for k in SPLITS if k in out} or None
 
 
-def from_scipy(adj, features=None, labels=None, *, split=None, classes: int | None = None, name: str = "graph",
+def from_scipy(adj: Any, features: Any = None, labels: Any = None, *, split: Any = None, classes: int | None = None,
+               name: str = "graph",
                undirected: bool = True, self_loops: bool = False, seed: int = 0, source: str = "") -> Graph:
     """A :class:`Graph` from an adjacency (SciPy sparse or dense, square; weights become 1).
 
@@ -186,7 +189,7 @@ def from_scipy(adj, features=None, labels=None, *, split=None, classes: int | No
 
 # ---- files -----------------------------------------------------------------------------------------------------
 
-def _check_file(path, kind: str):
+def _check_file(path: str | os.PathLike, kind: str) -> str:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise DatasetError(path, f"missing ({kind})")
@@ -195,12 +198,13 @@ def _check_file(path, kind: str):
     return path
 
 
-def _first_line(exc) -> str:
+def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
 
-def _load_text_array(path, *, dtype, what: str, usecols=None, comments=None, delimiter=None):
+def _load_text_array(path: str, *, dtype: Any, what: str, usecols: Any = None, comments: str | None = None,
+                     delimiter: str | None = None) -> np.ndarray:
     """``np.loadtxt`` of a text or gzip file, every failure one DatasetError line."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
@@ -216,7 +220,7 @@ def _load_text_array(path, *, dtype, what: str, usecols=None, comments=None, del
     return arr
 
 
-def _edges_to_adjacency(edges, n: int, path: str):
+def _edges_to_adjacency(edges: np.ndarray, n: int, path: str) -> Any:
     if edges.size == 0:
         return sp.csr_matrix((n, n))
     if edges.min() < 0:
@@ -226,8 +230,8 @@ def _edges_to_adjacency(edges, n: int, path: str):
     return sp.csr_matrix((np.ones(edges.shape[0]), (edges[:, 0], edges[:, 1])), shape=(n, n))
 
 
-def load_mtx(path, *, features=None, labels=None, name: str | None = None, undirected: bool = True,
-             self_loops: bool = False, seed: int = 0) -> Graph:
+def load_mtx(path: str | os.PathLike, *, features: Any = None, labels: Any = None, name: str | None = None,
+             undirected: bool = True, self_loops: bool = False, seed: int = 0) -> Graph:
     """A graph from a Matrix Market file (``.mtx`` or ``.mtx.gz``, e.g. the SuiteSparse collection): the
     matrix is the adjacency (square; pattern, weighted or symmetric). The file has no features: ``features``
     as in :func:`from_scipy` (default the sparse identity)."""
@@ -248,8 +252,8 @@ def load_mtx(path, *, features=None, labels=None, name: str | None = None, undir
                       self_loops=self_loops, seed=seed, source=f"Matrix Market file {path}")
 
 
-def load_snap(path, *, features=None, labels=None, name: str | None = None, relabel: bool = True,
-              undirected: bool = True, self_loops: bool = False, seed: int = 0) -> Graph:
+def load_snap(path: str | os.PathLike, *, features: Any = None, labels: Any = None, name: str | None = None,
+              relabel: bool = True, undirected: bool = True, self_loops: bool = False, seed: int = 0) -> Graph:
     """A graph from a SNAP edge list (text, optionally ``.gz``): one ``FROM TO`` pair of integer node ids per
     line (tabs or spaces; further columns such as timestamps ignored), ``#`` comments. ``relabel``: number
     the nodes that occur 0..n-1 in id order (SNAP ids are often sparse; the original ids are kept in
@@ -288,7 +292,7 @@ def _stem(path: str) -> str:
 PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
 
 
-def load_planetoid(root, name: str, *, undirected: bool = True, self_loops: bool = False) -> Graph:
+def load_planetoid(root: str | os.PathLike, name: str, *, undirected: bool = True, self_loops: bool = False) -> Graph:
     """A Planetoid dataset (Yang et al. 2016) in the layout of Kipf and Welling's GCN code and of PyTorch
     Geometric (``root`` or ``root/raw``): ``ind.<name>.{x,y,tx,ty,allx,ally,graph}`` (Python 2 pickles of
     SciPy sparse features, NumPy one-hot labels and a dict of neighbour lists, read by a restricted unpickler
@@ -315,7 +319,7 @@ def load_planetoid(root, name: str, *, undirected: bool = True, self_loops: bool
     test = _load_text_array(paths["test.index"], dtype=np.int64, what="test index (one node id per line)")
     test = test.reshape(-1)
 
-    def matrix(p):
+    def matrix(p: str) -> Any:
         v = obj[p]
         if sp.issparse(v):
             return sp.csr_matrix(v, dtype=np.float32)
@@ -382,13 +386,21 @@ def load_planetoid(root, name: str, *, undirected: bool = True, self_loops: bool
     return g
 
 
-def _dense(m):
+def _dense(m: Any) -> np.ndarray:
     return m.toarray() if sp.issparse(m) else m
 
 
 # ---- OGB -------------------------------------------------------------------------------------------------------
 
-def _ogb_file(directory: str, stem: str, required: bool = True):
+@overload
+def _ogb_file(directory: str, stem: str, required: Literal[True] = True) -> str: ...
+
+
+@overload
+def _ogb_file(directory: str, stem: str, required: bool) -> str | None: ...
+
+
+def _ogb_file(directory: str, stem: str, required: bool = True) -> str | None:
     for ext in (".csv.gz", ".csv"):
         path = os.path.join(directory, stem + ext)
         if os.path.isfile(path):
@@ -398,11 +410,11 @@ def _ogb_file(directory: str, stem: str, required: bool = True):
     return None
 
 
-def _ogb_csv(path, dtype, what):
+def _ogb_csv(path: str, dtype: Any, what: str) -> np.ndarray:
     return _load_text_array(path, dtype=dtype, what=what, delimiter=",")
 
 
-def load_ogb(root, *, split: str | None = None, relation: str | None = None, name: str | None = None,
+def load_ogb(root: str | os.PathLike, *, split: str | None = None, relation: str | None = None, name: str | None = None,
              undirected: bool = True, self_loops: bool = False, seed: int = 0) -> Graph:
     """An OGB node- or link-property dataset directory as the ``ogb`` package leaves it (for example
     ``dataset/ogbn_arxiv`` or ``dataset/ogbl_collab``):
@@ -452,7 +464,7 @@ def load_ogb(root, *, split: str | None = None, relation: str | None = None, nam
     return g
 
 
-def _ogb_node_file(directory, stem, n, what=None):
+def _ogb_node_file(directory: str, stem: str, n: int, what: str | None = None) -> np.ndarray | None:
     path = _ogb_file(directory, stem, required=False)
     if path is None:
         return None
@@ -463,7 +475,7 @@ def _ogb_node_file(directory, stem, n, what=None):
     return arr
 
 
-def _ogb_split(root, split, node_type, n):
+def _ogb_split(root: str, split: str | None, node_type: str | None, n: int) -> tuple[dict | None, str | None]:
     """(split dict or None, note): the node split under root/split/<name>[/<node_type>]."""
     base = os.path.join(root, "split")
     if not os.path.isdir(base):
@@ -494,9 +506,10 @@ def _ogb_split(root, split, node_type, n):
     return out, None
 
 
-def _load_ogb_hetero(root, raw, split, relation, name, undirected, self_loops, seed):
+def _load_ogb_hetero(root: str, raw: str, split: str | None, relation: str | None, name: str | None,
+                     undirected: bool, self_loops: bool, seed: int) -> Graph:
     count_path = _ogb_file(raw, "num-node-dict")
-    opener = gzip.open if count_path.endswith(".gz") else open
+    opener: Callable[..., IO[str]] = gzip.open if count_path.endswith(".gz") else open
     try:
         with opener(count_path, "rt", encoding="utf-8") as f:
             rows = [line.strip().split(",") for line in f if line.strip()]
@@ -544,7 +557,8 @@ def _load_ogb_hetero(root, raw, split, relation, name, undirected, self_loops, s
 
 # ---- PyTorch Geometric and DGL (duck-typed: neither is imported) ---------------------------------------------
 
-def from_pyg(data, *, name: str = "pyg", undirected: bool = True, self_loops: bool = False, seed: int = 0) -> Graph:
+def from_pyg(data: Any, *, name: str = "pyg", undirected: bool = True, self_loops: bool = False,
+             seed: int = 0) -> Graph:
     """A graph from a PyTorch Geometric ``Data`` object (or anything with its attributes): ``edge_index``
     (2 x E), ``x`` (dense or sparse; absent: the identity), ``y``, ``num_nodes``, and ``train_mask`` /
     ``val_mask`` / ``test_mask`` (boolean; with one column per random split, the first). PyTorch Geometric
@@ -561,8 +575,8 @@ def from_pyg(data, *, name: str = "pyg", undirected: bool = True, self_loops: bo
     if n is None:
         n = x.shape[0] if x is not None else (int(ei.max()) + 1 if ei.size else 0)
     n = int(n)
-    split = {k: getattr(data, f"{k}_mask", None) for k in SPLITS}
-    split = {k: v for k, v in split.items() if v is not None} or None
+    masks = {k: getattr(data, f"{k}_mask", None) for k in SPLITS}
+    split = {k: v for k, v in masks.items() if v is not None} or None
     return from_scipy(_edges_to_adjacency(ei.T.astype(np.int64), n, f"{name}.edge_index"), x,
                       getattr(data, "y", None), split=split, name=name, undirected=undirected,
                       self_loops=self_loops, seed=seed, source="PyTorch Geometric Data")
@@ -572,7 +586,8 @@ _DGL_FEATURES = ("feat", "features", "x")
 _DGL_LABELS = ("label", "labels", "y")
 
 
-def from_dgl(g, *, name: str = "dgl", undirected: bool = True, self_loops: bool = False, seed: int = 0) -> Graph:
+def from_dgl(g: Any, *, name: str = "dgl", undirected: bool = True, self_loops: bool = False,
+             seed: int = 0) -> Graph:
     """A graph from a homogeneous DGL graph (or anything with its methods): ``g.edges()``, ``g.num_nodes()``
     and ``g.ndata`` with ``feat`` (features), ``label`` and ``train_mask`` / ``val_mask`` / ``test_mask``, as
     DGL's built-in datasets store them. DGL is not imported."""
@@ -595,7 +610,7 @@ def from_dgl(g, *, name: str = "dgl", undirected: bool = True, self_loops: bool 
 
 # ---- the project's own .npz layout (the bundled files) ----------------------------------------------------------
 
-def load_npz(path, *, name: str | None = None, source: str | None = None) -> Graph:
+def load_npz(path: str | os.PathLike, *, name: str | None = None, source: str | None = None) -> Graph:
     """A graph saved by :func:`save_npz` (the bundled files' layout): ``adj_indptr``, ``adj_indices``,
     ``adj_shape`` (the plain adjacency, CSR, used as stored); ``feat_indptr``, ``feat_indices``,
     ``feat_data``, ``feat_shape`` (sparse features) or ``features`` (dense); optional ``labels``,
@@ -607,13 +622,13 @@ def load_npz(path, *, name: str | None = None, source: str | None = None) -> Gra
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
         raise DatasetError(path, f"not a readable .npz file ({_first_line(exc)})") from None
 
-    def need(*keys):
+    def need(*keys: str) -> list[np.ndarray]:
         for k in keys:
             if k not in arrays:
                 raise DatasetError(path, f"has no array {k!r} (expected adj_indptr, adj_indices, adj_shape)")
         return [arrays[k] for k in keys]
 
-    def csr(prefix, data=None):
+    def csr(prefix: str, data: np.ndarray | None = None) -> Any:
         indptr, indices, shape = need(f"{prefix}_indptr", f"{prefix}_indices", f"{prefix}_shape")
         if data is None:
             data = np.ones(indices.size)
@@ -640,7 +655,7 @@ def load_npz(path, *, name: str | None = None, source: str | None = None) -> Gra
                       undirected=False, self_loops=True, source=source or f"graph file {path}")
 
 
-def save_npz(graph: Graph, path) -> str:
+def save_npz(graph: Graph, path: str | os.PathLike) -> str:
     """Write ``graph`` in :func:`load_npz`'s layout (compressed; plain adjacency, features as stored, labels,
     split): a big graph read once from CSV or text files loads in a fraction of the time afterwards."""
     from ..cli import atomic_write

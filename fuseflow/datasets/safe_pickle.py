@@ -11,6 +11,7 @@ from __future__ import annotations
 import _compat_pickle
 import io
 import pickle
+from typing import Any
 
 from ..errors import DatasetError
 
@@ -28,7 +29,7 @@ _SCIPY_SPARSE = {"csr_matrix", "csc_matrix", "coo_matrix", "lil_matrix", "dok_ma
 
 
 class _Restricted(pickle.Unpickler):
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> Any:
         # Python 2 names (__builtin__, copy_reg, ...), mapped as pickle's own find_class maps them
         if (module, name) in _compat_pickle.NAME_MAPPING:
             module, name = _compat_pickle.NAME_MAPPING[(module, name)]
@@ -45,7 +46,7 @@ class _Restricted(pickle.Unpickler):
             return _codecs.encode
         if module == "copyreg" and name == "_reconstructor":
             import copyreg
-            return copyreg._reconstructor
+            return getattr(copyreg, "_reconstructor")    # not in typeshed's copyreg
         if module in _NUMPY_MODULES and name in _NUMPY:
             import numpy as np
             if name in ("ndarray", "dtype", "matrix"):
@@ -53,7 +54,7 @@ class _Restricted(pickle.Unpickler):
             try:
                 from numpy._core import multiarray, numeric
             except ImportError:                          # NumPy < 2
-                from numpy.core import multiarray, numeric
+                from numpy.core import multiarray, numeric  # type: ignore[no-redef]  # the same modules' 1.x home
             for mod in (multiarray, numeric):
                 if hasattr(mod, name):
                     return getattr(mod, name)
@@ -64,7 +65,7 @@ class _Restricted(pickle.Unpickler):
                                      "and builtin containers are allowed)")
 
 
-def load(path: str):
+def load(path: str) -> Any:
     """Unpickle ``path`` (Python 2 pickles read as latin-1) allowing only NumPy, SciPy sparse and builtin types.
 
     Raises :class:`~fuseflow.errors.DatasetError` for a missing, unreadable or malformed file, or one that
@@ -81,7 +82,7 @@ def load(path: str):
     return loads(raw, path)
 
 
-def loads(data: bytes, what: str = "pickle"):
+def loads(data: bytes, what: str = "pickle") -> Any:
     """:func:`load` of bytes in memory."""
     try:
         return _Restricted(io.BytesIO(data), encoding="latin1").load()

@@ -20,6 +20,11 @@ The AXI4-Lite protocol is :mod:`fuseflow.hw.axi`'s (AW and W together, B in the 
 debugging).
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -29,12 +34,17 @@ from ..samml.offchip import OffchipContract, record_stride, record_words
 from .dma import AXI_ADDR_WIDTH, DmaReader, DmaWriter, read_members, write_members
 from .sequencer import SEQ_WIDTH, TileSequencer
 
+if TYPE_CHECKING:
+    from .elaborate import Build
+    from .offchip_image import OffchipImage
+    from .top import ProgramTop
+
 #: control registers of the AXI4-Lite slave, in address order (4 bytes each)
 CONTROL_REGISTERS = ("control", "cycles", "kernel_cycles", "table", "tiles", "tiles_done")
 CONTROL_ADDR_WIDTH = 8
 
 
-def control_members():
+def control_members() -> dict[str, Any]:
     """The AXI4-Lite slave members of the control port (flow as seen from the slave)."""
     aw = CONTROL_ADDR_WIDTH
     return {
@@ -49,14 +59,14 @@ def control_members():
 class ControlSlave(wiring.Component):
     """The AXI4-Lite control registers (:data:`CONTROL_REGISTERS`) of the master top."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(control_members() | {
             "start": Out(1), "table": Out(AXI_ADDR_WIDTH), "tiles": Out(SEQ_WIDTH),
             "busy": In(1), "done": In(1), "cycles": In(SEQ_WIDTH), "kernel_cycles": In(SEQ_WIDTH),
             "tiles_done": In(SEQ_WIDTH),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         m.d.comb += [self.s_axil_bresp.eq(0), self.s_axil_rresp.eq(0)]
         values = [self.busy | (self.done << 1), self.cycles, self.kernel_cycles, self.table, self.tiles,
@@ -102,7 +112,7 @@ class AxiMasterTop(wiring.Component):
     """The kernel top ``top`` (:class:`fuseflow.hw.top.ProgramTop`) with an AXI4 master port (``m_axi_``), the
     DMA reader and writer, the tile sequencer, and the AXI4-Lite control slave (``s_axil_``)."""
 
-    def __init__(self, top, contract: OffchipContract):
+    def __init__(self, top: ProgramTop, contract: OffchipContract) -> None:
         plan = top.plan
         self.top = top
         self.contract = contract
@@ -114,7 +124,7 @@ class AxiMasterTop(wiring.Component):
         super().__init__(master | control_members() | {"irq": Out(1), "kernel_done": Out(1),
                                                          "kernel_cycles": Out(SEQ_WIDTH)})
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         top, plan, c = self.top, self.top.plan, self.contract
         m.submodules.kernel = top
@@ -171,7 +181,7 @@ def axim_map(wrapper: AxiMasterTop) -> dict:
     }
 
 
-def axim_build(b, contract: OffchipContract):
+def axim_build(b: Build, contract: OffchipContract) -> tuple[str, dict]:
     """``(verilog text, manifest)`` of build ``b`` with the AXI4 master port (top module ``<name>_axim``)."""
     from amaranth.back import verilog
 
@@ -190,8 +200,8 @@ def axim_build(b, contract: OffchipContract):
 __all__ = ["AxiMasterTop", "ControlSlave", "axim_build", "axim_map", "CONTROL_REGISTERS"]
 
 
-def run_axim(bdir, manifest, image, *, memory="axiram", pause=0.0, seed=0, max_cycles=1_000_000,
-             memory_bytes=None) -> dict:
+def run_axim(bdir: str | Path, manifest: dict, image: OffchipImage, *, memory: str = "axiram", pause: float = 0.0,
+             seed: int = 0, max_cycles: int = 1_000_000, memory_bytes: int | None = None) -> dict:
     """Run a Verilator build (``bdir``, :func:`fuseflow.hw.verilator.build_verilator` of an ``axi-master``
     build) once on ``image`` (:class:`fuseflow.hw.offchip_image.OffchipImage`) behind ``memory``: ``"axiram"``
     (cocotbext-axi's AxiRam; ``pause``: the probability of a pause cycle on each of its channels) or

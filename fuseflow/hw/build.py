@@ -12,9 +12,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..cli import atomic_write
 from ..errors import HardwareError
+
+if TYPE_CHECKING:
+    from ..samml.graph import Program
+    from ..samml.offchip import OffchipContract
+    from .elaborate import Build
 
 #: top-level interfaces of ``build --interface``
 INTERFACES = ("host", "axi", "axis", "axi-master")
@@ -22,16 +28,17 @@ INTERFACES = ("host", "axi", "axis", "axi-master")
 OFFCHIP_EXAMPLE = "word_bytes=4,latency=20,burst=64,outstanding=4"
 
 
-def offchip_contract(program, text: str | None = None):
+def offchip_contract(program: Program, text: str | None = None) -> OffchipContract:
     """The off-chip contract of an ``axi-master`` build: a tiled graph's plan (its ``tiling`` section's contract;
     ``text`` must then agree: :func:`fuseflow.hw.tiled.plan_contract`), else ``text`` (``--offchip``, ``key=value``
     pairs of :class:`fuseflow.samml.offchip.OffchipContract`), else the graph's ``config["offchip"]``; none is an
     error (the port's burst length, outstanding bursts and data width are built into the Verilog)."""
     from ..samml.offchip import OffchipContract, parse_contract
-    if getattr(program, "tiling", None) is not None:
+    tiling = getattr(program, "tiling", None)
+    if tiling is not None:
         from ..samml.tileplan import contract_of
         from .tiled import plan_contract
-        plan = contract_of(program.tiling).to_json()     # --offchip's keys are compared with the plan's
+        plan = contract_of(tiling).to_json()     # --offchip's keys are compared with the plan's
         return plan_contract(program, parse_contract(text, "--offchip", plan) if text is not None else None)
     given = parse_contract(text, "--offchip") if text is not None else None
     if given is not None:
@@ -50,13 +57,13 @@ class BuildFiles:
     testbench's file names."""
     paths: dict
     manifest: dict
-    build: object
+    build: Build
     interface: str = "host"
     testbench: list = field(default_factory=list)
 
 
-def write_build(b, out_dir: str, *, interface: str = "host", testbench: bool = False, graph=None,
-                ff_text: str | None = None, offchip: str | None = None) -> BuildFiles:
+def write_build(b: Build, out_dir: str, *, interface: str = "host", testbench: bool = False,
+                graph: Program | None = None, ff_text: str | None = None, offchip: str | None = None) -> BuildFiles:
     """Write build ``b`` (:func:`fuseflow.hw.elaborate.build`) into ``out_dir``: ``<module>.v`` and ``<module>.json``
     (the manifest; with ``interface`` ``axi``/``axis`` the AXI4-Lite wrapper's), with ``testbench`` the standalone
     cocotb testbench (:mod:`fuseflow.hw.testbench`), with ``graph`` (a Program) ``graph.json``, with ``ff_text``
@@ -102,8 +109,8 @@ def write_build(b, out_dir: str, *, interface: str = "host", testbench: bool = F
     return BuildFiles(paths, man, b, interface, list(bench))
 
 
-def build_design(graph, out_dir: str, inputs=None, *, bake: bool = False, probes: bool = True,
-                 interface: str | None = None, testbench: bool = False, write_graph: bool = False,
+def build_design(graph: Program | str, out_dir: str, inputs: dict | None = None, *, bake: bool = False,
+                 probes: bool = True, interface: str | None = None, testbench: bool = False, write_graph: bool = False,
                  ff_text: str | None = None, offchip: str | None = None) -> BuildFiles:
     """Elaborate ``graph`` (a Program or a graph.json path) and write it with :func:`write_build`.
 
@@ -138,8 +145,9 @@ def build_design(graph, out_dir: str, inputs=None, *, bake: bool = False, probes
                        graph=program if write_graph else None, ff_text=ff_text, offchip=offchip)
 
 
-def run_sim(graph, inputs, simulator="verilator", vcd=None, max_cycles=None, bake=False, cache=None,
-            compile_fast=None, prebuilt=None, progress=None):
+def run_sim(graph: Program | str, inputs: dict, simulator: str = "verilator", vcd: str | None = None,
+            max_cycles: int | None = None, bake: bool = False, cache: str | None = None,
+            compile_fast: bool | None = None, prebuilt: Build | None = None, progress: bool | None = None) -> dict:
     """Elaborate, run and compare; returns a summary dict (also used by tests and benchmarks).
 
     ``prebuilt``: a :class:`~fuseflow.hw.elaborate.Build` of ``graph`` made with ``inputs`` (its reference run

@@ -10,19 +10,27 @@ intermediates measured by a fixed-mode run of the reference simulator) sizes the
 (a self-contained build); otherwise the host port loads it at run time, and one build serves any data that fits.
 """
 
+from __future__ import annotations
+
+import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import HardwareError
 from ..samml import Program
 from ..samml import io as samml_io
 from ..tensors.fixed import FixedFormat
-from .memory import plan_memories, tensor_images
+from .memory import MemoryPlan, plan_memories, tensor_images
 from .top import ProgramTop
+
+if TYPE_CHECKING:
+    from ..sim.engine import SimResult
+    from ..tensors import PackedTensor
 
 MANIFEST_VERSION = 1
 
 
-def module_name(program_name):
+def module_name(program_name: str) -> str:
     """A Verilog identifier for a program name."""
     ident = "".join(c if c.isalnum() or c == "_" else "_" for c in program_name) or "top"
     if ident[0].isdigit():
@@ -34,16 +42,16 @@ def module_name(program_name):
 class Build:
     """An elaborated program: the top component, its memory plan, and (when data was given) the reference run."""
     program: Program
-    plan: object
+    plan: MemoryPlan
     top: ProgramTop
     name: str
     images: dict = field(default_factory=dict)      # memory name -> raw words of the given inputs
-    reference: object = None                        # fuseflow.sim SimResult (fixed mode) when data was given
+    reference: SimResult | None = None              # fuseflow.sim SimResult (fixed mode) when data was given
     baked: bool = False
-    packed: dict = None                             # input tensors as packed (raw fixed-point values)
-    _verilog: str = None
+    packed: dict | None = None                      # input tensors as packed (raw fixed-point values)
+    _verilog: str | None = None
 
-    def verilog(self, progress=False):
+    def verilog(self, progress: bool | None = False) -> str:
         """Verilog text of the top (memoised: elaborating twice is not allowed). ``progress``: say on stderr what
         is being elaborated and how long it took (large programs take minutes)."""
         if self._verilog is None:
@@ -63,23 +71,23 @@ class Build:
                 sys.stderr.flush()
         return self._verilog
 
-    def manifest(self):
+    def manifest(self) -> dict:
         return manifest(self)
 
 
-def load_program(graph):
+def load_program(graph: Program | str | os.PathLike) -> Program:
     if isinstance(graph, Program):
         return graph.validate()
     return samml_io.load(graph)
 
 
-def reference_run(program, inputs):
+def reference_run(program: Program, inputs: dict[str, Any]) -> SimResult:
     """Fixed-mode reference run; its written tensors size outputs and are the golden results."""
     from ..sim import run
     return run(program, inputs, mode="fixed")
 
 
-def packed_inputs(program, inputs):
+def packed_inputs(program: Program, inputs: dict[str, Any]) -> dict[str, PackedTensor]:
     """Input tensors packed into their declared formats, values encoded as raw fixed point."""
     from ..sim.engine import Env, pack_inputs
     value = program.config.get("value", {})
@@ -87,7 +95,8 @@ def packed_inputs(program, inputs):
     return pack_inputs(program, inputs, env)
 
 
-def build(graph, inputs=None, *, bake=False, probes=True, op_factory=None, reference=None):
+def build(graph: Program | str | os.PathLike, inputs: dict[str, Any] | None = None, *, bake: bool = False,
+          probes: bool = True, op_factory: Callable | None = None, reference: SimResult | None = None) -> Build:
     """Elaborate ``graph`` (a Program or a graph.json path).
 
     ``inputs``: ``{name: array | scipy matrix | PackedTensor}`` for every input tensor (optional unless the
@@ -112,7 +121,7 @@ def build(graph, inputs=None, *, bake=False, probes=True, op_factory=None, refer
     return Build(program, top.plan, top, module_name(program.name), images, ref, bake, packed)
 
 
-def wrapper_manifest(b, wrapper, module: str, interface: str) -> dict:
+def wrapper_manifest(b: Build, wrapper: Any, module: str, interface: str) -> dict:
     """The manifest of ``b`` wrapped in ``wrapper`` (an interface top: AXI4-Lite, AXI4 master): its module name,
     interface and ports (clk, rst, then the wrapper's signature members)."""
     from amaranth.lib.wiring import In
@@ -126,7 +135,7 @@ def wrapper_manifest(b, wrapper, module: str, interface: str) -> dict:
     return man
 
 
-def manifest(b):
+def manifest(b: Build) -> dict:
     """The build's manifest (JSON-able): ports, memories, capacities, widths, host address map, channels."""
     program, plan, top = b.program, b.plan, b.top
     ports = []
@@ -154,7 +163,7 @@ def manifest(b):
     }
 
 
-def check_inputs_fit(b, inputs):
+def check_inputs_fit(b: Build, inputs: dict[str, Any]) -> dict:
     """Raw memory images of ``inputs`` for an existing build; HardwareError when they do not fit."""
     packed = packed_inputs(b.program, inputs)
     images = {}
@@ -163,7 +172,7 @@ def check_inputs_fit(b, inputs):
     return images
 
 
-def check_outputs_fit(plan, ref):
+def check_outputs_fit(plan: MemoryPlan, ref: SimResult) -> None:
     """Raise HardwareError if the reference run wrote more than the build's capacities hold."""
     from .memory import check_fits
     for name, p in ref.tensors.items():
@@ -178,14 +187,14 @@ __all__ = ["Build", "build", "manifest", "module_name", "reference_run", "packed
 class AmaranthDriver:
     """:class:`fuseflow.hw.top.HostDriver` on Amaranth's simulator (an async testbench context)."""
 
-    def __init__(self, ctx, top):
+    def __init__(self, ctx: Any, top: ProgramTop) -> None:
         self.ctx, self.top = ctx, top
 
-    def now(self):
+    def now(self) -> float:
         import time
         return time.perf_counter()
 
-    async def write_burst(self, sel, base, words):
+    async def write_burst(self, sel: int, base: int, words: list[int]) -> None:
         ctx, t = self.ctx, self.top
         ctx.set(t.host_sel, sel)
         ctx.set(t.host_we, 1)
@@ -195,7 +204,7 @@ class AmaranthDriver:
             await ctx.tick()
         ctx.set(t.host_we, 0)
 
-    async def read_burst(self, sel, base, n):
+    async def read_burst(self, sel: int, base: int, n: int) -> list[int]:
         # pipelined: entry base + i is addressed in cycle i and on host_rdata HOST_READ_LATENCY cycles later
         from .memory import HOST_READ_LATENCY
         ctx, t = self.ctx, self.top
@@ -208,12 +217,12 @@ class AmaranthDriver:
                 out.append(ctx.get(t.host_rdata))
         return out
 
-    async def pulse_start(self):
+    async def pulse_start(self) -> None:
         self.ctx.set(self.top.start, 1)
         await self.ctx.tick()
         self.ctx.set(self.top.start, 0)
 
-    async def wait_done(self, max_cycles):
+    async def wait_done(self, max_cycles: int) -> bool:
         for _ in range(max_cycles):
             await self.ctx.tick()
             if self.ctx.get(self.top.done):
@@ -221,7 +230,8 @@ class AmaranthDriver:
         return False
 
 
-def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None, trace=False):
+def run_amaranth(b: Build, images: dict | None = None, max_cycles: int = 100_000, vcd: str | None = None,
+                 read_probes: Any = None, trace: bool = False) -> dict:
     """Run a :class:`Build` in Amaranth's simulator: load ``images`` (default: the build's own input images,
     unless baked), start, wait for done, read back. Returns :func:`fuseflow.hw.top.host_run`'s dict.
 
@@ -237,13 +247,13 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
     man = b.manifest()
     sim = Simulator(b.top)
     sim.add_clock(1e-8)
-    result = {}
+    result: dict[str, Any] = {}
 
-    async def bench(ctx):
+    async def bench(ctx: Any) -> None:
         result.update(await host_run(AmaranthDriver(ctx, b.top), man, images, max_cycles, read_probes))
 
     sim.add_testbench(bench)
-    traces = {}
+    traces: dict[str, list] = {}
     if trace:
         from amaranth.hdl import Value
         from amaranth.lib import data
@@ -254,7 +264,7 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
         kernels = {k.name: k for k in b.program.kernels}
         blocks = [block_shape(kernels[ch.kernel].streams[ch.stream]) for ch, *_ in handles]
 
-        async def monitor(ctx):
+        async def monitor(ctx: Any) -> None:
             for ch, *_ in handles:
                 traces[f"{ch.kernel}.{ch.name}"] = []
             sigs = [x for _, q, _, en in handles for x in (q.w.valid, q.w.ready, Value.cast(q.w.payload), en)]
@@ -280,13 +290,13 @@ def run_amaranth(b, images=None, max_cycles=100_000, vcd=None, read_probes=None,
     return result
 
 
-def _kind_width(program, kind):
+def _kind_width(program: Program, kind: str) -> int:
     if kind == "val":
         return int(program.config.get("value", {}).get("width", 32))
     return int(program.config.get("crd_width", 16))
 
 
-def localise(b, trace):
+def localise(b: Build, trace: dict[str, list]) -> list[tuple]:
     """Find the first op whose RTL output tokens differ from the reference model's on the RTL's own inputs.
 
     ``trace``: ``run_amaranth(..., trace=True)["trace"]``. Each node is re-run with ``fuseflow.sim.run_op``
@@ -295,9 +305,11 @@ def localise(b, trace):
     from ..sim import run_op
     from ..tensors.packed import DenseLevel
     program = b.program
+    if b.reference is None:
+        raise HardwareError("localise", "needs a build made with inputs (the reference run it replays)")
     packed = dict(b.packed or {})
     packed.update(b.reference.tensors)
-    bad = []
+    bad: list[tuple] = []
     for k in program.kernels:
         for nid, node in k.nodes.items():
             ins, outs = {}, {}

@@ -23,17 +23,22 @@ transfers than a record holds) is refused here, before anything runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import HardwareError
 from ..samml.offchip import (ARRAY_ALIGN, OffchipContract, layout, record_stride, record_words, tile_steps,
                              tiled_cycles)
+
+if TYPE_CHECKING:
+    from .elaborate import Build
+
 #: the largest byte address of the 32-bit master port
 ADDRESS_LIMIT = 1 << 32
 
 
-def contract_of(manifest) -> OffchipContract:
+def contract_of(manifest: dict) -> OffchipContract:
     """The off-chip contract an ``axi-master`` build was made for."""
     axi = manifest.get("axi") or {}
     if axi.get("protocol") != "AXI4" or "contract" not in axi:
@@ -61,10 +66,10 @@ class OffchipImage:
     tiles: int
     contract: OffchipContract
     memories: int
-    transfers: list = field(default_factory=list)      # per tile: [Transfer]
+    transfers: list[list[Transfer]] = field(default_factory=list)      # per tile: [Transfer]
 
     @property
-    def outputs(self) -> list:
+    def outputs(self) -> list[dict[str, tuple[int, int]]]:
         """Per tile: ``{memory name: (byte address, words)}`` of its stores."""
         return [{x.name: (x.address, x.words) for x in tile if x.kind == "store"} for tile in self.transfers]
 
@@ -84,7 +89,7 @@ class OffchipImage:
         return tiled_cycles(self.steps(kernel_cycles), self.contract)
 
 
-def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
+def build_image(manifest: dict, tiles: list[dict], *, base: int = 0) -> OffchipImage:
     """The image of ``tiles`` (``[{"loads": {memory: words}, "stores": [memory, ...]}]``) for an ``axi-master``
     build's ``manifest``, starting at byte ``base`` (a multiple of the record stride). Raises
     :class:`HardwareError` (nothing is built) when a tile does not fit the build."""
@@ -98,7 +103,8 @@ def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
         raise HardwareError("off-chip image", f"base {base:#x} is not a multiple of the record stride {stride}")
     if not tiles:
         raise HardwareError("off-chip image", "no tiles")
-    rows = []                                     # per tile: [(Transfer without its address, words or None)]
+    # per tile: [(Transfer without its address, words or None)]
+    rows: list[list[tuple[Transfer, list[int] | None]]] = []
     for t, tile in enumerate(tiles):
         loads, stores = dict(tile.get("loads", {})), list(tile.get("stores", []))
         unknown = sorted((set(loads) | set(stores)) - set(mems))
@@ -108,7 +114,7 @@ def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
             raise HardwareError(f"tile {t}", f"{len(loads) + len(stores)} transfers exceed a record's {n}")
         if len(set(stores)) != len(stores):
             raise HardwareError(f"tile {t}", "a memory is stored twice")
-        row = []
+        row: list[tuple[Transfer, list[int] | None]] = []
         for name, words in loads.items():
             mm = mems[name]
             words = np.asarray(words, dtype=object).ravel()
@@ -126,7 +132,8 @@ def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
             row.append((Transfer("store", name, mm["sel"], 0, mm["capacity"]), None))
         rows.append(row)
     table, addresses, cursor = layout(n, [[x.words for x, _ in row] for row in rows], c, base)
-    chunks, transfers = [], []                    # (address, words); per tile [Transfer]
+    chunks: list[tuple[int, list[int]]] = []      # (address, words)
+    transfers: list[list[Transfer]] = []          # per tile [Transfer]
     for row, where in zip(rows, addresses):
         for (x, words), address in zip(row, where):
             x.address = address
@@ -137,15 +144,15 @@ def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
         raise HardwareError("off-chip image", f"{cursor - base} bytes from {base:#x} exceed the 32-bit address space")
     data = bytearray(cursor - base)
 
-    def put(address, words):
+    def put(address: int, words: list[int]) -> None:
         for i, w in enumerate(words):
             off = address - base + i * wb
             data[off:off + wb] = int(w).to_bytes(wb, "little")
 
-    for t, row in enumerate(transfers):
-        n_loads = sum(x.kind == "load" for x in row)
-        record = [n_loads | (len(row) - n_loads) << 8]
-        for x in row:
+    for t, record_row in enumerate(transfers):
+        n_loads = sum(x.kind == "load" for x in record_row)
+        record = [n_loads | (len(record_row) - n_loads) << 8]
+        for x in record_row:
             record += [x.sel, x.address, x.words]
         record += [0] * (record_words(n) - len(record))
         put(table + t * stride, record)
@@ -154,14 +161,14 @@ def build_image(manifest, tiles, *, base: int = 0) -> OffchipImage:
     return OffchipImage(base, bytes(data), table, len(tiles), c, n, transfers)
 
 
-def tile_loads(build, inputs) -> dict:
+def tile_loads(build: Build, inputs: dict[str, Any]) -> dict:
     """``{memory name: raw words}`` of one tile's input tensors ``inputs`` (``{name: array | scipy matrix}``,
     packed like every input of the kernel top: :func:`fuseflow.hw.elaborate.check_inputs_fit`)."""
     from .elaborate import check_inputs_fit
     return check_inputs_fit(build, inputs)
 
 
-def read_outputs(manifest, image: OffchipImage, memory: bytes, tile: int, base: int | None = None) -> dict:
+def read_outputs(manifest: dict, image: OffchipImage, memory: bytes, tile: int, base: int | None = None) -> dict:
     """The output tensors tile ``tile`` stored (``{name: PackedTensor-like dict}`` as
     :func:`fuseflow.hw.top.host_run` reads them), decoded from ``memory`` (bytes from ``base``)."""
     import asyncio
@@ -172,11 +179,11 @@ def read_outputs(manifest, image: OffchipImage, memory: bytes, tile: int, base: 
               for m in manifest["host"]["memories"] if m["name"] in out}
 
     class _Stored:
-        async def read_burst(self, sel, start, n):
+        async def read_burst(self, sel: int, start: int, n: int) -> list[int]:
             return arrays[sel][start:start + n]
 
     mems = {m["name"]: m for m in manifest["host"]["memories"]}
-    tensors = {}
+    tensors: dict[str, dict] = {}
     for t in manifest["tensors"]:
         needed = [m["name"] for m in manifest["host"]["memories"]
                   if m["name"].split(".")[0] == t["name"] and not m["name"].endswith(".first")]

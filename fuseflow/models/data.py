@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 #: the names of a graph's node split, in order
 SPLITS = ("train", "val", "test")
@@ -35,11 +39,11 @@ class Graph:
     ``val`` and ``test`` to int64 tensors of node indices; ``classes`` is the number of classes (outputs)
     when the data says so; ``source`` says where the graph came from (file, attribution)."""
     name: str
-    adjacency: object        # normalised adjacency with self loops, sparse CSR (GCN)
-    neighbours: object       # plain adjacency A (0/1), sparse CSR (GraphSAGE)
-    degree: object           # (n, 1) dense, degrees of A clamped to >= 1 (GraphSAGE mean)
-    features: object         # (n, f) dense, or sparse CSR as stored
-    labels: object = None
+    adjacency: Tensor        # normalised adjacency with self loops, sparse CSR (GCN)
+    neighbours: Tensor       # plain adjacency A (0/1), sparse CSR (GraphSAGE)
+    degree: Tensor           # (n, 1) dense, degrees of A clamped to >= 1 (GraphSAGE mean)
+    features: Tensor         # (n, f) dense, or sparse CSR as stored
+    labels: Tensor | None = None
     split: dict | None = None
     classes: int | None = None
     source: str = ""

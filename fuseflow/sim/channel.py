@@ -6,7 +6,20 @@ the cycle from which it is free; when it is empty the producer must wait until t
 simulated further (this is the DAM simulator's synchronisation, and it is exact for this contract).
 """
 
+from __future__ import annotations
+
 from collections import deque
+from typing import Protocol
+
+
+class Credits(Protocol):
+    """A channel's slot credits: a deque of cycles, or an always-ready sink's (``fuseflow.sim.engine``)."""
+
+    def __getitem__(self, i: int) -> int: ...
+
+    def popleft(self) -> int: ...
+
+    def append(self, t: int) -> None: ...
 
 
 class Channel:
@@ -19,7 +32,7 @@ class Channel:
         self.consumer = consumer
         self.toks = deque()
         self.times = deque()          # push cycle of each queued token (visible one cycle later)
-        self.credits = deque([0] * depth)
+        self.credits: Credits = deque([0] * depth)
 
     def pop(self, t):
         """Pop the head at cycle ``t`` (the caller has checked it is visible)."""

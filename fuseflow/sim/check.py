@@ -1,11 +1,19 @@
 """Checking simulated outputs against the dense NumPy evaluation of the program's expression."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..samml.expr import evaluate, parse_statements
 
+if TYPE_CHECKING:
+    from ..samml.graph import Program
+    from ..tensors.fixed import FixedFormat
 
-def tolerance(mode, fixed=None):
+
+def tolerance(mode: str, fixed: FixedFormat | None = None) -> tuple[float, float]:
     """(rtol, atol) used to compare a mode's results with float64 NumPy.
 
     Float mode differs only by summation order. Fixed mode rounds every product and sum to ``frac`` bits:
@@ -17,16 +25,16 @@ def tolerance(mode, fixed=None):
     return 1e-3, 2.0 ** -(frac // 2)
 
 
-def golden(program, inputs):
+def golden(program: Program, inputs: dict[str, Any]) -> dict[str, Any]:
     """Dense NumPy results of ``program.expr`` for ``inputs`` ({name: array or scipy sparse})."""
     if not program.expr:
         return {}
     return evaluate(parse_statements(program.expr), inputs)
 
 
-def compare(outputs, gold, rtol, atol, limit=5):
+def compare(outputs: dict[str, Any], gold: dict[str, Any], rtol: float, atol: float, limit: int = 5) -> list[str]:
     """List of one-line mismatch descriptions (empty when everything agrees)."""
-    problems = []
+    problems: list[str] = []
     for name, want in gold.items():
         if name not in outputs:
             continue

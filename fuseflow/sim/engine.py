@@ -8,10 +8,15 @@ slot credits (the DAM approach, exact for the timing contract in docs/samml.md).
 streams every blocked op waits on.
 """
 
+from __future__ import annotations
+
 import copy
 import math
+import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -30,7 +35,13 @@ from .channel import Channel, Out, TracingOut
 from .memory import memory_stages, memory_system
 from .ops import MODELS
 from .blocks import blockwise, node_blocks, row_reducer, run_op_block
-from .tokens import as_block, normalize
+from .tokens import Block, as_block, normalize
+
+if TYPE_CHECKING:
+    from ..samml.graph import Kernel, Node
+
+#: ``progress(tokens, cycles)``: a running kernel's counts (:func:`run_kernel`)
+ProgressCallback = Callable[[int, int], None]
 
 UNBOUNDED = 1 << 62
 
@@ -44,13 +55,13 @@ class Env:
     (``reduce`` with ``rows``); :meth:`for_block` gives a node whose values are blocks its zero block (what N
     loads)."""
 
-    def __init__(self, mode="float", fixed=None, blocks=False):
+    def __init__(self, mode: str = "float", fixed: FixedFormat | None = None, blocks: bool = False) -> None:
         if mode not in ("float", "fixed"):
             raise GraphError("mode", f"unknown number mode {mode!r} (expected float or fixed)")
         self.mode = mode
         self.blocks = bool(blocks)                          # block tokens may occur (the compiled engine reads it)
         self.fixed = fixed or FixedFormat()
-        self.zero = 0 if mode == "fixed" else 0.0
+        self.zero: int | float | Block = 0 if mode == "fixed" else 0.0
         names_b = ("add", "sub", "mul", "div", "max", "min")
         names_u = UNARY_ALU_OPS
         self.binary = {n: binary_op(n, mode, self.fixed) for n in names_b}
@@ -63,13 +74,13 @@ class Env:
             self.unary = {n: blockwise(f, unary_op(n, mode, self.fixed, vectorised=True))
                           for n, f in self.unary.items()}
 
-    def for_block(self, shape) -> "Env":
+    def for_block(self, shape: tuple[int, ...]) -> Env:
         """This arithmetic for a node whose values are blocks of ``shape``: its zero is a zero block."""
         env = copy.copy(self)
         env.zero = as_block(np.zeros(shape, np.int64 if self.mode == "fixed" else np.float64))
         return env
 
-    def encode(self, x):
+    def encode(self, x: float) -> int | float:
         return self.fixed.encode(float(x)) if self.mode == "fixed" else float(x)
 
 
@@ -78,32 +89,34 @@ class NodeState:
     __slots__ = ("id", "op", "params", "env", "busy", "blocked", "clock", "alu_ops", "mem_reads",
                  "mem_writes", "result", "moved")
 
-    def __init__(self, node_id, op, params, env):
+    def __init__(self, node_id: str, op: str, params: dict, env: Env) -> None:
         self.id, self.op, self.params, self.env = node_id, op, params, env
         self.busy = self.blocked = self.alu_ops = self.mem_reads = self.mem_writes = 0
         self.moved = 0            # outputs a pipeline delivered after their firing (progress, not firings)
         self.clock = -1
-        self.result = None
+        self.result: Any = None
 
 
 class _Unbounded:
     """Credits of a sink that is always ready."""
     __slots__ = ()
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return True
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> int:
         return 0
 
-    def popleft(self):
+    def popleft(self) -> int:
         return 0
 
-    def append(self, x):
+    def append(self, x: int) -> None:
         pass
 
 
-def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, widths=None, progress=None):
+def run_kernel(nodes: list[NodeState], streams: list[tuple], depth_default: int = 2, models: dict = MODELS,
+               out_class: type[Out] = Out, widths: dict[str, int] | None = None,
+               progress: ProgressCallback | None = None) -> tuple[int, dict[str, Out], dict[str, list[Channel]]]:
     """Simulate one kernel.
 
     ``nodes``: list of NodeState in a topological order. ``streams``: list of (stream_id, (src_node, src_port),
@@ -113,8 +126,8 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, wi
     second; a KeyboardInterrupt (Ctrl-C) leaves with ``partial = (cycles, outs)`` set on it: the counts so far.
     """
     widths = widths or {}
-    ins = {st.id: {} for st in nodes}
-    outs = {st.id: {} for st in nodes}
+    ins: dict[str, dict[str, Channel]] = {st.id: {} for st in nodes}
+    outs: dict[str, dict[str, Out]] = {st.id: {} for st in nodes}
     out_by_stream, chans_by_stream = {}, {}
     for sid, (src, sport), dsts, depth in streams:
         chans = []
@@ -145,17 +158,18 @@ def run_kernel(nodes, streams, depth_default=2, models=MODELS, out_class=Out, wi
     try:
         _schedule(live, nodes, out_by_stream, progress)
     except KeyboardInterrupt as exc:
-        exc.partial = (_cycles(nodes), out_by_stream)
+        setattr(exc, "partial", (_cycles(nodes), out_by_stream))     # an attribute of this run's interrupt
         raise
     return _cycles(nodes), out_by_stream, chans_by_stream
 
 
-def _cycles(nodes):
+def _cycles(nodes: Iterable[NodeState]) -> int:
     """The cycles simulated so far: one past the latest firing."""
     return max((st.clock for st in nodes), default=-1) + 1
 
 
-def _schedule(live, nodes, outs, report=None):
+def _schedule(live: list[list], nodes: list[NodeState], outs: dict[str, Out],
+              report: ProgressCallback | None = None) -> None:
     """Resume the processes in rounds until all have finished (the DAM engine's loop)."""
     rounds = 0
     every = _progress.PROGRESS_SECONDS
@@ -192,16 +206,16 @@ def _schedule(live, nodes, outs, report=None):
         live = still
 
 
-_CHECKED = {}
+_CHECKED: dict[type, type] = {}
 
 
-def _width_checked(out_class):
+def _width_checked(out_class: type[Out]) -> type:
     """``out_class`` whose pushes check that a data token fits the stream's width (``limit = 1 << width``)."""
     cls = _CHECKED.get(out_class)
     if cls is None:
         push = out_class.push
 
-        def too_wide(self, tok):
+        def too_wide(self: Any, tok: int) -> TensorError:
             need = int(tok).bit_length()
             return TensorError(f"stream {self.name}", f"token {tok} needs {need} bits, the stream is "
                                                       f"{self.limit.bit_length() - 1} bits wide (the graph's "
@@ -209,7 +223,7 @@ def _width_checked(out_class):
 
         if out_class is Out:
             # Out.push inlined: this runs once per token of every index stream
-            def checked_push(self, tok, t):
+            def checked_push(self: Any, tok: Any, t: int) -> None:
                 if tok.__class__ is not str and tok >= self.limit:
                     raise too_wide(self, tok)
                 self.count += 1
@@ -224,7 +238,7 @@ def _width_checked(out_class):
                     ch.toks.append(tok)
                     ch.times.append(t)
         else:
-            def checked_push(self, tok, t):
+            def checked_push(self: Any, tok: Any, t: int) -> None:
                 if tok.__class__ is not str and tok >= self.limit:
                     raise too_wide(self, tok)
                 push(self, tok, t)
@@ -233,7 +247,7 @@ def _width_checked(out_class):
     return cls
 
 
-def _deadlock_message(blocked):
+def _deadlock_message(blocked: list[list]) -> str:
     parts = []
     for st, _, w in blocked:
         if hasattr(w, "describe_wait"):
@@ -251,7 +265,23 @@ def _deadlock_message(blocked):
 
 # --- run_op: one op in isolation -------------------------------------------------------------
 
-def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="python"):
+@overload
+def run_op(op: str, params: dict | None = None, inputs: dict | None = None, mode: str = "float",
+           stats: Literal[False] = False, engine: str = "python") -> dict[str, Any]: ...
+
+
+@overload
+def run_op(op: str, params: dict | None, inputs: dict | None, mode: str, stats: Literal[True],
+           engine: str = "python") -> tuple[dict[str, Any], dict[str, int]]: ...
+
+
+@overload
+def run_op(op: str, params: dict | None = None, inputs: dict | None = None, mode: str = "float", *,
+           stats: Literal[True], engine: str = "python") -> tuple[dict[str, Any], dict[str, int]]: ...
+
+
+def run_op(op: str, params: dict | None = None, inputs: dict | None = None, mode: str = "float", stats: bool = False,
+           engine: str = "python") -> dict[str, Any] | tuple[dict[str, Any], dict[str, int]]:
     """Run one op on SAM-style token lists; returns {output port: token list}.
 
     Inputs are visible from cycle 0 and outputs never stall, so with ``stats=True`` the returned
@@ -318,7 +348,7 @@ def run_op(op, params=None, inputs=None, mode="float", stats=False, engine="pyth
     return outputs
 
 
-def _source(st, ins, outs):
+def _source(st: NodeState, ins: dict[str, Channel], outs: dict[str, Out]) -> Iterator[Any]:
     """Test source: all tokens visible from cycle 0, one per cycle."""
     out = outs["out"]
     for k, tok in enumerate(st.params["tokens"]):
@@ -327,7 +357,7 @@ def _source(st, ins, outs):
     yield
 
 
-def _sink(st, ins, outs):
+def _sink(st: NodeState, ins: dict[str, Channel], outs: dict[str, Out]) -> Iterator[Any]:
     inp = ins["in"]
     got = []
     while True:
@@ -340,11 +370,12 @@ def _sink(st, ins, outs):
             return
 
 
-def _run_with_test_nodes(nodes, streams):
+def _run_with_test_nodes(nodes: list[NodeState], streams: list[tuple]
+                         ) -> tuple[int, dict[str, Out], dict[str, list[Channel]]]:
     return run_kernel(nodes, streams, models={**MODELS, "_source": _source, "_sink": _sink})
 
 
-def _list_params(params):
+def _list_params(params: dict) -> dict:
     out = dict(params)
     for k in ("seg", "crd", "vals"):
         if out.get(k) is not None:
@@ -364,26 +395,27 @@ class SimResult:
     kernel_cycles: list
     stats: dict = field(default_factory=dict)
     mode: str = "float"
-    trace: list = None            # with trace=True: per kernel {stream id: [cycle of every push]}
-    trace_tokens: list = None     # with trace=True: per kernel {stream id: [every token pushed, in order]}
+    trace: list | None = None         # with trace=True: per kernel {stream id: [cycle of every push]}
+    trace_tokens: list | None = None  # with trace=True: per kernel {stream id: [every token pushed, in order]}
 
-    def summary(self):
+    def summary(self) -> str:
         s = self.stats
         return (f"{self.cycles} cycles, {s['tokens']} tokens, {s['alu_ops']} ALU ops, "
                 f"{s['mem_read_bytes']} B read, {s['mem_write_bytes']} B written")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<SimResult: {self.summary()}, outputs {', '.join(self.outputs)}>"
 
 
-def load_program(graph_or_program):
+def load_program(graph_or_program: Program | str | os.PathLike) -> Program:
     if isinstance(graph_or_program, Program):
         return graph_or_program.validate()
     return samml_io.load(graph_or_program)
 
 
-def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, memory=None, engine="auto",
-        progress=False):
+def run(graph_or_program: Program | str | os.PathLike, inputs: dict[str, Any], mode: str = "float",
+        fifo_depth: int | None = None, trace: bool = False, memory: str | None = None, engine: str = "auto",
+        progress: bool | ProgressCallback = False) -> SimResult:
     """Simulate a program (a :class:`~fuseflow.samml.Program` or a graph.json path) on ``inputs``.
 
     ``inputs`` maps input tensor names to NumPy arrays, SciPy sparse matrices or PackedTensors (packed into the
@@ -413,7 +445,10 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     crd_bytes = math.ceil(cfg.get("crd_width", 16) / 8)
     val_bytes = math.ceil(env.fixed.width / 8) if mode == "fixed" else 8
     store = pack_inputs(prog, inputs, env)
-    kernel_cycles, kstats, traces, sent = [], [], [], []
+    kernel_cycles: list[int] = []
+    kstats: list[dict[str, Any]] = []
+    traces: list[dict] = []
+    sent: list[dict] = []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
     t0, c0 = time.perf_counter(), time.process_time()
     for k in prog.kernels:
@@ -436,7 +471,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
                 compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
                                               out_class=TracingOut if trace else Out, widths=widths, progress=report)
         except KeyboardInterrupt as exc:
-            exc.stats = _progress.interrupted_stats(kstats, k.name, getattr(exc, "partial", (0, {})), t0)
+            setattr(exc, "stats", _progress.interrupted_stats(kstats, k.name, getattr(exc, "partial", (0, {})), t0))
             raise
         finally:
             if isinstance(report, _progress.ProgressLine):
@@ -489,25 +524,25 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
                      sent if trace else None)
 
 
-def _read_bytes(st, crd_bytes, val_bytes):
+def _read_bytes(st: NodeState, crd_bytes: int, val_bytes: int) -> int:
     return st.mem_reads * (val_bytes * _values_per_token(st) if memory_role(st.op)[1] == "vals" else crd_bytes)
 
 
-def _write_bytes(st, crd_bytes, val_bytes):
+def _write_bytes(st: NodeState, crd_bytes: int, val_bytes: int) -> int:
     return st.mem_writes * (val_bytes * _values_per_token(st) if memory_role(st.op)[1] == "vals" else crd_bytes)
 
 
-def _values_per_token(st):
+def _values_per_token(st: NodeState) -> int:
     """Numbers in one value token of the node: B*B (or B) for blocks, else 1."""
     return getattr(st.env.zero, "size", 1)
 
 
-def _topo_order(kernel):
+def _topo_order(kernel: Kernel) -> list[str]:
     import networkx as nx
     return list(nx.lexicographical_topological_sort(kernel.graph(), key=lambda n: n))
 
 
-def _as_numbers(data, what):
+def _as_numbers(data: Any, what: str) -> Any:
     """Tensor data from a file or the caller as numbers: integer arrays are values like floats (raw fixed point
     is only ever a PackedTensor's int64 vals), so an integer-valued .npz means the same in both modes."""
     import scipy.sparse as sp
@@ -523,7 +558,7 @@ def _as_numbers(data, what):
     return data
 
 
-def check_output_sizes(prog):
+def check_output_sizes(prog: Program) -> None:
     """The simulator returns every output as a dense float64 array: refuse before simulating what would not fit
     (limit fuseflow.limits.DENSE_ENTRIES)."""
     from ..samml.graph import dense_entries
@@ -531,7 +566,7 @@ def check_output_sizes(prog):
         limits.DENSE_ENTRIES.check(dense_entries(t.shape), f"output tensor {t.name} (dense result)")
 
 
-def pack_inputs(prog, inputs, env):
+def pack_inputs(prog: Program, inputs: dict[str, Any], env: Env) -> dict[str, PackedTensor]:
     """Pack every input tensor into its declared format; raise TensorError on a mismatch."""
     store = {}
     for t in prog.inputs:
@@ -565,7 +600,7 @@ def pack_inputs(prog, inputs, env):
     return store
 
 
-def _bind(prog, node, store, env, lists=True):
+def _bind(prog: Program, node: Node, store: dict[str, PackedTensor], env: Env, lists: bool = True) -> dict:
     """Parameters of a node with its tensor arrays attached (as Python lists for fast indexing; as the packed
     NumPy arrays with ``lists=False``, for the compiled engine)."""
     p = dict(node.params)
@@ -602,9 +637,10 @@ def _bind(prog, node, store, env, lists=True):
     return p
 
 
-def _collect_writes(prog, kernel, states, store, env):
+def _collect_writes(prog: Program, kernel: Kernel, states: dict[str, NodeState], store: dict[str, PackedTensor],
+                    env: Env) -> list[str]:
     """Assemble the tensors a kernel wrote into PackedTensors."""
-    written = {}
+    written: dict[str, dict] = {}
     for nid, st in states.items():
         memory, array = memory_role(st.op)
         if memory == "write" and st.params.get("tensor"):
@@ -612,7 +648,7 @@ def _collect_writes(prog, kernel, states, store, env):
                 ("level", st.params["level"]) if array == "level" else ("vals",)] = st.result
     for name, parts in written.items():
         decl = prog.tensors[name]
-        levels = []
+        levels: list[DenseLevel | CompressedLevel] = []
         for lv in range(decl.order):
             if decl.levels[lv] == "dense":
                 levels.append(DenseLevel(decl.level_dim(lv)))

@@ -32,13 +32,16 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import FuseFlowError, TensorError
-from ..samml.graph import Program
+from ..samml.graph import Kernel, Program
 from ..samml.offchip import WORD_BYTES, OffchipContract, layout, tile_steps, tiled_cycles
 from ..samml.storage import array_depth, build_capacity, memory_entries, tensor_memories
 from ..samml.tileplan import contract_of, full_shape, kernel_tensors
@@ -85,13 +88,13 @@ def retime(steps: list, contract: OffchipContract) -> int:
     """The total cycles of the same tile runs under another contract (same ``buffers``; the runs' cycles do not
     depend on the memory): every transfer recomputed at its address under ``contract`` (the steps' own cycles
     are left as they are)."""
-    kernels = {}
+    kernels: dict[str, list[TileStep]] = {}
     for s in steps:
         kernels.setdefault(s.kernel, []).append(replace(s))
     return sum(_time_steps(k, contract) for k in kernels.values())
 
 
-def contract_for(tiling: dict, memory=None) -> OffchipContract:
+def contract_for(tiling: dict, memory: str | None = None) -> OffchipContract:
     """The plan's contract, or a roofline preset mapped onto it (module docstring)."""
     base = contract_of(tiling)
     mem = memory_system(memory)
@@ -111,8 +114,9 @@ def describe(rep: dict) -> str:
             f"{rep['memory']})")
 
 
-def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, memory=None, engine="auto",
-        progress=False):
+def run(graph_or_program: Program | str | os.PathLike, inputs: dict[str, Any], mode: str = "float",
+        fifo_depth: int | None = None, trace: bool = False, memory: str | None = None, engine: str = "auto",
+        progress: bool | _engine.ProgressCallback = False) -> _engine.SimResult:
     """:func:`fuseflow.sim.engine.run`, or :func:`run_tiled` for a tiled program (same arguments)."""
     prog = _engine.load_program(graph_or_program)
     if prog.tiling is None:
@@ -123,7 +127,7 @@ def run(graph_or_program, inputs, mode="float", fifo_depth=None, trace=False, me
     return run_tiled(prog, inputs, mode=mode, fifo_depth=fifo_depth, memory=memory, engine=engine)
 
 
-def _kernel_program(prog, kernel, reads, writes):
+def _kernel_program(prog: Program, kernel: Kernel, reads: list[str], writes: list[str]) -> Program:
     """The kernel alone as a program: what it reads is an input, what it writes an output."""
     p = Program(f"{prog.name}.{kernel.name}", None, prog.config)
     for name in reads + writes:
@@ -138,7 +142,7 @@ def _kernel_program(prog, kernel, reads, writes):
 class _Source:
     """A full tensor in off-chip memory, cut into tiles: SciPy COO entries grouped by tile, or a dense array."""
 
-    def __init__(self, data, shape, dims, sizes):
+    def __init__(self, data: Any, shape: tuple[int, ...], dims: list[str | None], sizes: dict[str, int]) -> None:
         self.shape, self.dims, self.sizes = tuple(shape), list(dims), sizes
         if sp.issparse(data):
             coo = data.tocoo()
@@ -156,21 +160,21 @@ class _Source:
         else:
             self.dense = np.asarray(data.to_dense() if isinstance(data, PackedTensor) else data, dtype=np.float64)
 
-    def _key(self, box):
+    def _key(self, box: dict[str, tuple[int, int]]) -> int:
         k = 0
         for m, d in enumerate(self.dims):
             if d is not None:
                 k = k * (self.shape[m] // self.sizes[d] + 2) + box[d][0] // self.sizes[d]
         return k
 
-    def entries(self, box):
+    def entries(self, box: dict[str, tuple[int, int]]) -> int | None:
         """Stored entries of the tile holding ``box`` (before cutting a sub-box)."""
         if self.dense is not None:
             return None
         k = self._key(box)
         return int(np.searchsorted(self.key, k, "right") - np.searchsorted(self.key, k, "left"))
 
-    def tile(self, box, tile_shape):
+    def tile(self, box: dict[str, tuple[int, int]], tile_shape: tuple[int, ...]) -> Any:
         """The sub-tensor of ``box``, at ``tile_shape`` (zero padded)."""
         ranges = [box[d] if d is not None else (0, self.shape[m]) for m, d in enumerate(self.dims)]
         if self.dense is not None:
@@ -189,9 +193,16 @@ class _Source:
         return sp.csr_matrix((v, (r - ranges[0][0], c - ranges[1][0])), shape=tuple(tile_shape))
 
 
-def unpadded_inputs(prog, inputs) -> dict:
+def _tiling(prog: Program) -> dict:
+    """The program's ``tiling`` section; a program without one is refused in one line."""
+    if prog.tiling is None:
+        raise FuseFlowError("tiling", f"program {prog.name} has no tiling section (not a tiled graph)")
+    return prog.tiling
+
+
+def unpadded_inputs(prog: Program, inputs: dict[str, Any]) -> dict:
     """The user's inputs of a tiled program (its accumulators excluded); checks their full shapes."""
-    t = prog.tiling
+    t = _tiling(prog)
     accs = {n for n, info in t["tensors"].items() if "acc_of" in info}
     out = {}
     for decl in prog.inputs:
@@ -211,13 +222,14 @@ def unpadded_inputs(prog, inputs) -> dict:
     return out
 
 
-def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="auto", on_step=None,
-              keep_tiles=False):
+def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_depth: int | None = None,
+              memory: str | None = None, engine: str = "auto", on_step: Callable[[TileStep], None] | None = None,
+              keep_tiles: bool = False) -> _engine.SimResult:
     """Simulate a tiled program (module docstring); returns a :class:`~fuseflow.sim.engine.SimResult` with the full
     outputs, ``stats["tiling"]`` and ``stats["steps"]`` (:class:`TileStep` per tile run, in order).
     ``on_step(TileStep)`` is called after every tile run; ``keep_tiles``: each step keeps its packed inputs
     (``TileStep.packed``, for an off-chip image: :func:`fuseflow.hw.tiled.tiled_image`)."""
-    t = prog.tiling
+    t = _tiling(prog)
     contract = contract_for(t, memory)
     sizes = {d: v["size"] for d, v in t["dims"].items()}
     extents = {d: v["extent"] for d, v in t["dims"].items()}
@@ -236,19 +248,20 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
         memories = sum(len(tensor_memories(d)) for d in sub.tensors.values())
         accs = kplan["acc"]
         outs = {o: np.zeros(full_shape(t, o)) for o in writes}
-        touched = {o: set() for o in writes}
+        touched: dict[str, set] = {o: set() for o in writes}
         grid = kplan["grid"]
         steps, ks = [], {"name": kernel.name, "tiles_run": 0, "tiles_skipped": 0, "tiles_split": 0,
                          "load_cycles": 0, "run_cycles": 0, "store_cycles": 0, "read_bytes": 0, "write_bytes": 0,
                          "tokens": 0, "alu_ops": 0}
-        prev_region, prev_out, pending = {}, None, None
+        prev_region: dict[str, tuple] = {}
+        prev_out, pending = None, None
         loaded_once = set()
 
-        def region(name, box):
+        def region(name: str, box: dict[str, tuple[int, int]]) -> tuple:
             dims = t["tensors"][name]["dims"]
             return tuple(box[d] if d is not None else None for d in dims)
 
-        def store(step, res_tensors, box):
+        def store(step: TileStep, res_tensors: dict[str, PackedTensor], box: dict[str, tuple[int, int]]) -> None:
             for o in writes:                  # every memory of the output, its whole capacity (as the RTL)
                 decl = sub.tensors[o]
                 cap = build_capacity(decl, res_tensors[o].capacities())
@@ -257,7 +270,7 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
                     step.stores.append((o, mem, n))
                     ks["write_bytes"] += n * contract.word_bytes
 
-        def visit(box):
+        def visit(box: dict[str, tuple[int, int]]) -> None:
             nonlocal prev_out, pending
             tile_inputs, packed = {}, {}
             for name in reads:
@@ -321,7 +334,7 @@ def run_tiled(prog, inputs, mode="float", fifo_depth=None, memory=None, engine="
                 ks[key] += res.stats[key]
             return None
 
-        def _split(box, exc):
+        def _split(box: dict[str, tuple[int, int]], exc: TensorError) -> None:
             spans = {d: box[d][1] - box[d][0] for d in grid}
             d = max(spans, key=lambda x: spans[x]) if spans else None
             if d is None or spans[d] <= 1:

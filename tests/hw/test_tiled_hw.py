@@ -205,3 +205,12 @@ def test_tiled_image_refuses_an_untiled_build(tmp_path):
                      offchip="word_bytes=4,latency=3,burst=4,outstanding=1", probes=False)
     with pytest.raises(HardwareError, match="has no tiling section"):
         tiled_image(b.build, b.manifest, {})
+
+
+def test_plan_checks_refuse_an_untiled_program():
+    from fuseflow.hw.tiled import check_plan, plan_contract
+    from fuseflow.samml import kernels
+    prog = kernels.spmv(m=4, n=4, fmt="csr")
+    for check in (check_plan, plan_contract):
+        with pytest.raises(HardwareError, match="has no tiling section"):
+            check(prog)

@@ -566,6 +566,14 @@ def test_trace_localises_the_op_that_diverges():
     assert [(k, n) for k, n, *_ in localise(b2, res2["trace"])] == [("main", "add")]
 
 
+def test_localise_needs_a_build_made_with_inputs():
+    from fuseflow.hw.elaborate import localise
+    b = build(kernels.spmv(m=4, n=4, fmt="csr"))           # capacities from the graph: no reference run
+    b.top._MustUse__silence = True                          # never elaborated
+    with pytest.raises(HardwareError, match="needs a build made with inputs"):
+        localise(b, {})
+
+
 # --- random programs from the compiler's generator (slow) ----------------------------------------------------
 
 def _compiler_randprog():

@@ -271,3 +271,9 @@ def test_tiled_cycles_match_a_cycle_by_cycle_model(steps, buffers):
     c = OffchipContract(buffers=buffers)
     want = brute_tiled(steps, c) if steps or buffers == 1 else 0
     assert tiled_cycles(steps, c) == want
+
+
+def test_an_untiled_program_is_refused_in_one_line():
+    prog = compile_text("program p\ntensor a(4) : dense\ntensor b(4) : dense\nc(i) = a(i) * b(i)\n").program
+    with pytest.raises(FuseFlowError, match="has no tiling section"):
+        tiled.run_tiled(prog, {"a": np.ones(4), "b": np.ones(4)})
