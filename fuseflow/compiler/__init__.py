@@ -130,7 +130,7 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
             from .tiling import DEFAULT_BUFFERS
             contract = parse_contract(dma, "--dma", {**DMA.defaults(), "buffers": DEFAULT_BUFFERS}).to_json()
         tiled = compile_tiled(src, at_tile_shape, tiles or None, onchip_bits, parallel, tile_inputs, contract,
-                              fusion=tile_fusion, regions=fuse != "none")
+                              fusion=tile_fusion, regions=fuse == "regions")
         if tiled is not None:
             return tiled
         src = _untiled(src)

@@ -58,7 +58,8 @@ def product_pair(ir, by_mode) -> dict | None:
                     continue
                 if A.shape[0] != A.shape[1] or not _sum_of_product(st.rhs):
                     continue
-                if any(l.tensor == b.tensor for s in ir.stmts if s.id != st.id for l in s.rhs.leaves()):
+                if ir.tensors[b.tensor].role == "output" or any(
+                        l.tensor == b.tensor for s in ir.stmts if s.id != st.id for l in s.rhs.leaves()):
                     continue
                 pl = list(prod.rhs.leaves())
                 if len(pl) != 2 or not _sum_of_product(prod.rhs):

@@ -505,7 +505,8 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
     None when nothing needs splitting (every tile size at least its dimension: the untiled program stays as it is).
     A ``fuse { }`` region of two consecutive products (:func:`.tilefuse.product_pair`) is compiled three ways
     (wavefront, recompute, materialise) and the cost model's fastest is kept (:func:`_compile_region`), or
-    ``fusion`` when given; ``regions`` False (``--fuse none``): no region is fused, nothing is chosen.
+    ``fusion`` when given; ``regions`` False (``--fuse none`` or ``full``): the regions are not what is fused,
+    nothing is chosen.
     """
     from .lanes import parse_parallel
     from .tilefuse import product_pair
@@ -526,7 +527,7 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
     if fusion is not None:
         raise ProgramError("--tile-fusion", "the program has no fuse region of two products (T = X W; G = A T, A "
                                             "square and sparse) to tile-fuse" + ("" if regions else
-                                                                                 " (--fuse none fuses no region)"))
+                                                                                 " (only --fuse regions has one)"))
     return _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where)
 
 

@@ -172,3 +172,20 @@ def test_wavefront_on_cora_equals_numpy(ordering):
     w = res.stats["tiling"]["wavefront"]
     assert w["nnz"] == A.nnz
     assert (w["wavefront2_tiles"] == 0) == (w["wave1_nnz_ratio"] == 1.0)
+
+
+def test_cli_list_tiles_and_bad_tile_fusion(tmp_path, capsys):
+    from fuseflow.compiler.__main__ import main
+    ff = tmp_path / "g.ff"
+    ff.write_text(GCN.format(n=48, f=20, h=4, xfmt="csr").replace("tensor A(48, 48) : csr",
+                                                                    "tensor A(48, 48) : csr density 0.06"))
+    assert main(["compile", str(ff), "-o", str(tmp_path / "o"), "--tile", "i=16", "--list-tiles"]) == 0
+    out = capsys.readouterr().out
+    assert "fuse region T, G:" in out and "estimated cycles: wavefront" in out and "materialise" in out
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "fuseflow.compiler", "compile", str(ff), "-o", str(tmp_path / "o2"),
+                          "--tile", "i=16", "--fuse", "none", "--tile-fusion", "wavefront"],
+                         capture_output=True, text=True)
+    err = run.stderr.strip()
+    assert run.returncode == 2 and err.startswith("error: --tile-fusion: ") and "\n" not in err
