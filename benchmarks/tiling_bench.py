@@ -16,7 +16,8 @@ Reported per size: tiles (run, skipped), run/load/store cycles, bytes moved, cyc
 cycle for each. The GCN layer on Cora (``T = X W``, ``G = A T``, ``H = relu(G)``; A the 0/1 adjacency, X the
 sparse bag-of-words features, W 1433 x 16) is compiled unfused at the same budget and reported the same way;
 ``--gcn-fused`` adds it with ``T`` and ``G`` in one kernel (each row tile of A recomputes the rows of X W it
-needs: fusion by recompute, not seed 003's wavefronts) and ``gcn_fused_ratio_hbm2`` = unfused / fused cycles.
+needs: ``tile_fusion="recompute"``; ``--tile-fusion`` has the wavefronts) and ``gcn_fused_ratio_hbm2`` =
+unfused / fused cycles.
 
 ``--tile-fusion [GRAPH:ORDERING:BUDGET ...]`` writes only the file's ``tile_fusion`` section: tile fusion (the
 region in wavefronts, :mod:`fuseflow.compiler.tilefuse`) against unfused tiling on the GCN layers of Cora and of
@@ -64,16 +65,18 @@ def commit() -> str:
         return "unknown"
 
 
-def measure(src: str, inputs: dict, golden: dict, budget: int, fuse: str = "regions", ideal: bool = True) -> dict:
+def measure(src: str, inputs: dict, golden: dict, budget: int, fuse: str = "regions", ideal: bool = True,
+            tile_fusion=None) -> dict:
     """Compile tiled, simulate under HBM2, retime for DDR4, and (``ideal``) simulate the untiled program."""
     from fuseflow.compiler import compile_text
     from fuseflow.sim import engine, tiled
     from fuseflow.sim.memory import recharge
     t0 = time.perf_counter()
-    prog = compile_text(src, fuse=fuse, onchip_bits=budget, tile_inputs=inputs).program
+    prog = compile_text(src, fuse=fuse, onchip_bits=budget, tile_inputs=inputs, tile_fusion=tile_fusion).program
     fits = prog.tiling is None
     if fits:                    # the budget holds it all: one tile (loaded, run, stored once)
-        prog = compile_text(src, fuse=fuse, tiles={"i": 1 << 40}, tile_inputs=inputs).program
+        prog = compile_text(src, fuse=fuse, tiles={"i": 1 << 40}, tile_inputs=inputs,
+                            tile_fusion=tile_fusion).program
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     res = tiled.run(prog, inputs, memory="hbm2")
@@ -131,7 +134,7 @@ def gcn_cora(budget: int, fused: bool = False) -> dict:
     row = {"kernel": "gcn-cora-fused" if fused else "gcn-cora", "n": n, "features": f, "hidden": h,
            "nnz": int(A.nnz + X.nnz),
            **measure(src, {"A": A, "X": X, "W": W}, {"H": np.maximum(A @ (X @ W), 0)}, budget,
-                     fuse="regions" if fused else "none")}
+                     fuse="regions" if fused else "none", tile_fusion="recompute" if fused else None)}
     for k in ("cycles_hbm2", "cycles_ddr4", "ideal_cycles", "roofline_hbm2", "roofline_ddr4"):
         row[f"nnz_per_cycle_{k.replace('cycles_', '').replace('_cycles', '')}"] = round(row["nnz"] / row[k], 4)
     return row

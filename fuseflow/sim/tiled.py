@@ -452,7 +452,8 @@ def _run_wavefront(prog, offchip, contract, mode, fifo_depth, engine, keep_tiles
     load ``T``'s window ``w`` from off-chip; the row tile's partial stays on chip between its blocks and is stored
     after them. With ``L`` 0, rows whose dependence stays inside their own tile complete on chip (seed 003's fused
     iterations). Wavefront 2 runs the blocks ``w > m + L``, loading ``T``'s windows and reading ``G``'s row tile
-    back (read-modify-write) when wavefront 1 stored one (:func:`~fuseflow.samml.tileplan.wavefront_split`). Returns ``{"kernels": [(stats, cycles, {output: full array})], "steps", "engines", "stats"}``."""
+    back (read-modify-write) when wavefront 1 stored one (:func:`~fuseflow.samml.tileplan.wavefront_split`).
+    Returns ``{"kernels": [(stats, cycles, {output: full array})], "steps", "engines", "stats"}``."""
     t = prog.tiling
     wf = t["wavefront"]
     sizes = {d: v["size"] for d, v in t["dims"].items()}
