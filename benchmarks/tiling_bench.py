@@ -16,7 +16,14 @@ Reported per size: tiles (run, skipped), run/load/store cycles, bytes moved, cyc
 cycle for each. The GCN layer on Cora (``T = X W``, ``G = A T``, ``H = relu(G)``; A the 0/1 adjacency, X the
 sparse bag-of-words features, W 1433 x 16) is compiled unfused at the same budget and reported the same way;
 ``--gcn-fused`` adds it with ``T`` and ``G`` in one kernel (each row tile of A recomputes the rows of X W it
-needs: fusion by recompute, not seed 003's wavefronts) and ``gcn_fused_ratio_hbm2`` = unfused / fused cycles.
+needs: ``tile_fusion="recompute"``; ``--tile-fusion`` has the wavefronts) and ``gcn_fused_ratio_hbm2`` =
+unfused / fused cycles.
+
+``--tile-fusion [GRAPH:ORDERING:BUDGET ...]`` writes only the file's ``tile_fusion`` section: tile fusion (the
+region in wavefronts, :mod:`fuseflow.compiler.tilefuse`) against unfused tiling on the GCN layers of Cora and of
+a synthetic graph with OGB-Collab's degree and feature width (:func:`tile_fusion`), in the natural ordering and
+in reverse Cuthill-McKee order, at the given budgets; ``ratio_wavefront_vs_unfused`` = unfused / wavefront cycles
+(HBM2 contract), beside seed 003's 1.14-1.53x.
 
 Writes JSON (default benchmarks/results/tiling.json). ``--sizes 1e4 1e5`` runs only those SpMV sizes (the
 10^7 point takes minutes and a few GB; ``--sizes 1e7 --no-gcn --append`` adds it to the file). Target (issue 41): >= 0.8 nonzeros per cycle at HBM2 bandwidth.
@@ -43,6 +50,9 @@ SIZES = (1e4, 1e5, 1e6, 2e6, 1e7)
 PER_ROW = 15
 BUDGET = 1 << 20
 TARGET = 0.8
+#: OGB-Collab's average stored adjacency entries per node and feature width (the synthetic tile-fusion graph)
+OGB_DEGREE, OGB_FEATURES = 10, 128
+SYNTH_FEATURE_DENSITY = 0.1
 
 
 def commit() -> str:
@@ -55,16 +65,18 @@ def commit() -> str:
         return "unknown"
 
 
-def measure(src: str, inputs: dict, golden: dict, budget: int, fuse: str = "regions", ideal: bool = True) -> dict:
+def measure(src: str, inputs: dict, golden: dict, budget: int, fuse: str = "regions", ideal: bool = True,
+            tile_fusion=None) -> dict:
     """Compile tiled, simulate under HBM2, retime for DDR4, and (``ideal``) simulate the untiled program."""
     from fuseflow.compiler import compile_text
     from fuseflow.sim import engine, tiled
     from fuseflow.sim.memory import recharge
     t0 = time.perf_counter()
-    prog = compile_text(src, fuse=fuse, onchip_bits=budget, tile_inputs=inputs).program
+    prog = compile_text(src, fuse=fuse, onchip_bits=budget, tile_inputs=inputs, tile_fusion=tile_fusion).program
     fits = prog.tiling is None
     if fits:                    # the budget holds it all: one tile (loaded, run, stored once)
-        prog = compile_text(src, fuse=fuse, tiles={"i": 1 << 40}, tile_inputs=inputs).program
+        prog = compile_text(src, fuse=fuse, tiles={"i": 1 << 40}, tile_inputs=inputs,
+                            tile_fusion=tile_fusion).program
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     res = tiled.run(prog, inputs, memory="hbm2")
@@ -122,9 +134,97 @@ def gcn_cora(budget: int, fused: bool = False) -> dict:
     row = {"kernel": "gcn-cora-fused" if fused else "gcn-cora", "n": n, "features": f, "hidden": h,
            "nnz": int(A.nnz + X.nnz),
            **measure(src, {"A": A, "X": X, "W": W}, {"H": np.maximum(A @ (X @ W), 0)}, budget,
-                     fuse="regions" if fused else "none")}
+                     fuse="regions" if fused else "none", tile_fusion="recompute" if fused else None)}
     for k in ("cycles_hbm2", "cycles_ddr4", "ideal_cycles", "roofline_hbm2", "roofline_ddr4"):
         row[f"nnz_per_cycle_{k.replace('cycles_', '').replace('_cycles', '')}"] = round(row["nnz"] / row[k], 4)
+    return row
+
+
+def gcn_graph(name: str, seed: int = 0):
+    """(A, X, W) of a GCN layer: Cora (A its 0/1 adjacency, X its sparse bag-of-words), or ``synthetic-N``: a
+    uniform random symmetric graph of N nodes at OGB-Collab's average degree (about 10 stored entries per node)
+    with sparse features of OGB's width 128 (10 % nonzero: dense features make the automatic windows a few rows
+    and the tiles thousands); W uniform in [-0.1, 0.1], 16 hidden."""
+    rng = np.random.default_rng(seed)
+    if name == "cora":
+        from fuseflow.datasets import load
+        from fuseflow.models.data import _from_torch_csr
+        g = load("cora")
+        A = g.scipy_adjacency().tocsr()
+        X = _from_torch_csr(g.features).tocsr() if g.sparse_features else sp.csr_matrix(g.features.numpy())
+    else:
+        n = int(name.split("-")[1])
+        B = sp.random(n, n, density=OGB_DEGREE / 2 / n, format="csr", random_state=rng)
+        A = ((B + B.T) > 0).astype(np.float64).tocsr()
+        X = sp.random(n, OGB_FEATURES, density=SYNTH_FEATURE_DENSITY, format="csr", random_state=rng,
+                      data_rvs=lambda k: rng.uniform(-1, 1, k))
+    W = np.random.default_rng(0).uniform(-0.1, 0.1, (X.shape[1], 16))
+    return A, X, W
+
+
+def _reorder(A, X, ordering: str):
+    """The graph in ``ordering``: ``natural`` (as given) or ``rcm`` (reverse Cuthill-McKee of A, applied to A's
+    rows and columns and to X's rows)."""
+    if ordering == "natural":
+        return A, X
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+    p = reverse_cuthill_mckee(A.tocsr(), symmetric_mode=True)
+    return A[p][:, p].tocsr(), (X[p].tocsr() if sp.issparse(X) else X[p])
+
+
+def _fusion_run(src, ins, golden, **kw) -> dict:
+    from fuseflow.compiler import compile_text
+    from fuseflow.sim import tiled
+    t0 = time.perf_counter()
+    prog = compile_text(src, tile_inputs=ins, **kw).program
+    res = tiled.run(prog, ins, memory="hbm2")
+    rep = res.stats["tiling"]
+    err = float(np.max(np.abs(res.outputs["H"] - golden)))
+    t = prog.tiling
+    row = {"tiles": {d: {"size": v["size"], "count": v["tiles"]} for d, v in t["dims"].items()},
+           "tile_bits": t["tile_bits"], "tiles_run": rep["tiles_run"], "tiles_skipped": rep["tiles_skipped"],
+           "cycles_hbm2": res.cycles, "run_cycles": rep["run_cycles"], "load_cycles": rep["load_cycles"],
+           "store_cycles": rep["store_cycles"], "bytes_read": rep["bytes_read"],
+           "bytes_written": rep["bytes_written"], "max_abs_error": err,
+           "ok": err <= 1e-9 * max(float(np.max(np.abs(golden))), 1.0),
+           "seconds": round(time.perf_counter() - t0, 1)}
+    if "fusion" in t:
+        row["cost_model"] = {"chosen": t["fusion"]["chosen"], "estimates": t["fusion"]["estimates"]}
+    if "wavefront" in rep:
+        row["wavefront"] = {k: v for k, v in rep["wavefront"].items() if k not in ("producer", "consumer")}
+    return row, prog
+
+
+def tile_fusion(graph: str, ordering: str, budget: int) -> dict:
+    """Tile fusion against unfused tiling on a GCN layer (``T = X W``, ``G = A T``, ``H = relu(G)``) under
+    ``budget``: ``unfused`` (no fuse region, automatic sizes: the unfused tiling), ``wavefront`` (the region tiled
+    in wavefronts, ``tile_fusion="wavefront"``, its lag and tile from the cost model), ``unfused_same_tiles`` (no
+    fuse region at the wavefront's tile sizes: what the wavefront's schedule adds beyond its tile shape) and the
+    cost model's own choice among wavefront, recompute and materialise; every output checked against NumPy."""
+    A, X, W = gcn_graph(graph)
+    A, X = _reorder(A, X, ordering)
+    n, f = X.shape
+    xfmt = "csr" if sp.issparse(X) else "dense"
+    body = "T(i,k) = X(i,j) * W(j,k)\nG(i,k) = A(i,l) * T(l,k)\n"
+    head = f"program gcn\ntensor A({n}, {n}) : csr\ntensor X({n}, {f}) : {xfmt}\ntensor W({f}, 16) : dense\n"
+    fused_src = head + "fuse {\n" + body + "}\nH(i,k) = relu(G(i,k))\n"
+    plain_src = head + body + "H(i,k) = relu(G(i,k))\n"
+    ins = {"A": A, "X": X, "W": W}
+    golden = np.maximum(A @ (X @ W), 0)
+    un, _ = _fusion_run(plain_src, ins, golden, fuse="none", onchip_bits=budget)
+    wf, wprog = _fusion_run(fused_src, ins, golden, onchip_bits=budget, tile_fusion="wavefront")
+    same = {}
+    for d in wprog.tiling["dims"].values():
+        same.setdefault(d["indices"][0], d["size"])
+    sm, _ = _fusion_run(plain_src, ins, golden, fuse="none", tiles=same)
+    row = {"graph": graph, "ordering": ordering, "nodes": n, "features": f, "nnz_A": int(A.nnz),
+           "nnz_X": int(X.nnz) if sp.issparse(X) else n * f, "budget_bits": budget,
+           "unfused": un, "wavefront": wf, "unfused_same_tiles": sm,
+           }
+    model = wprog.tiling["fusion"]["why"].split("cost model would choose ")[-1].split(" ")[0]
+    row["cost_model_choice"] = model
+    row["ratio_wavefront_vs_unfused"] = round(un["cycles_hbm2"] / wf["cycles_hbm2"], 4)
+    row["ratio_wavefront_vs_unfused_same_tiles"] = round(sm["cycles_hbm2"] / wf["cycles_hbm2"], 4)
     return row
 
 
@@ -137,9 +237,15 @@ def main(argv=None) -> int:
     ap.add_argument("--gcn-fused", action="store_true",
                     help="also the GCN layer with X W and A (X W) fused in one kernel (tiles recompute X W per row "
                          "tile of A)")
+    ap.add_argument("--tile-fusion", nargs="*", metavar="GRAPH:ORDERING:BUDGET",
+                    help="only the tile-fusion section (replacing the file's): tile fusion against unfused tiling "
+                         "on GCN layers, e.g. cora:natural:1048576 cora:rcm:2097152 synthetic-16384:natural:1048576 "
+                         "(no value: the default set)")
     ap.add_argument("--append", action="store_true",
                     help="keep the output file's other rows (a size run on its own replaces its row)")
     args = ap.parse_args(argv)
+    if args.tile_fusion is not None:
+        return _tile_fusion_main(args)
     rows = []
     for nnz in args.sizes:
         r = spmv(nnz, args.onchip_bits)
@@ -175,6 +281,40 @@ def main(argv=None) -> int:
     by = {r["kernel"]: r for r in rows}
     if "gcn-cora" in by and "gcn-cora-fused" in by:
         doc["gcn_fused_ratio_hbm2"] = round(by["gcn-cora"]["cycles_hbm2"] / by["gcn-cora-fused"]["cycles_hbm2"], 4)
+    with atomic_write(args.output) as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+
+FUSION_RUNS = ("cora:natural:1048576", "cora:rcm:1048576", "cora:natural:2097152", "cora:rcm:2097152")
+
+
+def _tile_fusion_main(args) -> int:
+    """Rewrite the results file's ``tile_fusion`` section (the other keys kept, and its runs of other graphs,
+    orderings and budgets)."""
+    runs = []
+    for spec in args.tile_fusion or FUSION_RUNS:
+        graph, ordering, budget = spec.split(":")
+        r = tile_fusion(graph, ordering, int(budget))
+        print(f"{graph} {ordering} {budget}: unfused {r['unfused']['cycles_hbm2']}, wavefront "
+              f"{r['wavefront']['cycles_hbm2']} (lag {r['wavefront']['wavefront']['lag']}, fused nnz "
+              f"{r['wavefront']['wavefront']['fused_nnz_ratio']}), unfused at its tiles "
+              f"{r['unfused_same_tiles']['cycles_hbm2']}: ratio {r['ratio_wavefront_vs_unfused']} "
+              f"(same tiles {r['ratio_wavefront_vs_unfused_same_tiles']}); model {r['cost_model_choice']}; ok "
+              f"{r['unfused']['ok'] and r['wavefront']['ok'] and r['unfused_same_tiles']['ok']}", flush=True)
+        runs.append(r)
+    doc = {}
+    if os.path.exists(args.output):
+        with open(args.output) as f:
+            doc = json.load(f)
+    key = lambda r: (r["graph"], r["ordering"], r["budget_bits"])  # noqa: E731
+    new = {key(r) for r in runs}
+    kept = [r for r in doc.get("tile_fusion", {}).get("runs", []) if key(r) not in new]
+    doc["tile_fusion"] = {"commit": commit(), "machine": platform.platform(), "memory": "hbm2",
+                          "seed_003_speedup": "1.14-1.53x (SpMM-SpMM, CPUs)", "runs": kept + runs}
     with atomic_write(args.output) as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -191,3 +191,26 @@ def test_evaluation_doc_quotes_the_ogb_scale_results():
     assert bench.docs_paragraph(data) in doc, "regenerate: python benchmarks/ogb_scale_bench.py --docs"
     sim = [r for r in data["rows"] if "cycles" in r]
     assert sim and all(r["cycles"] > 0 for r in sim)
+
+
+def test_tiling_results_tile_fusion_section():
+    """benchmarks/results/tiling.json's ``tile_fusion`` runs: every output checked, the ratios the cycles' own, and
+    docs/tiling.md's tile-fusion table quoting them."""
+    import json
+    with open(os.path.join(BENCH, "results", "tiling.json")) as f:
+        doc = json.load(f)
+    if "tile_fusion" not in doc:
+        pytest.skip("no tile_fusion section")
+    with open(os.path.join(ROOT, "docs", "tiling.md")) as f:
+        docs = f.read()
+    for r in doc["tile_fusion"]["runs"]:
+        for key in ("unfused", "wavefront", "unfused_same_tiles"):
+            assert r[key]["ok"], (r["graph"], r["ordering"], key)
+        un, wf, same = (r[k]["cycles_hbm2"] for k in ("unfused", "wavefront", "unfused_same_tiles"))
+        assert r["ratio_wavefront_vs_unfused"] == round(un / wf, 4)
+        assert r["ratio_wavefront_vs_unfused_same_tiles"] == round(same / wf, 4)
+        if r["graph"] in ("cora", "synthetic-8192"):
+            assert f"| {r['budget_bits']:,} | {'RCM' if r['ordering'] == 'rcm' else 'natural'} | {un:,} | {wf:,} " \
+                   f"({r['wavefront']['tiles']['i']['size']}, {r['wavefront']['wavefront']['lag']}) | {same:,} | " \
+                   f"{r['ratio_wavefront_vs_unfused']:.2f} | {r['ratio_wavefront_vs_unfused_same_tiles']:.2f} |" in docs
+

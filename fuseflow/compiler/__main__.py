@@ -2,7 +2,7 @@
 
     fuseflow compile prog.ff -o out/ [--fuse none|regions|full|auto] [--order [KERNEL=]i,k,j ...]
                      [--parallel INDEX=N] [--list-orders] [--max-orders N] [--dump-table]
-                     [--tile INDEX=SIZE] [--onchip-bits N] [--dma KEY=N,...] [--list-tiles]
+                     [--tile INDEX=SIZE] [--onchip-bits N] [--dma KEY=N,...] [--tile-fusion HOW] [--list-tiles]
                      [--iteration factored|global] [--skip STAGE ...] [--fifo-depth N]
                      [--fifo-budget BITS] [--board NAME] [--profile] [--dump-after STAGE]
                      [--check] [--simulate] [--report] [--build DIR] [--rtl-sim] [--mode fixed|float] [--inputs FILE]
@@ -18,7 +18,8 @@ every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables an
 chooses tile sizes that fit N bits of on-chip memory (default with ``--board``: the board's block RAM); the
 program then runs once per non-empty tile, its tensors loaded from and stored to off-chip memory
 (docs/tiling.md); ``--dma buffers=1,...`` sets the tiled program's off-chip contract (``--dma buffers=1`` for the
-RTL); ``--list-tiles`` prints the tiles chosen and why.
+RTL); ``--tile-fusion wavefront|recompute|materialise`` overrides the cost model's choice for a tiled fuse region
+of two products; ``--list-tiles`` prints the tiles chosen and why.
 ``--fuse auto`` picks granularity and orders
 (fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
 ``--max-nodes``/``--max-kernels``, and parallel factors too with ``--max-lanes N`` (lanes per kernel; with
@@ -37,7 +38,7 @@ from ..cli import check_output_dir, describe, main_guard, output_dir, positive_i
 from ..model_cli import add_action_arguments
 from ..errors import ProgramError
 from .options import CompileOptions
-from .defaults import DEFAULT_BUDGET_BITS, DEFAULT_MAX_ORDERS, SCHEDULES
+from .defaults import DEFAULT_BUDGET_BITS, DEFAULT_MAX_ORDERS, SCHEDULES, TILE_FUSION
 from .passes import PIPELINE, stage_names
 
 
@@ -84,6 +85,9 @@ def parser():
     c.add_argument("--dma", metavar="KEY=N,...",
                    help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers "
                         "(default: the registry's dma, buffers 2; the RTL runs buffers=1)")
+    c.add_argument("--tile-fusion", choices=TILE_FUSION,
+                   help="how a tiled fuse region of two products runs (default: the cost model's choice; "
+                        "docs/tiling.md, Tile fusion)")
     c.add_argument("--list-tiles", action="store_true", help="print the tiles chosen and why")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
@@ -274,7 +278,8 @@ def _compile_tiled(src, args, options):
         from ..samml.sample import load_files
         data = load_files(args.inputs)
     try:
-        result = compile_program(src, options.replace(tiles=tiles, onchip_bits=budget, tile_inputs=data))
+        result = compile_program(src, options.replace(tiles=tiles, onchip_bits=budget, tile_inputs=data,
+                                                      tile_fusion=args.tile_fusion))
     except ProgramError as exc:
         if not by_board or exc.what != "--onchip-bits":
             raise

@@ -11,3 +11,5 @@ SCHEDULES = ("none", "regions", "full")
 DEFAULT_MAX_ORDERS = 1000
 #: FIFO bit budget of the depths pass (fuseflow.compiler.passes.depths.DEFAULT_BUDGET_BITS)
 DEFAULT_BUDGET_BITS = 64 * 1024
+#: how a tiled fuse region of two products runs (fuseflow.compiler.tilefuse.STRATEGIES)
+TILE_FUSION = ("wavefront", "recompute", "materialise")

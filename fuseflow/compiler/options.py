@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from ..errors import FuseFlowError, ProgramError
 from ..samml.offchip import parse_contract
 from ..samml.registry import DMA
-from .defaults import SCHEDULES
+from .defaults import SCHEDULES, TILE_FUSION
 from .lanes import parse_parallel
 from .passes import PIPELINE, stage_names
 from .tiling import DEFAULT_BUFFERS, parse_tiles
@@ -114,6 +114,9 @@ class CompileOptions:
     tile_inputs: Mapping | None = None
     #: a tiled program's off-chip contract (``"buffers=1,latency=20"`` or a dict; stored as the whole contract)
     dma: dict | None = None
+    #: how a tiled fuse region of two products runs: ``wavefront`` | ``recompute`` | ``materialise`` (None: the
+    #: cost model's choice; :mod:`fuseflow.compiler.tilefuse`)
+    tile_fusion: str | None = None
     #: stages of :data:`~fuseflow.compiler.passes.PIPELINE` not to run (only skippable ones: locate, drop_empty)
     skip: tuple = ()
     #: a stage after which the result's reports hold the IR's text or graph.json as ``"dump"``
@@ -153,6 +156,9 @@ class CompileOptions:
             except FuseFlowError as exc:
                 raise ProgramError(exc.what, exc.why) from None
             put("dma", contract.to_json())
+        if self.tile_fusion is not None and self.tile_fusion not in TILE_FUSION:
+            raise ProgramError("--tile-fusion", f"unknown strategy {self.tile_fusion!r} (expected "
+                                                f"{', '.join(TILE_FUSION)})")
         skip = _stages(self.skip, "--skip")
         for n in skip:
             stage = next(s for s in PIPELINE if s.name == n)

@@ -497,27 +497,70 @@ class _MergeError(ProgramError):
 
 
 def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, inputs=None,
-                  contract=None, where="tiles"):
+                  contract=None, where="tiles", fusion=None, regions=True):
     """Compile ``src`` tiled: ``compile_fn(source) -> CompileResult`` compiles a source at tile shape.
 
     ``tiles``: {index: size} (manual) or None with ``onchip_bits`` (automatic). Returns the CompileResult of the
     tiled program (``result.program.tiling`` is the plan, ``result.reports["tiling"]`` its :class:`TileChoice`), or
     None when nothing needs splitting (every tile size at least its dimension: the untiled program stays as it is).
+    A ``fuse { }`` region of two consecutive products (:func:`.tilefuse.product_pair`) is compiled three ways
+    (wavefront, recompute, materialise) and the cost model's fastest is kept (:func:`_compile_region`), or
+    ``fusion`` when given; ``regions`` False (``--fuse none`` or ``full``): the regions are not what is fused,
+    nothing is chosen.
     """
     from .lanes import parse_parallel
+    from .tilefuse import product_pair
     ir = src.to_ir()
     dims, by_mode, by_index = dimensions(ir)
     lanes = {**getattr(src, "parallel_factors", {}), **parse_parallel(parallel)}
+    if not tiles and onchip_bits is None:
+        return None
+    if not tiles and (isinstance(onchip_bits, bool) or not isinstance(onchip_bits, int) or onchip_bits < 1):
+        raise ProgramError("--onchip-bits", f"must be a positive number of bits, got {onchip_bits!r}")
+    from .tilefuse import STRATEGIES
+    if fusion is not None and fusion not in STRATEGIES:
+        raise ProgramError("--tile-fusion", f"expected {', '.join(STRATEGIES)}, got {fusion!r}")
+    pair = product_pair(ir, by_mode) if regions else None
+    if pair is not None:
+        return _compile_region(src, ir, pair, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where,
+                               fusion)
+    if fusion is not None:
+        raise ProgramError("--tile-fusion", "the program has no fuse region of two products (T = X W; G = A T, A "
+                                            "square and sparse) to tile-fuse" + ("" if regions else
+                                                                                 " (only --fuse regions has one)"))
+    return _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where)
+
+
+def _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where, equal=None):
+    """The tiled CompileResult of ``src`` at manual or automatic sizes (None: nothing to split). ``equal``:
+    ``(rows, window)`` dimensions that must get the same tile size (a wavefront plan): automatic sizes take the
+    window's (the rows' when the window is whole) for both and halve it until the compiled tile fits."""
+    ir = src.to_ir()
+    dims, by_mode, by_index = dimensions(ir)
     if tiles:
         choice = TileChoice(manual_sizes(tiles, dims, ir, lanes, where), "manual", onchip_bits)
-    elif onchip_bits is not None:
-        if isinstance(onchip_bits, bool) or not isinstance(onchip_bits, int) or onchip_bits < 1:
-            raise ProgramError("--onchip-bits", f"must be a positive number of bits, got {onchip_bits!r}")
-        choice = auto_sizes(ir, dims, by_mode, by_index, onchip_bits, lanes, inputs)
+        if equal and choice.sizes.get(equal[0]) != choice.sizes.get(equal[1]):
+            raise ProgramError(where, f"a wavefront needs the rows ({equal[0]}) and the window ({equal[1]}) tiled "
+                                      f"alike")
     else:
-        return None
+        choice = auto_sizes(ir, dims, by_mode, by_index, onchip_bits, lanes, inputs)
     if not choice.sizes:
         return None
+    if equal:
+        r, w = equal
+        size = choice.sizes.get(w) or choice.sizes.get(r)
+        if size is None:
+            raise ProgramError(where, "a wavefront needs A's rows or columns split")
+        for _ in range(16):
+            choice.sizes.update({r: min(size, dims[r].extent), w: min(size, dims[w].extent)})
+            result = _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits,
+                            where)
+            if tiles or result.program.tiling["tile_bits"] <= onchip_bits or size <= ROW_FLOOR // 4:
+                if not tiles:
+                    choice.notes.append(f"wavefront: the rows and the window tiled alike ({size})")
+                return result
+            size //= 2
+        return result
     if tiles or onchip_bits is None:
         return _tiled(src, ir, dims, by_mode, by_index, choice, compile_fn, inputs, contract, onchip_bits, where)
     target, exclude = onchip_bits, set()
@@ -537,6 +580,66 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
         choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs, exclude)
         choice.onchip_bits = onchip_bits
         choice.notes.append(f"sized for {target} bits: the compiled tile at the first sizes was over the budget")
+    return result
+
+
+def _without_region(src, region):
+    """A copy of ``src`` whose statements ``region`` (statement ids) are not in a fuse region (compiled apart)."""
+    new = copy.deepcopy(src)
+    for i in region:
+        new._stmts[i].region = None
+    return new
+
+
+def _compile_region(src, ir, pair, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where, fusion=None):
+    """A tiled fuse region of two products: compiled as ``recompute`` (the fused kernel), ``materialise`` (two
+    kernels) and ``wavefront`` (two kernels tiled alike, run in two wavefronts); the plan of the one the cost model
+    (:func:`.tilefuse.estimates`) finds fastest, with the three estimates and the reason in ``tiling["fusion"]``
+    (and, for a wavefront, ``tiling["wavefront"]``, which the tiled simulator runs). ``fusion``: that strategy
+    instead of the cheapest (the estimates are still reported)."""
+    from .tilefuse import estimates, why
+    plain = _without_region(src, pair["region"])
+    results, failed = {}, {}
+    for strategy, source, equal in (("wavefront", plain, (pair["rows"], pair["window"])),
+                                    ("recompute", src, None), ("materialise", plain, None)):
+        try:
+            results[strategy] = _compile_sizes(source, compile_fn, tiles, onchip_bits, lanes, inputs, contract,
+                                               where, equal)
+        except ProgramError as exc:
+            failed[strategy] = exc
+    if "recompute" in failed and not results:
+        raise failed["recompute"]
+    if any(r is None for r in results.values()) or not results:
+        return results.get("recompute")           # it fits untiled: nothing to split
+    densities = {t.name: t.density for t in ir.tensors.values() if t.role == "input"}
+    sizes_of = {s: {d: v["size"] for d, v in r.program.tiling["dims"].items()} for s, r in results.items()}
+    est = estimates(pair, ir, sizes_of, inputs, densities, contract)
+    chosen = min(results, key=lambda s: est[s])
+    reason = why(chosen, est)
+    if fusion is not None:
+        if fusion not in results:
+            raise ProgramError("--tile-fusion", f"{fusion} is not possible here: {failed[fusion].why}")
+        reason = f"{fusion} as asked; the cost model would choose {chosen} ({reason})"
+        chosen = fusion
+    result = results[chosen]
+    t = result.program.tiling
+    t["fusion"] = {"region": [pair["producer"], pair["consumer"]], "chosen": chosen,
+                   "estimates": {s: est[s] for s in results},
+                   "why": reason + "".join(f"; {s} not possible: {e.why}" for s, e in failed.items()),
+                   "from": "data" if inputs and pair["sparse"] in inputs else "declared densities"}
+    if chosen == "wavefront":
+        stores = {o: k["name"] for k in t["kernels"] for o in k["stores"]}
+        t["wavefront"] = {"producer": stores[pair["tensor"]], "consumer": stores[pair["consumer"]],
+                          "tensor": pair["tensor"], "sparse": pair["sparse"], "rows": pair["rows"],
+                          "window": pair["window"], "lag": int(est.get("lag", 0))}
+        if "fused_nnz_ratio" in est:
+            t["wavefront"]["fused_nnz_ratio"] = est["fused_nnz_ratio"]
+        if inputs and pair["sparse"] in inputs:
+            from ..samml.wavefront import wavefront_split
+            *_, ws = wavefront_split(inputs[pair["sparse"]], t["dims"][pair["window"]]["size"],
+                                     t["wavefront"]["lag"])
+            t["wavefront"]["fused_ratio"] = ws["fused_ratio"]
+    result.program.validate()
     return result
 
 
@@ -713,6 +816,23 @@ def render_tiles(prog) -> str:
             lines.append(f"    partials of {out} over {', '.join(d for d in k['grid'] if d not in _out_dims(t, out))}"
                          f" merge {t['merge']}: {a} is {out}'s output memory, kept between the tiles of one "
                          f"partition; stored after the partition's last tile")
+    fu = t.get("fusion")
+    if fu is not None:
+        lines.append(f"  fuse region {', '.join(fu['region'])}: {fu['chosen']} (cost model, from the "
+                     f"{fu.get('from', 'data')}): {fu['why']}")
+    wf = t.get("wavefront")
+    if wf is not None:
+        ratio = (f"fused ratio {wf['fused_ratio']:.3f} of {wf['sparse']}'s rows (seed 003's), "
+                 if "fused_ratio" in wf else "")
+        share = (f"{wf['fused_nnz_ratio']:.3f} of its nonzeros read from the tile on chip"
+                 if "fused_nnz_ratio" in wf else "")
+        lag = wf.get("lag", 0)
+        lines.append(f"    wavefront 1: per row tile k of {wf['tensor']}, kernel {wf['producer']}, then kernel "
+                     f"{wf['consumer']} on row tile k{f' - {lag}' if lag else ''} of {wf['sparse']} (lag {lag}), "
+                     f"blocks up to column tile k, block k reading {wf['tensor']}'s tile on chip (the others load "
+                     f"{wf['tensor']}'s windows, stored once); wavefront 2: the blocks right of that, loading "
+                     f"{wf['tensor']}'s windows"
+                     + (f"; {ratio}{share}" if ratio or share else ""))
     for n in t.get("notes", []):
         lines.append(f"  note: {n}")
     return "\n".join(lines)

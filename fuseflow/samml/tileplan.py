@@ -86,6 +86,23 @@ def check_tiling(program) -> None:
         for d in k["grid"]:
             if d not in t["dims"]:
                 raise GraphError(f"{where}.kernels[{i}].grid", f"unknown split dimension {d!r}")
+    wf = t.get("wavefront")
+    if wf is not None:
+        names = {k["name"]: k for k in t["kernels"]}
+        for key in ("producer", "consumer"):
+            if wf[key] not in names:
+                raise GraphError(f"{where}.wavefront.{key}", f"no kernel {wf[key]!r}")
+        for key in ("tensor", "sparse"):
+            if wf[key] not in t["tensors"]:
+                raise GraphError(f"{where}.wavefront.{key}", f"unknown tensor {wf[key]!r}")
+        for key in ("rows", "window"):
+            if wf[key] not in t["dims"]:
+                raise GraphError(f"{where}.wavefront.{key}", f"unknown split dimension {wf[key]!r}")
+        if t["dims"][wf["rows"]]["size"] != t["dims"][wf["window"]]["size"]:
+            raise GraphError(f"{where}.wavefront", f"the rows ({wf['rows']}) and the window ({wf['window']}) need "
+                                                   f"the same tile size")
+        if set(names[wf["consumer"]]["grid"]) != {wf["rows"], wf["window"]}:
+            raise GraphError(f"{where}.wavefront", f"kernel {wf['consumer']}'s grid must be its rows and window")
     contract_of(t)                         # its parameters' validation (FuseFlowError names the bad one)
 
 

@@ -45,6 +45,7 @@ from ..samml.graph import Kernel, Program
 from ..samml.offchip import WORD_BYTES, OffchipContract, layout, tile_steps, tiled_cycles
 from ..samml.storage import array_depth, build_capacity, memory_entries, tensor_memories
 from ..samml.tileplan import contract_of, full_shape, kernel_tensors
+from ..samml.wavefront import wavefront_split
 from ..tensors import PackedTensor, TensorFormat
 from . import engine as _engine
 from .memory import memory_system
@@ -111,7 +112,16 @@ def describe(rep: dict) -> str:
             f"run {rep['run_cycles']}, load {rep['load_cycles']}, store {rep['store_cycles']} cycles; "
             f"{rep['bytes_read']} B loaded, {rep['bytes_written']} B stored (DMA {c['word_bytes']} B/beat, latency "
             f"{c['latency']}, burst {c['burst']}, outstanding {c['outstanding']}, buffers {c['buffers']}; memory "
-            f"{rep['memory']})")
+            f"{rep['memory']})" + _describe_wavefront(rep.get("wavefront")))
+
+
+def _describe_wavefront(w: dict | None) -> str:
+    if not w:
+        return ""
+    return (f"; wavefronts (lag {w['lag']}, tile {w['tile']}): {w['wavefront1_tiles']} + {w['wavefront2_tiles']} "
+            f"tiles, {w['wavefront1_cycles']} + {w['wavefront2_cycles']} cycles; fused ratio {w['fused_ratio']} "
+            f"of the rows, {w['fused_nnz_ratio']} of the nonzeros read from T's tile on chip, "
+            f"{w['wave1_nnz_ratio']} in wavefront 1")
 
 
 def run(graph_or_program: Program | str | os.PathLike, inputs: dict[str, Any], mode: str = "float",
@@ -238,11 +248,37 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
     for name, d in data.items():
         offchip[name] = _Source(d, full_shape(t, name), t["tensors"][name]["dims"], sizes)
     t0, c0 = time.perf_counter(), time.process_time()
+    wf_stats = None
     kernel_cycles, kstats, steps_all = [], [], []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
     engines = set()
     written = {}
+    wf = t.get("wavefront")
     for kplan, kernel in zip(t["kernels"], prog.kernels):
+        if wf is not None and kernel.name in (wf["producer"], wf["consumer"]):
+            if kernel.name == wf["consumer"]:
+                continue                      # run with its producer, in two wavefronts
+            pair = _run_wavefront(prog, offchip, contract, mode, fifo_depth, engine, keep_tiles)
+            for ks, cycles, outs in pair["kernels"]:
+                kernel_cycles.append(cycles)
+                for o, full in outs.items():
+                    offchip[o] = _Source(full, full_shape(t, o), t["tensors"][o]["dims"], sizes)
+                    written[o] = full
+                kstats.append({**ks, "cycles": cycles, "nodes": {},
+                               "memory": {"compute": ks["run_cycles"], "transfer": ks["load_cycles"]
+                                          + ks["store_cycles"], "latency": 0, "stages": 0,
+                                          "read_bytes": ks["read_bytes"], "write_bytes": ks["write_bytes"]}})
+                for key in ("tokens", "alu_ops"):
+                    totals[key] += ks[key]
+                totals["mem_read_bytes"] += ks["read_bytes"]
+                totals["mem_write_bytes"] += ks["write_bytes"]
+            for s in pair["steps"]:
+                if on_step is not None:
+                    on_step(s)
+            steps_all += pair["steps"]
+            engines |= pair["engines"]
+            wf_stats = pair["stats"]
+            continue
         reads, writes = kernel_tensors(kernel)
         sub = _kernel_program(prog, kernel, reads, writes)
         memories = sum(len(tensor_memories(d)) for d in sub.tensors.values())
@@ -396,6 +432,208 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
                         "load_cycles": sum(k["load_cycles"] for k in kstats),
                         "run_cycles": sum(k["run_cycles"] for k in kstats),
                         "store_cycles": sum(k["store_cycles"] for k in kstats),
-                        "bytes_read": totals["mem_read_bytes"], "bytes_written": totals["mem_write_bytes"]},
+                        "bytes_read": totals["mem_read_bytes"], "bytes_written": totals["mem_write_bytes"],
+                        **({"wavefront": wf_stats} if wf_stats is not None else {})},
              "steps": steps_all}
     return _engine.SimResult(outputs, tensors, sum(kernel_cycles), kernel_cycles, stats, mode)
+
+
+# ---- tile fusion in two wavefronts (docs/tiling.md, "Tile fusion") ------------------------------------------------
+def _time_mixed(steps: list, contract: OffchipContract) -> int:
+    """Total cycles of a tile sequence whose tiles belong to several kernels (a wavefront): every tile's transfers
+    at their addresses in one image (records at the largest kernel's stride), each tile's record its own
+    kernel's, the runs in sequence (:func:`~fuseflow.samml.offchip.tiled_cycles`); sets the steps' cycles."""
+    if not steps:
+        return 0
+    memories = max(s.memories for s in steps)
+    _, addresses, _ = layout(memories, [[n for *_, n in s.loads + s.stores] for s in steps], contract)
+    timed = []
+    for s, row in zip(steps, addresses):
+        transfers = [("load" if i < len(s.loads) else "store", a, n)
+                     for i, ((*_, n), a) in enumerate(zip(s.loads + s.stores, row))]
+        (load, run, store), = tile_steps(s.memories, [transfers], [s.run_cycles], contract)
+        s.load_cycles, s.store_cycles = load, store
+        timed.append((load, run, store))
+    return tiled_cycles(timed, contract)
+
+
+def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipContract, mode: str,
+                   fifo_depth: int | None, engine: str, keep_tiles: bool) -> dict:
+    """Run the plan's ``wavefront`` pair (``T = X W`` then ``G = A T``, each a kernel of its own) as tile fusion
+    (seed 003) with a lag ``L`` (``wavefront["lag"]``, default 0): wavefront 1 visits the row tiles ``k`` of ``T``
+    in order, runs the producer's tiles of row tile ``k`` (``T``'s tile stays in its output memory, and is stored
+    once), then the consumer's row tile ``m = k - L`` (after the last ``k``: every remaining one) on ``A``'s
+    blocks ``(m, w)``, ``w <= k``, in order: block ``(m, k)`` reads ``T``'s tile on chip (no load), the others
+    load ``T``'s window ``w`` from off-chip; the row tile's partial stays on chip between its blocks and is stored
+    after them. With ``L`` 0, rows whose dependence stays inside their own tile complete on chip (seed 003's fused
+    iterations). Wavefront 2 runs the blocks ``w > m + L``, loading ``T``'s windows and reading ``G``'s row tile
+    back (read-modify-write) when wavefront 1 stored one (:func:`~fuseflow.samml.wavefront.wavefront_split`).
+    Returns ``{"kernels": [(stats, cycles, {output: full array})], "steps", "engines", "stats"}``."""
+    t = _tiling(prog)
+    wf = t["wavefront"]
+    sizes = {d: v["size"] for d, v in t["dims"].items()}
+    extents = {d: v["extent"] for d, v in t["dims"].items()}
+    rows_d, win_d, tname, aname = wf["rows"], wf["window"], wf["tensor"], wf["sparse"]
+    tile = sizes[win_d]
+    if sizes.get(rows_d) != tile or extents[rows_d] != extents[win_d]:
+        raise FuseFlowError("tiling.wavefront", f"the rows ({rows_d}) and the window ({win_d}) need the same tile "
+                                                f"size and extent")
+    A = offchip[aname]
+    Afull = (sp.csr_matrix(A.dense) if A.dense is not None
+             else sp.csr_matrix((A.vals, (A.coords[0], A.coords[1])), shape=A.shape))
+    lag = int(wf.get("lag", 0))
+    first, second, wstats = wavefront_split(Afull, tile, lag)
+    srcs = {"wave1": _Source(first, A.shape, A.dims, sizes), "wave2": _Source(second, A.shape, A.dims, sizes)}
+    engines = set()
+    ctx = {}
+    for kplan, kernel in zip(t["kernels"], prog.kernels):
+        if kernel.name not in (wf["producer"], wf["consumer"]):
+            continue
+        reads, writes = kernel_tensors(kernel)
+        sub = _kernel_program(prog, kernel, reads, writes)
+        ctx[kernel.name] = {
+            "plan": kplan, "sub": sub, "reads": reads, "writes": writes, "accs": kplan["acc"],
+            "memories": sum(len(tensor_memories(d)) for d in sub.tensors.values()),
+            "outs": {o: np.zeros(full_shape(t, o)) for o in writes}, "prev": {}, "once": set(),
+            "ks": {"name": kernel.name, "tiles_run": 0, "tiles_skipped": 0, "tiles_split": 0, "load_cycles": 0,
+                   "run_cycles": 0, "store_cycles": 0, "read_bytes": 0, "write_bytes": 0, "tokens": 0,
+                   "alu_ops": 0}}
+    P, C = ctx[wf["producer"]], ctx[wf["consumer"]]
+    # the consumer reads T as the producer writes it (the same array: a row tile is complete before it is read)
+    offchip[tname] = _Source(P["outs"][tname], full_shape(t, tname), t["tensors"][tname]["dims"], sizes)
+
+    def rng(o: str, box: dict, full: Any) -> tuple:
+        return tuple(slice(*box[d]) if d is not None else slice(0, full.shape[m])
+                     for m, d in enumerate(t["tensors"][o]["dims"]))
+
+    def region(name: str, box: dict) -> tuple:
+        return tuple(box[d] if d is not None else None for d in t["tensors"][name]["dims"])
+
+    def run_tile(K: dict, box: dict, source: Any = None, onchip: tuple | set = (), rmw: bool = False) -> Any:
+        """One tile of kernel K: cut, pack, run; its loads (``onchip``: inputs already in on-chip memory, not
+        loaded; ``source``: the part of A this tile reads); returns (step, result) or None for an empty tile."""
+        sub = K["sub"]
+        tile_inputs, packed = {}, {}
+        for name in K["reads"]:
+            if name in K["accs"].values():
+                continue
+            decl = sub.tensors[name]
+            src = source if (name == aname and source is not None) else offchip[name]
+            fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order), tuple(decl.block or ()))
+            packed[name] = PackedTensor.pack(src.tile(box, decl.shape), fmt)
+            tile_inputs[name] = packed[name]
+        for o, a in K["accs"].items():
+            full = K["outs"][o]
+            part = full[rng(o, box, full)]
+            acc = np.zeros(sub.tensors[a].shape)
+            acc[tuple(slice(0, s) for s in part.shape)] = part
+            tile_inputs[a] = acc
+        try:
+            res = _engine.run(sub, tile_inputs, mode=mode, fifo_depth=fifo_depth, engine=engine)
+        except TensorError as exc:
+            if "capacity is" not in exc.why:
+                raise
+            raise FuseFlowError(f"tile of kernel {K['ks']['name']}",
+                                f"{', '.join(f'{k} {a}..{b - 1}' for k, (a, b) in box.items())}: {exc.what}: "
+                                f"{exc.why} (a wavefront tile is not split at run time: compile with the data, "
+                                f"tile_inputs/--inputs, for its capacities)") from None
+        engines.add(res.stats.get("engine"))
+        step = TileStep(K["ks"]["name"], dict(box), memories=K["memories"], packed=packed if keep_tiles else None)
+        ks = K["ks"]
+        for name in K["reads"]:
+            if name in K["accs"].values() or name in onchip:
+                continue
+            if name in K["plan"]["resident"]:
+                if name in K["once"]:
+                    continue
+                K["once"].add(name)
+            elif contract.buffers == 1 and K["prev"].get(name) == region(name, box):
+                continue
+            K["prev"][name] = region(name, box)
+            for mem, n in memory_entries(sub.tensors[name], packed[name]):
+                if n:
+                    step.loads.append((name, mem, n))
+                    ks["read_bytes"] += n * contract.word_bytes
+        for name in onchip:
+            K["prev"].pop(name, None)            # the memory now holds another tile
+        if rmw:
+            for o, a in K["accs"].items():
+                n = math.prod(sub.tensors[a].shape)
+                step.loads.append((a, f"{a}.vals", n))
+                ks["read_bytes"] += n * contract.word_bytes
+        for o in K["writes"]:
+            full = K["outs"][o]
+            view = rng(o, box, full)
+            full[view] = np.asarray(res.outputs[o])[tuple(slice(0, v.stop - v.start) for v in view)]
+        step.run_cycles = res.cycles
+        ks["tiles_run"] += 1
+        for key in ("tokens", "alu_ops"):
+            ks[key] += res.stats[key]
+        return step, res
+
+    def store(K: dict, step: Any, res: Any) -> None:
+        for o in K["writes"]:
+            decl = K["sub"].tensors[o]
+            cap = build_capacity(decl, res.tensors[o].capacities())
+            for lv, arr, mem in tensor_memories(decl):
+                n = array_depth(cap, lv, arr)
+                step.stores.append((o, mem, n))
+                K["ks"]["write_bytes"] += n * contract.word_bytes
+
+    ntiles = -(-extents[win_d] // tile)
+    box_of = [(k * tile, min((k + 1) * tile, extents[win_d])) for k in range(ntiles)]
+    pgrid = [d for d in P["plan"]["grid"] if d != win_d]
+    cgrid = [d for d in C["plan"]["grid"] if d not in (rows_d, win_d)]
+    if cgrid:
+        raise FuseFlowError("tiling.wavefront", f"the consumer's grid splits {', '.join(cgrid)} besides its rows "
+                                                f"and window")
+    coo = Afull.tocoo()
+    br, bc = coo.row // tile, coo.col // tile
+    loaded = set(np.unique(bc[bc != np.minimum(br + lag, ntiles - 1)]).tolist())   # T's tiles read off-chip
+    wave1, wave2, stored = [], [], set()
+    m = 0                                          # the next row tile of G
+    for k in range(ntiles):
+        last = None
+        for starts in itertools.product(*[range(0, extents[d], sizes[d]) for d in pgrid]):
+            box = {win_d: box_of[k], **{d: (s, min(s + sizes[d], extents[d])) for d, s in zip(pgrid, starts)}}
+            if any(offchip[n].entries(box) == 0 for n in P["plan"]["skip_empty"]):
+                P["ks"]["tiles_skipped"] += 1
+                continue
+            last = run_tile(P, box)
+            wave1.append(last[0])
+        if last is not None and k in loaded:
+            store(P, *last)                       # T's row tile: stored once, for the tiles that load it
+        while m < ntiles and (m + lag <= k or k == ntiles - 1):
+            pending = None                        # row tile m of G: blocks w <= m + lag, T's tile k on chip
+            for w in range(min(m + lag, ntiles - 1) + 1):
+                box = {rows_d: box_of[m], win_d: box_of[w]}
+                if srcs["wave1"].entries(box) == 0:
+                    C["ks"]["tiles_skipped"] += 1
+                    continue
+                pending = run_tile(C, box, srcs["wave1"], onchip={tname} if w == k and last is not None else ())
+                wave1.append(pending[0])
+            if pending is not None:
+                store(C, *pending)
+                stored.add(m)
+            m += 1
+    for m in range(ntiles):
+        pending = None
+        for w in range(m + lag + 1, ntiles):
+            box = {rows_d: box_of[m], win_d: box_of[w]}
+            if srcs["wave2"].entries(box) == 0:
+                C["ks"]["tiles_skipped"] += 1
+                continue
+            pending = run_tile(C, box, srcs["wave2"], rmw=pending is None and m in stored)
+            wave2.append(pending[0])
+        if pending is not None:
+            store(C, *pending)
+    c1, c2 = _time_mixed(wave1, contract), _time_mixed(wave2, contract)
+    for s in wave1 + wave2:
+        ks = ctx[s.kernel]["ks"]
+        ks["load_cycles"] += s.load_cycles
+        ks["run_cycles"] += s.run_cycles
+        ks["store_cycles"] += s.store_cycles
+    wstats.update({"wavefront1_tiles": len(wave1), "wavefront2_tiles": len(wave2), "wavefront1_cycles": c1,
+                   "wavefront2_cycles": c2, "producer": wf["producer"], "consumer": wf["consumer"]})
+    return {"kernels": [(P["ks"], c1, P["outs"]), (C["ks"], c2, C["outs"])], "steps": wave1 + wave2,
+            "engines": engines, "stats": wstats}

@@ -1,0 +1,297 @@
+"""Tile fusion of two consecutive products (seed 003): the region's pair, and the cost model that chooses between
+fusing it in two wavefronts, recomputing the first product inside the second, and materialising the first product
+(docs/tiling.md, "Tile fusion").
+
+The pair is ``T(i,k) = X(i,j) * W(j,k)`` then ``G(i,k) = A(i,l) * T(l,k)`` in one ``fuse { }`` region, with ``A`` a
+square sparse input and ``T`` read by ``G`` only (the GCN layer: GeMM-SpMM when ``X`` is dense, SpMM-SpMM when it
+is sparse). Tiled, the region runs one of three ways:
+
+- ``materialise``: two kernels, tiled independently; ``G``'s tiles load ``T``'s windows from off-chip;
+- ``recompute``: one kernel (the fused dataflow): every nonzero of ``A`` recomputes its row of ``X W``;
+- ``wavefront``: two kernels tiled alike (``G``'s row tile is ``T``'s row tile), run in seed 003's two wavefronts
+  (:func:`fuseflow.samml.wavefront.wavefront_split`): the first computes ``T``'s row tile ``k`` and, with it on chip,
+  ``A``'s diagonal block ``(k, k)``; the second the off-diagonal blocks, reading ``T`` from off-chip.
+
+The cost model estimates each one's cycles tile by tile: a tile's loads are the contract's read cycles of its
+transfers (one memory entry per beat: a sparse tile's ``seg``, ``first``, ``crd`` and values, a dense window's
+entries), its run ``h`` cycles (the product's width) per output row of the tile (the accumulator is dense) plus
+``h`` per product term, its store the write cycles of the output tile; the sequences are totalled as the tiled
+simulator totals them (:func:`fuseflow.samml.offchip.tiled_cycles`, double buffering). Recompute's tiles are
+costed as the larger of loads and run. For the wavefront, every lag of :func:`lags` is costed and the cheapest
+kept. The per-tile counts come from the data
+when given (``tile_inputs`` / ``--inputs``), else from the declared densities (uniform nonzeros: a fraction
+``tile / n`` of ``A``'s nonzeros lies in the diagonal blocks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .defaults import TILE_FUSION
+
+__all__ = ["product_pair", "estimates", "STRATEGIES"]
+
+STRATEGIES = TILE_FUSION
+
+#: the density assumed for a sparse input declared without one
+DEFAULT_DENSITY = 0.05
+
+
+def product_pair(ir, by_mode) -> dict | None:
+    """The region's product pair (module docstring) as ``{"producer", "consumer", "tensor", "sparse", "x", "w",
+    "rows", "window", "inner", "region"}`` (``rows``/``window``/``inner``: the dimensions of ``A``'s rows, of its
+    columns (``T``'s rows) and of the first product's sum), or None."""
+    for region in ir.regions:
+        ids = set(region)
+        for st in ir.stmts:
+            if st.id not in ids or len(st.idx) != 2:
+                continue
+            leaves = list(st.rhs.leaves())
+            if len(leaves) != 2:
+                continue
+            for a, b in (leaves, leaves[::-1]):
+                A = ir.tensors.get(a.tensor)
+                prod = ir.producer(b.tensor)
+                if A is None or A.role != "input" or A.order != 2 or not A.levels or "compressed" not in A.levels:
+                    continue
+                if prod is None or prod.id not in ids or prod.id >= st.id or len(prod.idx) != 2:
+                    continue
+                if tuple(a.idx) != (st.idx[0], b.idx[0]) or tuple(b.idx) != (a.idx[1], st.idx[1]):
+                    continue
+                if A.shape[0] != A.shape[1] or not _sum_of_product(st.rhs):
+                    continue
+                if ir.tensors[b.tensor].role == "output" or any(
+                        l.tensor == b.tensor for s in ir.stmts if s.id != st.id for l in s.rhs.leaves()):
+                    continue
+                pl = list(prod.rhs.leaves())
+                if len(pl) != 2 or not _sum_of_product(prod.rhs):
+                    continue
+                xl = next((l for l in pl if tuple(l.idx)[0] == prod.idx[0]), None)
+                wl = next((l for l in pl if l is not xl), None)
+                if xl is None or wl is None or tuple(wl.idx)[-1] != prod.idx[1] or xl.idx[1] != wl.idx[0]:
+                    continue
+                if any(ir.tensors.get(l.tensor) is None or ir.tensors[l.tensor].role != "input" for l in pl):
+                    continue
+                return {"producer": prod.lhs, "consumer": st.lhs, "tensor": b.tensor, "sparse": a.tensor,
+                        "x": xl.tensor, "w": wl.tensor, "rows": by_mode[(a.tensor, 0)],
+                        "window": by_mode[(a.tensor, 1)], "inner": by_mode[(xl.tensor, 1)],
+                        "region": sorted(ids)}
+    return None
+
+
+def _sum_of_product(node) -> bool:
+    """``sum[..](a * b)`` of two tensors."""
+    from .ir import Bin, Leaf, Red
+    return (isinstance(node, Red) and node.op == "sum" and isinstance(node.body, Bin) and node.body.op == "*"
+            and isinstance(node.body.a, Leaf) and isinstance(node.body.b, Leaf))
+
+
+class _Blocks:
+    """Nonzeros of a 2-D tensor per (row tile, column tile) block: from data (SciPy sparse or dense) or expected
+    from a density (uniform)."""
+
+    def __init__(self, shape, data=None, density=None):
+        self.shape = tuple(int(s) for s in shape)
+        self.density = density
+        self.row = self.col = None
+        if data is not None:
+            import scipy.sparse as sp
+            coo = sp.coo_matrix(data) if sp.issparse(data) else sp.coo_matrix(np.asarray(data))
+            coo.sum_duplicates()
+            keep = coo.data != 0
+            self.row, self.col = coo.row[keep].astype(np.int64), coo.col[keep].astype(np.int64)
+
+    def blocks(self, r, c):
+        """``(block row, block col, nonzeros)`` arrays of the non-empty blocks (expected ones: all blocks with
+        their expected count, weighted by the chance they are non-empty)."""
+        nr, nc = -(-self.shape[0] // r), -(-self.shape[1] // c)
+        if self.row is not None:
+            key = (self.row // r) * nc + self.col // c
+            k, n = np.unique(key, return_counts=True)
+            return k // nc, k % nc, n.astype(np.float64)
+        d = self.density if self.density is not None else DEFAULT_DENSITY
+        br, bc = np.meshgrid(np.arange(nr), np.arange(nc), indexing="ij")
+        hr = np.minimum(r, self.shape[0] - br * r)
+        hc = np.minimum(c, self.shape[1] - bc * c)
+        return br.ravel(), bc.ravel(), (d * hr * hc).ravel().astype(np.float64)
+
+    def nonempty(self, r, c) -> float:
+        br, _, n = self.blocks(r, c)
+        if self.row is not None:
+            return float(len(n))
+        d = self.density if self.density is not None else DEFAULT_DENSITY
+        return float(np.sum(1 - (1 - d) ** np.maximum(n / max(d, 1e-12), 1)))
+
+    def row_nnz(self, c):
+        """Nonzeros per row and column tile (rows x column tiles)."""
+        nc = -(-self.shape[1] // c)
+        out = np.zeros((self.shape[0], nc))
+        if self.row is not None:
+            np.add.at(out, (self.row, self.col // c), 1)
+        else:
+            d = self.density if self.density is not None else DEFAULT_DENSITY
+            out[:] = d * np.minimum(c, self.shape[1] - np.arange(nc) * c)
+        return out
+
+
+def _read(n, contract):
+    from ..samml.offchip import read_cycles
+    return read_cycles(0, int(round(n)), contract) if n >= 0.5 else 0
+
+
+def _write(n, contract):
+    from ..samml.offchip import write_cycles
+    return write_cycles(0, int(round(n)), contract) if n >= 0.5 else 0
+
+
+def _sparse_load(rows, nnz, contract):
+    """A CSR tile's transfers: seg, first, crd, values."""
+    return (_read(rows + 1, contract) + _read(rows, contract) + 2 * _read(nnz, contract)) if nnz >= 0.5 else 0
+
+
+def _sequence(steps, contract) -> int:
+    from ..samml.offchip import record_cycles, tiled_cycles
+    rec = record_cycles(8, contract)
+    return tiled_cycles([(load + rec, run, store) for load, run, store in steps], contract)
+
+
+def _producer_steps(xb, win, jw, h, f, contract):
+    """Per row tile of T: the steps of its (row tile, inner window) tiles (the last one stores T's tile)."""
+    br, bc, xn = xb.blocks(win, jw)
+    split = jw < f
+    per = {}
+    for r, c, n in zip(br, bc, xn):
+        load = _sparse_load(win, n, contract) + (_read(jw * h, contract) if split else 0)
+        per.setdefault(int(r), []).append([load, h * ((win if split else min(win, n)) + n), 0])
+    if not split:
+        first = min(per) if per else None
+        if first is not None:
+            per[first][0][0] += _read(f * h, contract)       # W resident: loaded once
+    return per
+
+
+def _wavefront_cycles(ab, prod, win, h, lag, contract) -> float:
+    """The two wavefronts' sequences (:func:`fuseflow.sim.tiled._run_wavefront`), tile by tile."""
+    nt = -(-ab.shape[0] // win)
+    br, bc, an = ab.blocks(win, win)
+    blocks = {}
+    for r, c, n in zip(br, bc, an):
+        blocks.setdefault(int(r), []).append((int(c), float(n)))
+    t_store = _write(win * h, contract)
+    loaded = {c for r, c in zip(br, bc) if c != min(r + lag, nt - 1)}      # T's tiles read from off-chip
+    wave1, wave2, stored, m = [], [], set(), 0
+    for k in range(nt):
+        wave1 += [list(x) for x in prod.get(k, [])]
+        if prod.get(k) and k in loaded:
+            wave1[-1][2] += t_store
+        while m < nt and (m + lag <= k or k == nt - 1):
+            run = [(c, n) for c, n in blocks.get(m, []) if c <= min(m + lag, nt - 1)]
+            for c, n in run:
+                onchip = c == k and bool(prod.get(k))
+                wave1.append([_sparse_load(win, n, contract) + (0 if onchip else _read(win * h, contract)),
+                              h * (win + n), 0])
+            if run:
+                wave1[-1][2] += _write(win * h, contract)
+                stored.add(m)
+            m += 1
+    for m in range(nt):
+        rest = [(c, n) for c, n in blocks.get(m, []) if c > m + lag]
+        for i, (c, n) in enumerate(rest):
+            rmw = _read(win * h, contract) if i == 0 and m in stored else 0
+            wave2.append([_sparse_load(win, n, contract) + _read(win * h, contract) + rmw, h * (win + n), 0])
+        if rest:
+            wave2[-1][2] += _write(win * h, contract)
+    return _sequence(wave1, contract) + _sequence(wave2, contract)
+
+
+def lags(nt: int) -> list:
+    """The lags the cost model tries: 0, 1, 2, 4, ... and the last (every row tile after the last of T)."""
+    out, lag = [0], 1
+    while lag < nt - 1:
+        out.append(lag)
+        lag *= 2
+    return sorted(set(out + [max(nt - 1, 0)]))
+
+
+def estimates(pair, ir, sizes_of: dict, inputs=None, densities=None, contract=None) -> dict:
+    """{strategy: estimated cycles of the region} (module docstring) for the strategies in ``sizes_of``
+    ({strategy: {dimension: tile size}}; a dimension left out is whole), with, for the wavefront, ``"lag"`` (the
+    best of :func:`lags`) and ``"fused_nnz_ratio"`` (its share of A's nonzeros read from T's tile on chip).
+    ``contract``: the plan's DMA parameters (dict; default the registry's)."""
+    from ..samml.offchip import OffchipContract
+    from ..samml.registry import DMA
+    contract = OffchipContract(**{**DMA.defaults(), **(contract or {})})
+    inputs, densities = inputs or {}, densities or {}
+    A, X, W = (ir.tensors[pair[k]] for k in ("sparse", "x", "w"))
+    h = int(W.shape[1])
+    ab = _Blocks(A.shape, inputs.get(A.name), densities.get(A.name, A.density))
+    xsparse = bool(X.levels and "compressed" in X.levels)
+    xb = _Blocks(X.shape, inputs.get(X.name) if xsparse else None,
+                 densities.get(X.name, X.density) if xsparse else 1.0)
+    n, f = int(A.shape[0]), int(X.shape[1])
+    out = {}
+    for strategy, sizes in sizes_of.items():
+        rows = min(sizes.get(pair["rows"], n), n)
+        win = min(sizes.get(pair["window"], n), n)
+        jw = min(sizes.get(pair["inner"], f), f)
+        if strategy == "recompute":
+            # per (row tile, window, inner window): A's block, X's block, W's window; the run recomputes X W's
+            # row per nonzero of A
+            br, bc, an = ab.blocks(rows, win)
+            xr = xb.row_nnz(jw)                              # X's nonzeros per row and inner window
+            if ab.row is not None:
+                key = (ab.row // rows) * (-(-n // win)) + ab.col // win
+                order = np.argsort(key, kind="stable")
+                k_sorted = key[order]
+                starts = np.searchsorted(k_sorted, np.unique(k_sorted))
+                work = np.add.reduceat(xr[ab.col[order]], starts, axis=0) if len(order) else np.zeros((0, 1))
+            else:
+                work = an[:, None] * xr.mean(axis=0)[None, :]
+            xwin = np.zeros((-(-n // win), xr.shape[1]))
+            np.add.at(xwin, np.arange(n) // win, xr)
+            xn = xwin[bc]                                    # X's block nonzeros per A block and inner window
+            wload = _read(jw * h, contract) if jw < f else 0
+            steps = []
+            for i in range(len(an)):
+                for j in range(work.shape[1]):
+                    if work[i, j] <= 0 and xn[i, j] <= 0:
+                        continue
+                    steps.append([_sparse_load(rows, an[i], contract) + _sparse_load(win, xn[i, j], contract)
+                                  + wload, h * (rows + work[i, j]), 0])
+                if steps and (i + 1 == len(an) or br[i + 1] != br[i]):
+                    steps[-1][2] += _write(rows * h, contract)
+            if steps and jw >= f:
+                steps[0][0] += _read(f * h, contract)
+            out[strategy] = _sequence(steps, contract)
+            continue
+        prod = _producer_steps(xb, win, jw, h, f, contract)
+        if strategy == "materialise":
+            seq_t = []
+            for k in sorted(prod):
+                seq_t += [list(x) for x in prod[k]]
+                seq_t[-1][2] += _write(win * h, contract)
+            br, bc, an = ab.blocks(rows, win)
+            seq_g = []
+            for i, (r, c, nn) in enumerate(zip(br, bc, an)):
+                seq_g.append([_sparse_load(rows, nn, contract) + _read(win * h, contract), h * (rows + nn), 0])
+                if i + 1 == len(br) or br[i + 1] != r:
+                    seq_g[-1][2] += _write(rows * h, contract)
+            out[strategy] = _sequence(seq_t, contract) + _sequence(seq_g, contract)
+            continue
+        nt = -(-n // win)
+        best = min((_wavefront_cycles(ab, prod, win, h, lag, contract), lag) for lag in lags(nt))
+        out[strategy], out["lag"] = best
+        br, bc, an = ab.blocks(win, win)
+        onchip = bc == np.minimum(br + best[1], nt - 1)
+        nnz = float(np.sum(an))
+        out["fused_nnz_ratio"] = round(float(np.sum(an[onchip])) / nnz, 4) if nnz else 1.0
+    return {k: (round(v) if k in STRATEGIES else v) for k, v in out.items()}
+
+
+def why(chosen: str, est: dict) -> str:
+    """One line: the estimates and the choice."""
+    parts = ", ".join(f"{s} {est[s]:,}" for s in STRATEGIES if s in est)
+    others = [est[s] for s in STRATEGIES if s in est and s != chosen]
+    lead = f" ({min(others) / est[chosen]:.2f}x the next)" if others and est[chosen] else ""
+    return f"estimated cycles: {parts}; {chosen} is the fastest{lead}"
+
