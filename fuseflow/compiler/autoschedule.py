@@ -527,7 +527,7 @@ def _laned(consider, sched, regions, src, par):
 
 
 def _has_lanes(program) -> bool:
-    return any(n.op == "serialize" for k in program.kernels for n in k.nodes.values())
+    return any(n.spec.lane_role == "merge" for k in program.kernels for n in k.nodes.values())
 
 
 def _inputs_of_densities(program, densities):

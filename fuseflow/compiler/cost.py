@@ -609,7 +609,7 @@ def _busiest(g, k, busy: dict) -> float:
     :data:`LANE_OVERLAP` of the smaller."""
     if not busy:
         return 0
-    sers = [n for n in busy if k.nodes[n].op == "serialize"]
+    sers = [n for n in busy if k.nodes[n].spec.lane_role == "merge"]
     if not sers:
         return max(busy.values())
     tail = set(sers)

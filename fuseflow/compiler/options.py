@@ -179,15 +179,19 @@ class CompileOptions:
             raise ProgramError("lanes", f"expected {{kernel: lanes}}, got {self.lanes!r}")
         put("lanes", dict(self.lanes))
 
+    def runs(self, stage: str) -> bool:
+        """Whether the stage ``stage`` of :data:`~fuseflow.compiler.passes.PIPELINE` runs (is not skipped)."""
+        return stage not in self.skip
+
     @property
     def locate(self) -> bool:
         """Whether the locate stage runs."""
-        return "locate" not in self.skip
+        return self.runs("locate")
 
     @property
     def drop_empty(self) -> bool:
         """Whether the drop_empty stage runs."""
-        return "drop_empty" not in self.skip
+        return self.runs("drop_empty")
 
     @classmethod
     def from_kwargs(cls, base: CompileOptions | None = None, /, **kwargs: Any) -> CompileOptions:
@@ -203,13 +207,13 @@ class CompileOptions:
         for key, value in kwargs.items():
             if key == "passes":
                 _passes(value or {}, changes, on, off)
-            elif key in ("locate", "drop_empty"):
+            elif key in _SKIPPABLE:
                 (on if value else off).append(key)
             elif key in _FIELDS:
                 changes[key] = value
             else:
-                raise ProgramError("options", f"unknown option {key!r} (options: {', '.join(_FIELDS)}, locate, "
-                                              f"drop_empty, passes)")
+                raise ProgramError("options", f"unknown option {key!r} (options: "
+                                              f"{', '.join([*_FIELDS, *_SKIPPABLE])}, passes)")
         if on or off:
             skip = _stages(changes.get("skip", base.skip), "--skip")
             changes["skip"] = tuple(n for n in skip if n not in on) + tuple(off)
@@ -225,6 +229,8 @@ class CompileOptions:
                 "budget_bits": self.budget_bits, "board": self.board, "profile": self.profile}
 
 
+#: the skippable stages: each is also an older keyword (``locate=False`` skips the locate stage)
+_SKIPPABLE = tuple(s.name for s in PIPELINE if s.skippable)
 #: the fields (the keywords :meth:`CompileOptions.from_kwargs` takes besides the older ones)
 _FIELDS = tuple(f.name for f in dataclasses.fields(CompileOptions))
 #: the keys of an older ``passes={...}`` dict and the field each sets (locate/drop_empty: skip)
@@ -237,13 +243,13 @@ def _passes(passes, changes, on, off):
     if not isinstance(passes, Mapping):
         raise ProgramError("passes", f"expected a dict of pass options, got {type(passes).__name__}")
     for key, value in passes.items():
-        if key in ("locate", "drop_empty"):
+        if key in _SKIPPABLE:
             (on if value is not False else off).append(key)
         elif key in _PASS_KEYS:
             changes[_PASS_KEYS[key]] = value if key != "parallel" else (value or {})
         else:
             raise ProgramError("passes", f"unknown pass option {key!r} (options: "
-                                         f"{', '.join([*_PASS_KEYS, 'locate', 'drop_empty'])})")
+                                         f"{', '.join([*_PASS_KEYS, *_SKIPPABLE])})")
 
 
 def _count(what: str, value, least: int, why: str) -> None:

@@ -27,7 +27,7 @@ See ``docs/compiler.md`` for the full rules and the list of what is not supporte
 
 from __future__ import annotations
 
-from ..samml.registry import SPACC_ORDERS
+from ..samml.registry import OPS, SPACC_ORDERS
 from .blocks import block_axes, block_product, reduced_indices
 from .ir import ON_STORED, ON_STORED_BIN, Bin, Fn, Leaf, Lit, Red, ZERO_PRESERVING, is_mask, mask_pattern
 
@@ -651,7 +651,7 @@ class Planner:
         for n, (op, crd, ref) in enumerate(j.pairs):
             if op is not None and op not in j.refs:
                 j.refs[op] = cell[f"ref{n}"]
-        label = "Intersect" if j.kind == "intersect" else "Union"
+        label = j.kind.capitalize()             # Intersect or Union
         row = self._row
         for op, _, _ in j.pairs:
             if op is not None:
@@ -683,9 +683,10 @@ class Planner:
         if id(cell) in self._complete:
             return True
         ins = [cp for port, cp in cell.inputs.items() if port.startswith("crd")]
-        if cell.op == "union":
+        merge = OPS[cell.op].coiterate
+        if merge == "any":
             return any(self.covers(c) for c in ins)
-        if cell.op == "intersect":
+        if merge == "all":
             return all(self.covers(c) for c in ins)
         return False
 

@@ -28,7 +28,7 @@ from amaranth.hdl import ClockDomain, Elaboratable, Module, Mux, Signal, Value
 from amaranth.sim import Simulator
 
 from ..errors import HardwareError
-from ..samml.registry import get_op, memory_role, op_latency
+from ..samml.registry import get_op, memory_role
 from ..tensors.fixed import FixedFormat
 from .memory import TensorMemory, attach_read, first_words
 from .stream import PeekFIFO, StreamFIFO
@@ -259,7 +259,7 @@ def run_hw_op(op, params=None, inputs=None, *, crd_width=16, fixed=None, any_kin
     if missing:
         raise HardwareError(f"op {op}", f"input(s) {', '.join(sorted(missing))} need token lists")
     if max_cycles is None:
-        max_cycles = 200 + 4 * (ntok + 1) * (1 + (max_stall if stalls else 0)) * 4 + _extra_cycles(dut)
+        max_cycles = 200 + 4 * (ntok + 1) * (1 + (max_stall if stalls else 0)) * 4 + dut.harness_cycles()
     rng = random.Random(seed)
     results = {}
     state = {"last": -1, "cycle": 0, "error": None}
@@ -427,15 +427,6 @@ def peek_source(raws, stream, nxt, nxt_valid, stalls, follow=None, warm=False, t
         if third is not None:
             ctx.set(third[1], 0)
     return tb
-
-
-def _extra_cycles(dut):
-    p = dut.params
-    if dut.op_name == "spacc":
-        return 4 * (p.get("dim") or 0) * (p.get("dim_outer") or 1) * (p.get("dim_outer1") or 1)
-    if dut.op_name == "level_scan":
-        return 4 * (len(p.get("crd") or []) + 4 * (p.get("dim") or 0) * 16)
-    return op_latency(dut.op_name, p, dut.fixed)
 
 
 def written_arrays(op: str, out: dict) -> dict:

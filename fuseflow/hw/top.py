@@ -101,8 +101,8 @@ def with_bounds_latency(program, plan, node):
     """``node``, or for a compressed level_scan of a tensor without ``bounds_latency`` a copy whose params give it
     as its memories' storage decides (:func:`fuseflow.samml.storage.bounds_latency`, the simulator's rule)."""
     p = node.params
-    if node.op != "level_scan" or p.get("format", "compressed") != "compressed" or p.get("tensor") is None \
-            or p.get("bounds_latency") is not None:
+    if not node.spec.has_param("bounds_latency") or p.get("format", "compressed") != "compressed" \
+            or p.get("tensor") is None or p.get("bounds_latency") is not None:
         return node
     out = copy.copy(node)
     out.params = dict(p, bounds_latency=bounds_latency(program, program.tensors[p["tensor"]],

@@ -12,6 +12,9 @@ the hardware call it), :func:`infer_blocks` derives every stream's shape from th
 
 Op rules
 --------
+The rules of alu, reduce and block_matmul are declared with those ops in the registry (``OpSpec.output_block``,
+``OpSpec.input_blocks``).
+
 - ``array`` of a blocked tensor: its values carry the tensor's block; ``value_write`` takes them.
 - ``alu``: element-wise; blocks of equal shape, one block and one scalar (the scalar is broadcast), or a
   ``[B, B]`` block and a ``[B]`` vector (element (r, c) meets ``v[r]``: the vector is broadcast over each
@@ -27,6 +30,7 @@ from __future__ import annotations
 import networkx as nx
 
 from ..errors import GraphError
+from .registry import OPS
 
 Block = tuple  # () for a scalar stream, (B,) or (B, B) for a blocked one
 
@@ -68,25 +72,14 @@ def check_tensor_block(t, where: str) -> None:
 def output_block(op: str, params: dict, port: str, blocks_in: dict, where: str = "op",
                  name: str = "") -> Block:
     """The block of output ``port`` of an ``op`` with ``params`` given its inputs' blocks (``{input port:
-    block}``): the op rules above (also what ``run_op`` loads for N)."""
+    block}``): the op's own rule (``OpSpec.output_block``), else the input it forwards (also what ``run_op``
+    loads for N)."""
     label = f"{op} '{name}'" if name else op
-    if op == "alu":
-        a, b = blocks_in.get("a", ()), blocks_in.get("b", ())
-        if a and b and a != b:
-            square, vector = (a, b) if len(a) == 2 else (b, a)
-            if not (len(square) == 2 and vector == square[:1]):
-                raise GraphError(where, f"{label} combines blocks of shapes {list(a)} and {list(b)} (a B-vector "
-                                        f"meets a B x B block of the same B, or blocks of one shape)")
-            return square
-        return a or b
-    if op == "reduce" and params.get("rows"):
-        got = blocks_in.get("val", ())
-        if len(got) != 2:
-            raise GraphError(where, f"{label} with rows reduces the rows of B x B blocks, but its input carries "
-                                    f"{list(got) or 'scalars'}")
-        return got[:1]
-    if op == "block_matmul":
-        return _matmul_block(label, params, blocks_in.get("a", ()), blocks_in.get("b", ()), where)
+    rule = OPS[op].output_block if op in OPS else None
+    if rule is not None:
+        out = rule(params, port, blocks_in, label, where)
+        if out is not None:
+            return out
     fwd = _FORWARD.get(op, {})
     src = None
     for template, inp in fwd.items():
@@ -95,23 +88,6 @@ def output_block(op: str, params: dict, port: str, blocks_in: dict, where: str =
     if src is None:
         src = port
     return blocks_in.get(src, ())
-
-
-def matmul_input_blocks(params: dict) -> dict:
-    """``{"a": (B, B), "b": (B, B) or (B,)}``: the blocks a ``block_matmul`` with ``params`` takes."""
-    n = params.get("block")
-    return {"a": (n, n), "b": (n, n) if params.get("rhs", "matrix") == "matrix" else (n,)}
-
-
-def _matmul_block(label, params, a, b, where):
-    n, rhs = params.get("block"), params.get("rhs", "matrix")
-    want_b = matmul_input_blocks(params)["b"]
-    if a != (n, n):
-        raise GraphError(where, f"{label} input a carries {list(a) or 'scalars'}, expected [{n}, {n}] blocks")
-    if b != want_b:
-        raise GraphError(where, f"{label} input b carries {list(b) or 'scalars'}, expected {list(want_b)} "
-                                f"(rhs {rhs})")
-    return want_b
 
 
 def infer_blocks(program, kernel, where: str = "kernel") -> dict:
@@ -163,7 +139,7 @@ def check_blocks(program, kernel, where: str) -> None:
     """Raise GraphError when a stream's stated block differs from the derived one (or sits on a non-val stream)."""
     if not any(tensor_block(t) for t in program.tensors.values()) \
             and not any(block_shape(s) for s in kernel.streams.values()) \
-            and not any(n.op == "block_matmul" for n in kernel.nodes.values()):
+            and not any(n.spec.input_blocks is not None for n in kernel.nodes.values()):
         return                                  # the common, scalar case costs nothing
     derived = infer_blocks(program, kernel, where)
     for i, (sid, s) in enumerate(kernel.streams.items()):

@@ -22,10 +22,9 @@ import networkx as nx
 
 from .. import limits
 from ..errors import FuseFlowError, GraphError
-from ..tensors.formats import can_locate
 from .blocks import check_blocks, check_tensor_block
 from .widths import INDEX_KINDS, check_fits, check_stream_widths
-from .registry import OPS, POLY_KINDS, UNARY_ALU_OPS, get_op, port_kind
+from .registry import OPS, POLY_KINDS, get_op, port_kind
 
 SAMML_VERSION = 1
 ROLES = ("input", "output", "intermediate")
@@ -497,13 +496,10 @@ def _validate_kernel(p, k, where):
         for port in node.spec.required_inputs(node.params):
             if PortRef(nid, port) not in driven:
                 raise GraphError(nw, f"input '{port}' of node '{nid}' ({node.op}) is not driven")
-        if node.op == "alu" and node.params["op"] not in UNARY_ALU_OPS and node.params.get("const") is not None \
-                and PortRef(nid, "b") in driven:
-            raise GraphError(nw, f"node '{nid}' has both a const and a driven input 'b'")
-        for key in ("dim", "dim_outer", "dim_outer1"):     # run_op may scan a dense level of size 0; a graph not
-            v = node.params.get(key)                         # (every declared dimension is >= 1)
-            if node.op in ("level_scan", "level_write", "spacc") and v is not None and v < 1:
-                raise GraphError(f"{nw}.params", f"parameter '{key}' must be at least 1, got {v}")
+        for q in node.spec.params:      # run_op may scan a dense level of size 0; a graph not
+            v = node.params.get(q.name)
+            if q.graph_minimum is not None and v is not None and v < q.graph_minimum:
+                raise GraphError(f"{nw}.params", f"parameter '{q.name}' must be at least {q.graph_minimum}, got {v}")
         if node.spec.memory_array == "level" and node.params.get("dim") is not None \
                 and node.params.get("tensor") in p.tensors:
             t, lv = p.tensors[node.params["tensor"]], node.params.get("level", 0)
@@ -512,52 +508,15 @@ def _validate_kernel(p, k, where):
                                                      f"{node.params['dim']} but the tensor declares {t.level_dim(lv)}")
         if node.spec.check is not None:
             node.spec.check(node.params, f"{nw}.params")
-        if node.op == "repeat":
-            s_in, s_out = k.driver(nid, "in"), k.output_stream(nid, "out")
-            if s_in and s_out and s_in.kind != s_out.kind:
-                raise GraphError(nw, f"repeat '{nid}' turns a {s_in.kind} stream into {s_out.kind}")
         if node.spec.memory:
             _validate_memory_node(p, node, nw)
-        if node.op == "locate":
-            _validate_locate(p, node, nw)
-        for group, sid in shared_intersect_inputs(k, node):
-            if not _ring_arc(group, node.params["arity"]):
-                raise GraphError(nw, f"intersect '{nid}': inputs {', '.join(f'crd{i}' for i in group)} share "
-                                     f"stream '{sid}' but are not next to each other on the ring, so one could run "
-                                     f"ahead of another without bound and deadlock their producer (drive them "
-                                     f"from adjacent inputs)")
+        if node.spec.validate is not None:      # the op's own checks (registry): its streams, the tensors
+            node.spec.validate(p, k, node, nw)
     g = k.graph()
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise GraphError(where, "streams form a cycle: " + " -> ".join(e[0] for e in cycle))
     check_blocks(p, k, where)
-
-
-def shared_intersect_inputs(kernel, node):
-    """[(input indices, stream id)]: the groups of two or more inputs of an intersect of arity >= 4 whose
-    coordinates come from one stream (a union's ``crd`` met with each of its references, say).
-
-    From arity 4 an input pops when below a ring neighbour (docs/samml.md, intersect), so inputs with equal
-    heads may pop at different firings. Two members of a group next to each other on the ring stay within one
-    token of each other, so m adjacent members drift apart by at most m - 1 tokens, and channels of depth m
-    from their producer keep it from blocking on the lagging ones while a leading one waits empty (the depths
-    pass's :func:`~fuseflow.compiler.passes.depths.deadlock_floors`). Members that are not adjacent can drift
-    apart without bound; validation refuses them."""
-    n = node.params.get("arity", 2)
-    if node.op != "intersect" or n < 4:
-        return []
-    by_stream = {}
-    for i in range(n):
-        s = kernel.driver(node.id, f"crd{i}")
-        if s is not None:
-            by_stream.setdefault(s.id, []).append(i)
-    return [(group, sid) for sid, group in by_stream.items() if len(group) > 1]
-
-
-def _ring_arc(group, n) -> bool:
-    """Whether the input indices ``group`` are consecutive on a ring of ``n``."""
-    members = set(group)
-    return len(members) == n or sum((i + 1) % n not in members for i in members) == 1
 
 
 def _check_stream_width(p, s, where):
@@ -595,26 +554,3 @@ def _validate_memory_node(p, node, where):
                              f"node '{node.id}' reads level {lv} of '{name}' as {fmt} but it is {t.levels[lv]}")
     if node.spec.memory == "write" and t.role == "input":
         raise GraphError(f"{where}.params.tensor", f"node '{node.id}' writes input tensor '{name}'")
-
-
-def _validate_locate(p, node, where):
-    """A locate node that names its tensor must locate a level that can locate, of size ``dim``."""
-    dim = node.params["dim"]
-    if dim < 1:
-        raise GraphError(f"{where}.params.dim", f"node '{node.id}' locates in a level of size {dim}")
-    name = node.params.get("tensor")
-    if name is None:
-        return
-    t = p.tensors.get(name)
-    if t is None:
-        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' names undeclared tensor '{name}'")
-    lv = node.params.get("level")
-    if lv is None or not 0 <= lv < t.order:
-        raise GraphError(f"{where}.params.level", f"node '{node.id}' locates tensor '{name}' but gives no valid "
-                                                  f"level (it has {t.order})")
-    if not can_locate(t.levels[lv]):
-        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' locates level {lv} of '{name}', which is "
-                                                   f"{t.levels[lv]}: only dense levels can locate")
-    if dim != t.level_dim(lv):
-        raise GraphError(f"{where}.params.dim", f"node '{node.id}' has dim {dim} but level {lv} of '{name}' has "
-                                                f"size {t.level_dim(lv)}")

@@ -231,6 +231,8 @@ def _range(p):
     parts = []
     if p.minimum is not None:
         parts.append(f">= {p.minimum}")
+    if p.graph_minimum is not None:
+        parts.append(f">= {p.graph_minimum} in a graph")
     if p.limit is not None:
         parts.append(f"<= {_number(p.limit.default)} (`{p.limit.env}`)")
     return ", ".join(parts)
@@ -309,6 +311,12 @@ def _facts(spec):
                  else "at every arity")
         out.append(wrap(f"**Input depth**: every input channel needs depth {spec.input_depth} for the op's "
                         f"full rate (look-ahead), {where} (`input_depth_for`)."))
+    if spec.coiterate is not None:
+        which = {"all": "present in every input", "any": "present in any input"}.get(spec.coiterate, "")
+        out.append(f"**Co-iteration**: `{spec.coiterate}`: emits the coordinates {which}.")
+    if spec.lane_role is not None:
+        what = {"split": "splits one stream across lanes", "merge": "merges lanes into one stream"}
+        out.append(f"**Lanes**: `{spec.lane_role}`: {what.get(spec.lane_role, spec.lane_role)}.")
     if spec.memory:
         role = {"read": "reads a tensor memory", "write": "writes a tensor memory"}.get(spec.memory, spec.memory)
         out.append(f"**Memory**: `{spec.memory}`: {role}.")
@@ -370,7 +378,9 @@ def render():
              f"a tensor memory (`MEMORY_READ_LATENCY` = {registry.MEMORY_READ_LATENCY} where the read is "
              "registered). **Input depth** (`input_depth_for`) is the channel depth every input needs for the "
              "op's full rate. **Simulator facts** (`OpSpec.sim_facts`) are bound from the registry as node "
-             "parameters of the compiled engine. The contract behind these numbers is in "
+             "parameters of the compiled engine. **Co-iteration** (`OpSpec.coiterate`) and **Lanes** "
+             "(`OpSpec.lane_role`) are the roles generic code asks for instead of an op's name. The contract "
+             "behind these numbers is in "
              "[samml.md](../samml.md#timing-contract)."),
         "## Ops",
         _summary(compiled),

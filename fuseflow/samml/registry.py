@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from .. import limits
 from ..errors import FuseFlowError, GraphError, UnknownOpError
+from ..tensors.formats import can_locate
 
 STREAM_KINDS = ("crd", "ref", "val", "repsig")
 #: port kinds that stand for several stream kinds: the stream's kind decides (outputs follow the inputs)
@@ -72,6 +73,8 @@ class Param:
     doc: str = ""
     minimum: int | None = None         # smallest allowed value (numbers)
     limit: object = None               # a fuseflow.limits.Limit on the value, checked before ports expand
+    #: smallest value in a graph (validate_program); ``minimum`` and run_op allow less (a dense level of size 0)
+    graph_minimum: int | None = None
 
     @property
     def required(self):
@@ -101,6 +104,23 @@ class OpSpec:
     #: ``check(params, where)``: validation of parameter combinations beyond each parameter's own type and range
     #: (GraphError at ``where``), run by graph validation; None: nothing more to check
     check: object = None
+    #: ``validate(program, kernel, node, where)``: checks that need the node's streams or the program's tensors
+    #: (GraphError at ``where``), run by graph validation after ``check``; None: nothing more to check
+    validate: object = None
+    #: ``output_block(params, port, blocks_in, label, where)``: the block shape of a val output from its inputs'
+    #: (``{input port: block}``; fuseflow.samml.blocks), or None where it forwards an input's; None: it always does
+    output_block: object = None
+    #: ``input_blocks(params) -> {input port: block}``: blocks the inputs take whatever the streams carry (a stream
+    #: of only N and stops has none to look at); None: the streams' blocks
+    input_blocks: object = None
+    #: how a merge co-iterates its inputs: ``"all"`` (a coordinate present in every input) or ``"any"`` (in any)
+    coiterate: str | None = None
+    #: the op's part in parallel lanes: ``"split"`` (one stream to lanes) or ``"merge"`` (lanes to one stream)
+    lane_role: str | None = None
+
+    def has_param(self, name) -> bool:
+        """Whether the op takes a parameter called ``name``."""
+        return any(p.name == name for p in self.params)
 
     def input_depth_for(self, params):
         """``input_depth`` at these (resolved) parameters, or None: the intersect looks ahead at arity 2 only
@@ -192,6 +212,127 @@ def _op(spec):
     return spec
 
 
+# ---- what single ops check in a graph (OpSpec.validate) and how they shape blocks (OpSpec.output_block) ------
+# Duck-typed on fuseflow.samml.graph's Program, Kernel and Node (that module imports this one).
+
+def validate_alu(program, kernel, node, where):
+    """A binary alu takes its second operand from port b or from const, not both."""
+    if node.params["op"] not in UNARY_ALU_OPS and node.params.get("const") is not None \
+            and kernel.driver(node.id, "b") is not None:
+        raise GraphError(where, f"node '{node.id}' has both a const and a driven input 'b'")
+
+
+def validate_repeat(program, kernel, node, where):
+    """A repeat's output has its input's kind (``any``: ref or val)."""
+    s_in, s_out = kernel.driver(node.id, "in"), kernel.output_stream(node.id, "out")
+    if s_in and s_out and s_in.kind != s_out.kind:
+        raise GraphError(where, f"repeat '{node.id}' turns a {s_in.kind} stream into {s_out.kind}")
+
+
+def validate_locate(program, kernel, node, where):
+    """A locate node that names its tensor must locate a level that can locate, of size ``dim``."""
+    dim = node.params["dim"]
+    if dim < 1:
+        raise GraphError(f"{where}.params.dim", f"node '{node.id}' locates in a level of size {dim}")
+    name = node.params.get("tensor")
+    if name is None:
+        return
+    t = program.tensors.get(name)
+    if t is None:
+        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' names undeclared tensor '{name}'")
+    lv = node.params.get("level")
+    if lv is None or not 0 <= lv < t.order:
+        raise GraphError(f"{where}.params.level", f"node '{node.id}' locates tensor '{name}' but gives no valid "
+                                                  f"level (it has {t.order})")
+    if not can_locate(t.levels[lv]):
+        raise GraphError(f"{where}.params.tensor", f"node '{node.id}' locates level {lv} of '{name}', which is "
+                                                   f"{t.levels[lv]}: only dense levels can locate")
+    if dim != t.level_dim(lv):
+        raise GraphError(f"{where}.params.dim", f"node '{node.id}' has dim {dim} but level {lv} of '{name}' has "
+                                                f"size {t.level_dim(lv)}")
+
+
+def shared_intersect_inputs(kernel, node):
+    """[(input indices, stream id)]: the groups of two or more inputs of an intersect of arity >= 4 whose
+    coordinates come from one stream (a union's ``crd`` met with each of its references, say).
+
+    From arity 4 an input pops when below a ring neighbour (docs/samml.md, intersect), so inputs with equal
+    heads may pop at different firings. Two members of a group next to each other on the ring stay within one
+    token of each other, so m adjacent members drift apart by at most m - 1 tokens, and channels of depth m
+    from their producer keep it from blocking on the lagging ones while a leading one waits empty (the depths
+    pass's :func:`~fuseflow.compiler.passes.depths.deadlock_floors`). Members that are not adjacent can drift
+    apart without bound; :func:`validate_intersect` refuses them."""
+    n = node.params.get("arity", 2)
+    if node.op != "intersect" or n < 4:
+        return []
+    by_stream = {}
+    for i in range(n):
+        s = kernel.driver(node.id, f"crd{i}")
+        if s is not None:
+            by_stream.setdefault(s.id, []).append(i)
+    return [(group, sid) for sid, group in by_stream.items() if len(group) > 1]
+
+
+def _ring_arc(group, n) -> bool:
+    """Whether the input indices ``group`` are consecutive on a ring of ``n``."""
+    members = set(group)
+    return len(members) == n or sum((i + 1) % n not in members for i in members) == 1
+
+
+def validate_intersect(program, kernel, node, where):
+    """Inputs of an intersect that share a stream sit next to each other on the ring
+    (:func:`shared_intersect_inputs`)."""
+    for group, sid in shared_intersect_inputs(kernel, node):
+        if not _ring_arc(group, node.params["arity"]):
+            raise GraphError(where, f"intersect '{node.id}': inputs {', '.join(f'crd{i}' for i in group)} share "
+                                    f"stream '{sid}' but are not next to each other on the ring, so one could run "
+                                    f"ahead of another without bound and deadlock their producer (drive them "
+                                    f"from adjacent inputs)")
+
+
+def alu_block(params, port, blocks_in, label, where):
+    """Element-wise: blocks of one shape, a block and a scalar (broadcast), or a B x B block and a B-vector
+    (broadcast over the block's rows)."""
+    a, b = blocks_in.get("a", ()), blocks_in.get("b", ())
+    if a and b and a != b:
+        square, vector = (a, b) if len(a) == 2 else (b, a)
+        if not (len(square) == 2 and vector == square[:1]):
+            raise GraphError(where, f"{label} combines blocks of shapes {list(a)} and {list(b)} (a B-vector "
+                                    f"meets a B x B block of the same B, or blocks of one shape)")
+        return square
+    return a or b
+
+
+def reduce_block(params, port, blocks_in, label, where):
+    """With ``rows``: B x B blocks in, B-vectors out; else the values pass (None)."""
+    if not params.get("rows"):
+        return None
+    got = blocks_in.get("val", ())
+    if len(got) != 2:
+        raise GraphError(where, f"{label} with rows reduces the rows of B x B blocks, but its input carries "
+                                f"{list(got) or 'scalars'}")
+    return got[:1]
+
+
+def matmul_input_blocks(params: dict) -> dict:
+    """``{"a": (B, B), "b": (B, B) or (B,)}``: the blocks a ``block_matmul`` with ``params`` takes."""
+    n = params.get("block")
+    return {"a": (n, n), "b": (n, n) if params.get("rhs", "matrix") == "matrix" else (n,)}
+
+
+def matmul_block(params, port, blocks_in, label, where):
+    """``a`` is B x B, ``b`` B x B (``rhs="matrix"``) or a B-vector (``rhs="vector"``); ``out`` has b's shape."""
+    a, b = blocks_in.get("a", ()), blocks_in.get("b", ())
+    n, rhs = params.get("block"), params.get("rhs", "matrix")
+    want_b = matmul_input_blocks(params)["b"]
+    if a != (n, n):
+        raise GraphError(where, f"{label} input a carries {list(a) or 'scalars'}, expected [{n}, {n}] blocks")
+    if b != want_b:
+        raise GraphError(where, f"{label} input b carries {list(b) or 'scalars'}, expected {list(want_b)} "
+                                f"(rhs {rhs})")
+    return want_b
+
+
 _op(OpSpec(
     "root", "Starts a tensor's iteration: emits reference 0, then D.",
     outputs=(Port("ref", "ref", "the root reference 0", bound="zero"),),
@@ -205,7 +346,7 @@ _op(OpSpec(
              Port("ref", "ref", "child references / value positions", bound="positions")),
     params=(_FORMAT, _TENSOR, _LEVEL,
             Param("dim", "int", None, doc="size of a dense level (taken from the tensor if omitted)",
-                  limit=limits.DIMENSION),
+                  limit=limits.DIMENSION, graph_minimum=1),
             Param("seg", "ints", None, doc="segment array of a compressed level (run_op; else from tensor)"),
             Param("crd", "ints", None, doc="coordinate array of a compressed level (run_op; else from tensor)"),
             Param("bounds_latency", "int", None, (1, 2),
@@ -233,6 +374,7 @@ _op(OpSpec(
             Param("level", "int", None, doc="the located storage level of tensor")),
     timing="1 cycle per coordinate-stream token; a parent reference whose fibre is empty costs 1 more. A "
            "stop S_n (n >= 1) closing a fibre also pops the parent's S_(n-1) in the same cycle.",
+    validate=validate_locate,
 ))
 for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates present in every input."),
                     ("union", "Co-iterates fibres and emits the coordinates present in any input; a missing "
@@ -246,6 +388,8 @@ for _name, _doc in (("intersect", "Co-iterates fibres and emits the coordinates 
                       carries=("ref{i}",))),
         input_depth=3 if _name == "intersect" else None,
         input_depth_arity=2 if _name == "intersect" else None,
+        coiterate="all" if _name == "intersect" else "any",
+        validate=validate_intersect if _name == "intersect" else None,
         params=(Param("arity", "int", 2, doc="number of inputs (>= 2)", minimum=2, limit=limits.ARITY),),
         timing="1 cycle per step; a step needs every input's head. "
                + ("Intersect pops every input whose head coordinate is below a ring neighbour's (inputs i-1 and "
@@ -308,6 +452,7 @@ _op(OpSpec(
             Port("repsig", "repsig", "repeat signals")),
     outputs=(Port("out", "any", "repeated tokens", carries=("in",)),),
     timing="1 cycle per repeat signal; a held token whose fibre is empty (S straight away) costs 1 more.",
+    validate=validate_repeat,
 ))
 _op(OpSpec(
     "array", "Loads values: each reference r gives vals[r], N gives 0; stops and D pass through.",
@@ -330,6 +475,8 @@ _op(OpSpec(
             Param("const", "float", None, doc="constant second operand (replaces port b)")),
     timing="1 firing per cycle. Pipelined: a result is visible op_latency cycles after its firing (1 = the "
            "next cycle, as every other op).",
+    validate=validate_alu,
+    output_block=alu_block,
 ))
 _op(OpSpec(
     "reduce", "Reduces each innermost fibre to one value (sum, max or min). Without crd an empty fibre gives no "
@@ -345,6 +492,7 @@ _op(OpSpec(
                                             "the blocks of a row)")),
     timing="Without crd: 1 cycle per input token, plus 1 for each S_n (n >= 1) that closes a non-empty fibre. "
            "With crd: 1 cycle per value, 1 per fibre end, 1 per outer stop that closes a fibre.",
+    output_block=reduce_block,
 ))
 _op(OpSpec(
     "spacc", "Sparse accumulator (higher-order reducer): merges every entry of a group (the fibres of the "
@@ -364,11 +512,11 @@ _op(OpSpec(
                                          "ends with a stop of level >= group on the outermost sub-tree stream"),
             Param("op", "str", "sum", REDUCE_OPS, "reduction"),
             Param("dim", "int", None, doc="size of the innermost dimension (hardware capacity)",
-                  limit=limits.DIMENSION),
+                  limit=limits.DIMENSION, graph_minimum=1),
             Param("dim_outer", "int", None, doc="size of crd_outer0's dimension (order >= 2, hardware capacity)",
-                  limit=limits.DIMENSION),
+                  limit=limits.DIMENSION, graph_minimum=1),
             Param("dim_outer1", "int", None, doc="size of crd_outer1's dimension (order 3, hardware capacity)",
-                  limit=limits.DIMENSION)),
+                  limit=limits.DIMENSION, graph_minimum=1)),
     timing="Double-buffered (two banks, a FIFO of depth 2 between two sides that may fire in the same cycle). "
            "Accumulate side: 1 cycle per input step, no output; a group's steps need a free bank, the step "
            "taking the group-closing stop (cycle t) hands it over. Emit side, groups in order: from t+1+E (after "
@@ -469,6 +617,8 @@ _op(OpSpec(
     timing="Initiation interval B (op_interval): a firing on data (or N) takes the op for B cycles, one output "
            "row per cycle; a stop or D fires in 1 cycle. Pipelined: a result is visible op_latency cycles after "
            "its firing (block_matmul_latency: 1 + 5 multiplier stages + ceil(log2 B) adder stages + B - 1 rows).",
+    output_block=matmul_block,
+    input_blocks=matmul_input_blocks,
 ))
 #: spacc's emit start delay E per order: the emit side's first firing of a bank handed over in cycle t is at
 #: the earliest t + 1 + E. Order 1: 0. Orders 2 and 3: the RTL walks the bank's rows (row-nonempty bits, a
@@ -526,7 +676,7 @@ _op(OpSpec(
     inputs=(Port("crd", "crd", "coordinates in canonical form (no empty fibres below the top level), or with "
                              "dense_above one fibre per coordinate of the levels above"),),
     params=(_FORMAT, _TENSOR, _LEVEL,
-            Param("dim", "int", None, doc="size of a dense level", limit=limits.DIMENSION),
+            Param("dim", "int", None, doc="size of a dense level", limit=limits.DIMENSION, graph_minimum=1),
             Param("dense_above", "bool", False, doc="the levels above are dense (an intermediate's, written with "
                                                    "every coordinate): every stop ends one fibre, an empty one "
                                                    "included, as at the top level")),
@@ -556,6 +706,7 @@ _op(OpSpec(
                           limit=limits.DIMENSION)),
     timing="1 cycle per token: a data token or N writes its lane only; a stop or D writes every lane (so it "
            "waits for room in all of them).",
+    lane_role="split",
 ))
 _op(OpSpec(
     "serialize", "Merges lanes back into one stream in the original order: the lanes' coordinates of the "
@@ -575,6 +726,7 @@ _op(OpSpec(
            "needs every key's head (S_(d+m) when every key is at a stop S_m, else S_(d-1)); then 1 cycle per key "
            "fibre when every key is at its stop S_m (emits S_(d+m) only if no unit of the fibre was copied) and "
            "1 for D.",
+    lane_role="merge",
 ))
 
 

@@ -32,9 +32,9 @@ def row_reducer(f):
 def run_op_block(spec, params, inputs):
     """The block shape of run_op's node (what its N and empty fibres load): an output's block by the op rules
     (``fuseflow.samml.blocks.output_block``, as :func:`node_blocks` does for a program), else an input's."""
-    from ..samml.blocks import matmul_input_blocks, output_block
+    from ..samml.blocks import output_block
     # block_matmul's blocks come from its params: an input of only N and stops carries none to look at
-    shapes = dict(matmul_input_blocks(params)) if spec.name == "block_matmul" else {}
+    shapes = dict(spec.input_blocks(params)) if spec.input_blocks is not None else {}
     for port, toks in inputs.items():
         tok = next((t for t in toks if not isinstance(t, str)), None)
         if tok is not None and (getattr(tok, "ndim", 0) or isinstance(tok, (list, tuple))):

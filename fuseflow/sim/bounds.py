@@ -64,7 +64,7 @@ def intersect_floors(program, result):
         feeds = {(d.node, d.port): s.id for s in k.streams.values() for d in s.dsts}
         floors = {}
         for nid, node in k.nodes.items():
-            if node.op != "intersect":
+            if node.spec.coiterate != "all":         # the matched pairs of an intersection
                 continue
             arity = node.params.get("arity", 2)
             streams = [sent[feeds[(nid, f"crd{i}")]] for i in range(arity)]

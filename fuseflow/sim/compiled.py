@@ -106,6 +106,7 @@ def _bound_params(st):
     spec = OPS.get(st.op)
     if spec is not None:
         p["_input_depth"] = spec.input_depth_for(st.params)
+        p["_interval"] = op_interval(st.op, st.params)       # as _input_depth, every op's (block_matmul: B)
         if spec.sim_facts is not None:         # e.g. spacc's emit start delay (checking its params as its model does)
             p.update(spec.sim_facts(st.params, f"node {st.id}"))
     merge = p.get("op")
@@ -113,8 +114,6 @@ def _bound_params(st):
         p["_merge"] = REDUCE_MERGE[merge]
     if p.get("const") is not None:
         p["_const"] = st.env.encode(p["const"])
-    if st.op == "block_matmul":
-        p["_interval"] = op_interval(st.op, st.params)
     zero = st.env.zero
     if getattr(zero, "ndim", 0):                 # a node whose values are blocks: what its N loads
         p["_block"] = list(zero.shape)

@@ -295,8 +295,9 @@ def run_op(op: str, params: dict | None = None, inputs: dict | None = None, mode
     reads_level = spec.memory == "read" and spec.memory_array == "level"
     reads_vals = spec.memory == "read" and spec.memory_array == "vals"
     vals = params.get("vals") if reads_vals else None
-    blocked = op == "block_matmul" or any(t.__class__ is not str and getattr(t, "ndim", 0) or
-                                          isinstance(t, (list, tuple)) for toks in inputs.values() for t in toks) \
+    blocked = spec.input_blocks is not None or any(t.__class__ is not str and getattr(t, "ndim", 0) or
+                                                   isinstance(t, (list, tuple))
+                                                   for toks in inputs.values() for t in toks) \
         or vals is not None and len(vals) and np.ndim(vals[0]) > 0
     env = Env(mode, blocks=bool(blocked))
     if blocked:

@@ -656,7 +656,7 @@ case("datasets-subgraph-0", "fuseflow", DI + ["cora", "--subgraph", "0"], None, 
 
 # the console entry point
 case("console-none", "fuseflow", [], None, "arguments")
-case("console-unknown-part", "fuseflow", ["simulate"], None, "unknown part")
+case("console-unknown-part", "fuseflow", ["frobnicate"], None, "unknown task or part")
 case("console-sim-mode", "fuseflow", ["sim", "run", G, "--inputs", "d.npz", "--mode", "exact"], None, "--mode")
 case("console-hw-max-cycles", "fuseflow", ["hw", "sim", G, "--inputs", "d.npz", "--max-cycles", "0"], None,
      "--max-cycles")

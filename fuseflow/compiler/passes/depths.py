@@ -66,9 +66,8 @@ import math
 import networkx as nx
 
 from ...samml.blocks import block_shape
-from ...samml.graph import shared_intersect_inputs
 from .lanes import lane_zero
-from ...samml.registry import op_latency
+from ...samml.registry import op_latency, shared_intersect_inputs
 from ...samml.widths import stream_width
 from ...tensors.fixed import FixedFormat
 from ...tensors.random_data import random_sparse
@@ -130,7 +129,7 @@ def deadlock_floors(kernel) -> dict:
     channel out of a ``parallelize`` of ``dim`` gets ``ceil(dim / lanes) + 2`` (docs/compiler.md, "Parallel
     lanes"). From arity 4, the m adjacent inputs of an intersect that share a coordinate stream (fewer than all
     its inputs) may drift m - 1 tokens apart, so their crd and ref streams get m
-    (:func:`fuseflow.samml.graph.shared_intersect_inputs`)."""
+    (:func:`fuseflow.samml.registry.shared_intersect_inputs`)."""
     floors = {}
     for node in kernel.nodes.values():
         for group, _ in shared_intersect_inputs(kernel, node):

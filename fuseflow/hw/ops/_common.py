@@ -22,7 +22,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ...errors import HardwareError
-from ...samml.registry import MEMORY_READ_LATENCY, get_op
+from ...samml.registry import MEMORY_READ_LATENCY, get_op, op_latency
 from ...tensors.fixed import FixedFormat
 from ..stream import all_of
 from ..token import DONE, EMPTY, STOP, token_layout, token_signature
@@ -154,6 +154,11 @@ class OpComponent(wiring.Component):
         super().__init__(members)
 
     # hooks -----------------------------------------------------------------------------------
+    def harness_cycles(self):
+        """Cycles a test harness (fuseflow.hw.testing) allows beyond what the tokens take before it times
+        out: the op's latency; ops that first walk their memories allow for that."""
+        return op_latency(self.op_name, self.params, self.fixed)
+
     def _port_blocks(self, blocks):
         """``{"i_<port>"/"o_<port>": block shape}`` of the val ports that carry blocks (docs/samml.md, "Blocks")
         from the ``blocks`` argument. By default only ``any``/``token`` ports may (repeat, intersect, union, ...:

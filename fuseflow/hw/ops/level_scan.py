@@ -122,6 +122,10 @@ def late_mux(m, platform, sel, a, b, name, init=MUX_INIT, d=None, model=False):
 class LevelScan(OpComponent):
     op_name = "level_scan"
 
+    def harness_cycles(self):
+        p = self.params
+        return 4 * (len(p.get("crd") or []) + 4 * (p.get("dim") or 0) * 16)
+
     def _add_members(self, members):
         self.dense = self.params["format"] == "dense"
         if self.dense:

@@ -308,6 +308,10 @@ class Spacc(OpComponent):
     #: the platform; tests set ``"dp16kd-model"`` to run the DP16KD wiring in the Amaranth simulator
     memory_impl = None
 
+    def harness_cycles(self):
+        p = self.params         # time for every entry of the banks (dim x dim_outer x dim_outer1)
+        return 4 * (p.get("dim") or 0) * (p.get("dim_outer") or 1) * (p.get("dim_outer1") or 1)
+
     def _add_members(self, members):
         p = self.params
         check_spacc(p, "op spacc")
