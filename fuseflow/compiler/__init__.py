@@ -91,7 +91,7 @@ def parse_order(order):
 
 
 def compile_program(src, fuse="regions", order=None, iteration="factored", name=None, passes=None, locate=True,
-                    parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
+                    parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None, min_tiles=None):
     """Compile an :class:`EinsumProgram` (or a :class:`~.ir.ProgramIR`) to a SAMML program.
 
     ``fuse``: ``none`` | ``regions`` | ``full``; ``order``: a global dataflow order (or a partial one:
@@ -107,7 +107,9 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
     ``onchip_bits`` (automatic sizes under that budget; ``tile_inputs``: data to size them on) tile the program
     (:mod:`.tiling`, docs/tiling.md); without either, nothing is tiled. ``dma``: the tiled program's off-chip
     contract, ``"buffers=1,latency=20"`` or a dict (:class:`~fuseflow.samml.offchip.OffchipContract` fields; the
-    rest: the registry's ``dma`` defaults, ``buffers`` 2; the RTL runs ``buffers=1``)."""
+    rest: the registry's ``dma`` defaults, ``buffers`` 2; the RTL runs ``buffers=1``). ``min_tiles`` (with
+    ``onchip_bits``): split the output rows into at least that many tiles even when the program fits, to stream
+    data that lives off chip (:func:`.tiling.auto_sizes`)."""
     from .blocks import lower_blocks
     from .codegen import CompileResult, build_program
     from .fusion import check_block_plans, plan_program, resolve_parallel
@@ -127,7 +129,8 @@ def compile_program(src, fuse="regions", order=None, iteration="factored", name=
             from ..samml.registry import DMA
             from .tiling import DEFAULT_BUFFERS
             contract = parse_contract(dma, "--dma", {**DMA.defaults(), "buffers": DEFAULT_BUFFERS}).to_json()
-        tiled = compile_tiled(src, at_tile_shape, tiles or None, onchip_bits, parallel, tile_inputs, contract)
+        tiled = compile_tiled(src, at_tile_shape, tiles or None, onchip_bits, parallel, tile_inputs, contract,
+                              min_tiles=min_tiles)
         if tiled is not None:
             return tiled
         src = _untiled(src)
@@ -193,9 +196,10 @@ def _untiled(src):
 
 
 def compile_text(text, fuse="regions", order=None, iteration="factored", name="program", passes=None,
-                 locate=True, parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None):
+                 locate=True, parallel=None, tiles=None, onchip_bits=None, tile_inputs=None, dma=None,
+                 min_tiles=None):
     """Compile ``.ff`` source text."""
     from .frontend import EinsumProgram
     return compile_program(EinsumProgram.parse(text, name), fuse, order, iteration, passes=passes, locate=locate,
                            parallel=parallel, tiles=tiles, onchip_bits=onchip_bits, tile_inputs=tile_inputs,
-                           dma=dma)
+                           dma=dma, min_tiles=min_tiles)

@@ -78,8 +78,11 @@ def parser():
                    help="choose the tile sizes so that one tile fits N bits of on-chip memory (default with "
                         "--board: the board's block RAM; without either, nothing is tiled)")
     c.add_argument("--dma", metavar="KEY=N,...",
-                   help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers "
+                   help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers, pack "
                         "(default: the registry's dma, buffers 2; the RTL runs buffers=1)")
+    c.add_argument("--min-tiles", type=positive_int, metavar="N",
+                   help="with --onchip-bits: split the output rows into at least N tiles (of at least 64 rows) even "
+                        "when the program fits, so that loads from off-chip memory stream behind the runs")
     c.add_argument("--list-tiles", action="store_true", help="print the tiles chosen and why")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
@@ -155,6 +158,8 @@ def compile_cmd(args):
         raise ProgramError("--fifo-budget", "must be at least 0")
     if args.onchip_bits is not None and args.onchip_bits < 1:
         raise ProgramError("--onchip-bits", f"must be a positive number of bits, got {args.onchip_bits}")
+    if args.min_tiles is not None and args.onchip_bits is None:
+        raise ProgramError("--min-tiles", "streams the tiles chosen under a budget: give --onchip-bits too")
     if args.fuse == "auto" and (args.tile or args.onchip_bits is not None):
         raise ProgramError("--tile" if args.tile else "--onchip-bits", "tiling does not combine with --fuse auto "
                                                                         "(give --fuse none|regions|full)")
@@ -275,7 +280,7 @@ def _compile_tiled(src, args, options):
     try:
         result = compile_program(src, fuse=args.fuse, order=args.order, iteration=args.iteration, passes=options,
                                  parallel=args.parallel, tiles=tiles or None, onchip_bits=budget, tile_inputs=data,
-                                 dma=args.dma)
+                                 dma=args.dma, min_tiles=args.min_tiles)
     except ProgramError as exc:
         if not by_board or exc.what != "--onchip-bits":
             raise
