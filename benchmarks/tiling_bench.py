@@ -30,6 +30,7 @@ nonzeros, met at the HBM-class budget (``target_met``; ``target_met_by_budget`` 
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -143,6 +144,29 @@ def gcn_cora(budget: int, fused: bool = False) -> dict:
     return row
 
 
+def _power(nnz: int) -> str:
+    e = math.floor(math.log10(nnz * 1.05))
+    lead = nnz / 10 ** e
+    return f"10^{e}" if round(lead) == 1 else f"{round(lead)} x 10^{e}"
+
+
+def docs_table(data: dict) -> str:
+    """docs/tiling.md's SpMV table, from a results file (``--docs`` prints it)."""
+    lines = ["| nonzeros | budget (bits) | tiles (size x count) | tiles run | resident | run cycles | HBM2 cycles "
+             "| nnz/cycle HBM2 | nnz/cycle DDR4 | bytes loaded |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        if r["kernel"] != "spmv":
+            continue
+        tiles = ", ".join(f"{d} {v['size']} x {v['count']}" for d, v in sorted(r["tiles"].items()))
+        if r["fits_on_chip"]:
+            tiles += " (fits)"
+        lines.append(f"| {_power(r['nnz'])} | {r['budget_bits']:,} | {tiles} | {r['tiles_run']:,} | "
+                     f"{', '.join(r.get('resident') or []) or '-'} | {r['run_cycles']:,} | {r['cycles_hbm2']:,} | "
+                     f"{r['nnz_per_cycle_hbm2']} | {r['nnz_per_cycle_ddr4']} | {r['bytes_read']:,} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "tiling.json"))
@@ -155,7 +179,12 @@ def main(argv=None) -> int:
                          "tile of A)")
     ap.add_argument("--append", action="store_true",
                     help="keep the output file's other rows (a size run on its own replaces its row)")
+    ap.add_argument("--docs", action="store_true", help="print docs/tiling.md's table from the output file and exit")
     args = ap.parse_args(argv)
+    if args.docs:
+        with open(args.output) as f:
+            print(docs_table(json.load(f)))
+        return 0
     rows = []
     for budget in args.onchip_bits:
         for nnz in args.sizes:
