@@ -90,13 +90,14 @@ def compile_program(src: EinsumProgram | ProgramIR, options: CompileOptions | No
     tiles = {**getattr(src, "tile_sizes", {}), **options.tiles}
     if (tiles or options.onchip_bits is not None) and not isinstance(src, ProgramIR):
         from .tiling import compile_tiled
-        at_tile = options.replace(tiles={}, onchip_bits=None, tile_inputs=None, dma=None, tile_fusion=None)
+        at_tile = options.replace(tiles={}, onchip_bits=None, tile_inputs=None, dma=None, tile_fusion=None,
+                                  min_tiles=None)
 
         def at_tile_shape(source: EinsumProgram) -> CompileResult:
             return compile_program(source, at_tile)
         tiled = compile_tiled(src, at_tile_shape, tiles or None, options.onchip_bits, options.parallel,
                               options.tile_inputs, options.dma, fusion=options.tile_fusion,
-                              regions=options.fuse == "regions")
+                              regions=options.fuse == "regions", min_tiles=options.min_tiles)
         if tiled is not None:
             return tiled
         src = _untiled(src)

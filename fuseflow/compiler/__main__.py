@@ -83,11 +83,14 @@ def parser():
                    help="choose the tile sizes so that one tile fits N bits of on-chip memory (default with "
                         "--board: the board's block RAM; without either, nothing is tiled)")
     c.add_argument("--dma", metavar="KEY=N,...",
-                   help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers "
+                   help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers, pack "
                         "(default: the registry's dma, buffers 2; the RTL runs buffers=1)")
     c.add_argument("--tile-fusion", choices=TILE_FUSION,
                    help="how a tiled fuse region of two products runs (default: the cost model's choice; "
                         "docs/tiling.md, Tile fusion)")
+    c.add_argument("--min-tiles", type=positive_int, metavar="N",
+                   help="with --onchip-bits: split the output rows into at least N tiles (of at least 64 rows) even "
+                        "when the program fits, so that loads from off-chip memory stream behind the runs")
     c.add_argument("--list-tiles", action="store_true", help="print the tiles chosen and why")
     c.add_argument("--list-orders", action="store_true", help="print every valid dataflow order of each kernel")
     c.add_argument("--max-orders", type=positive_int, default=DEFAULT_MAX_ORDERS,
@@ -164,7 +167,8 @@ def compile_cmd(args):
     options = CompileOptions(fuse=args.fuse if args.fuse != "auto" else "regions", order=args.order,
                              iteration=args.iteration, parallel=args.parallel, onchip_bits=args.onchip_bits,
                              dma=args.dma, skip=args.skip, dump_after=args.dump_after, fifo_depth=args.fifo_depth,
-                             budget_bits=args.fifo_budget, board=args.board, profile=args.profile)
+                             budget_bits=args.fifo_budget, board=args.board, profile=args.profile,
+                             min_tiles=args.min_tiles)
     if args.fuse == "auto" and (args.tile or args.onchip_bits is not None):
         raise ProgramError("--tile" if args.tile else "--onchip-bits", "tiling does not combine with --fuse auto "
                                                                         "(give --fuse none|regions|full)")
@@ -300,7 +304,7 @@ def _compile_checked(src, args, options):
     does; :mod:`fuseflow.compiler.redundancy`): one ``warning:`` line per kernel that does more work, or with
     ``--redundancy rewrite`` the rewritten program and a ``note:`` line saying what was done."""
     from . import compile_program
-    options = options.replace(onchip_bits=None, dma=None)      # tiling, when asked for, is _compile_tiled's
+    options = options.replace(onchip_bits=None, dma=None, min_tiles=None)   # tiling, when asked for, is _compile_tiled's
     if args.fuse == "none" or args.redundancy == "ignore" or args.iteration != "factored":
         return compile_program(src, options)
     from ..models import program_inputs

@@ -117,6 +117,9 @@ class CompileOptions:
     #: how a tiled fuse region of two products runs: ``wavefront`` | ``recompute`` | ``materialise`` (None: the
     #: cost model's choice; :mod:`fuseflow.compiler.tilefuse`)
     tile_fusion: str | None = None
+    #: with ``onchip_bits``: split the output rows into at least this many tiles (of at least 64 rows) even when
+    #: the program fits, so that loads from off-chip memory stream behind the runs (:func:`.tiling.auto_sizes`)
+    min_tiles: int | None = None
     #: stages of :data:`~fuseflow.compiler.passes.PIPELINE` not to run (only skippable ones: locate, drop_empty)
     skip: tuple = ()
     #: a stage after which the result's reports hold the IR's text or graph.json as ``"dump"``
@@ -159,6 +162,9 @@ class CompileOptions:
         if self.tile_fusion is not None and self.tile_fusion not in TILE_FUSION:
             raise ProgramError("--tile-fusion", f"unknown strategy {self.tile_fusion!r} (expected "
                                                 f"{', '.join(TILE_FUSION)})")
+        _count("--min-tiles", self.min_tiles, 1, f"must be a positive number of tiles, got {self.min_tiles!r}")
+        if self.min_tiles is not None and self.onchip_bits is None:
+            raise ProgramError("--min-tiles", "streams the tiles chosen under a budget: give --onchip-bits too")
         skip = _stages(self.skip, "--skip")
         for n in skip:
             stage = next(s for s in PIPELINE if s.name == n)

@@ -134,14 +134,21 @@ class _Blocks:
         return out
 
 
+#: the bits of an entry the estimates pack into beats: the default fixed-point value width (index arrays are at
+#: most as wide on the graphs tiled here), :func:`fuseflow.samml.storage.memory_width`
+ENTRY_BITS = 32
+
+
 def _read(n, contract):
-    from ..samml.offchip import read_cycles
-    return read_cycles(0, int(round(n)), contract) if n >= 0.5 else 0
+    """Cycles to read ``n`` entries (packed into beats as the contract says)."""
+    from ..samml.offchip import beats, read_cycles
+    return read_cycles(0, beats(int(round(n)), ENTRY_BITS, contract), contract) if n >= 0.5 else 0
 
 
 def _write(n, contract):
-    from ..samml.offchip import write_cycles
-    return write_cycles(0, int(round(n)), contract) if n >= 0.5 else 0
+    """Cycles to write ``n`` entries (packed into beats as the contract says)."""
+    from ..samml.offchip import beats, write_cycles
+    return write_cycles(0, beats(int(round(n)), ENTRY_BITS, contract), contract) if n >= 0.5 else 0
 
 
 def _sparse_load(rows, nnz, contract):

@@ -172,6 +172,7 @@ class TileChoice:
     onchip_bits: int | None
     estimate_bits: int | None = None
     notes: list = field(default_factory=list)
+    fits: bool = False               # the whole program fits the budget (split only for min_tiles)
 
 
 def _multiple_of(dim, ir, parallel):
@@ -250,8 +251,11 @@ def _estimate_bits(ir, dims, by_mode, sizes, densities, tile_nnz, crd_bits=16, v
 
 
 def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, inputs=None,
-               exclude=()) -> TileChoice:
-    """Tile sizes under ``onchip_bits`` by Scorch's rules (module docstring)."""
+               exclude=(), min_tiles=None) -> TileChoice:
+    """Tile sizes under ``onchip_bits`` by Scorch's rules (module docstring). ``min_tiles``: the output rows are
+    then halved (not below ``ROW_FLOOR`` rows) until they make at least that many tiles, even when the program
+    fits: with ``buffers`` 2 every tile's loads but the first overlap a run, so data that lives off chip streams
+    (one tile pays its whole load before it runs)."""
     densities = {t.name: t.density for t in ir.tensors.values() if t.role == "input"}
     tile_nnz = _tile_counters(ir, by_mode, inputs) if inputs else None
     if inputs:
@@ -286,13 +290,28 @@ def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, in
         return _estimate_bits(ir, dims, by_mode, sz, densities, tile_nnz)
 
     est = bits(sizes)
-    if est <= onchip_bits:
-        return TileChoice({}, "auto", onchip_bits, est, notes)
     windows = [d for d in candidates if d in gathered]
     row_dims = [d for d in candidates if d not in gathered]
 
     def mult(d):
         return max(_multiple_of(dims[d], ir, parallel).values(), default=1)
+
+    def streamed(choice):
+        if not min_tiles or min_tiles <= 1 or not row_dims:
+            return choice
+        sz = dict(choice.sizes)
+        d = row_dims[0]
+        while -(-dims[d].extent // sz.get(d, dims[d].extent)) < min_tiles:
+            new = _halve(sz.get(d, dims[d].extent), mult(d))
+            if new < ROW_FLOOR or new >= sz.get(d, dims[d].extent):
+                break
+            sz[d] = new
+        if sz != choice.sizes:
+            choice.notes.append(f"{d} split into at least {min_tiles} tiles (min_tiles: the loads stream)")
+        return TileChoice(sz, choice.chosen, choice.onchip_bits, bits(sz), choice.notes, not choice.sizes)
+
+    if est <= onchip_bits:
+        return streamed(TileChoice({}, "auto", onchip_bits, est, notes))
 
     # Fewest windows first: every window tile makes the rows be visited again (a sparse row's cost is paid
     # once per window), while a row tile costs a DMA round trip that double buffering hides; so the windows
@@ -309,7 +328,7 @@ def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, in
             trial[d] = _halve(trial.get(d, dims[d].extent), mult(d))
         if bits(trial) <= onchip_bits:
             notes.append(f"windows as large as row tiles of at least {ROW_FLOOR} rows allow")
-            return TileChoice(trial, "auto", onchip_bits, bits(trial), notes)
+            return streamed(TileChoice(trial, "auto", onchip_bits, bits(trial), notes))
         shrunk = False
         for d in windows:
             new = _halve(g.get(d, dims[d].extent), mult(d))
@@ -343,7 +362,7 @@ def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, in
         est, d, new, _ = best
         sizes[d] = new
         steps += 1
-    return TileChoice(sizes, "auto", onchip_bits, est, notes)
+    return streamed(TileChoice(sizes, "auto", onchip_bits, est, notes))
 
 
 def _halve(size: int, mult: int) -> int:
@@ -497,7 +516,7 @@ class _MergeError(ProgramError):
 
 
 def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, inputs=None,
-                  contract=None, where="tiles", fusion=None, regions=True):
+                  contract=None, where="tiles", fusion=None, regions=True, min_tiles=None):
     """Compile ``src`` tiled: ``compile_fn(source) -> CompileResult`` compiles a source at tile shape.
 
     ``tiles``: {index: size} (manual) or None with ``onchip_bits`` (automatic). Returns the CompileResult of the
@@ -528,10 +547,11 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
         raise ProgramError("--tile-fusion", "the program has no fuse region of two products (T = X W; G = A T, A "
                                             "square and sparse) to tile-fuse" + ("" if regions else
                                                                                  " (only --fuse regions has one)"))
-    return _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where)
+    return _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where, min_tiles=min_tiles)
 
 
-def _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where, equal=None):
+def _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where, equal=None,
+                   min_tiles=None):
     """The tiled CompileResult of ``src`` at manual or automatic sizes (None: nothing to split). ``equal``:
     ``(rows, window)`` dimensions that must get the same tile size (a wavefront plan): automatic sizes take the
     window's (the rows' when the window is whole) for both and halve it until the compiled tile fits."""
@@ -543,7 +563,7 @@ def _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract,
             raise ProgramError(where, f"a wavefront needs the rows ({equal[0]}) and the window ({equal[1]}) tiled "
                                       f"alike")
     else:
-        choice = auto_sizes(ir, dims, by_mode, by_index, onchip_bits, lanes, inputs)
+        choice = auto_sizes(ir, dims, by_mode, by_index, onchip_bits, lanes, inputs, min_tiles=min_tiles)
     if not choice.sizes:
         return None
     if equal:
@@ -570,14 +590,14 @@ def _compile_sizes(src, compile_fn, tiles, onchip_bits, lanes, inputs, contract,
                             where)
         except _MergeError as exc:             # a fused kernel reduces it inside a function: keep it whole
             exclude |= set(exc.dims)
-            choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs, exclude)
+            choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs, exclude, min_tiles)
             choice.notes.append(f"{', '.join(sorted(exc.dims))} kept whole: a fused kernel's partials over it do "
                                 f"not merge by adding")
             continue
         if result is None or result.program.tiling["tile_bits"] <= onchip_bits:
             return result
         target = int(target * onchip_bits / result.program.tiling["tile_bits"] * 0.95)
-        choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs, exclude)
+        choice = auto_sizes(ir, dims, by_mode, by_index, target, lanes, inputs, exclude, min_tiles)
         choice.onchip_bits = onchip_bits
         choice.notes.append(f"sized for {target} bits: the compiled tile at the first sizes was over the budget")
     return result
@@ -803,7 +823,7 @@ def render_tiles(prog) -> str:
         f"  on-chip bits of one tile: {t['tile_bits']} ({budget}); inputs that change between tiles are "
         f"counted {c['buffers']}x (buffers {c['buffers']})",
         f"  DMA contract: word_bytes {c['word_bytes']}, latency {c['latency']}, burst {c['burst']}, "
-        f"outstanding {c['outstanding']}, buffers {c['buffers']}"]
+        f"outstanding {c['outstanding']}, buffers {c['buffers']}, pack {c.get('pack', 1)}"]
     for k in t["kernels"]:
         count = math.prod(t["dims"][d]["tiles"] for d in k["grid"])
         lines.append(f"  kernel {k['name']}: grid {' x '.join(k['grid']) or '-'} ({count} tiles, outer to inner); "

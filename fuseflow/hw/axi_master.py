@@ -30,7 +30,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
-from ..samml.offchip import OffchipContract, record_stride, record_words
+from ..samml.offchip import OffchipContract, entries_per_beat, record_stride, record_words
 from .dma import AXI_ADDR_WIDTH, DmaReader, DmaWriter, read_members, write_members
 from .sequencer import SEQ_WIDTH, TileSequencer
 
@@ -120,6 +120,8 @@ class AxiMasterTop(wiring.Component):
         if plan.data_width > dw:
             raise HardwareError("--interface axi-master", f"memory words of {plan.data_width} bits do not fit a "
                                                           f"{dw}-bit beat: use a larger word_bytes")
+        if contract.pack:                # the DMA moves rows of entries, one beat per cycle (samml.offchip)
+            top.pack_host(dw, {mm.name: entries_per_beat(mm.width, contract) for mm in plan.memories})
         master = {f"m_axi_{k}": v for k, v in (read_members(dw) | write_members(dw)).items()}
         super().__init__(master | control_members() | {"irq": Out(1), "kernel_done": Out(1),
                                                          "kernel_cycles": Out(SEQ_WIDTH)})
@@ -130,9 +132,10 @@ class AxiMasterTop(wiring.Component):
         m.submodules.kernel = top
         m.submodules.control = ctl = ControlSlave()
         m.submodules.reader = rd = DmaReader(c)
-        m.submodules.writer = wr = DmaWriter(c, plan.data_width)
-        m.submodules.sequencer = seq = TileSequencer(c, len(plan.memories), plan.sel_width, plan.addr_width,
-                                                     plan.data_width)
+        rh = top.row_host
+        hw = plan.data_width if rh is None else rh.bits           # what the host port moves per cycle
+        m.submodules.writer = wr = DmaWriter(c, hw)
+        m.submodules.sequencer = seq = TileSequencer(c, len(plan.memories), plan.sel_width, plan.addr_width, hw)
         for name, member in control_members().items():
             if member.flow == In:
                 m.d.comb += getattr(ctl, name).eq(getattr(self, name))
@@ -148,21 +151,22 @@ class AxiMasterTop(wiring.Component):
         wiring.connect(m, rd.beat, seq.beat)
         wiring.connect(m, seq.wr, wr.cmd)
         wiring.connect(m, wr.onchip, seq.onchip)
+        if rh is not None:
+            m.d.comb += rh.wdata.eq(seq.host.wdata)
         m.d.comb += [
             seq.start.eq(ctl.start), seq.table.eq(ctl.table), seq.tiles.eq(ctl.tiles),
             ctl.busy.eq(seq.busy), ctl.done.eq(seq.done), ctl.cycles.eq(seq.cycles),
             ctl.kernel_cycles.eq(seq.kernel_cycles), ctl.tiles_done.eq(seq.tiles_done), self.irq.eq(seq.done),
             top.start.eq(seq.kernel.start), seq.kernel.done.eq(top.done), seq.kernel.cycles.eq(top.cycles),
             top.host_sel.eq(seq.host.sel), top.host_addr.eq(seq.host.addr), top.host_wdata.eq(seq.host.wdata),
-            top.host_we.eq(seq.host.we), seq.host.rdata.eq(top.host_rdata),
+            top.host_we.eq(seq.host.we), seq.host.rdata.eq(top.host_rdata if rh is None else rh.rdata),
             self.kernel_done.eq(top.done), self.kernel_cycles.eq(top.cycles),
         ]
         return m
 
 
 def contract_json(contract: OffchipContract) -> dict:
-    return {"word_bytes": contract.word_bytes, "latency": contract.latency, "burst": contract.burst,
-            "outstanding": contract.outstanding, "buffers": contract.buffers}
+    return contract.to_json()
 
 
 def axim_map(wrapper: AxiMasterTop) -> dict:
@@ -174,7 +178,8 @@ def axim_map(wrapper: AxiMasterTop) -> dict:
         "contract": contract_json(c),
         "record_words": record_words(n), "record_stride": record_stride(n, c),
         "memories": [{"name": mm.name, "sel": mm.sel, "depth": mm.depth, "capacity": mm.capacity,
-                      "width": mm.width, "signed": mm.signed, "role": mm.role} for mm in plan.memories],
+                      "width": mm.width, "signed": mm.signed, "role": mm.role,
+                      "entries_per_beat": entries_per_beat(mm.width, c)} for mm in plan.memories],
         "control": {"protocol": "AXI4-Lite", "prefix": "s_axil_", "addr_width": CONTROL_ADDR_WIDTH,
                     "data_width": 32, "registers": {name: 4 * i for i, name in enumerate(CONTROL_REGISTERS)},
                     "control_bits": {"start": 0, "busy": 0, "done": 1}},

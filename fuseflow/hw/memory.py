@@ -41,14 +41,12 @@ manifest), or the register file at ``sel = len(memories)``; ``host_addr`` is the
 in :attr:`MemoryPlan.registers` (name, index, writable).
 """
 
-import math
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
-from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 
 from ..errors import HardwareError
-from ..samml.blocks import tensor_block
 from ..samml.registry import MEMORY_READ_LATENCY
 # the storage rule is the simulator's too (a level_scan's bounds_latency depends on it): defined in samml
 from ..samml.storage import (BLOCK_RAM_MIN_BITS, BOUNDS_ARRAYS, BOUNDS_BLOCK_MIN_BITS,  # noqa: F401
@@ -168,7 +166,7 @@ def plan_memories(program, data_capacities=None):
         raise HardwareError("config.value.format", f"hardware needs fixed-point values, the graph says "
                                                     f"{value.get('format')!r}")
     crd_width = int(cfg.get("crd_width", 16))
-    from ..samml.storage import build_capacity, index_width
+    from ..samml.storage import build_capacity, index_width, memory_width
     from ..samml.widths import check_fits_width
     vwidth, vfrac = int(value.get("width", 32)), int(value.get("frac", 16))
     data_capacities = data_capacities or {}
@@ -195,10 +193,9 @@ def plan_memories(program, data_capacities=None):
         plan.index_widths[t.name] = index_width(program, t, cap)
         for lv, array in tensor_arrays(t):
             depth = array_depth(cap, lv, array)
-            if array == "vals":          # a blocked tensor: one block per word (docs/samml.md, "Blocks")
-                width, signed = vwidth * math.prod(tensor_block(t)), True
-            else:                        # seg, crd, first (samml.storage: the simulator's rule too)
-                width, signed = array_shape(program, t, cap, lv, array)[1], False
+            # a blocked tensor: one block per word (docs/samml.md, "Blocks"); seg, crd, first: samml.storage's
+            # rule, the simulator's and the off-chip contract's too
+            width, signed = memory_width(program, t, cap, lv, array), array == "vals"
             name = f"{t.name}.vals" if array == "vals" else f"{t.name}.{lv}.{array}"
             spec = MemSpec(name, t.name, lv, array, max(1, depth), width, signed, t.role, len(plan.memories),
                            depth)
@@ -312,29 +309,47 @@ class TensorMemory(Elaboratable):
     (``"generic"``: Verilator, the Amaranth simulator, iCE40) an Amaranth ``Memory`` synchronous read port and
     one register after it. ``impl=None`` picks by the platform: ``"dp16kd"`` for a block memory elaborated for
     an ECP5, else ``"generic"``; ``"dp16kd-model"`` runs the same blocks in the Amaranth simulator. The
-    generic ``Memory`` (:attr:`storage`) carries ``ram_style = "block"`` for a block memory."""
+    generic ``Memory`` (:attr:`storage`) carries ``ram_style = "block"`` for a block memory.
+
+    ``pack`` k > 1 (a power of two; a tiled build's memory that the off-chip DMA fills k entries per beat,
+    :func:`fuseflow.samml.offchip.entries_per_beat`): the storage is one generic ``Memory`` of rows of k
+    entries with a write enable per entry (entry ``a`` in lane ``a % k`` of row ``a // k``); a read port selects
+    its entry by the address's low bits (registered with the read) and shows the whole row on ``row``; the write
+    port writes one entry (``addr``, ``data``, ``en``) or a whole row (``row_addr``, ``row_data``, ``row_en``,
+    which wins). A port's ``offset`` is then an adder before the read (no shifted copies)."""
 
     def __init__(self, depth: int, width: int, init=None, *, block: bool = False, name: str = "mem",
-                 impl: str | None = None):
+                 impl: str | None = None, pack: int = 1):
         from amaranth.lib.memory import Memory
         words = list(init or [])
         if len(words) > depth:
             raise HardwareError(f"memory {name}", f"{len(words)} entries exceed the depth {depth}")
         if impl not in (None, "generic", "dp16kd", "dp16kd-model"):
             raise HardwareError(f"memory {name}", f"unknown implementation {impl!r}")
-        self.depth, self.width, self.block, self.name, self.impl = depth, width, block, name, impl
+        if pack < 1 or pack & (pack - 1):
+            raise HardwareError(f"memory {name}", f"pack {pack} is not a power of two")
+        self.depth, self.width, self.block, self.name, self.impl, self.pack = depth, width, block, name, impl, pack
         self.words = words + [0] * (depth - len(words))
-        self.storage = Memory(shape=width, depth=depth, init=self.words,
-                              attrs={"ram_style": "block"} if block else None)
+        if pack > 1:
+            rows = -(-depth // pack)
+            padded = self.words + [0] * (rows * pack - depth)
+            init_rows = [sum((padded[r * pack + j] & ((1 << width) - 1)) << (j * width) for j in range(pack))
+                         for r in range(rows)]
+            self.storage = Memory(shape=width * pack, depth=rows, init=init_rows,
+                                  attrs={"ram_style": "block"} if block else None)
+        else:
+            self.storage = Memory(shape=width, depth=depth, init=self.words,
+                                  attrs={"ram_style": "block"} if block else None)
         self.storage._MustUse__silence = True       # elaborated only by the generic implementation
         self.addr_width = max(1, (depth - 1).bit_length())
         self.reads = []
         self.write = None
 
     @classmethod
-    def from_spec(cls, spec: MemSpec, init=None, impl: str | None = None) -> "TensorMemory":
+    def from_spec(cls, spec: MemSpec, init=None, impl: str | None = None, pack: int = 1) -> "TensorMemory":
         """The memory of one planned array (``init``: raw unsigned words)."""
-        return cls(spec.depth, spec.width, init, block=spec.storage == "block", name=spec.name, impl=impl)
+        return cls(spec.depth, spec.width, init, block=spec.storage == "block", name=spec.name, impl=impl,
+                   pack=pack)
 
     def read_port(self, latency: int = MEMORY_READ_LATENCY, offset: int = 0,
                   enable: bool = False, plus_one: bool = False) -> SimpleNamespace:
@@ -361,7 +376,8 @@ class TensorMemory(Elaboratable):
         port = SimpleNamespace(addr=Signal(self.addr_width, name=f"r{n}_addr"),
                                data=Signal(self.width, name=f"r{n}_data"), latency=latency, offset=offset,
                                en=Signal(name=f"r{n}_en") if enable else None,
-                               data1=Signal(self.width, name=f"r{n}_data1") if plus_one else None)
+                               data1=Signal(self.width, name=f"r{n}_data1") if plus_one else None,
+                               row=Signal(self.width * self.pack, name=f"r{n}_row") if self.pack > 1 else None)
         self.reads.append(port)
         return port
 
@@ -371,6 +387,10 @@ class TensorMemory(Elaboratable):
             raise HardwareError(f"memory {self.name}", "has one write port")
         self.write = SimpleNamespace(addr=Signal(self.addr_width, name="w_addr"),
                                      data=Signal(self.width, name="w_data"), en=Signal(name="w_en"))
+        if self.pack > 1:
+            self.write.row_addr = Signal(max(1, (len(self.storage.init) - 1).bit_length()), name="w_row_addr")
+            self.write.row_data = Signal(self.width * self.pack, name="w_row_data")
+            self.write.row_en = Signal(name="w_row_en")
         return self.write
 
     def implementation(self, platform) -> str:
@@ -383,6 +403,8 @@ class TensorMemory(Elaboratable):
     def elaborate(self, platform):
         from amaranth.lib.memory import Memory
         m = Module()
+        if self.pack > 1:
+            return self._elaborate_packed(m)
         impl = self.implementation(platform)
         if impl != "generic":
             from .block_ram import block_memory
@@ -444,6 +466,54 @@ class TensorMemory(Elaboratable):
                 wp = mem.write_port()
                 m.d.comb += [wp.addr.eq(self.write.addr - k), wp.data.eq(self.write.data),
                              wp.en.eq(self._copy_write_enable(k))]
+        return m
+
+    def _elaborate_packed(self, m):
+        """Rows of ``pack`` entries (class doc): every port reads the one storage at ``addr + offset``."""
+        k, w, s = self.pack, self.width, self.pack.bit_length() - 1
+        m.submodules.storage = mem = self.storage
+        for i, port in enumerate(self.reads):
+            a = Signal(self.addr_width + 1, name=f"r{i}_entry")
+            m.d.comb += a.eq(port.addr + port.offset)
+            inside = Signal(name=f"r{i}_inside")         # a shifted copy held 0 beyond the last entry
+            m.d.comb += inside.eq(a < self.depth)
+            if port.latency == 0 or (port.en is not None and not self.block):
+                rp = mem.read_port(domain="comb")
+                row, lane, ok = rp.data, a[:s], inside
+                if port.latency:                         # a LUT memory: the read registered with the enable
+                    row_q, lane_q, ok_q = Signal.like(row, name=f"r{i}_row_q"), Signal(s, name=f"r{i}_lane_q"), \
+                        Signal(name=f"r{i}_inside_q")
+                    with m.If(port.en):
+                        m.d.sync += [row_q.eq(row), lane_q.eq(lane), ok_q.eq(ok)]
+                    row, lane, ok = row_q, lane_q, ok_q
+            else:
+                rp = mem.read_port()
+                lane, ok = Signal(s, name=f"r{i}_lane_q"), Signal(name=f"r{i}_inside_q")
+                if port.en is not None:
+                    m.d.comb += rp.en.eq(port.en)
+                    with m.If(port.en):
+                        m.d.sync += [lane.eq(a[:s]), ok.eq(inside)]
+                else:
+                    m.d.sync += [lane.eq(a[:s]), ok.eq(inside)]
+                row = rp.data
+            m.d.comb += rp.addr.eq(a[s:])
+            data = Signal(w, name=f"r{i}_picked")
+            m.d.comb += data.eq(Mux(ok, row.word_select(lane, w), 0))
+            for j in range(1, port.latency if port.latency else 1):   # a block's output register
+                r, rr = Signal.like(data, name=f"r{i}_data_p{j}"), Signal.like(row, name=f"r{i}_row_p{j}")
+                m.d.sync += [r.eq(data), rr.eq(row)]
+                data, row = r, rr
+            m.d.comb += [port.data.eq(data), port.row.eq(row)]
+            if port.data1 is not None:
+                m.d.comb += port.data1.eq((port.data + 1)[:w])
+        if self.write is not None:
+            wr = self.write
+            wp = mem.write_port(granularity=w)
+            with m.If(wr.row_en):
+                m.d.comb += [wp.addr.eq(wr.row_addr), wp.data.eq(wr.row_data), wp.en.eq((1 << k) - 1)]
+            with m.Elif(wr.en & (wr.addr < self.depth)):
+                m.d.comb += [wp.addr.eq(wr.addr[s:]), wp.data.eq(Cat(*[wr.data] * k)),
+                             wp.en.eq(Const(1, k) << wr.addr[:s])]
         return m
 
     # a copy shifted by k entries (a read port of offset k) holds entry a at a - k, and nothing below k

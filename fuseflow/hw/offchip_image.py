@@ -7,9 +7,10 @@
     img.outputs[t]      # {memory name: (byte address, words)}: where tile t's stored arrays land
 
 ``manifest``: the build manifest of an ``--interface axi-master`` build (its ``axi`` section names the memories,
-their capacities and the off-chip contract). Each tile loads ``{memory name: raw words}`` (one entry per word,
-as :func:`fuseflow.hw.memory.tensor_images` packs a tensor; :func:`tile_loads` packs a tile's tensors) and stores
-the named memories whole (their capacity: what a kernel writes depends on the data). A memory keeps its contents
+their capacities and widths and the off-chip contract). Each tile loads ``{memory name: raw entries}`` (as
+:func:`fuseflow.hw.memory.tensor_images` packs a tensor; :func:`tile_loads` packs a tile's tensors), laid into
+beats by :func:`fuseflow.samml.offchip.pack_beats` (the contract's entries per beat at the memory's width), and
+stores the named memories whole (their capacity: what a kernel writes depends on the data). A memory keeps its contents
 from one tile to the next, so an operand every tile shares is loaded by the first tile only.
 
 Layout (byte addresses from ``base``): :func:`fuseflow.samml.offchip.layout`, which the tiled simulator uses too:
@@ -28,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import HardwareError
-from ..samml.offchip import (ARRAY_ALIGN, OffchipContract, layout, record_stride, record_words, tile_steps,
-                             tiled_cycles)
+from ..samml.offchip import (ARRAY_ALIGN, OffchipContract, beats, layout, pack_beats, record_stride, record_words,
+                             tile_steps, tiled_cycles, unpack_beats)
 
 if TYPE_CHECKING:
     from .elaborate import Build
@@ -49,12 +50,14 @@ def contract_of(manifest: dict) -> OffchipContract:
 
 @dataclass
 class Transfer:
-    """One row of a tile record: ``kind`` "load" or "store" of ``words`` entries of memory ``name``."""
+    """One row of a tile record: ``kind`` "load" or "store" of ``entries`` entries of memory ``name`` in ``words``
+    beats."""
     kind: str
     name: str
     sel: int
     address: int
     words: int
+    entries: int = 0
 
 
 @dataclass
@@ -70,8 +73,13 @@ class OffchipImage:
 
     @property
     def outputs(self) -> list[dict[str, tuple[int, int]]]:
-        """Per tile: ``{memory name: (byte address, words)}`` of its stores."""
+        """Per tile: ``{memory name: (byte address, words)}`` of its stores (``words``: beats)."""
         return [{x.name: (x.address, x.words) for x in tile if x.kind == "store"} for tile in self.transfers]
+
+    def entries(self, memory: bytes, transfer: Transfer, width: int, base: int | None = None) -> list[int]:
+        """The raw entries of ``transfer`` (of a memory of ``width``-bit entries) in ``memory``."""
+        return unpack_beats(self.words(memory, transfer.address, transfer.words, base), transfer.entries, width,
+                            self.contract)
 
     def words(self, memory: bytes, address: int, count: int, base: int | None = None) -> list[int]:
         """``count`` words at byte ``address`` of ``memory`` (bytes that start at ``base``, default this image's)."""
@@ -126,10 +134,12 @@ def build_image(manifest: dict, tiles: list[dict], *, base: int = 0) -> OffchipI
             bad = [int(w) for w in words if not 0 <= int(w) < (1 << mm["width"])]
             if bad:
                 raise HardwareError(f"tile {t}", f"{name}: word {bad[0]} is not a raw {mm['width']}-bit entry")
-            row.append((Transfer("load", name, mm["sel"], 0, len(words)), [int(w) for w in words]))
+            row.append((Transfer("load", name, mm["sel"], 0, beats(len(words), mm["width"], c), len(words)),
+                        pack_beats([int(w) for w in words], mm["width"], c)))
         for name in stores:
             mm = mems[name]
-            row.append((Transfer("store", name, mm["sel"], 0, mm["capacity"]), None))
+            row.append((Transfer("store", name, mm["sel"], 0, beats(mm["capacity"], mm["width"], c),
+                                 mm["capacity"]), None))
         rows.append(row)
     table, addresses, cursor = layout(n, [[x.words for x, _ in row] for row in rows], c, base)
     chunks: list[tuple[int, list[int]]] = []      # (address, words)
@@ -174,8 +184,8 @@ def read_outputs(manifest: dict, image: OffchipImage, memory: bytes, tile: int, 
     import asyncio
 
     from .top import _read_tensor
-    out = image.outputs[tile]
-    arrays = {m["sel"]: image.words(memory, *out[m["name"]], base=base)
+    out = {x.name: x for x in image.transfers[tile] if x.kind == "store"}
+    arrays = {m["sel"]: image.entries(memory, out[m["name"]], m["width"], base=base)
               for m in manifest["host"]["memories"] if m["name"] in out}
 
     class _Stored:

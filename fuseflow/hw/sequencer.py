@@ -7,8 +7,10 @@ from ``table``; each word is one beat of the master port (its low 32 bits hold t
 
 - word 0: the tile's number of loads (bits 0-7) and of stores (bits 8-15);
 - then one transfer per memory at most, three words each: the memory's ``sel`` (the manifest's), the byte
-  address in off-chip memory, the number of words (at least 1). The loads come first, then the stores; a transfer
-  moves entries ``0 .. words - 1`` of the memory, one entry per beat (the entry in the beat's low bits).
+  address in off-chip memory, the number of words (beats, at least 1). The loads come first, then the stores; beat
+  ``b`` of a transfer is row ``b`` of the memory: :func:`~fuseflow.samml.offchip.entries_per_beat` entries
+  (entries ``b * k .. b * k + k - 1``, each in its slot; with ``pack`` 0 or k = 1 the entry in the beat's low
+  bits), written or read in one cycle (:meth:`fuseflow.hw.top.ProgramTop.pack_host`).
 
 Per tile: the record is read (one DMA read), the loads follow one another without a gap, the kernel's start is
 pulsed in the cycle after the last load's last beat, and once the kernel shows done the stores follow one

@@ -185,6 +185,7 @@ class ProgramTop(wiring.Component):
     def __init__(self, program, plan, init=None, op_factory=None, probes=True, block_ram=None):
         self.program = program
         self.block_ram = block_ram
+        self.row_host = None              # pack_host: the AXI4 master's DMA writes and reads rows of entries
         self.plan = plan = copy.deepcopy(plan)      # the top adds its registers to its own copy
         self.init = dict(init or {})
         self.probes = probes
@@ -264,6 +265,18 @@ class ProgramTop(wiring.Component):
             "host_rdata": Out(dw),
         })
 
+    def pack_host(self, beat_bits: int, packs: dict) -> None:
+        """Before elaboration, for the AXI4 master's DMA (:mod:`fuseflow.hw.axi_master`): memory ``name`` holds
+        rows of ``packs[name]`` entries (:class:`~fuseflow.hw.memory.TensorMemory`'s ``pack``); ``host_addr``
+        then names a row of the selected memory, ``row_host.wdata`` (``beat_bits``) writes the row with
+        ``host_we`` (entry j in slot j of ``beat_bits // packs[name]`` bits, as
+        :func:`fuseflow.samml.offchip.pack_beats` lays a beat out) and ``row_host.rdata`` shows it so
+        ``HOST_READ_LATENCY`` cycles after ``host_sel``/``host_addr``. Without this call nothing changes."""
+        from types import SimpleNamespace
+        self.row_host = SimpleNamespace(packs=dict(packs), bits=beat_bits,
+                                        wdata=Signal(beat_bits, name="host_row_wdata"),
+                                        rdata=Signal(beat_bits, name="host_row_rdata"))
+
     # -----------------------------------------------------------------------------------------
     def elaborate(self, platform):
         m = Module()
@@ -276,8 +289,16 @@ class ProgramTop(wiring.Component):
         mems = {}
         host_rd = {}
         writers = {}                      # memory name -> [(waddr, wdata, wen)]
+        rh = self.row_host
+
+        def pack(spec):
+            return rh.packs.get(spec.name, 1) if rh is not None else 1
+
+        def host_entry(spec):             # the host's entry address (rows of pack(spec) entries: the row's first)
+            return self.host_addr if pack(spec) == 1 else self.host_addr << (pack(spec).bit_length() - 1)
+
         for spec in plan.memories:
-            mem = TensorMemory.from_spec(spec, self.init.get(spec.name), impl=self.block_ram)
+            mem = TensorMemory.from_spec(spec, self.init.get(spec.name), impl=self.block_ram, pack=pack(spec))
             mems[spec.name] = mem
             m.submodules[f"mem_{_ident(spec.name)}"] = mem
             writers[spec.name] = []
@@ -412,7 +433,7 @@ class ProgramTop(wiring.Component):
                                                               (latency == 1 and spec.storage == "block"))
                         addr = read_en = None
                         if share:
-                            addr = Mux(idle, self.host_addr, getattr(op, f"{prefix}_addr"))
+                            addr = Mux(idle, host_entry(spec), getattr(op, f"{prefix}_addr"))
                             if prefix in mp.held_reads:
                                 read_en = idle | getattr(op, f"{prefix}_en")
                         rp = attach_read(km, mems[spec.name], op, prefix, mp, addr, read_en)
@@ -489,7 +510,13 @@ class ProgramTop(wiring.Component):
             mem = mems[spec.name]
             wp = mem.write_port()
             host_w = self.host_we & (self.host_sel == spec.sel) & idle
-            m.d.comb += [wp.addr.eq(self.host_addr), wp.data.eq(self.host_wdata), wp.en.eq(host_w)]
+            if pack(spec) > 1:                    # a row from the DMA's beat (pack_host)
+                k, slot = pack(spec), rh.bits // pack(spec)
+                m.d.comb += [wp.row_addr.eq(self.host_addr), wp.row_en.eq(host_w),
+                             wp.row_data.eq(Cat(*[rh.wdata[j * slot:j * slot + spec.width] for j in range(k)]))]
+            else:
+                m.d.comb += [wp.addr.eq(self.host_addr), wp.data.eq(self.host_wdata if rh is None else rh.wdata),
+                             wp.en.eq(host_w)]
             if writers[spec.name]:
                 # the writers' write, registered and applied in the next cycle: a writer's firing (from its
                 # input FIFO's head through its decision) then ends at flip-flops, not at the memory's write
@@ -512,7 +539,7 @@ class ProgramTop(wiring.Component):
             if spec.name not in host_rd:          # no op port of latency 2 to share: one of its own (a block
                 # memory's of latency 2 like every block read, the others' of 1, registered after their multiplexer)
                 host_rd[spec.name] = mem.read_port(MEMORY_READ_LATENCY if spec.storage == "block" else 1)
-                m.d.comb += host_rd[spec.name].addr.eq(self.host_addr)
+                m.d.comb += host_rd[spec.name].addr.eq(host_entry(spec))
 
         # register file ---------------------------------------------------------------------------------
         op_over = Cat(*[self.ops[ki][nid].overflow for ki, nid in self.overflow_ops]) if self.overflow_ops else Const(0)
@@ -554,14 +581,31 @@ class ProgramTop(wiring.Component):
                         m.d.comb += rest.eq(host_rd[spec.name].data)
             with m.Case(plan.reg_sel):
                 m.d.comb += rest.eq(reg_rdata)
+        hots = {}
         for spec in plan.memories:
             if host_rd[spec.name].latency != MEMORY_READ_LATENCY:
                 continue
             hot = Signal(name=f"host_sel_{_ident(spec.name)}")
             hot_q = Signal(name=f"host_sel_q_{_ident(spec.name)}")
             m.d.sync += [hot.eq(self.host_sel == spec.sel), hot_q.eq(hot)]
+            hots[spec.name] = hot_q
             picked.append(Mux(hot_q, host_rd[spec.name].data, 0))
         m.d.comb += self.host_rdata.eq(_or_all(picked))
+        if rh is not None:                        # rows for the DMA (pack_host), picked the same way
+            rest_row, rest_row_q = Signal(rh.bits, name="host_row_rest"), Signal(rh.bits, name="host_row_rest_q")
+            m.d.sync += rest_row_q.eq(rest_row)
+            rows = [rest_row_q]
+            for spec in plan.memories:
+                port, k = host_rd[spec.name], pack(spec)
+                slot = rh.bits // k
+                beat = Cat(*[Cat(port.row[j * spec.width:(j + 1) * spec.width], Const(0, slot - spec.width))
+                             for j in range(k)]) if k > 1 else port.data
+                if spec.name in hots:
+                    rows.append(Mux(hots[spec.name], beat, 0))
+                else:
+                    with m.If(sel_q == spec.sel):
+                        m.d.comb += rest_row.eq(beat)
+            m.d.comb += rh.rdata.eq(_or_all(rows))
         assert HOST_READ_LATENCY == MEMORY_READ_LATENCY == 2
         return m
 

@@ -32,9 +32,12 @@ loads), kernel cycles, sum(write_cycles(...) of its stores))``: :func:`tile_step
 What moves, in both the tiled simulator (:mod:`fuseflow.sim.tiled`) and the RTL's off-chip image
 (:mod:`fuseflow.hw.offchip_image`): one transfer per tensor memory of the kernel top
 (:func:`fuseflow.samml.storage.tensor_memories`: ``seg``, ``crd`` and ``first`` per compressed level, then
-``vals``), one entry per beat (the DMA writes one memory entry per beat); a load moves the entries the tile's
-packed array holds (none: no transfer), a store moves the output memory's whole capacity (what a kernel writes
-depends on the data). Where each transfer lies is :func:`layout`'s: the tile table at ``base``, then every
+``vals``); a load moves the entries the tile's packed array holds (none: no transfer), a store moves the output
+memory's whole capacity (what a kernel writes depends on the data). With ``pack`` 1 a beat carries
+:func:`entries_per_beat` entries of the memory (the largest power of two of its entries that fits the beat, each
+in a slot of :func:`slot_bits` bits, entry ``e`` in slot ``e % k`` of beat ``e // k``), and the memory takes
+them in one cycle (a row of that many entries); with ``pack`` 0 one entry per beat. A transfer of ``n`` entries
+is :func:`beats` long. Where each transfer lies is :func:`layout`'s: the tile table at ``base``, then every
 tile's transfers in order, each on an :data:`ARRAY_ALIGN`-byte boundary, so both sides see the same 4 KiB
 crossings.
 """
@@ -75,6 +78,7 @@ class OffchipContract:
     burst: int = DMA.param("burst").default
     outstanding: int = DMA.param("outstanding").default
     buffers: int = DMA.param("buffers").default
+    pack: int = DMA.param("pack").default
 
     def __post_init__(self):
         if self.word_bytes not in WORD_BYTES:
@@ -88,6 +92,8 @@ class OffchipContract:
             raise FuseFlowError("off-chip contract", f"outstanding {self.outstanding} must be >= 1")
         if self.buffers not in (1, 2):
             raise FuseFlowError("off-chip contract", f"buffers {self.buffers} must be 1 or 2")
+        if self.pack not in (0, 1):
+            raise FuseFlowError("off-chip contract", f"pack {self.pack} must be 0 or 1")
 
     @property
     def bytes_per_cycle(self) -> int:
@@ -117,6 +123,49 @@ def parse_contract(spec, where: str = "--offchip", base: dict | None = None) -> 
         except (TypeError, ValueError):
             raise FuseFlowError(where, f"{key}={value!r} is not an integer") from None
     return OffchipContract(**fields)
+
+
+def entries_per_beat(width: int, contract: OffchipContract) -> int:
+    """Entries of a memory of ``width``-bit entries one beat carries (and the memory takes in one cycle): with
+    ``pack`` 1 the largest power of two ``k`` with ``k * width <= word_bytes * 8`` (a power of two, so the
+    memory's row and slot are its address's bits), else 1."""
+    bits = contract.word_bytes * 8
+    if width > bits:
+        raise FuseFlowError("off-chip contract", f"entries of {width} bits do not fit a {bits}-bit beat: use a "
+                                                 f"larger word_bytes")
+    if not contract.pack:
+        return 1
+    return 1 << ((bits // max(width, 1)).bit_length() - 1)
+
+
+def slot_bits(width: int, contract: OffchipContract) -> int:
+    """Bits of each entry's slot in a beat (the entry in its low bits; :func:`entries_per_beat`)."""
+    return contract.word_bytes * 8 // entries_per_beat(width, contract)
+
+
+def beats(entries: int, width: int, contract: OffchipContract) -> int:
+    """Beats of a transfer of ``entries`` entries of ``width`` bits."""
+    k = entries_per_beat(width, contract)
+    return -(-entries // k)
+
+
+def pack_beats(entries, width: int, contract: OffchipContract) -> list[int]:
+    """The beats (unsigned ints of ``word_bytes * 8`` bits) of a transfer of raw ``width``-bit ``entries``."""
+    k, slot = entries_per_beat(width, contract), slot_bits(width, contract)
+    out = []
+    for b in range(0, len(entries), k):
+        word = 0
+        for j, e in enumerate(entries[b:b + k]):
+            word |= int(e) << (j * slot)
+        out.append(word)
+    return out
+
+
+def unpack_beats(words, entries: int, width: int, contract: OffchipContract) -> list[int]:
+    """The first ``entries`` raw entries of a transfer's beats ``words`` (:func:`pack_beats` reversed)."""
+    k, slot = entries_per_beat(width, contract), slot_bits(width, contract)
+    mask = (1 << width) - 1
+    return [(int(words[e // k]) >> ((e % k) * slot)) & mask for e in range(entries)]
 
 
 def bursts(address: int, beats: int, contract: OffchipContract) -> list[int]:
@@ -235,7 +284,7 @@ def layout(memories: int, tiles: list, contract: OffchipContract, base: int = 0)
 
 def tile_steps(memories: int, tiles: list, runs: list, contract: OffchipContract) -> list[tuple[int, int, int]]:
     """``(load, run, store)`` cycles per tile for :func:`tiled_cycles`: ``tiles`` is, per tile, its transfers
-    ``(kind "load"|"store", byte address, entries)``, ``runs`` the kernel cycles per tile; ``load`` includes the
+    ``(kind "load"|"store", byte address, beats)``, ``runs`` the kernel cycles per tile; ``load`` includes the
     tile record's :func:`record_cycles`."""
     out = []
     rec = record_cycles(memories, contract)

@@ -801,8 +801,8 @@ DMA = TransferSpec(
     "dma",
     "Tile load/store between off-chip memory and a kernel's tensor memories, through one AXI4 memory-mapped "
     "master port: before a tile runs, its tile record and the arrays of its input tensors that change are read "
-    "(one transfer per tensor memory: a compressed level's seg, crd and first, then the values; one entry per "
-    "beat); after it, every memory of its outputs is written whole (its capacity).",
+    "(one transfer per tensor memory: a compressed level's seg, crd and first, then the values; a beat carries "
+    "as many of a memory's entries as fit, a power of two, with pack 1); after it, every memory of its outputs is written whole (its capacity).",
     (
         Param("word_bytes", "int", 4, (4, 8, 16, 32, 64), "bytes per AXI beat (the port's data width / 8)"),
         Param("latency", "int", 20, doc="cycles from a read burst's AR to its first beat (and from a write "
@@ -812,8 +812,12 @@ DMA = TransferSpec(
         Param("outstanding", "int", 4, doc="most bursts in flight", minimum=1),
         Param("buffers", "int", 1, (1, 2), "1: load, run, store in turn; 2: the next tile's loads overlap "
                                            "the current tile's run (the changing inputs have two banks)"),
+        Param("pack", "int", 1, (0, 1), "1: a beat carries the largest power of two of a memory's entries that "
+                                        "fits it (each in a slot of word_bytes * 8 / that many bits), and the "
+                                        "memory takes them in one cycle; 0: one entry per beat"),
     ),
-    "record_cycles per tile, read_cycles(address, beats) / write_cycles(address, beats) per array at the "
+    "record_cycles per tile, read_cycles(address, beats) / write_cycles(address, beats) per array (beats: "
+    "entries / entries_per_beat, rounded up) at the "
     "addresses of layout (every array on a 64-byte boundary), and tiled_cycles over the tile sequence "
     "(fuseflow/samml/offchip.py; the RTL's AXI4 master meets them cycle for cycle).",
 )

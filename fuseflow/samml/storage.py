@@ -23,11 +23,13 @@ Example
 from __future__ import annotations
 
 import copy
+import math
 
+from .blocks import tensor_block
 from .widths import array_width, tensor_width
 
 __all__ = ["BLOCK_RAM_MIN_BITS", "BOUNDS_ARRAYS", "BOUNDS_BLOCK_MIN_BITS", "memory_storage", "build_capacity",
-           "array_depth", "tensor_memories", "memory_entries", "index_width", "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
+           "array_depth", "tensor_memories", "memory_width", "memory_entries", "index_width", "array_shape", "bounds_latency", "BLOCK_BOUNDS_LATENCY"]
 
 #: a memory read only synchronously goes to block RAM from this many bits up. One ECP5 DP16KD holds 16 Kbit
 #: (18 with parity) and one iCE40 SB_RAM40_4K 4 Kbit; a 1 Kbit memory costs about 16 ECP5 LUT-RAM cells
@@ -122,6 +124,17 @@ def array_shape(program, decl, capacity, level, array) -> tuple[int, int]:
     if array == "first":
         return depth, min(widest, array_width(decl, capacity, level, "crd")) + 2
     return depth, min(widest, array_width(decl, capacity, level, array))
+
+
+def memory_width(program, decl, capacity, level, array) -> int:
+    """Bits per entry of a tensor memory in hardware (the kernel top's, :func:`fuseflow.hw.memory.plan_memories`):
+    an index array's :func:`array_shape` width; the values at the program's fixed-point value width
+    (``config.value.width``, 32 by default) times the entries of a block (one block per entry). What the off-chip
+    contract packs into a beat (:func:`fuseflow.samml.offchip.entries_per_beat`), whatever the simulated number
+    mode."""
+    if array == "vals":
+        return int(program.config.get("value", {}).get("width", 32)) * math.prod(tensor_block(decl))
+    return array_shape(program, decl, capacity, level, array)[1]
 
 
 def bounds_latency(program, decl, capacity, level) -> int:

@@ -8,8 +8,9 @@ transfers around it follow the plan and the off-chip contract (:mod:`fuseflow.sa
 - a tile's loads: every input of the kernel whose tile changed since the previous tile run (with ``buffers`` 2,
   every input that changes anywhere in the kernel's grid: the banks alternate); a resident input (one tile for the
   whole grid) is loaded once. One transfer per tensor memory the tile fills
-  (:func:`fuseflow.samml.storage.memory_entries`: ``seg``, ``crd``, ``first`` per compressed level, ``vals``; one
-  entry per beat), each ``read_cycles`` long at its address in the image, one after the other, after the tile
+  (:func:`fuseflow.samml.storage.memory_entries`: ``seg``, ``crd``, ``first`` per compressed level, ``vals``;
+  :func:`~fuseflow.samml.offchip.beats` long, the entries packed at the hardware's memory widths,
+  :func:`~fuseflow.samml.storage.memory_width`), each ``read_cycles`` long at its address in the image, one after the other, after the tile
   record's read (:func:`~fuseflow.samml.offchip.record_cycles`);
 - the partial output of a split reduction stays in the kernel's output memory (its accumulator input) while
   consecutive tiles belong to the same output partition; a partition visited again after another one would be
@@ -42,8 +43,8 @@ import scipy.sparse as sp
 
 from ..errors import FuseFlowError, TensorError
 from ..samml.graph import Kernel, Program
-from ..samml.offchip import WORD_BYTES, OffchipContract, layout, tile_steps, tiled_cycles
-from ..samml.storage import array_depth, build_capacity, memory_entries, tensor_memories
+from ..samml.offchip import WORD_BYTES, OffchipContract, beats, layout, tile_steps, tiled_cycles
+from ..samml.storage import array_depth, build_capacity, memory_entries, memory_width, tensor_memories
 from ..samml.tileplan import contract_of, full_shape, kernel_tensors
 from ..samml.wavefront import wavefront_split
 from ..tensors import PackedTensor, TensorFormat
@@ -57,7 +58,8 @@ __all__ = ["run", "run_tiled", "contract_for", "TileStep", "unpadded_inputs", "d
 class TileStep:
     """One tile run: the kernel, the box of full-tensor coordinates per split dimension, the transfers before and
     after it (``(tensor, memory, entries)``, in order), its cycles, and ``memories`` (the kernel top's memory count:
-    its tile record's size). What the RTL's tile sequencer replays (:mod:`fuseflow.hw.tiled`). With
+    its tile record's size); ``widths``: the bits per entry of every memory it moves (what a beat packs). What the
+    RTL's tile sequencer replays (:mod:`fuseflow.hw.tiled`). With
     ``run_tiled(keep_tiles=True)``, ``packed`` holds the tile's packed inputs."""
     kernel: str
     box: dict                                 # split dimension -> (start, stop)
@@ -68,6 +70,11 @@ class TileStep:
     store_cycles: int = 0
     memories: int = 0
     packed: dict | None = None
+    widths: dict = field(default_factory=dict)
+
+    def beats(self, contract: OffchipContract) -> list[int]:
+        """Beats of each transfer (loads, then stores) under ``contract``."""
+        return [beats(n, self.widths[mem], contract) for _, mem, n in self.loads + self.stores]
 
 
 def _time_steps(steps: list, contract: OffchipContract) -> int:
@@ -76,9 +83,10 @@ def _time_steps(steps: list, contract: OffchipContract) -> int:
     if not steps:
         return tiled_cycles([], contract)
     memories = steps[0].memories
-    _, addresses, _ = layout(memories, [[n for *_, n in s.loads + s.stores] for s in steps], contract)
-    transfers = [[("load" if i < len(s.loads) else "store", a, n)
-                  for i, ((*_, n), a) in enumerate(zip(s.loads + s.stores, row))] for s, row in zip(steps, addresses)]
+    words = [s.beats(contract) for s in steps]
+    _, addresses, _ = layout(memories, words, contract)
+    transfers = [[("load" if i < len(s.loads) else "store", a, n) for i, (n, a) in enumerate(zip(w, row))]
+                 for s, w, row in zip(steps, words, addresses)]
     timed = tile_steps(memories, transfers, [s.run_cycles for s in steps], contract)
     for s, (load, _, store) in zip(steps, timed):
         s.load_cycles, s.store_cycles = load, store
@@ -304,7 +312,8 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
                 for lv, arr, mem in tensor_memories(decl):
                     n = array_depth(cap, lv, arr)
                     step.stores.append((o, mem, n))
-                    ks["write_bytes"] += n * contract.word_bytes
+                    step.widths[mem] = memory_width(sub, decl, cap, lv, arr)
+                    ks["write_bytes"] += beats(n, step.widths[mem], contract) * contract.word_bytes
 
         def visit(box: dict[str, tuple[int, int]]) -> None:
             nonlocal prev_out, pending
@@ -343,10 +352,14 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
                 elif contract.buffers == 1 and prev_region.get(name) == region(name, box):
                     continue
                 prev_region[name] = region(name, box)
-                for mem, n in memory_entries(sub.tensors[name], packed[name]):
+                decl = sub.tensors[name]
+                cap = build_capacity(decl, packed[name].capacities())
+                widths = {mem: memory_width(sub, decl, cap, lv, arr) for lv, arr, mem in tensor_memories(decl)}
+                for mem, n in memory_entries(decl, packed[name]):
                     if n:                             # an empty array: no transfer
                         step.loads.append((name, mem, n))
-                        ks["read_bytes"] += n * contract.word_bytes
+                        step.widths[mem] = widths[mem]
+                        ks["read_bytes"] += beats(n, widths[mem], contract) * contract.word_bytes
             out_region = tuple(region(o, box) for o in writes)
             if pending is not None and out_region != prev_out:
                 store(*pending)                  # the previous partition is complete
@@ -354,7 +367,8 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
                 if out_region != prev_out and region(o, box) in touched[o]:
                     n = math.prod(sub.tensors[a].shape)
                     step.loads.append((a, f"{a}.vals", n))
-                    ks["read_bytes"] += n * contract.word_bytes
+                    step.widths[f"{a}.vals"] = memory_width(sub, sub.tensors[a], None, None, "vals")
+                    ks["read_bytes"] += beats(n, step.widths[f"{a}.vals"], contract) * contract.word_bytes
             for o in writes:
                 touched[o].add(region(o, box))
                 full = outs[o]
@@ -424,7 +438,7 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
              "wall_seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
              "kernels": kstats,
              "tiling": {"contract": {"word_bytes": c.word_bytes, "latency": c.latency, "burst": c.burst,
-                                     "outstanding": c.outstanding, "buffers": c.buffers},
+                                     "outstanding": c.outstanding, "buffers": c.buffers, "pack": c.pack},
                         "memory": memory_system(memory).name,
                         "tiles_run": sum(k["tiles_run"] for k in kstats),
                         "tiles_skipped": sum(k["tiles_skipped"] for k in kstats),
@@ -550,17 +564,22 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
             elif contract.buffers == 1 and K["prev"].get(name) == region(name, box):
                 continue
             K["prev"][name] = region(name, box)
-            for mem, n in memory_entries(sub.tensors[name], packed[name]):
+            decl = sub.tensors[name]
+            cap = build_capacity(decl, packed[name].capacities())
+            widths = {mem: memory_width(sub, decl, cap, lv, arr) for lv, arr, mem in tensor_memories(decl)}
+            for mem, n in memory_entries(decl, packed[name]):
                 if n:
                     step.loads.append((name, mem, n))
-                    ks["read_bytes"] += n * contract.word_bytes
+                    step.widths[mem] = widths[mem]
+                    ks["read_bytes"] += beats(n, widths[mem], contract) * contract.word_bytes
         for name in onchip:
             K["prev"].pop(name, None)            # the memory now holds another tile
         if rmw:
             for o, a in K["accs"].items():
                 n = math.prod(sub.tensors[a].shape)
                 step.loads.append((a, f"{a}.vals", n))
-                ks["read_bytes"] += n * contract.word_bytes
+                step.widths[f"{a}.vals"] = memory_width(sub, sub.tensors[a], None, None, "vals")
+                ks["read_bytes"] += beats(n, step.widths[f"{a}.vals"], contract) * contract.word_bytes
         for o in K["writes"]:
             full = K["outs"][o]
             view = rng(o, box, full)
@@ -578,7 +597,8 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
             for lv, arr, mem in tensor_memories(decl):
                 n = array_depth(cap, lv, arr)
                 step.stores.append((o, mem, n))
-                K["ks"]["write_bytes"] += n * contract.word_bytes
+                step.widths[mem] = memory_width(K["sub"], decl, cap, lv, arr)
+                K["ks"]["write_bytes"] += beats(n, step.widths[mem], contract) * contract.word_bytes
 
     ntiles = -(-extents[win_d] // tile)
     box_of = [(k * tile, min((k + 1) * tile, extents[win_d])) for k in range(ntiles)]

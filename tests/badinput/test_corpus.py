@@ -526,6 +526,10 @@ case("compile-onchip-bits-small", "fuseflow.compiler", P + ["-o", "out", "--onch
      "--onchip-bits", "hold no tile")
 case("compile-onchip-bits-zero", "fuseflow.compiler", P + ["-o", "out", "--onchip-bits", "0"], None,
      "--onchip-bits", "positive")
+case("compile-min-tiles-no-budget", "fuseflow.compiler", P + ["-o", "out", "--min-tiles", "8"], None,
+     "--min-tiles", "give --onchip-bits too")
+case("compile-dma-pack", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "pack=2"], None,
+     "pack 2 must be 0 or 1")
 case("compile-tile-fuse-auto", "fuseflow.compiler", P + ["-o", "out", "--fuse", "auto", "--tile", "i=2"], None,
      "--tile", "--fuse auto")
 case("compile-dma-key", "fuseflow.compiler", P + ["-o", "out", "--tile", "i=2", "--dma", "buffer=1"], None,

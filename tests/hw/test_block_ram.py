@@ -161,17 +161,19 @@ def test_dp16kd_blocks_read_and_write_as_the_generic_memory(depth, width):
     assert blocks[2:] == generic[2:]
 
 
-def test_offset_read_port_reads_the_next_entry_through_writes():
+@pytest.mark.parametrize("pack", [1, 4])
+def test_offset_read_port_reads_the_next_entry_through_writes(pack):
     """A LUT memory's read port of offset 1 (level_scan's seg[r + 1], addressed with r) shows the entry after
     the one addressed, in the same cycle, through writes of every entry (the shifted copy is written with the
-    memory; golden: a Python list updated by the same writes)."""
+    memory; golden: a Python list updated by the same writes). ``pack`` 4: rows of 4 entries (a tiled build's
+    memory that the DMA fills 4 entries a beat), the offset an adder before the read."""
     import random
 
     from fuseflow.hw.memory import TensorMemory
     depth, width = 21, 12
     rng = random.Random(11)
     init = [rng.getrandbits(width) for _ in range(depth)]
-    mem = TensorMemory(depth, width, init, name="seg")
+    mem = TensorMemory(depth, width, init, name="seg", pack=pack)
     plain, nxt, w = mem.read_port(0), mem.read_port(0, offset=1), mem.write_port()
     golden = list(init)
     script = [(rng.randrange(depth - 1), rng.randrange(depth), rng.getrandbits(width), rng.random() < 0.5)
@@ -190,9 +192,10 @@ def test_offset_read_port_reads_the_next_entry_through_writes():
         block.read_port(1, offset=-1)
 
 
-@pytest.mark.parametrize("impl,depth,block", [("generic", 40, False), ("generic", 40, True), ("dp16kd-model", 40, True),
-                                              ("dp16kd-model", 2100, True)])
-def test_held_read_ports_in_block_ram(impl, depth, block):
+@pytest.mark.parametrize("impl,depth,block,pack", [("generic", 40, False, 1), ("generic", 40, True, 1),
+                                                   ("dp16kd-model", 40, True, 1), ("dp16kd-model", 2100, True, 1),
+                                                   ("generic", 40, False, 8), ("generic", 42, True, 2)])
+def test_held_read_ports_in_block_ram(impl, depth, block, pack):
     """Reads of latency 1 with an enable (level_scan's seg and first), plain (also giving the entry + 1, level_scan's
     seg[r] + 1) and of offset 1, from a LUT memory (a combinational read and a register), the generic block memory
     and a block memory as DP16KD blocks (without their output register, the clock enable on the read side; 2100
@@ -208,7 +211,7 @@ def test_held_read_ports_in_block_ram(impl, depth, block):
     top = (1 << width) - 1
     init = [rng.getrandbits(width) for _ in range(depth)]
     init[3] = top                   # its + 1 wraps to 0
-    mem = TensorMemory(depth, width, init, block=block, name="seg", impl=impl)
+    mem = TensorMemory(depth, width, init, block=block, name="seg", impl=impl, pack=pack)
     plain = mem.read_port(1, enable=True, plus_one=True)
     nxt, w = mem.read_port(1, offset=1, enable=True), mem.write_port()
     script, enables = [], []

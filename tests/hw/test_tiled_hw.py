@@ -47,9 +47,9 @@ def _quarters(rng):
     return lambda n: rng.integers(-8, 9, n) / 4
 
 
-def build_tiled(src, root, fuse="regions"):
+def build_tiled(src, root, fuse="regions", dma=DMA):
     """(program, BuildFiles, Verilator directory) of ``src`` compiled tiled for the RTL (``--dma buffers=1``)."""
-    prog = compile_text(src, fuse=fuse, dma=DMA).program
+    prog = compile_text(src, fuse=fuse, dma=dma).program
     files = build_design(prog, str(root / "build"), probes=False)
     text = (root / "build" / f"{files.manifest['module']}.v").read_text()
     bdir = build_verilator(text, files.manifest["module"], root=root / "verilator")
@@ -131,6 +131,31 @@ def test_tiled_spmv_three_sparsities_on_one_build(spmv):
         cycles.append(run.sim.cycles)
     assert cycles == sorted(cycles) and len(set(cycles)) == 3
     assert exe.stat().st_mtime_ns == stamp
+
+
+@requires_verilator
+def test_tiled_spmv_packed_beats_on_a_wide_port(tmp_path):
+    """A 128-bit port (word_bytes 16): each beat carries 8 entries of the 16-bit seg and crd memories and 4 of the
+    32-bit values, which the memories take in one cycle; cycle-exact behind the contract memory (every tile's
+    load, run and store), bit-identical behind AxiRam with pauses, and the loads take fewer beats than entries."""
+    prog, files, bdir = build_tiled(SPMV, tmp_path, dma=DMA + ",word_bytes=16")
+    packs = {m["name"]: m["entries_per_beat"] for m in files.manifest["axi"]["memories"]}
+    assert packs["A.1.crd"] == 8 and packs["A.vals"] == 4 and packs["A.1.first"] == 4
+    data = spmv_inputs(0.3, 3, empty_rows=slice(40, 48))
+    run = tiled_image(files.build, files.manifest, data)
+    crd = [x for x in run.image.transfers[0] if x.name == "A.1.crd"][0]
+    assert crd.words == -(-crd.entries // 8) and crd.entries > 8
+    res = run_axim(bdir, files.manifest, run.image, memory="contract")
+    check_run(files, run, res, {"y": data["A"] @ data["x"]})
+    assert res["kernel_cycles"] == [s.run_cycles for s in run.steps]
+    assert res["registers"]["cycles"] == run.sim.cycles
+    rtl = res["registers"]["cycles"]
+    unpacked = tiled.run(compile_text(SPMV, dma=DMA + ",word_bytes=16,pack=0").program, data, mode="fixed")
+    assert unpacked.stats["tiling"]["load_cycles"] > run.sim.stats["tiling"]["load_cycles"]
+    res = run_axim(bdir, files.manifest, run.image, memory="axiram", pause=0.3, seed=4)
+    check_run(files, run, res, {"y": data["A"] @ data["x"]})
+    print(f"tiled SpMV, 128-bit packed beats: {len(run.steps)} tiles, RTL {rtl} cycles, "
+          f"simulator {run.sim.cycles}; one entry per beat: {unpacked.cycles}")
 
 
 @requires_verilator

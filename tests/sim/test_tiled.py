@@ -11,8 +11,9 @@ import scipy.sparse as sp
 
 from fuseflow.compiler import compile_text
 from fuseflow.errors import FuseFlowError, ProgramError
-from fuseflow.samml.offchip import (RUN_OVERHEAD, STORE_SETUP, TILE_OVERHEAD, OffchipContract, bursts, read_cycles,
-                                    tiled_cycles, write_cycles)
+from fuseflow.samml.offchip import (RUN_OVERHEAD, STORE_SETUP, TILE_OVERHEAD, OffchipContract, beats, bursts,
+                                    entries_per_beat, pack_beats, read_cycles, tiled_cycles, unpack_beats,
+                                    write_cycles)
 from fuseflow.sim import engine, tiled
 
 SPMV = """program spmv
@@ -149,6 +150,53 @@ def test_auto_tiling_respects_the_budget():
     np.testing.assert_allclose(res.outputs["y"], A @ x, rtol=1e-12, atol=1e-12)
     with pytest.raises(ProgramError, match="hold no tile"):
         compile_text(SPMV.format(n=400, m=400), onchip_bits=100)
+
+
+@pytest.mark.parametrize("word_bytes, width, k", [(4, 32, 1), (4, 16, 2), (4, 13, 2), (4, 5, 4), (32, 32, 8),
+                                                  (32, 20, 8), (32, 13, 16), (64, 3, 128)])
+def test_entries_per_beat_is_the_largest_power_of_two_that_fits(word_bytes, width, k):
+    c = OffchipContract(word_bytes=word_bytes)
+    assert entries_per_beat(width, c) == k and k * width <= word_bytes * 8 < 2 * k * width
+    assert entries_per_beat(width, OffchipContract(word_bytes=word_bytes, pack=0)) == 1
+    rng = np.random.default_rng(width)
+    raw = [int(v) for v in rng.integers(0, 1 << width, 3 * k + 1)]
+    words = pack_beats(raw, width, c)
+    assert len(words) == beats(len(raw), width, c) == 4 and all(0 <= w < 1 << (8 * word_bytes) for w in words)
+    assert unpack_beats(words, len(raw), width, c) == raw
+    with pytest.raises(FuseFlowError, match="do not fit a 32-bit beat"):
+        entries_per_beat(40, OffchipContract(word_bytes=4))
+
+
+def test_packed_beats_move_fewer_beats_than_entries():
+    """HBM2's 32-byte beats carry 8 values and 16 coordinates of a 256 x 256 SpMV: the loads take about 1/8 of the
+    beats of one entry per beat, the runs are the same, and the bytes moved are the beats."""
+    A = _sparse(256, 256, 0.06, 12)
+    x = np.random.default_rng(6).standard_normal(256)
+    packed = compile_text(SPMV.format(n=256, m=256), tiles={"i": 64}).program
+    single = compile_text(SPMV.format(n=256, m=256), tiles={"i": 64}, dma="pack=0").program
+    a = tiled.run(packed, {"A": A, "x": x}, memory="hbm2")
+    b = tiled.run(single, {"A": A, "x": x}, memory="hbm2")
+    ta, tb = a.stats["tiling"], b.stats["tiling"]
+    assert ta["run_cycles"] == tb["run_cycles"] and a.cycles < b.cycles
+    assert 6 * ta["bytes_read"] < tb["bytes_read"] < 12 * ta["bytes_read"]
+    step = a.stats["steps"][0]
+    assert step.widths["A.vals"] == 32 and step.beats(tiled.contract_for(packed.tiling, "hbm2"))[-1] > 0
+    np.testing.assert_allclose(a.outputs["y"], A @ x, rtol=1e-12, atol=1e-12)
+
+
+def test_min_tiles_streams_a_program_that_fits():
+    A = _sparse(1024, 1024, 0.01, 13)
+    x = np.random.default_rng(7).standard_normal(1024)
+    src = SPMV.format(n=1024, m=1024)
+    assert compile_text(src, onchip_bits=1 << 24, tile_inputs={"A": A, "x": x}).program.tiling is None
+    res = compile_text(src, onchip_bits=1 << 24, tile_inputs={"A": A, "x": x}, min_tiles=8)
+    t = res.program.tiling
+    assert res.reports["tiling"].fits and t["dims"]["i"]["size"] == 128 and t["dims"]["i"]["tiles"] == 8
+    assert "j" not in t["dims"] and t["kernels"][0]["resident"] == ["x"]
+    np.testing.assert_allclose(tiled.run(res.program, {"A": A, "x": x}).outputs["y"], A @ x, rtol=1e-12, atol=1e-12)
+    # rows are not split below 64
+    small = compile_text(SPMV.format(n=100, m=100), onchip_bits=1 << 24, min_tiles=8).program
+    assert small.tiling["dims"]["i"]["size"] == 64
 
 
 def test_untiled_compile_is_unchanged():

@@ -117,15 +117,14 @@ def test_cost_model_reports_three_and_chooses_cheapest():
     assert f"fuse region T, G: {fu['chosen']}" in text and "estimated cycles" in text
 
 
-def test_recompute_not_chosen_when_slower():
-    """Simulated: whenever the cost model does not pick recompute here, recompute is slower than its choice."""
+def test_cost_model_choice_is_near_the_fastest():
+    """Simulated: the plan the cost model picks runs within 5 % of the fastest of the three strategies (the
+    estimates are approximate, so a near tie may go either way)."""
     ins = _graph(64, 20, 4, 0.06, seed=7)
     chosen = _compile(ins, fusion=None, tiles={"i": 16})
-    rec = _compile(ins, fusion="recompute", tiles={"i": 16})
-    c_chosen = tiled.run(chosen, ins).cycles
-    c_rec = tiled.run(rec, ins).cycles
-    if chosen.tiling["fusion"]["chosen"] != "recompute":
-        assert c_rec > c_chosen
+    cycles = {f: tiled.run(_compile(ins, fusion=f, tiles={"i": 16}), ins).cycles
+              for f in ("wavefront", "recompute", "materialise")}
+    assert cycles[chosen.tiling["fusion"]["chosen"]] <= 1.05 * min(cycles.values()), (chosen.tiling["fusion"], cycles)
 
 
 def test_bad_tile_fusion_one_line():
