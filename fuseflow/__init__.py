@@ -33,15 +33,16 @@ def compile(model: Any, example_inputs: Any = None, fuse: str | list = "regions"
             max_kernels: int | None = None, memory: str = "hbm2", parallel: dict | str | None = None,
             max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
             simulate: bool = True, progress: Any = None, tiles: dict | str | None = None,
-            onchip_bits: int | None = None, dma: dict | str | None = None) -> CompiledModel:
+            onchip_bits: int | None = None, dma: dict | str | None = None, tile_fusion: str | None = None,
+            min_tiles: int | None = None) -> CompiledModel:
     """Trace and compile a PyTorch model, or compile a ``.ff`` program (a path, source text or an
-    ``EinsumProgram``; ``example_inputs`` optional) (``fuse="auto"``: the autoscheduler; ``tiles``/``onchip_bits``/``dma``:
-    tiling, docs/tiling.md): see :func:`fuseflow.model.compile`."""
+    ``EinsumProgram``; ``example_inputs`` optional) (``fuse="auto"``: the autoscheduler; ``tiles``, ``onchip_bits``,
+    ``dma``, ``tile_fusion``, ``min_tiles``: tiling, docs/tiling.md): see :func:`fuseflow.model.compile`."""
     from .model import compile as _compile
     return _compile(model, example_inputs, fuse=fuse, order=order, mode=mode, formats=formats, name=name,
                     max_nodes=max_nodes, max_kernels=max_kernels, memory=memory, parallel=parallel,
                     max_lanes=max_lanes, redundancy=redundancy, budget=budget, simulate=simulate, progress=progress,
-                    tiles=tiles, onchip_bits=onchip_bits, dma=dma)
+                    tiles=tiles, onchip_bits=onchip_bits, dma=dma, tile_fusion=tile_fusion, min_tiles=min_tiles)
 
 
 def load(path: str, model: Any = None) -> CompiledModel:

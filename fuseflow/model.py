@@ -384,7 +384,8 @@ def compile(model: Any, example_inputs: Any = None, fuse: str | list = "regions"
             max_kernels: int | None = None, memory: str = "hbm2", parallel: dict | str | None = None,
             max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
             simulate: bool = True, progress: Any = None, tiles: dict | str | None = None,
-            onchip_bits: int | None = None, dma: dict | str | None = None) -> CompiledModel:
+            onchip_bits: int | None = None, dma: dict | str | None = None, tile_fusion: str | None = None,
+            min_tiles: int | None = None) -> CompiledModel:
     """Trace a PyTorch ``model`` with torch.fx and compile it (see :mod:`fuseflow.model`); or compile a ``.ff``
     program: ``model`` a path to a ``.ff`` file, ``.ff`` source text, or a parsed
     :class:`~fuseflow.compiler.EinsumProgram` (:func:`compile_ff`; ``example_inputs`` optional, a dict).
@@ -403,7 +404,10 @@ def compile(model: Any, example_inputs: Any = None, fuse: str | list = "regions"
     ``mode``: the default number mode of :meth:`~CompiledModel.simulate` and :meth:`~CompiledModel.check`.
     ``tiles``: {index: tile size} (or ``"i=1024"``), ``onchip_bits``: tile sizes chosen to fit that many bits on
     chip (docs/tiling.md; not with ``"auto"``); the program then runs once per non-empty tile; ``dma``: its
-    off-chip contract (``"buffers=1,latency=20"`` or a dict; :func:`fuseflow.compiler.compile_program`)."""
+    off-chip contract (``"buffers=1,latency=20"`` or a dict; :func:`fuseflow.compiler.compile_program`);
+    ``tile_fusion``: how a tiled fuse region of two products runs (``wavefront`` | ``recompute`` | ``materialise``;
+    default the cost model's choice); ``min_tiles`` (with ``onchip_bits``): at least that many row tiles even when
+    the program fits (:class:`~fuseflow.compiler.CompileOptions`)."""
     from .compiler import EinsumProgram, compile_program
     if mode not in ("float", "fixed"):
         raise FuseFlowError("mode", f"expected 'float' or 'fixed', got {mode!r}")
@@ -415,7 +419,7 @@ def compile(model: Any, example_inputs: Any = None, fuse: str | list = "regions"
         return compile_ff(model, example_inputs, fuse=fuse, order=order, mode=mode, name=name, max_nodes=max_nodes,
                           max_kernels=max_kernels, memory=memory, parallel=parallel, max_lanes=max_lanes,
                           redundancy=redundancy, budget=budget, simulate=simulate, progress=progress, tiles=tiles,
-                          onchip_bits=onchip_bits, dma=dma)
+                          onchip_bits=onchip_bits, dma=dma, tile_fusion=tile_fusion, min_tiles=min_tiles)
     if example_inputs is None:
         raise FuseFlowError("example_inputs", "a PyTorch model needs example inputs (its forward arguments) to be "
                                               "traced")
@@ -442,7 +446,7 @@ def compile(model: Any, example_inputs: Any = None, fuse: str | list = "regions"
     else:
         data = bind_inputs(low.inputs, low.constants, tuple(example_inputs))
         result = _compile_tiled(low.program, fuse if isinstance(fuse, str) else "regions", order, parallel, tiles,
-                                onchip_bits, data, dma)
+                                onchip_bits, data, {"dma": dma, "tile_fusion": tile_fusion, "min_tiles": min_tiles})
         if result is None:
             result, redundancies = _compile_checked(low.program, fuse if isinstance(fuse, str) else "regions", order,
                                                     parallel, data, memory, redundancy)
@@ -460,13 +464,14 @@ DEFAULT_BUDGET = 60.0              # seconds: fuse="auto"'s default time budget 
 
 
 def _compile_tiled(einsum: EinsumProgram, fuse: str, order: Any, parallel: Any, tiles: Any, onchip_bits: int | None,
-                   inputs: dict | None, dma: Any = None) -> CompileResult | None:
-    """The tiled CompileResult (fuseflow.compiler.tiling), or None when no tiling is asked for or nothing splits."""
+                   inputs: dict | None, tiling: dict | None = None) -> CompileResult | None:
+    """The tiled CompileResult (fuseflow.compiler.tiling), or None when no tiling is asked for or nothing splits;
+    ``tiling``: the compile options ``dma``, ``tile_fusion``, ``min_tiles``."""
     if not (tiles or onchip_bits is not None or getattr(einsum, "tile_sizes", None)):
         return None
     from .compiler import compile_program
     result = compile_program(einsum, fuse=fuse, order=order, parallel=parallel, tiles=tiles, onchip_bits=onchip_bits,
-                             tile_inputs=inputs, dma=dma)
+                             tile_inputs=inputs, **{k: v for k, v in (tiling or {}).items() if v is not None})
     return result if result.program.tiling is not None else None
 
 
@@ -564,7 +569,8 @@ def compile_ff(src: str | os.PathLike | EinsumProgram, example_inputs: dict | No
                max_kernels: int | None = None, memory: str = "hbm2", parallel: dict | str | None = None,
                max_lanes: int | None = None, redundancy: str = "warn", budget: float | None = None,
                simulate: bool = True, progress: Any = None, tiles: dict | str | None = None,
-               onchip_bits: int | None = None, dma: dict | str | None = None) -> CompiledModel:
+               onchip_bits: int | None = None, dma: dict | str | None = None, tile_fusion: str | None = None,
+               min_tiles: int | None = None) -> CompiledModel:
     """Compile a ``.ff`` program (:func:`read_ff`) into the model object. ``example_inputs``: {tensor name: array or
     SciPy matrix}, by default deterministic data from the declared shapes and formats
     (:func:`fuseflow.models.program_inputs`); ``fuse``: ``none`` | ``regions`` | ``full`` | ``auto`` (the
@@ -579,7 +585,8 @@ def compile_ff(src: str | os.PathLike | EinsumProgram, example_inputs: dict | No
         einsum.name = name
     with _in_file(path):
         return _compile_ff(einsum, text, example_inputs, fuse, order, mode, max_nodes, max_kernels, memory, parallel,
-                           max_lanes, redundancy, budget, simulate, progress, tiles, onchip_bits, dma)
+                           max_lanes, redundancy, budget, simulate, progress, tiles, onchip_bits,
+                           {"dma": dma, "tile_fusion": tile_fusion, "min_tiles": min_tiles})
 
 
 def _check_options(fuse: Any, order: Any, max_nodes: int | None, max_kernels: int | None, max_lanes: int | None,
@@ -605,7 +612,7 @@ def _reassociated(einsum: EinsumProgram) -> list:
 def _compile_ff(einsum: EinsumProgram, text: str, example_inputs: dict | None, fuse: str, order: Any, mode: str,
                 max_nodes: int | None, max_kernels: int | None, memory: str, parallel: Any, max_lanes: int | None,
                 redundancy: str = "warn", budget: float | None = None, simulate: bool = True, progress: Any = None,
-                tiles: Any = None, onchip_bits: int | None = None, dma: Any = None) -> CompiledModel:
+                tiles: Any = None, onchip_bits: int | None = None, tiling: dict | None = None) -> CompiledModel:
     from .compiler import compile_program
     from .models import program_inputs
     t0 = time.perf_counter()
@@ -625,7 +632,7 @@ def _compile_ff(einsum: EinsumProgram, text: str, example_inputs: dict | None, f
         result, schedule, candidates, schedule_report = auto.result, auto.chosen, auto.candidates, auto
         order = schedule.order
     else:
-        result = _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, example_inputs, dma)
+        result = _compile_tiled(einsum, fuse, order, parallel, tiles, onchip_bits, example_inputs, tiling)
         if result is None:
             data, unfused = example_inputs, None
             if data is None and fuse != "none" and redundancy != "ignore":   # the cost model's data, as auto's
