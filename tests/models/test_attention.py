@@ -1,5 +1,5 @@
 """GPT-3 Small multi-head attention with BigBird (fuseflow.models.multihead_attention): compiled unfused and
-fully fused at a small size, simulated on the compiled engine and checked against PyTorch in float mode."""
+fully fused at a small size, simulated (the compiled engine where it is built) and checked against PyTorch in float mode."""
 
 import numpy as np
 import pytest
@@ -22,12 +22,12 @@ def test_attention_matches_pytorch(fuse):
     kernels = len(m.program.kernels)
     assert kernels == 1 if fuse == "full" else kernels > 1
     assert any("mask[bigbird:block=8" in text for text, *_ in m.statements)
-    sim = m.simulate(engine="compiled")
+    sim = m.simulate(engine="auto")
     want = model(*[t.double() for t in inputs]).numpy()
     got = np.asarray(sim.arrays[0])
     assert got.shape == (2, 64, 8)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-    check = m.check(mode="float", engine="compiled")
+    check = m.check(mode="float", engine="auto")
     assert check.ok and check.max_rel_error <= 1e-9
 
 
@@ -35,7 +35,7 @@ def test_fusion_moves_the_mask_before_the_dot_products():
     """Unfused, Q K^T is a dense product and the mask filters it after; fully fused, the mask picks the
     coordinates first: fewer cycles at the same result."""
     model, inputs = multihead_attention(seq=64, heads=1, head_dim=8, block=8, random_blocks=1)
-    cycles = {f: fuseflow.compile(model, inputs, fuse=f, mode="float").simulate(engine="compiled").cycles
+    cycles = {f: fuseflow.compile(model, inputs, fuse=f, mode="float").simulate(engine="auto").cycles
               for f in ("none", "full")}
     assert cycles["full"] < cycles["none"]
 
@@ -61,5 +61,5 @@ def test_projections_variant_matches_pytorch():
     model, inputs = multihead_attention(seq=32, heads=2, head_dim=4, block=8, random_blocks=1, projections=True)
     assert [tuple(t.shape) for t in inputs] == [(32, 8)]
     m = fuseflow.compile(model, inputs, fuse="none", mode="float")
-    check = m.check(mode="float", engine="compiled")
+    check = m.check(mode="float", engine="auto")
     assert check.ok and check.max_rel_error <= 1e-9
