@@ -460,11 +460,11 @@ def _time_mixed(steps: list, contract: OffchipContract) -> int:
     if not steps:
         return 0
     memories = max(s.memories for s in steps)
-    _, addresses, _ = layout(memories, [[n for *_, n in s.loads + s.stores] for s in steps], contract)
+    words = [s.beats(contract) for s in steps]
+    _, addresses, _ = layout(memories, words, contract)
     timed = []
-    for s, row in zip(steps, addresses):
-        transfers = [("load" if i < len(s.loads) else "store", a, n)
-                     for i, ((*_, n), a) in enumerate(zip(s.loads + s.stores, row))]
+    for s, w, row in zip(steps, words, addresses):
+        transfers = [("load" if i < len(s.loads) else "store", a, n) for i, (n, a) in enumerate(zip(w, row))]
         (load, run, store), = tile_steps(s.memories, [transfers], [s.run_cycles], contract)
         s.load_cycles, s.store_cycles = load, store
         timed.append((load, run, store))
