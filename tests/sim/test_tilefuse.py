@@ -212,5 +212,6 @@ def test_wavefront_transfers_pack_beats():
         assert runs[pack].stats["tiling"]["wavefront"]["wavefront1_tiles"] > 0
         np.testing.assert_allclose(runs[pack].outputs["H"], _golden(ins), rtol=1e-12, atol=1e-12)
     t0, t1 = (runs[p].stats["tiling"] for p in (0, 1))
-    assert t1["load_cycles"] < t0["load_cycles"] and t1["store_cycles"] < t0["store_cycles"]
-    assert t1["bytes_read"] < t0["bytes_read"]
+    # a 32-byte beat holds 8 entries of 32 bits or fewer: far fewer beats (the loads also pay latencies)
+    assert t1["bytes_read"] * 4 < t0["bytes_read"]
+    assert t1["load_cycles"] < 0.75 * t0["load_cycles"] and t1["store_cycles"] < 0.75 * t0["store_cycles"]
