@@ -330,10 +330,7 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
             for o, a in accs.items():
                 full = outs[o]
                 rg = [box[d] if d is not None else (0, full.shape[m]) for m, d in enumerate(t["tensors"][o]["dims"])]
-                part = full[tuple(slice(x, y) for x, y in rg)]
-                acc = np.zeros(sub.tensors[a].shape)
-                acc[tuple(slice(0, s) for s in part.shape)] = part
-                tile_inputs[a] = acc
+                tile_inputs[a] = _accumulator(full, tuple(slice(x, y) for x, y in rg), sub.tensors[a].shape)
             try:
                 res = _engine.run(sub, tile_inputs, mode=mode, fifo_depth=fifo_depth, engine=engine)
             except TensorError as exc:
@@ -452,6 +449,15 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
     return _engine.SimResult(outputs, tensors, sum(kernel_cycles), kernel_cycles, stats, mode)
 
 
+def _accumulator(full: np.ndarray, view: tuple, shape: tuple) -> np.ndarray:
+    """A tile's accumulator input: the partition's partial so far (``full[view]``), zero-padded to the tile
+    ``shape``."""
+    part = full[view]
+    acc = np.zeros(shape)
+    acc[tuple(slice(0, s) for s in part.shape)] = part
+    return acc
+
+
 # ---- tile fusion in two wavefronts (docs/tiling.md, "Tile fusion") ------------------------------------------------
 def _time_mixed(steps: list, contract: OffchipContract) -> int:
     """Total cycles of a tile sequence whose tiles belong to several kernels (a wavefront): every tile's transfers
@@ -538,10 +544,7 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
             tile_inputs[name] = packed[name]
         for o, a in K["accs"].items():
             full = K["outs"][o]
-            part = full[rng(o, box, full)]
-            acc = np.zeros(sub.tensors[a].shape)
-            acc[tuple(slice(0, s) for s in part.shape)] = part
-            tile_inputs[a] = acc
+            tile_inputs[a] = _accumulator(full, rng(o, box, full), sub.tensors[a].shape)
         try:
             res = _engine.run(sub, tile_inputs, mode=mode, fifo_depth=fifo_depth, engine=engine)
         except TensorError as exc:
