@@ -476,7 +476,8 @@ std::string Together::describe_wait(const Node& s) {
 
 Pipeline::Pipeline(Node* s, std::vector<Out*> o, i64 latency) : st(s), outs(std::move(o)), nout(outs.size()),
                                                                   o0(nout > 0 ? outs[0] : nullptr),
-                                                                  o1(nout > 1 ? outs[1] : nullptr), ahead(latency - 1) {
+                                                                  o1(nout > 1 ? outs[1] : nullptr), ahead(latency - 1),
+                                                                  small(nout <= 2) {
     for (i64 i = 0; i < latency; ++i) credits.push_back(0);
 }
 
@@ -484,20 +485,31 @@ i64 Pipeline::out_room_n() const { return room_of(outs); }
 
 void Pipeline::flush() {
     i64 moved = 0;
-    Tok buf[8];
-    while (!pending.empty()) {
-        i64 r = out_room();
-        if (r == NONE) break;
-        for (size_t i = 0; i < nout; ++i) buf[i] = pending.pop_front();
-        deliver(buf, fired.pop_front(), r);
-        ++moved;
+    if (small) {
+        while (!pend2.empty()) {
+            i64 r = out_room();
+            if (r == NONE) break;
+            const Firing2& f = pend2.front();
+            deliver(f.tok, f.at, r);
+            pend2.pop_front();
+            ++moved;
+        }
+    } else {
+        Tok buf[8];
+        while (!pending.empty()) {
+            i64 r = out_room();
+            if (r == NONE) break;
+            for (size_t i = 0; i < nout; ++i) buf[i] = pending.pop_front();
+            deliver(buf, fired.pop_front(), r);
+            ++moved;
+        }
     }
     st->moved += moved;
 }
 
 i64 Pipeline::vroom() {
     if (done) return 0;
-    if (pending.empty() || out_room() == NONE) return NONE;
+    if (none_pending() || out_room() == NONE) return NONE;
     return 0;
 }
 
@@ -520,6 +532,14 @@ i64 Stage::room_slow() {
 }
 
 void Stage::push_pending(const Tok* toks, i64 t) {
+    if (pipe->small) {
+        Pipeline::Firing2 f;
+        f.tok[0] = toks[0];
+        if (pipe->nout == 2) f.tok[1] = toks[1];
+        f.at = t;
+        pipe->pend2.push_back(f);
+        return;
+    }
     for (size_t i = 0; i < pipe->nout; ++i) pipe->pending.push_back(toks[i]);
     pipe->fired.push_back(t);
 }
@@ -606,6 +626,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
             auto& tr = (*hooks.traces)[s.id];
             o->log = &tr.first;
             o->sent = &tr.second;
+            o->settle();
         }
         nodes[s.src].outs[s.src_port] = o;
         stream_outs.push_back(o);

@@ -208,9 +208,12 @@ struct Out : Emitter {
 
     Out(std::string nm, std::vector<Channel*> cs) : Emitter(E_OUT), name(std::move(nm)), chans(std::move(cs)) {
         if (chans.size() == 1) single = chans[0];
+        settle();
     }
 
     Channel* single = nullptr;  // the channel when the stream has one consumer (the common case)
+    Channel* fast = nullptr;    // single, when no trace is kept: push1's common case
+    void settle() { fast = log == nullptr ? single : nullptr; }
 
     FF_INLINE i64 room_() const {
         if (single) return single->has_credit() ? single->credit0() : NONE;
@@ -226,12 +229,16 @@ struct Out : Emitter {
     FF_INLINE void push1(const Tok& tok, i64 t) {
         if (__builtin_expect(limit != 0, 0) && tok.k == K_INT && tok.i >= limit) too_wide(tok);
         ++count;
-        if (__builtin_expect(log != nullptr, 0)) { log->push_back(t); sent->push_back(tok); }
-        if (single) {
-            single->take_credit();
-            single->put(tok, t);
+        if (__builtin_expect(fast != nullptr, 1)) {
+            fast->take_credit();
+            fast->put(tok, t);
             return;
         }
+        push_rest(tok, t);
+    }
+    // push1 without a lone untraced channel: the trace, then every channel of the stream
+    void push_rest(const Tok& tok, i64 t) {
+        if (log != nullptr) { log->push_back(t); sent->push_back(tok); }
         for (Channel* c : chans) {
             c->take_credit();
             c->put(tok, t);
@@ -570,10 +577,19 @@ struct Pipeline : Waitable {
     Out *o0, *o1;              // outs[0], outs[1] (nullptr when fewer): the common one- and two-output cases
     i64 ahead;
     Ring<i64> credits;
-    Ring<Tok> pending;         // nout tokens per firing
+    // the firings not delivered yet: with one or two outputs one record each (pend2), else nout tokens each in
+    // pending and the firing's cycle in fired
+    struct Firing2 {
+        Tok tok[2];
+        i64 at;
+    };
+    bool small;
+    Ring<Firing2> pend2;
+    Ring<Tok> pending;
     Ring<i64> fired;
     i64 last = -1;
     bool done = false;
+    FF_INLINE bool none_pending() const { return small ? pend2.empty() : pending.empty(); }
 
     Pipeline(Node* s, std::vector<Out*> o, i64 latency);
     FF_INLINE i64 out_room() const {
@@ -620,7 +636,7 @@ struct Stage : Emitter {
     i64 room_slow();
     FF_INLINE void push(const Tok* toks, i64 t) {
         pipe->credits.pop_front();
-        if (pipe->pending.empty()) {
+        if (pipe->none_pending()) {
             i64 r = pipe->out_room();
             if (r != NONE) {
                 pipe->deliver(toks, t, r);
