@@ -462,7 +462,6 @@ static i64 room_of(const std::vector<Out*>& outs) {
     return r;
 }
 
-i64 Together::room() { return room_of(outs); }
 
 std::string Together::describe_wait(const Node& s) {
     std::string r;

@@ -562,8 +562,16 @@ struct Together : Emitter {
     Node* st;
     std::vector<Out*> outs;
     Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)) {}
-    i64 room();
-    void push(const Tok* toks, i64 t) {
+    FF_INLINE i64 room() {
+        i64 r = 0;
+        for (Out* o : outs) {
+            i64 x = o->room_();
+            if (x == NONE) return NONE;
+            if (x > r) r = x;
+        }
+        return r;
+    }
+    FF_INLINE void push(const Tok* toks, i64 t) {
         for (size_t i = 0; i < outs.size(); ++i) outs[i]->push1(toks[i], t);
     }
     std::string describe_wait(const Node& st) override;
