@@ -462,7 +462,6 @@ static i64 room_of(const std::vector<Out*>& outs) {
     return r;
 }
 
-i64 Together::room() { return room_of(outs); }
 
 std::string Together::describe_wait(const Node& s) {
     std::string r;
@@ -475,38 +474,41 @@ std::string Together::describe_wait(const Node& s) {
 }
 
 Pipeline::Pipeline(Node* s, std::vector<Out*> o, i64 latency) : st(s), outs(std::move(o)), nout(outs.size()),
-                                                                  ahead(latency - 1) {
+                                                                  o0(nout > 0 ? outs[0] : nullptr),
+                                                                  o1(nout > 1 ? outs[1] : nullptr), ahead(latency - 1),
+                                                                  small(nout <= 2) {
     for (i64 i = 0; i < latency; ++i) credits.push_back(0);
 }
 
-i64 Pipeline::out_room() const { return nout == 1 ? outs[0]->room_() : room_of(outs); }
-
-void Pipeline::deliver(const Tok* toks, i64 fired_at, i64 r) {
-    i64 t = fired_at + ahead;
-    if (t <= last) t = last + 1;
-    if (t < r) t = r;
-    for (size_t i = 0; i < nout; ++i) outs[i]->push1(toks[i], t);
-    credits.push_back(t + 1);
-    last = t;
-    if (toks[0].is_D()) done = true;
-}
+i64 Pipeline::out_room_n() const { return room_of(outs); }
 
 void Pipeline::flush() {
     i64 moved = 0;
-    Tok buf[8];
-    while (!pending.empty()) {
-        i64 r = out_room();
-        if (r == NONE) break;
-        for (size_t i = 0; i < nout; ++i) buf[i] = pending.pop_front();
-        deliver(buf, fired.pop_front(), r);
-        ++moved;
+    if (small) {
+        while (!pend2.empty()) {
+            i64 r = out_room();
+            if (r == NONE) break;
+            const Firing2& f = pend2.front();
+            deliver(f.tok, f.at, r);
+            pend2.pop_front();
+            ++moved;
+        }
+    } else {
+        Tok buf[8];
+        while (!pending.empty()) {
+            i64 r = out_room();
+            if (r == NONE) break;
+            for (size_t i = 0; i < nout; ++i) buf[i] = pending.pop_front();
+            deliver(buf, fired.pop_front(), r);
+            ++moved;
+        }
     }
     st->moved += moved;
 }
 
 i64 Pipeline::vroom() {
     if (done) return 0;
-    if (pending.empty() || out_room() == NONE) return NONE;
+    if (none_pending() || out_room() == NONE) return NONE;
     return 0;
 }
 
@@ -520,23 +522,22 @@ std::string Pipeline::describe_wait(const Node&) {
     return st->id + " (output pipeline) waits to deliver to " + names;
 }
 
-Stage::Stage(Pipeline* p) : pipe(p), name(p->st->id + " pipeline") {}
+Stage::Stage(Pipeline* p) : Emitter(E_STAGE), pipe(p), name(p->st->id + " pipeline") {}
 
-i64 Stage::room() {
-    if (!pipe->credits.empty()) return pipe->credits[0];
+i64 Stage::room_slow() {
     if (pipe->out_room() == NONE) return NONE;
     pipe->flush();
     return pipe->credits[0];
 }
 
-void Stage::push(const Tok* toks, i64 t) {
-    pipe->credits.pop_front();
-    if (pipe->pending.empty()) {
-        i64 r = pipe->out_room();
-        if (r != NONE) {
-            pipe->deliver(toks, t, r);
-            return;
-        }
+void Stage::push_pending(const Tok* toks, i64 t) {
+    if (pipe->small) {
+        Pipeline::Firing2 f;
+        f.tok[0] = toks[0];
+        if (pipe->nout == 2) f.tok[1] = toks[1];
+        f.at = t;
+        pipe->pend2.push_back(f);
+        return;
     }
     for (size_t i = 0; i < pipe->nout; ++i) pipe->pending.push_back(toks[i]);
     pipe->fired.push_back(t);
@@ -624,6 +625,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
             auto& tr = (*hooks.traces)[s.id];
             o->log = &tr.first;
             o->sent = &tr.second;
+            o->settle();
         }
         nodes[s.src].outs[s.src_port] = o;
         stream_outs.push_back(o);
@@ -635,7 +637,6 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 st.outs[port] = outs.back().get();
             }
     std::vector<Built> built(nodes.size());
-    std::vector<Live> live;
     auto& table = op_table();
     for (size_t i = 0; i < nodes.size(); ++i) {
         Node& st = nodes[i];
@@ -643,8 +644,59 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         if (it == table.end()) throw SimError("GraphError", "node " + st.id, "op '" + st.op + "' has no compiled model");
         it->second(st, built[i]);
     }
-    for (size_t i = 0; i < nodes.size(); ++i)
-        for (Proc& p : built[i].procs) live.push_back({&nodes[i], &p});
+    // The processes in the reference's order (node by node), each at a bit of `ready`: the processes to look at
+    // in the current round. A node's processes sit in one 64-bit word (a node that would straddle one starts
+    // the next), so a channel wakes its consumer node, or its producer node, with one OR. A process whose bit
+    // is clear would be skipped by the reference's round as well: since it last yielded, no token reached its
+    // node's inputs, no slot was freed on its node's outputs and no process of its node ran (what it waits for
+    // is one of those, or something of its node's own); so the rounds resume the same processes in the same
+    // order as engine._schedule, and a round without progress is the same deadlock.
+    std::vector<Live> slots;                 // by bit position (gaps: proc == nullptr)
+    std::vector<uint64_t> node_mask(nodes.size(), 0);
+    std::vector<size_t> node_word(nodes.size(), 0);
+    size_t pos = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        size_t np = built[i].procs.size();
+        if (np == 0) continue;
+        if (np > 64) throw SimError("GraphError", "node " + nodes[i].id, "more than 64 processes in one node");
+        if ((pos & 63) + np > 64) pos = (pos | 63) + 1;
+        node_word[i] = pos >> 6;
+        for (size_t k = 0; k < np; ++k) node_mask[i] |= uint64_t(1) << ((pos + k) & 63);
+        slots.resize(pos + np, Live{nullptr, nullptr});
+        for (Proc& p : built[i].procs) slots[pos++] = Live{&nodes[i], &p};
+    }
+    size_t nwords = (slots.size() + 63) >> 6;
+    std::vector<uint64_t> ready(nwords + 1, 0), alive(nwords + 1, 0);
+    std::vector<uint64_t> slot_mask(slots.size(), 0);    // each slot's node's mask (in the slot's word)
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (!node_mask[i]) continue;
+        ready[node_word[i]] |= node_mask[i];
+        alive[node_word[i]] |= node_mask[i];
+    }
+    for (size_t b = 0; b < slots.size(); ++b)
+        if (slots[b].proc) slot_mask[b] = node_mask[slots[b].st - nodes.data()];
+    size_t nlive = 0;
+    for (const Live& l : slots) nlive += l.proc != nullptr;
+    // wire the channels of the streams: a push wakes the consumer node, a pop the producer node
+    {
+        size_t k = 0;
+        for (const StreamSpec& s : streams) {
+            for (auto& [dn, dp] : s.dsts) {
+                Channel* c = chans[k++].get();
+                (void)dp;
+                c->cwake = &ready[node_word[dn]];
+                c->cmask = node_mask[dn];
+                c->pwake = &ready[node_word[s.src]];
+                c->pmask = node_mask[s.src];
+            }
+        }
+    }
+    auto live_now = [&] {
+        std::vector<Live> v;
+        for (size_t b = 0; b < slots.size(); ++b)
+            if (slots[b].proc && (alive[b >> 6] >> (b & 63) & 1)) v.push_back(slots[b]);
+        return v;
+    };
 
     uint64_t rounds = 0;
     auto counts_so_far = [&](KernelResult& r) {
@@ -669,35 +721,44 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         }
     };
     try {
-    while (!live.empty()) {
+    while (nlive) {
         bool progress = false;
-        size_t kept = 0;
-        for (size_t i = 0, n = live.size(); i < n; ++i) {
-            Live item = live[i];
-            auto h = item.proc->h;
-            auto& pr = h.promise();
-            // skip a process whose awaited token or slot has not appeared: resuming it would yield at once
-            bool waits;
-            if (pr.wch) waits = pr.wch->empty();
-            else if (pr.wout) waits = pr.wout->room_() == NONE;
-            else waits = pr.wobj && pr.wobj->vroom() == NONE;
-            if (waits) {
-                live[kept++] = item;
-                continue;
+        for (size_t w = 0; w < nwords; ++w) {
+            uint64_t seen = 0;                   // this word's bits at or below the last one visited
+            for (;;) {
+                uint64_t bits = ready[w] & alive[w] & ~seen;
+                if (!bits) break;
+                unsigned b = (unsigned)__builtin_ctzll(bits);
+                uint64_t bit = uint64_t(1) << b;
+                seen = (bit << 1) - 1;           // bit 63: all ones
+                ready[w] &= ~bit;
+                size_t slot = (w << 6) | b;
+                Live item = slots[slot];
+                auto h = item.proc->h;
+                auto& pr = h.promise();
+                // skip a process whose awaited token or slot has not appeared: resuming it would yield at once
+                bool waits;
+                if (pr.wch) waits = pr.wch->empty();
+                else if (pr.wout) waits = pr.wout->room_() == NONE;
+                else waits = pr.wobj && pr.wobj->vroom() == NONE;
+                if (waits) continue;
+                Node* st = item.st;
+                i64 before = st->busy + st->moved;
+                h.resume();
+                if (__builtin_expect(pr.exc != nullptr, 0)) std::rethrow_exception(pr.exc);
+                // its node's processes (itself included) are looked at again: the later ones in this round,
+                // the others (bits at or below b) in the next
+                ready[w] |= slot_mask[slot];
+                if (h.done()) {
+                    progress = true;
+                    alive[w] &= ~bit;
+                    --nlive;
+                    continue;
+                }
+                if (st->busy + st->moved != before) progress = true;
             }
-            Node* st = item.st;
-            i64 before = st->busy + st->moved;
-            h.resume();
-            if (__builtin_expect(pr.exc != nullptr, 0)) std::rethrow_exception(pr.exc);
-            if (h.done()) {
-                progress = true;
-                continue;
-            }
-            live[kept++] = item;
-            if (st->busy + st->moved != before) progress = true;
         }
-        live.resize(kept);
-        if (!progress) throw SimError("DeadlockError", "", deadlock_message(live));
+        if (!progress) throw SimError("DeadlockError", "", deadlock_message(live_now()));
         if ((++rounds & 255) == 0) poll();
     }
     } catch (...) {

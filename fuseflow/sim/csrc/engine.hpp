@@ -147,11 +147,21 @@ struct Channel {
     bool unbounded;
     Ring<Slot> q;              // the queued tokens with their push cycles
     Ring<i64> credits;         // for each free slot, the cycle from which it may be refilled
+    // The scheduler's wake-ups (run_kernel): a push flags the consumer node's processes to be looked at, a pop
+    // the producer node's. A channel the scheduler did not wire (one inside a node) points at its own spare
+    // word: only its node's processes touch it, and they are looked at again after each resume anyway.
+    uint64_t* cwake;
+    uint64_t cmask = 0;
+    uint64_t* pwake;
+    uint64_t pmask = 0;
+    uint64_t spare = 0;
 
     Channel(std::string nm, i64 d, std::string cons) : name(std::move(nm)), consumer(std::move(cons)), depth(d),
-                                                        unbounded(d == 0) {
+                                                        unbounded(d == 0), cwake(&spare), pwake(&spare) {
         for (i64 i = 0; i < d; ++i) credits.push_back(0);
     }
+    Channel(const Channel&) = delete;
+    Channel& operator=(const Channel&) = delete;
     FF_INLINE bool empty() const { return q.empty(); }
     FF_INLINE size_t size() const { return q.size(); }
     FF_INLINE const Tok& head() const { return q.front_c().tok; }
@@ -159,21 +169,31 @@ struct Channel {
     FF_INLINE const Tok& tok_at(size_t i) const { return q[i].tok; }    // Python: ch.toks[i]
     FF_INLINE i64 time_at(size_t i) const { return q[i].t; }            // Python: ch.times[i]
     FF_INLINE Tok pop(i64 t) {
-        if (!unbounded) credits.push_back(t + 1);
+        if (!unbounded) {
+            credits.push_back(t + 1);
+            *pwake |= pmask;
+        }
         return q.pop_front().tok;
     }
     // credits as the producer sees them (an unbounded channel always has a slot free from cycle 0)
     FF_INLINE bool has_credit() const { return unbounded || !credits.empty(); }
     FF_INLINE i64 credit0() const { return unbounded ? 0 : credits.front_c(); }
     FF_INLINE void take_credit() { if (!unbounded) credits.pop_front(); }
-    FF_INLINE void put(const Tok& tok, i64 t) { q.push_back(Slot{tok, t}); }
+    FF_INLINE void put(const Tok& tok, i64 t) {
+        q.push_back(Slot{tok, t});
+        *cwake |= cmask;
+    }
 };
 
 // Anything a firing writes: an Out, several written together, or an output pipeline's stage input.
-// push() takes one token per output.
+// push() takes one token per output. Three kinds, dispatched on a tag (inlined on the hot path) rather than
+// through virtual calls.
 struct Emitter : Waitable {
-    virtual i64 room() = 0;
-    virtual void push(const Tok* toks, i64 t) = 0;
+    enum EKind : uint8_t { E_OUT, E_TOGETHER, E_STAGE };
+    EKind ekind;
+    explicit Emitter(EKind k) : ekind(k) {}
+    FF_INLINE i64 room();                           // defined after Stage
+    FF_INLINE void push(const Tok* toks, i64 t);
     i64 vroom() override { return room(); }
 };
 
@@ -186,11 +206,14 @@ struct Out : Emitter {
     std::vector<i64>* log = nullptr;   // trace: cycle of every push
     std::vector<Tok>* sent = nullptr;  // trace: every token pushed
 
-    Out(std::string nm, std::vector<Channel*> cs) : name(std::move(nm)), chans(std::move(cs)) {
+    Out(std::string nm, std::vector<Channel*> cs) : Emitter(E_OUT), name(std::move(nm)), chans(std::move(cs)) {
         if (chans.size() == 1) single = chans[0];
+        settle();
     }
 
     Channel* single = nullptr;  // the channel when the stream has one consumer (the common case)
+    Channel* fast = nullptr;    // single, when no trace is kept: push1's common case
+    void settle() { fast = log == nullptr ? single : nullptr; }
 
     FF_INLINE i64 room_() const {
         if (single) return single->has_credit() ? single->credit0() : NONE;
@@ -202,22 +225,26 @@ struct Out : Emitter {
         }
         return m;
     }
-    i64 room() override { return room_(); }
+    FF_INLINE i64 room() { return room_(); }
     FF_INLINE void push1(const Tok& tok, i64 t) {
         if (__builtin_expect(limit != 0, 0) && tok.k == K_INT && tok.i >= limit) too_wide(tok);
         ++count;
-        if (__builtin_expect(log != nullptr, 0)) { log->push_back(t); sent->push_back(tok); }
-        if (single) {
-            single->take_credit();
-            single->put(tok, t);
+        if (__builtin_expect(fast != nullptr, 1)) {
+            fast->take_credit();
+            fast->put(tok, t);
             return;
         }
+        push_rest(tok, t);
+    }
+    // push1 without a lone untraced channel: the trace, then every channel of the stream
+    void push_rest(const Tok& tok, i64 t) {
+        if (log != nullptr) { log->push_back(t); sent->push_back(tok); }
         for (Channel* c : chans) {
             c->take_credit();
             c->put(tok, t);
         }
     }
-    void push(const Tok* toks, i64 t) override { push1(toks[0], t); }
+    FF_INLINE void push(const Tok* toks, i64 t) { push1(toks[0], t); }
     std::string describe_wait(const Node& st) override;
     [[noreturn]] void too_wide(const Tok& tok);
 };
@@ -534,9 +561,17 @@ inline JoinerPorts joiner_ports(Node& st) {
 struct Together : Emitter {
     Node* st;
     std::vector<Out*> outs;
-    Together(Node* s, std::vector<Out*> o) : st(s), outs(std::move(o)) {}
-    i64 room() override;
-    void push(const Tok* toks, i64 t) override {
+    Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)) {}
+    FF_INLINE i64 room() {
+        i64 r = 0;
+        for (Out* o : outs) {
+            i64 x = o->room_();
+            if (x == NONE) return NONE;
+            if (x > r) r = x;
+        }
+        return r;
+    }
+    FF_INLINE void push(const Tok* toks, i64 t) {
         for (size_t i = 0; i < outs.size(); ++i) outs[i]->push1(toks[i], t);
     }
     std::string describe_wait(const Node& st) override;
@@ -547,16 +582,52 @@ struct Pipeline : Waitable {
     Node* st;
     std::vector<Out*> outs;
     size_t nout;
+    Out *o0, *o1;              // outs[0], outs[1] (nullptr when fewer): the common one- and two-output cases
     i64 ahead;
     Ring<i64> credits;
-    Ring<Tok> pending;         // nout tokens per firing
+    // the firings not delivered yet: with one or two outputs one record each (pend2), else nout tokens each in
+    // pending and the firing's cycle in fired
+    struct Firing2 {
+        Tok tok[2];
+        i64 at;
+    };
+    bool small;
+    Ring<Firing2> pend2;
+    Ring<Tok> pending;
     Ring<i64> fired;
     i64 last = -1;
     bool done = false;
+    FF_INLINE bool none_pending() const { return small ? pend2.empty() : pending.empty(); }
 
     Pipeline(Node* s, std::vector<Out*> o, i64 latency);
-    i64 out_room() const;
-    void deliver(const Tok* toks, i64 fired_at, i64 r);
+    FF_INLINE i64 out_room() const {
+        if (nout == 1) return o0->room_();
+        if (nout == 2) {
+            i64 a = o0->room_();
+            if (a == NONE) return NONE;
+            i64 b = o1->room_();
+            if (b == NONE) return NONE;
+            return a > b ? a : b;
+        }
+        return out_room_n();
+    }
+    i64 out_room_n() const;
+    FF_INLINE void deliver(const Tok* toks, i64 fired_at, i64 r) {
+        i64 t = fired_at + ahead;
+        if (t <= last) t = last + 1;
+        if (t < r) t = r;
+        if (nout == 1) {
+            o0->push1(toks[0], t);
+        } else if (nout == 2) {
+            o0->push1(toks[0], t);
+            o1->push1(toks[1], t);
+        } else {
+            for (size_t i = 0; i < nout; ++i) outs[i]->push1(toks[i], t);
+        }
+        credits.push_back(t + 1);
+        last = t;
+        if (toks[0].is_D()) done = true;
+    }
     void flush();
     i64 vroom() override;      // for the drain's wait
     std::string describe_wait(const Node& st) override;
@@ -566,10 +637,40 @@ struct Stage : Emitter {
     Pipeline* pipe;
     std::string name;
     explicit Stage(Pipeline* p);
-    i64 room() override;
-    void push(const Tok* toks, i64 t) override;
+    FF_INLINE i64 room() {
+        if (!pipe->credits.empty()) return pipe->credits.front();
+        return room_slow();
+    }
+    i64 room_slow();
+    FF_INLINE void push(const Tok* toks, i64 t) {
+        pipe->credits.pop_front();
+        if (pipe->none_pending()) {
+            i64 r = pipe->out_room();
+            if (r != NONE) {
+                pipe->deliver(toks, t, r);
+                return;
+            }
+        }
+        push_pending(toks, t);
+    }
+    void push_pending(const Tok* toks, i64 t);
     std::string describe_wait(const Node& st) override;
 };
+
+FF_INLINE i64 Emitter::room() {
+    switch (ekind) {
+        case E_OUT: return static_cast<Out*>(this)->room_();
+        case E_STAGE: return static_cast<Stage*>(this)->room();
+        default: return static_cast<Together*>(this)->room();
+    }
+}
+FF_INLINE void Emitter::push(const Tok* toks, i64 t) {
+    switch (ekind) {
+        case E_OUT: static_cast<Out*>(this)->push1(toks[0], t); return;
+        case E_STAGE: static_cast<Stage*>(this)->push(toks, t); return;
+        default: static_cast<Together*>(this)->push(toks, t); return;
+    }
+}
 
 // The drain process of a pipeline: delivers what is still in flight, ends after D has left.
 Proc pipeline_drain(Pipeline* pipe);
