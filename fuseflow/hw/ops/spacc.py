@@ -126,7 +126,7 @@ every output, once.
 from math import prod
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, Shape, Signal, Value, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
@@ -135,8 +135,7 @@ from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level, token_layout
 from ._common import Fire, OpComponent, kept, set_data, set_done, set_stop
 from ...hw.memory import TensorMemory, memory_storage
-from ._pipe import dsp_family
-from .level_scan import MUX_INIT
+from ._cells import get_cells
 from .alu import fixed_op, saturate_overflow
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
@@ -155,44 +154,6 @@ def _less_const(x, k):
     terms = [all_of([~x[i]] + [x[j] if (k >> j) & 1 else ~x[j] for j in range(i + 1, w)])
              for i in range(w) if (k >> i) & 1]
     return Cat(*terms).any()
-
-
-def _copy_register(m, platform, d, name):
-    """A register of ``d`` (reset-less) that Yosys does not merge with its equal copies: on ECP5 one
-    ``TRELLIS_FF`` instance per bit (Yosys merges equal flip-flops bit by bit), elsewhere a plain register."""
-    q = Signal(len(d), name=name, reset_less=True)
-    if dsp_family(platform) == "ecp5":
-        for i in range(len(d)):
-            m.submodules[f"{name}_ff{i}"] = Instance(
-                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR", p_REGSET="RESET",
-                p_SRMODE="LSR_OVER_CE", i_CLK=ClockSignal("sync"), i_LSR=0, i_CE=1, i_DI=d[i], o_Q=q[i])
-    else:
-        m.d.sync += q.eq(d)
-    return q
-
-
-def _mux8(m, platform, sel, words, width, name):
-    """``words[sel]`` (8 words of ``width`` bits, ``sel`` 3 bits) on a kept wire: on ECP5 per bit one slice pair
-    (four ``LUT4`` 2:1 multiplexers by ``sel[0]``, two ``PFUMX`` by ``sel[1]``, an ``L6MUX21`` by ``sel[2]``),
-    which the logic mapper leaves as it is (it mapped the word select as a LUT4 before a LUT4 and PFUMX, with a
-    route between them), elsewhere the word select."""
-    out = Signal(width, name=name, attrs={"keep": 1})
-    if dsp_family(platform) != "ecp5":
-        m.d.comb += out.eq(Cat(*words).word_select(sel, width))
-        return out
-    sel = Value.cast(sel)
-    for b in range(width):
-        f = [Signal(name=f"{name}_b{b}_f{k}") for k in range(4)]
-        g = [Signal(name=f"{name}_b{b}_g{k}") for k in range(2)]
-        for k in range(4):
-            m.submodules[f"{name}_b{b}_lut{k}"] = Instance(
-                "LUT4", p_INIT=MUX_INIT, i_A=sel[0], i_B=Value.cast(words[2 * k + 1])[b],
-                i_C=Value.cast(words[2 * k])[b], i_D=0, o_Z=f[k])
-        for k in range(2):
-            m.submodules[f"{name}_b{b}_pfumx{k}"] = Instance(
-                "PFUMX", i_ALUT=f[2 * k + 1], i_BLUT=f[2 * k], i_C0=sel[1], o_Z=g[k])
-        m.submodules[f"{name}_b{b}_l6mux"] = Instance("L6MUX21", i_D0=g[0], i_D1=g[1], i_SD=sel[2], o_Z=out[b])
-    return out
 
 
 def _at_most_one(m, bits, name):
@@ -330,7 +291,7 @@ class Spacc(OpComponent):
 
     def elaborate(self, platform):
         m = Module()
-        s = SimpleNamespace(platform=platform)     # the builders' shared state
+        s = SimpleNamespace(cells=get_cells(platform))     # the builders' shared state
         self._storage(m, s)
         self._merge_pipeline(m, s)
         self._accumulate_side(m, s)
@@ -407,7 +368,7 @@ class Spacc(OpComponent):
         s.dim, s.dims, s.done_in, s.done_out, s.e_full, s.eb = dim, dims, done_in, done_out, e_full, eb
         s.ebase, s.em, s.fa, s.fabric_read, s.fe, s.full, s.fx = ebase, em, fa, fabric_read, fe, full, fx
         s.ins, s.n, s.nab, s.names, s.neb, s.oc, s.order, s.outs, s.ov = ins, n, nab, names, neb, oc, order, outs, ov
-        s.overflow, s.rpa, s.rpa_data, s.rpe, s.vv, s.w, s.W, s.wp = overflow, rpa, rpa_data, rpe, vv, w, W, wp
+        s.overflow, s.rpa, s.rpa_data, s.rpe, s.vv, s.W, s.w, s.wp = overflow, rpa, rpa_data, rpe, vv, W, w, wp
         s.x = x
 
     def _merge_pipeline(self, m, s):
@@ -678,7 +639,7 @@ class Spacc(OpComponent):
         a_free, ab, aw, bank_addr, bm, close_if, cv = s.a_free, s.ab, s.aw, s.bank_addr, s.bm, s.close_if, s.cv
         dep, fa, fabric_read, full_addr, hit2, hit3 = s.dep, s.fa, s.fabric_read, s.full_addr, s.hit2, s.hit3
         hit_now, linear, lo, n, occ_bm, occ_hot = s.hit_now, s.linear, s.lo, s.n, s.occ_bm, s.occ_hot
-        occ_row, order, platform, pre, pre_f = s.occ_row, s.order, s.platform, s.pre, s.pre_f
+        cells, occ_row, order, pre, pre_f = s.cells, s.occ_row, s.order, s.pre, s.pre_f
         read_addr, rpa, s1_addr, s1_v, s2_addr, s2_v = s.read_addr, s.rpa, s.s1_addr, s.s1_v, s.s2_addr, s.s2_v
         split_lookup, vv, w, wen_if = s.split_lookup, s.vv, s.w, s.wen_if
         # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank,
@@ -735,7 +696,7 @@ class Spacc(OpComponent):
                 n0 = -(-len(level) // (1 << sb0))
                 sel_d = Signal(sb0, name="read_addr_l0")
                 m.d.comb += sel_d.eq(rd_addr[at:at + sb0])
-                sel0 = [_copy_register(m, platform, sel_d, f"read_addr_l0_{b}") for b in range(n0)]
+                sel0 = [cells.copy_register(m, sel_d, f"read_addr_l0_{b}") for b in range(n0)]
                 while len(level) > 1:
                     sb = min(3, aw - at)
                     up = []
@@ -744,7 +705,7 @@ class Spacc(OpComponent):
                         part = part + [Const(0, rw)] * ((1 << sb) - len(part))
                         sel = sel0[b] if depth == 0 else read_addr[at:at + sb]
                         if sb == 3:
-                            node = _mux8(m, platform, sel, part, rw, f"occupied_l{depth}_{b}")
+                            node = cells.mux8(m, sel, part, rw, f"occupied_l{depth}_{b}")
                         else:
                             node = Signal(rw, name=f"occupied_l{depth}_{b}", attrs={"keep": 1})
                             m.d.comb += node.eq(Cat(*part).word_select(sel, rw))
@@ -1436,9 +1397,9 @@ class Spacc(OpComponent):
         # bit of it, each for a quarter of the head's bits)
         rd_next = Signal(range(Q), name="queue_rd_next")
         m.d.comb += rd_next.eq(Mux(take & (q_n != 0), q_rd + 1, q_rd))
-        rd_cp = [_copy_register(m, s.platform, rd_next, f"queue_rd_{c}") for c in range(4)]
+        rd_cp = [s.cells.copy_register(m, rd_next, f"queue_rd_{c}") for c in range(4)]
         qw = -(-dw // 4)
-        slot = Cat(*[_mux8(m, s.platform, rd_cp[c], [queue[i][c * qw:min(dw, (c + 1) * qw)] for i in range(Q)],
+        slot = Cat(*[s.cells.mux8(m, rd_cp[c], [queue[i][c * qw:min(dw, (c + 1) * qw)] for i in range(Q)],
                            min(dw, (c + 1) * qw) - c * qw, f"queue_slot_{c}") for c in range(4)])
         with m.If(take):
             with m.If(q_n != 0):
