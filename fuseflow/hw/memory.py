@@ -397,7 +397,7 @@ class TensorMemory(Elaboratable):
         """``"generic"``, ``"dp16kd"`` or ``"dp16kd-model"`` (class doc)."""
         if self.impl is not None:
             return self.impl if self.block else "generic"
-        from .ops._pipe import dsp_family
+        from .ops._cells import dsp_family
         return "dp16kd" if self.block and dsp_family(platform) == "ecp5" else "generic"
 
     def elaborate(self, platform):

@@ -281,7 +281,6 @@ class ProgramTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         plan, program = self.plan, self.program
-        nk = len(program.kernels)
         self.fifo_handles = []            # (Channel, StreamFIFO, payload layout): for stream tracing in simulation
         self.finish_handles = []          # (StreamFIFO, consumer's In port, its finish flag, kernel enable): tests
 
@@ -289,16 +288,8 @@ class ProgramTop(wiring.Component):
         mems = {}
         host_rd = {}
         writers = {}                      # memory name -> [(waddr, wdata, wen)]
-        rh = self.row_host
-
-        def pack(spec):
-            return rh.packs.get(spec.name, 1) if rh is not None else 1
-
-        def host_entry(spec):             # the host's entry address (rows of pack(spec) entries: the row's first)
-            return self.host_addr if pack(spec) == 1 else self.host_addr << (pack(spec).bit_length() - 1)
-
         for spec in plan.memories:
-            mem = TensorMemory.from_spec(spec, self.init.get(spec.name), impl=self.block_ram, pack=pack(spec))
+            mem = TensorMemory.from_spec(spec, self.init.get(spec.name), impl=self.block_ram, pack=self._pack(spec))
             mems[spec.name] = mem
             m.submodules[f"mem_{_ident(spec.name)}"] = mem
             writers[spec.name] = []
@@ -308,179 +299,218 @@ class ProgramTop(wiring.Component):
         en = [Signal(name=f"en_{_ident(k.name)}") for k in program.kernels]
         kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
         kcycles = [Signal(COUNTER_WIDTH, name=f"kcycles_{_ident(k.name)}") for k in program.kernels]
-        regs = {}                          # register name -> value
 
         fifo_stats = []                    # per kernel: [(count, level)]
         last_events = []
         for ki, k in enumerate(program.kernels):
             km = Module()
-            ops = self.ops[ki]
-            for nid, op in ops.items():
-                km.submodules[f"op_{_ident(nid)}"] = op
-            fires, dones, stats = [], [], []
-            chans = iter(self.channels[ki])
-            for sid, s in k.streams.items():
-                src = getattr(ops[s.src.node], f"o_{s.src.port}")
-                qs = []
-                for d in s.dsts:
-                    ch = next(chans)
-                    # the stream's width: narrower than the producer's port when the stream's data allows
-                    # (the op keeps crd_width inside; its output is truncated into the FIFO and the consumer's
-                    # input zero-extended from it; docs/hardware.md, "Stream widths")
-                    dop = ops[d.node]
-                    if d.port in dop.pop2_ports():
-                        q = PeekFIFO(ch.width - 1, ch.depth, held=d.port not in dop.passed_ports())
-                    else:
-                        q = StreamFIFO(ch.width - 1, ch.depth)
-                    self.fifo_handles.append((ch, q, tk.token_layout(ch.width - 1), en[ki]))
-                    km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
-                    qs.append(q)
-                    dst = getattr(ops[d.node], f"i_{d.port}")
-                    view = q.r.payload
-                    km.d.comb += [
-                        dst.payload.data.eq(view.data),
-                        dst.payload.ctrl.eq(view.ctrl),
-                        dst.valid.eq(q.r.valid),
-                        q.r.ready.eq(dst.ready),
-                    ]
-                    if d.port in ops[d.node].peek_ports():
-                        if ch.depth < ops[d.node].lookahead_depth:
-                            raise HardwareError(f"node {d.node}", f"look-ahead on port {d.port} needs a channel "
-                                                                  f"of depth >= {ops[d.node].lookahead_depth}, "
-                                                                  f"got {ch.depth}")
-                        nxt = getattr(ops[d.node], f"i_{d.port}_next")
-                        km.d.comb += [
-                            nxt.data.eq(q.r_next.data),
-                            nxt.ctrl.eq(q.r_next.ctrl),
-                            getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
-                        ]
-                    if d.port in dop.third_ports():
-                        km.d.comb += [*_token_eq(getattr(dop, f"i_{d.port}_third"), q.r_third),
-                                      getattr(dop, f"i_{d.port}_third_valid").eq(q.r_third_valid)]
-                    if d.port in dop.pop2_ports():
-                        km.d.comb += q.r_pop2.eq(getattr(dop, f"pop2_{d.port}"))
-                    if d.port in ops[d.node].after_ports():
-                        behind = getattr(ops[d.node], f"i_{d.port}_behind")
-                        stay = getattr(ops[d.node], f"i_{d.port}_stay")
-                        km.d.comb += [*_token_eq(behind, q.r_behind), *_token_eq(stay, q.r_stay)]
-                    pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
-                    km.d.comb += pop.eq(q.r.valid & dst.ready)
-                    fires.append(pop)
-                    if self.probes:
-                        cnt = Signal(COUNTER_WIDTH, name=f"n_{_ident(sid)}__{_ident(str(d))}")
-                        with km.If(pop):
-                            # a channel read twice in a cycle (PeekFIFO) counts both tokens
-                            two = q.r_pop2 & q.r_next_valid if isinstance(q, PeekFIFO) else 0
-                            km.d.sync += cnt.eq(cnt + 1 + two)
-                        stats.append((cnt, q.level))
-                # fan-out: written together when every FIFO has room
-                room = Const(1)
-                for q in qs:
-                    room = room & q.w.ready
-                km.d.comb += src.ready.eq(room)
-                for q in qs:
-                    km.d.comb += [*_token_eq(q.w.payload, src.payload), q.w.valid.eq(src.valid & room)]
-                push = Signal(name=f"push_{_ident(sid)}")
-                km.d.comb += push.eq(src.valid & room)
-                fires.append(push)
-                # a consumer has taken the done token (the stream's last) once the FIFO that received it is
-                # empty again: a register set by the push and the FIFO's level, equal in every cycle to a flag
-                # set by the pop, whose enable (the consumer's ready) would end the consumer's firing path
-                pushed_done = Signal(name=f"pushedD_{_ident(sid)}")
-                with km.If(push & tk.is_done(qs[0].w.payload)):
-                    km.d.sync += pushed_done.eq(1)
-                for q, d in zip(qs, s.dsts):
-                    seen = Signal(name=f"seenD_{_ident(sid)}__{_ident(str(d))}")
-                    km.d.comb += seen.eq(pushed_done & ~q.r.valid)      # level == 0, a registered flag
-                    dones.append(seen)
-                    self.finish_handles.append((q, getattr(ops[d.node], f"i_{d.port}"), seen, en[ki]))
-            # unconnected outputs: always ready
-            for nid, op in ops.items():
-                node = k.nodes[nid]
-                for pname, _ in node.spec.output_ports(node.params):
-                    if k.output_stream(nid, pname) is not None:
-                        continue
-                    o = getattr(op, f"o_{pname}", None)
-                    if o is None:
-                        continue
-                    km.d.comb += o.ready.eq(1)
-                    fires.append(o.valid)
-                    seen = Signal(name=f"seenD_{_ident(nid)}_{pname}")
-                    with km.If(o.valid & tk.is_done(o.payload)):
-                        km.d.sync += seen.eq(1)
-                    dones.append(seen)
-            # ops that report their own completion (writers: every write landed)
-            for nid, op in ops.items():
-                if "done" in op.signature.members and op.signature.members["done"].flow == Out:
-                    dones.append(op.done)
-            # memory interfaces
-            for nid, op in ops.items():
-                node = k.nodes[nid]
-                for array, mp in getattr(op, "memories", {}).items():
-                    spec = plan.memory(node.params.get("tensor"), node.params.get("level", 0), array)
-                    if spec is None:
-                        raise HardwareError(f"node {nid}", f"no memory for array '{array}' of tensor "
-                                                           f"'{node.params.get('tensor')}'")
-                    for prefix in mp.reads:
-                        latency = mp.latency(prefix)
-                        if spec.storage == "block" and latency == 0:
-                            raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
-                                                               f"combinationally")
-                        # the host reads through the first op port of latency 2 (or, in block RAM, of latency 1)
-                        # while idle: a block RAM then has one write and one read port (no copy for a port of
-                        # the host's own); a port with an enable reads whenever the top is idle
-                        share = spec.name not in host_rd and (latency == MEMORY_READ_LATENCY or
-                                                              (latency == 1 and spec.storage == "block"))
-                        addr = read_en = None
-                        if share:
-                            addr = Mux(idle, host_entry(spec), getattr(op, f"{prefix}_addr"))
-                            if prefix in mp.held_reads:
-                                read_en = idle | getattr(op, f"{prefix}_en")
-                        rp = attach_read(km, mems[spec.name], op, prefix, mp, addr, read_en)
-                        if share:
-                            host_rd[spec.name] = rp
-                    for prefix in mp.writes:
-                        # gated by the kernel's enable: an op held in reset may drive its write enable
-                        writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),
-                                                   getattr(op, f"{prefix}_wen") & en[ki]))
-            # cycle counting and finish. The transfers are registered first (one flip-flop per event) and
-            # counted a cycle later: an OR over every transfer of the kernel would otherwise end each op's
-            # firing path (the critical path of the kernel tops). cyc_next keeps the value kcycles took from
-            # the firing cycle, so kcycles is the count of the event's own cycle, settled a cycle after it.
-            cyc = Signal(COUNTER_WIDTH, name=f"cyc_{_ident(k.name)}")
-            cyc_next = Signal(COUNTER_WIDTH, name=f"cyc_next_{_ident(k.name)}")
-            fired = Signal(len(fires), name=f"fired_{_ident(k.name)}")
-            km.d.sync += [fired.eq(Cat(*fires)), cyc_next.eq(cyc + 1)]
-            fire = Signal(name=f"fire_{_ident(k.name)}")
-            km.d.comb += fire.eq(fired.any())
-            assert len(fires) == len(self.events[ki])
-            last = Signal(range(len(fires) + 1), name=f"last_event_{_ident(k.name)}")
-            if fires:                                # the highest-numbered event of the last firing cycle
-                # found by trees (log2 levels), not a priority chain over every event of the kernel, in two
-                # registered stages: each part of EVENT_PART events its highest, then the highest part (one tree
-                # over a whole kernel's events ended at last_idx: fused_chain3's critical path at some placements).
-                # last_event settles three cycles after the event, before the host can see done
-                any_part, top_idx = _highest_in_parts(km, fired, f"events_{_ident(k.name)}")
-                last_idx = Signal(range(max(len(fires), 2)), name=f"last_idx_{_ident(k.name)}")
-                seen = Signal(name=f"seen_event_{_ident(k.name)}")
-                with km.If(any_part):
-                    km.d.sync += [last_idx.eq(top_idx), seen.eq(1)]
-                km.d.comb += last.eq(Mux(seen, last_idx + 1, 0))
+            stats, last = self._kernel(km, ki, k, mems, writers, host_rd, idle, en, kdone, kcycles)
             last_events.append(last)
-            # the finish, registered: the AND over every finish flag of the kernel (spread over the whole
-            # kernel) ends at a flip-flop, not at the sequencer. Nothing fires in a finished kernel, so a cycle
-            # later kcycles holds the count of its last firing (the hand-over takes two cycles)
-            finished = Signal(name=f"finished_{_ident(k.name)}")
-            km.d.comb += finished.eq(_all(dones))
-            km.d.sync += kdone[ki].eq(finished)
-            with km.If(~kdone[ki]):
-                km.d.sync += cyc.eq(cyc + 1)
-            with km.If(fire):
-                km.d.sync += kcycles[ki].eq(cyc_next)
             m.submodules[f"kernel_{_ident(k.name)}"] = ResetInserter(~en[ki])(km)
             fifo_stats.append(stats)
 
-        # sequencing ---------------------------------------------------------------------------------
+        total, wall, overflow = self._sequencer(m, idle, en, kdone, kcycles)
+        self._write_ports(m, mems, writers, host_rd, idle, overflow)
+        regs = self._registers(total, wall, overflow, kcycles, last_events, fifo_stats)
+        self._host_read(m, regs, host_rd)
+        return m
+
+    def _pack(self, spec):
+        """Entries per row of memory ``spec`` (1 unless :meth:`pack_host` packs it)."""
+        return self.row_host.packs.get(spec.name, 1) if self.row_host is not None else 1
+
+    def _host_entry(self, spec):
+        """The host's entry address in memory ``spec`` (with rows of several entries: the row's first)."""
+        return self.host_addr if self._pack(spec) == 1 else self.host_addr << (self._pack(spec).bit_length() - 1)
+
+    def _kernel(self, km, ki, k, mems, writers, host_rd, idle, en, kdone, kcycles):
+        """Kernel ``k`` (index ``ki``) into ``km``: its ops, channels, memory ports, cycle count and finish.
+        Returns its probe counters per channel (count, level) and its last-event register."""
+        ops = self.ops[ki]
+        for nid, op in ops.items():
+            km.submodules[f"op_{_ident(nid)}"] = op
+        fires, dones, stats = [], [], []
+        self._channels(km, ki, k, ops, en, fires, dones, stats)
+        self._open_outputs(km, k, ops, fires, dones)
+        self._memory_ports(km, ki, k, ops, mems, writers, host_rd, idle, en)
+        return stats, self._finish(km, ki, k, fires, dones, kdone, kcycles)
+
+    def _channels(self, km, ki, k, ops, en, fires, dones, stats):
+        """One FIFO per (stream, consumer) between the ops; appends each transfer to ``fires``, each
+        consumer's done flag to ``dones`` and (probes) each channel's counters to ``stats``."""
+        chans = iter(self.channels[ki])
+        for sid, s in k.streams.items():
+            src = getattr(ops[s.src.node], f"o_{s.src.port}")
+            qs = []
+            for d in s.dsts:
+                ch = next(chans)
+                # the stream's width: narrower than the producer's port when the stream's data allows
+                # (the op keeps crd_width inside; its output is truncated into the FIFO and the consumer's
+                # input zero-extended from it; docs/hardware.md, "Stream widths")
+                dop = ops[d.node]
+                if d.port in dop.pop2_ports():
+                    q = PeekFIFO(ch.width - 1, ch.depth, held=d.port not in dop.passed_ports())
+                else:
+                    q = StreamFIFO(ch.width - 1, ch.depth)
+                self.fifo_handles.append((ch, q, tk.token_layout(ch.width - 1), en[ki]))
+                km.submodules[f"q_{_ident(sid)}__{_ident(str(d))}"] = q
+                qs.append(q)
+                dst = getattr(ops[d.node], f"i_{d.port}")
+                view = q.r.payload
+                km.d.comb += [
+                    dst.payload.data.eq(view.data),
+                    dst.payload.ctrl.eq(view.ctrl),
+                    dst.valid.eq(q.r.valid),
+                    q.r.ready.eq(dst.ready),
+                ]
+                if d.port in ops[d.node].peek_ports():
+                    if ch.depth < ops[d.node].lookahead_depth:
+                        raise HardwareError(f"node {d.node}", f"look-ahead on port {d.port} needs a channel "
+                                                              f"of depth >= {ops[d.node].lookahead_depth}, "
+                                                              f"got {ch.depth}")
+                    nxt = getattr(ops[d.node], f"i_{d.port}_next")
+                    km.d.comb += [
+                        nxt.data.eq(q.r_next.data),
+                        nxt.ctrl.eq(q.r_next.ctrl),
+                        getattr(ops[d.node], f"i_{d.port}_next_valid").eq(q.r_next_valid),
+                    ]
+                if d.port in dop.third_ports():
+                    km.d.comb += [*_token_eq(getattr(dop, f"i_{d.port}_third"), q.r_third),
+                                  getattr(dop, f"i_{d.port}_third_valid").eq(q.r_third_valid)]
+                if d.port in dop.pop2_ports():
+                    km.d.comb += q.r_pop2.eq(getattr(dop, f"pop2_{d.port}"))
+                if d.port in ops[d.node].after_ports():
+                    behind = getattr(ops[d.node], f"i_{d.port}_behind")
+                    stay = getattr(ops[d.node], f"i_{d.port}_stay")
+                    km.d.comb += [*_token_eq(behind, q.r_behind), *_token_eq(stay, q.r_stay)]
+                pop = Signal(name=f"pop_{_ident(sid)}__{_ident(str(d))}")
+                km.d.comb += pop.eq(q.r.valid & dst.ready)
+                fires.append(pop)
+                if self.probes:
+                    cnt = Signal(COUNTER_WIDTH, name=f"n_{_ident(sid)}__{_ident(str(d))}")
+                    with km.If(pop):
+                        # a channel read twice in a cycle (PeekFIFO) counts both tokens
+                        two = q.r_pop2 & q.r_next_valid if isinstance(q, PeekFIFO) else 0
+                        km.d.sync += cnt.eq(cnt + 1 + two)
+                    stats.append((cnt, q.level))
+            # fan-out: written together when every FIFO has room
+            room = Const(1)
+            for q in qs:
+                room = room & q.w.ready
+            km.d.comb += src.ready.eq(room)
+            for q in qs:
+                km.d.comb += [*_token_eq(q.w.payload, src.payload), q.w.valid.eq(src.valid & room)]
+            push = Signal(name=f"push_{_ident(sid)}")
+            km.d.comb += push.eq(src.valid & room)
+            fires.append(push)
+            # a consumer has taken the done token (the stream's last) once the FIFO that received it is
+            # empty again: a register set by the push and the FIFO's level, equal in every cycle to a flag
+            # set by the pop, whose enable (the consumer's ready) would end the consumer's firing path
+            pushed_done = Signal(name=f"pushedD_{_ident(sid)}")
+            with km.If(push & tk.is_done(qs[0].w.payload)):
+                km.d.sync += pushed_done.eq(1)
+            for q, d in zip(qs, s.dsts):
+                seen = Signal(name=f"seenD_{_ident(sid)}__{_ident(str(d))}")
+                km.d.comb += seen.eq(pushed_done & ~q.r.valid)      # level == 0, a registered flag
+                dones.append(seen)
+                self.finish_handles.append((q, getattr(ops[d.node], f"i_{d.port}"), seen, en[ki]))
+
+    def _open_outputs(self, km, k, ops, fires, dones):
+        """Outputs without a stream (always ready) and ops that report their own completion."""
+        # unconnected outputs: always ready
+        for nid, op in ops.items():
+            node = k.nodes[nid]
+            for pname, _ in node.spec.output_ports(node.params):
+                if k.output_stream(nid, pname) is not None:
+                    continue
+                o = getattr(op, f"o_{pname}", None)
+                if o is None:
+                    continue
+                km.d.comb += o.ready.eq(1)
+                fires.append(o.valid)
+                seen = Signal(name=f"seenD_{_ident(nid)}_{pname}")
+                with km.If(o.valid & tk.is_done(o.payload)):
+                    km.d.sync += seen.eq(1)
+                dones.append(seen)
+        # ops that report their own completion (writers: every write landed)
+        for nid, op in ops.items():
+            if "done" in op.signature.members and op.signature.members["done"].flow == Out:
+                dones.append(op.done)
+
+    def _memory_ports(self, km, ki, k, ops, mems, writers, host_rd, idle, en):
+        """The ops' memory reads (the first of latency 2 shared with the host while idle) and writers."""
+        plan = self.plan
+        # memory interfaces
+        for nid, op in ops.items():
+            node = k.nodes[nid]
+            for array, mp in getattr(op, "memories", {}).items():
+                spec = plan.memory(node.params.get("tensor"), node.params.get("level", 0), array)
+                if spec is None:
+                    raise HardwareError(f"node {nid}", f"no memory for array '{array}' of tensor "
+                                                       f"'{node.params.get('tensor')}'")
+                for prefix in mp.reads:
+                    latency = mp.latency(prefix)
+                    if spec.storage == "block" and latency == 0:
+                        raise HardwareError(f"node {nid}", f"reads block-RAM memory {spec.name} "
+                                                           f"combinationally")
+                    # the host reads through the first op port of latency 2 (or, in block RAM, of latency 1)
+                    # while idle: a block RAM then has one write and one read port (no copy for a port of
+                    # the host's own); a port with an enable reads whenever the top is idle
+                    share = spec.name not in host_rd and (latency == MEMORY_READ_LATENCY or
+                                                          (latency == 1 and spec.storage == "block"))
+                    addr = read_en = None
+                    if share:
+                        addr = Mux(idle, self._host_entry(spec), getattr(op, f"{prefix}_addr"))
+                        if prefix in mp.held_reads:
+                            read_en = idle | getattr(op, f"{prefix}_en")
+                    rp = attach_read(km, mems[spec.name], op, prefix, mp, addr, read_en)
+                    if share:
+                        host_rd[spec.name] = rp
+                for prefix in mp.writes:
+                    # gated by the kernel's enable: an op held in reset may drive its write enable
+                    writers[spec.name].append((getattr(op, f"{prefix}_waddr"), getattr(op, f"{prefix}_wdata"),
+                                               getattr(op, f"{prefix}_wen") & en[ki]))
+
+    def _finish(self, km, ki, k, fires, dones, kdone, kcycles):
+        """The kernel's cycle count, last event and registered finish flag. Returns the last-event value."""
+        # cycle counting and finish. The transfers are registered first (one flip-flop per event) and
+        # counted a cycle later: an OR over every transfer of the kernel would otherwise end each op's
+        # firing path (the critical path of the kernel tops). cyc_next keeps the value kcycles took from
+        # the firing cycle, so kcycles is the count of the event's own cycle, settled a cycle after it.
+        cyc = Signal(COUNTER_WIDTH, name=f"cyc_{_ident(k.name)}")
+        cyc_next = Signal(COUNTER_WIDTH, name=f"cyc_next_{_ident(k.name)}")
+        fired = Signal(len(fires), name=f"fired_{_ident(k.name)}")
+        km.d.sync += [fired.eq(Cat(*fires)), cyc_next.eq(cyc + 1)]
+        fire = Signal(name=f"fire_{_ident(k.name)}")
+        km.d.comb += fire.eq(fired.any())
+        assert len(fires) == len(self.events[ki])
+        last = Signal(range(len(fires) + 1), name=f"last_event_{_ident(k.name)}")
+        if fires:                                # the highest-numbered event of the last firing cycle
+            # found by trees (log2 levels), not a priority chain over every event of the kernel, in two
+            # registered stages: each part of EVENT_PART events its highest, then the highest part (one tree
+            # over a whole kernel's events ended at last_idx: fused_chain3's critical path at some placements).
+            # last_event settles three cycles after the event, before the host can see done
+            any_part, top_idx = _highest_in_parts(km, fired, f"events_{_ident(k.name)}")
+            last_idx = Signal(range(max(len(fires), 2)), name=f"last_idx_{_ident(k.name)}")
+            seen = Signal(name=f"seen_event_{_ident(k.name)}")
+            with km.If(any_part):
+                km.d.sync += [last_idx.eq(top_idx), seen.eq(1)]
+            km.d.comb += last.eq(Mux(seen, last_idx + 1, 0))
+        # the finish, registered: the AND over every finish flag of the kernel (spread over the whole
+        # kernel) ends at a flip-flop, not at the sequencer. Nothing fires in a finished kernel, so a cycle
+        # later kcycles holds the count of its last firing (the hand-over takes two cycles)
+        finished = Signal(name=f"finished_{_ident(k.name)}")
+        km.d.comb += finished.eq(_all(dones))
+        km.d.sync += kdone[ki].eq(finished)
+        with km.If(~kdone[ki]):
+            km.d.sync += cyc.eq(cyc + 1)
+        with km.If(fire):
+            km.d.sync += kcycles[ki].eq(cyc_next)
+        return last
+
+    def _sequencer(self, m, idle, en, kdone, kcycles):
+        """Runs the kernels one after another from ``start``. Returns the cycle and overflow registers."""
+        plan, nk = self.plan, len(self.program.kernels)
         phase = Signal(2)                 # 0 idle, 1 launch, 2 run
         cur = Signal(range(max(nk, 2)))
         total = Signal(COUNTER_WIDTH)
@@ -504,8 +534,11 @@ class ProgramTop(wiring.Component):
                             m.d.sync += [en[ki + 1].eq(1), cur.eq(ki + 1)]
                         else:
                             m.d.sync += [phase.eq(0), self.done.eq(1)]
+        return total, wall, overflow
 
-        # memory write ports: writers first, the host while idle --------------------------------------
+    def _write_ports(self, m, mems, writers, host_rd, idle, overflow):
+        """Memory write ports: the writers' (registered) and the host's while idle; host reads of their own."""
+        plan, rh, pack = self.plan, self.row_host, self._pack
         for spec in plan.memories:
             mem = mems[spec.name]
             wp = mem.write_port()
@@ -539,9 +572,12 @@ class ProgramTop(wiring.Component):
             if spec.name not in host_rd:          # no op port of latency 2 to share: one of its own (a block
                 # memory's of latency 2 like every block read, the others' of 1, registered after their multiplexer)
                 host_rd[spec.name] = mem.read_port(MEMORY_READ_LATENCY if spec.storage == "block" else 1)
-                m.d.comb += host_rd[spec.name].addr.eq(host_entry(spec))
+                m.d.comb += host_rd[spec.name].addr.eq(self._host_entry(spec))
 
-        # register file ---------------------------------------------------------------------------------
+    def _registers(self, total, wall, overflow, kcycles, last_events, fifo_stats):
+        """The register file: register name -> value."""
+        program = self.program
+        regs = {}                          # register name -> value
         op_over = Cat(*[self.ops[ki][nid].overflow for ki, nid in self.overflow_ops]) if self.overflow_ops else Const(0)
         regs["status"] = Cat(self.busy, self.done, overflow.any(), op_over.any())
         if self.overflow_ops:
@@ -557,6 +593,11 @@ class ProgramTop(wiring.Component):
         for ki, ci, r1, r2 in self.probe_regs:
             cnt, lvl = fifo_stats[ki][ci]
             regs[r1.name], regs[r2.name] = cnt, lvl
+        return regs
+
+    def _host_read(self, m, regs, host_rd):
+        """The host port's read data (HOST_READ_LATENCY 2) from the memories and the register file."""
+        plan, rh, pack = self.plan, self.row_host, self._pack
         # host read (HOST_READ_LATENCY = 2): a memory read through a port of latency 2 (its op's, or a block
         # memory's own) shows the entry from a register (on ECP5 a block memory's is the DP16KD's output
         # register) and is picked after it by an AND with its one-hot select registered twice; memories with a

@@ -3,10 +3,11 @@ for ECP5: MULT18X18D with its input and output registers (the multiplies of ``al
 register (the function tables), which Yosys would map without those registers (docs/hardware.md, "alu
 datapath")."""
 
-from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Instance, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib.memory import Memory
 
 from ...errors import HardwareError
+from ._cells import CELLS
 
 
 class Pipe:
@@ -107,19 +108,7 @@ class Pipe:
             with self.m.If(1 if y_en is None else y_en):
                 self.m.d.sync += rb.eq(ops[1])
         else:
-            ports = {f"i_A{i}": ops[0][i] for i in range(18)}
-            ports.update({f"i_B{i}": ops[1][i] for i in range(18)})
-            ports.update({f"i_C{i}": 0 for i in range(18)})
-            ports.update({f"o_P{i}": p[i] for i in range(36)})
-            ports.update({f"i_CLK{i}": ClockSignal("sync") if i == 0 else 0 for i in range(4)})
-            ports.update({f"i_CE{i}": 1 for i in range(4)})
-            if y_en is not None:                 # y's register on CE1 (the others keep CE0, the default)
-                ports.update(i_CE1=y_en, p_REG_INPUTB_CE="CE1")
-            ports.update({f"i_RST{i}": 0 for i in range(4)})
-            self.m.submodules[f"{self.prefix}_dsp{self._dsps}"] = Instance(
-                "MULT18X18D", p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
-                p_REG_INPUTC_CLK="NONE", p_REG_PIPELINE_CLK="NONE", p_GSR="DISABLED",
-                i_SIGNEDA=1, i_SIGNEDB=1, i_SOURCEA=0, i_SOURCEB=0, **ports)
+            CELLS[dsp].mult18x18d(self.m, f"{self.prefix}_dsp{self._dsps}", ops[0], ops[1], p, y_en)
         self._dsps += 1
         out = Signal(shape, name=f"{self.prefix}_dsp{self._dsps - 1}_y")
         self.m.d.comb += out.eq(p)
@@ -130,13 +119,6 @@ class Pipe:
         r = Signal(unsigned(width))
         self.m.d.comb += r.eq(value)
         return r
-
-
-def dsp_family(platform) -> str | None:
-    """``"ecp5"`` when elaborating for an ECP5 (an Amaranth Lattice platform, or
-    :class:`fuseflow.boards.synth.SynthTarget`): multiplies then instantiate MULT18X18D blocks with their
-    registers. ``None`` otherwise (simulation, Verilator, iCE40): portable ``*``."""
-    return "ecp5" if getattr(platform, "family", None) == "ecp5" else None
 
 
 def rom_outreg(m, P, words, width, addr, prefix):

@@ -25,7 +25,8 @@ from ...tensors.fixedfn import (FN_GUARD_BITS, FN_RANGE_LOG2, LN2_BITS, LN2_Q, g
                                 log2_table, tanh_table)
 from ..token import is_empty
 from ._common import OpComponent, copy_ctrl, set_data
-from ._pipe import OutputPipeline, Pipe, dsp_family, rom_outreg
+from ._cells import dsp_family
+from ._pipe import OutputPipeline, Pipe, rom_outreg
 
 
 def pipelined_mul(P, a, b, add=0, b_en=None):

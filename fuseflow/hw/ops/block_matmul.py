@@ -27,7 +27,8 @@ from ...errors import HardwareError
 from ...samml.registry import op_interval, op_latency
 from ..token import is_empty
 from ._common import OpComponent
-from ._pipe import Pipe, dsp_family
+from ._cells import dsp_family
+from ._pipe import Pipe
 from .alu import pipelined_mul, pipelined_output, saturate
 
 __all__ = ["BlockMatmul", "block_rows", "block_row_stages", "block_matmul_dsps", "MULT18X18D_BUDGET"]

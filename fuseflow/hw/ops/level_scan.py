@@ -49,7 +49,8 @@ from ...samml.registry import MEMORY_READ_LATENCY, op_latency
 from ..stream import all_of
 from ..token import is_done, is_empty, is_stop, stop_level, token_layout
 from ._common import OpComponent, copy_ctrl, kept, set_data, set_stop
-from ._pipe import OutputPipeline, dsp_family
+from ._cells import MUX_AND_INIT, MUX_INIT, dsp_family
+from ._pipe import OutputPipeline
 
 IDLE, SCAN, END = 0, 1, 2
 
@@ -75,17 +76,6 @@ def second_successor_terms(x, y):
     above are :func:`successor`'s tests of ``x >> 1`` and ``y >> 1``."""
     assert len(x) == len(y)
     return [~(x[0] ^ y[0])] + successor_terms(x[1:], y[1:])
-
-
-def lut4_init(fn) -> int:
-    """The ``INIT`` of an ECP5 ``LUT4`` computing ``fn(a, b, c, d)`` (0/1 each): ``Z = INIT[{D, C, B, A}]``."""
-    return sum(fn(i & 1, i >> 1 & 1, i >> 2 & 1, i >> 3 & 1) << i for i in range(16))
-
-
-#: ``a ? b : c`` as a LUT4 (inputs A, B, C; D unused)
-MUX_INIT = lut4_init(lambda a, b, c, d: b if a else c)
-#: ``a ? b : c & d``
-MUX_AND_INIT = lut4_init(lambda a, b, c, d: b if a else c & d)
 
 
 class LUT4Model(Elaboratable):

@@ -126,7 +126,7 @@ every output, once.
 from math import prod
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, Shape, Signal, Value, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib.wiring import Out
 
 from ...errors import HardwareError
@@ -135,8 +135,7 @@ from ..stream import all_of
 from ..token import is_data_or_empty, is_done, is_empty, stop_level, token_layout
 from ._common import Fire, OpComponent, kept, set_data, set_done, set_stop
 from ...hw.memory import TensorMemory, memory_storage
-from ._pipe import dsp_family
-from .level_scan import MUX_INIT
+from ._cells import get_cells
 from .alu import fixed_op, saturate_overflow
 
 _PORT = {"dim": "crd_inner", "dim_outer": "crd_outer0", "dim_outer1": "crd_outer1"}
@@ -155,44 +154,6 @@ def _less_const(x, k):
     terms = [all_of([~x[i]] + [x[j] if (k >> j) & 1 else ~x[j] for j in range(i + 1, w)])
              for i in range(w) if (k >> i) & 1]
     return Cat(*terms).any()
-
-
-def _copy_register(m, platform, d, name):
-    """A register of ``d`` (reset-less) that Yosys does not merge with its equal copies: on ECP5 one
-    ``TRELLIS_FF`` instance per bit (Yosys merges equal flip-flops bit by bit), elsewhere a plain register."""
-    q = Signal(len(d), name=name, reset_less=True)
-    if dsp_family(platform) == "ecp5":
-        for i in range(len(d)):
-            m.submodules[f"{name}_ff{i}"] = Instance(
-                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR", p_REGSET="RESET",
-                p_SRMODE="LSR_OVER_CE", i_CLK=ClockSignal("sync"), i_LSR=0, i_CE=1, i_DI=d[i], o_Q=q[i])
-    else:
-        m.d.sync += q.eq(d)
-    return q
-
-
-def _mux8(m, platform, sel, words, width, name):
-    """``words[sel]`` (8 words of ``width`` bits, ``sel`` 3 bits) on a kept wire: on ECP5 per bit one slice pair
-    (four ``LUT4`` 2:1 multiplexers by ``sel[0]``, two ``PFUMX`` by ``sel[1]``, an ``L6MUX21`` by ``sel[2]``),
-    which the logic mapper leaves as it is (it mapped the word select as a LUT4 before a LUT4 and PFUMX, with a
-    route between them), elsewhere the word select."""
-    out = Signal(width, name=name, attrs={"keep": 1})
-    if dsp_family(platform) != "ecp5":
-        m.d.comb += out.eq(Cat(*words).word_select(sel, width))
-        return out
-    sel = Value.cast(sel)
-    for b in range(width):
-        f = [Signal(name=f"{name}_b{b}_f{k}") for k in range(4)]
-        g = [Signal(name=f"{name}_b{b}_g{k}") for k in range(2)]
-        for k in range(4):
-            m.submodules[f"{name}_b{b}_lut{k}"] = Instance(
-                "LUT4", p_INIT=MUX_INIT, i_A=sel[0], i_B=Value.cast(words[2 * k + 1])[b],
-                i_C=Value.cast(words[2 * k])[b], i_D=0, o_Z=f[k])
-        for k in range(2):
-            m.submodules[f"{name}_b{b}_pfumx{k}"] = Instance(
-                "PFUMX", i_ALUT=f[2 * k + 1], i_BLUT=f[2 * k], i_C0=sel[1], o_Z=g[k])
-        m.submodules[f"{name}_b{b}_l6mux"] = Instance("L6MUX21", i_D0=g[0], i_D1=g[1], i_SD=sel[2], o_Z=out[b])
-    return out
 
 
 def _at_most_one(m, bits, name):
@@ -334,6 +295,22 @@ class Spacc(OpComponent):
 
     def elaborate(self, platform):
         m = Module()
+        s = SimpleNamespace(cells=get_cells(platform))     # the builders' shared state
+        self._storage(m, s)
+        self._merge_pipeline(m, s)
+        self._accumulate_side(m, s)
+        self._read_ahead(m, s)
+        if self.order > 1:
+            return self._walk(m, s)
+        self._emit_queue(m, s)
+        for k in range(2):
+            self._emit_bank(m, s, k)
+        self._emit_outputs(m, s)
+        self._bank_registers(m, s)
+        return m
+
+    def _storage(self, m, s):
+        """The accumulator memory and its ports, the bank registers and the op's ports."""
         fx = self.fixed
         W = fx.width
         w = self.crd_width
@@ -351,6 +328,7 @@ class Spacc(OpComponent):
         # latency 1, and a register after them: the same cycle), so the comparison with x starts at a flip-flop
         # beside it, not at the block's clock-to-output and its route
         fabric_read = block and REDUCE_MERGE[self.params["op"]] in ("max", "min")
+        rpa_data = None
         if fabric_read:
             rpa = acc.read_port(latency=1)             # accumulate side: addressed from the next head
             rpa_data = Signal(W, name="acc_read_data")
@@ -364,7 +342,7 @@ class Spacc(OpComponent):
         base = [Signal(8, name=f"base{k}") for k in range(2)]   # m - group of the stop that closed the bank
         ab = Signal()                                  # the accumulate side's bank
         eb = Signal()                                  # the emit side's bank
-        nab, neb = Signal(), Signal()                  # their next values
+        nab, neb = (Signal() for _ in range(2))        # their next values
         m.d.comb += [nab.eq(ab), neb.eq(eb)]
         m.d.sync += [ab.eq(nab), eb.eq(neb)]
         done_in = Signal()                             # the accumulate side took D
@@ -390,6 +368,17 @@ class Spacc(OpComponent):
         oc, ov = self.o_crd_inner, self.o_val
         x = Signal(signed(W))
         m.d.comb += x.eq(Mux(is_empty(v), 0, v.data[:W].as_signed()))
+        s.a_free, s.ab, s.ab_free, s.base, s.block, s.bm, s.c, s.cv = a_free, ab, ab_free, base, block, bm, c, cv
+        s.dim, s.dims, s.done_in, s.done_out, s.e_full, s.eb = dim, dims, done_in, done_out, e_full, eb
+        s.ebase, s.em, s.fa, s.fabric_read, s.fe, s.full, s.fx = ebase, em, fa, fabric_read, fe, full, fx
+        s.ins, s.n, s.nab, s.names, s.neb, s.oc, s.order, s.outs, s.ov = ins, n, nab, names, neb, oc, order, outs, ov
+        s.overflow, s.rpa, s.rpa_data, s.rpe, s.vv, s.W, s.w, s.wp = overflow, rpa, rpa_data, rpe, vv, W, w, wp
+        s.x = x
+
+    def _merge_pipeline(self, m, s):
+        """The merge pipeline s1 .. s3 (module docstring, t .. t + 2) and the memory write."""
+        ab, block, fabric_read, fx, n, order, rpa = s.ab, s.block, s.fabric_read, s.fx, s.n, s.order, s.rpa
+        rpa_data, W, wp, x = s.rpa_data, s.W, s.wp, s.x
         # a new entry merges v with the operation's identity (0, min_raw, max_raw: merge(identity, v) = v), so the
         # choice between stored and new sits beside the read's bypass before the merge, not after it
         merge = REDUCE_MERGE[self.params["op"]]
@@ -454,6 +443,7 @@ class Spacc(OpComponent):
         # lo up; in t + 1 s1's lo low bits choose the bit)
         lo = 2 if order == 1 else 3
         occ_row = Signal(1 << lo, name="occupied_row")
+        occ_hot = None
         if split_lookup:
             if fabric_read:
                 # (max/min: each of the bits registered with whether it is read_addr's and no hit, so s1_mem is
@@ -516,7 +506,16 @@ class Spacc(OpComponent):
         m.d.sync += [s2_addr.eq(s1_addr), s2_v.eq(s1_v), s2_raw.eq(merged), s2_o.eq(merged_o),
                      s3_addr.eq(s2_addr), s3_v.eq(s2_v), s3_raw.eq(s2_raw), s3_o.eq(s2_o)]
         m.d.comb += [wp.addr.eq(s2_addr), wp.data.eq(s2_m), wp.en.eq(s2_v)]
+        s.aw, s.full_addr, s.hit2, s.hit3, s.hit_now, s.lo = aw, full_addr, hit2, hit3, hit_now, lo
+        s.occ_bm, s.occ_hot, s.occ_row, s.read_addr, s.s1_addr = occ_bm, occ_hot, occ_row, read_addr, s1_addr
+        s.s1_bank, s.s1_lin, s.s1_v, s.s2_addr, s.s2_m, s.s2_v = s1_bank, s1_lin, s1_v, s2_addr, s2_m, s2_v
+        s.set_addr, s.split_lookup, s.wen = set_addr, split_lookup, wen
 
+    def _accumulate_side(self, m, s):
+        """The accumulate side's firing rule: prefixes, accumulating firings, fibre ends, D."""
+        a_free, ab, c, cv, dim, dims, done_in, fa = s.a_free, s.ab, s.c, s.cv, s.dim, s.dims, s.done_in, s.fa
+        full_addr, ins, n, names, order, overflow = s.full_addr, s.ins, s.n, s.names, s.order, s.overflow
+        set_addr, vv, w, wen = s.set_addr, s.vv, s.w, s.wen
         # ---- accumulate side
         dep = Signal(range(max(order, 2)))
         closed = Signal()
@@ -636,7 +635,17 @@ class Spacc(OpComponent):
                         m.d.comb += fa.go.eq(all_of(s.valid for s in deeper) & a_free)
                         m.d.comb += [fa.pop[p].eq(1) for p in names[d:] + ["val"]]
                         end_fibre(d, stop_level(hd))
+        s.bank_addr, s.close, s.close_base, s.close_if, s.dep = bank_addr, close, close_base, close_if, dep
+        s.hv, s.j, s.linear, s.pre, s.pre_f, s.s1_onehot, s.wen_if = hv, j, linear, pre, pre_f, s1_onehot, wen_if
 
+    def _read_ahead(self, m, s):
+        """The accumulate read addressed a cycle ahead and the occupancy lookups (hits, bitmap)."""
+        a_free, ab, aw, bank_addr, bm, close_if, cv = s.a_free, s.ab, s.aw, s.bank_addr, s.bm, s.close_if, s.cv
+        dep, fa, fabric_read, full_addr, hit2, hit3 = s.dep, s.fa, s.fabric_read, s.full_addr, s.hit2, s.hit3
+        hit_now, linear, lo, n, occ_bm, occ_hot = s.hit_now, s.linear, s.lo, s.n, s.occ_bm, s.occ_hot
+        cells, occ_row, order, pre, pre_f = s.cells, s.occ_row, s.order, s.pre, s.pre_f
+        read_addr, rpa, s1_addr, s1_v, s2_addr, s2_v = s.read_addr, s.rpa, s.s1_addr, s.s1_v, s.s2_addr, s.s2_v
+        split_lookup, vv, w, wen_if = s.split_lookup, s.vv, s.w, s.wen_if
         # the accumulate side's read, one cycle ahead: the next head of crd_inner at the next prefix and bank,
         # as two candidates (the step fires or not; each from registers and the channel's two next-head views)
         # that the firing chooses last. The memory's read needs the right address only for an accumulating
@@ -691,7 +700,7 @@ class Spacc(OpComponent):
                 n0 = -(-len(level) // (1 << sb0))
                 sel_d = Signal(sb0, name="read_addr_l0")
                 m.d.comb += sel_d.eq(rd_addr[at:at + sb0])
-                sel0 = [_copy_register(m, platform, sel_d, f"read_addr_l0_{b}") for b in range(n0)]
+                sel0 = [cells.copy_register(m, sel_d, f"read_addr_l0_{b}") for b in range(n0)]
                 while len(level) > 1:
                     sb = min(3, aw - at)
                     up = []
@@ -700,7 +709,7 @@ class Spacc(OpComponent):
                         part = part + [Const(0, rw)] * ((1 << sb) - len(part))
                         sel = sel0[b] if depth == 0 else read_addr[at:at + sb]
                         if sb == 3:
-                            node = _mux8(m, platform, sel, part, rw, f"occupied_l{depth}_{b}")
+                            node = cells.mux8(m, sel, part, rw, f"occupied_l{depth}_{b}")
                         else:
                             node = Signal(rw, name=f"occupied_l{depth}_{b}", attrs={"keep": 1})
                             m.d.comb += node.eq(Cat(*part).word_select(sel, rw))
@@ -734,7 +743,12 @@ class Spacc(OpComponent):
                          hit2.eq(Mux(fa.fire, look[0][0], look[1][0])),
                          hit3.eq(Mux(fa.fire, look[0][1], look[1][1])),
                          read_addr.eq(Mux(fa.fire, addr_fire, addr_stay))]
-        if order > 1: return self._walk(m, SimpleNamespace(**locals()))  # (one line: order 1's RTLIL src lines kept)  # noqa: E701,E501
+
+    def _emit_queue(self, m, s):
+        """Order 1: the emit queue's registers (head, second, third, rest in groups, value rings)."""
+        ab, aw, c, dims, eb, em, n, oc, order, outs = s.ab, s.aw, s.c, s.dims, s.eb, s.em, s.n, s.oc, s.order, s.outs
+        ov, pre, rpe, s1_bank, s1_lin, s2_addr, s2_m = s.ov, s.pre, s.rpe, s.s1_bank, s.s1_lin, s.s2_addr, s.s2_m
+        s2_v, set_addr, W = s.s2_v, s.set_addr, s.W
         release = Signal()                             # this firing emits the closing stops: frees bank eb
         ephase = Signal()                              # 0: entries, 1: a row's closing stop (orders 2, 3)
         first = [Signal(init=1, name=f"first{d}") for d in range(order - 1)]
@@ -784,6 +798,7 @@ class Spacc(OpComponent):
         eaddr, _, ecrd = fields(ehead)
         _, _, ncrd = fields(enxt)
         plane_last = None
+        row_one = None
         if order > 1:                                  # the head is its row's last entry (its plane's last row)
             row_one = ~e_nv | (Cat(*ncrd[:-1]) != Cat(*ecrd[:-1]))
         if order == 3:
@@ -859,162 +874,187 @@ class Spacc(OpComponent):
 
         want = [Signal(name=f"pop_wanted{k}", attrs={"keep": 1}) for k in range(2)]
         m.d.comb += [want[k].eq(em[k] & hv[k] & ~ephase) for k in range(2)]
-        for k in range(2):
-            # rest's lowest entry from registers: the first nonempty group (a find-first-set on gne), that group's
-            # registered lowest bit (glow)
-            gb = max(ng - 1, 1).bit_length()
-            any_rest, gone, low_lin = _lowest_value(m, gne[k], ng, [Cat(glow[k][g], Const(g, gb)) for g in range(ng)],
-                                                    f"rest{k}_group")
-            low_entry = entry_of(k, low_lin[:lw])
-            # the group that loses its lowest bit: its next lowest, for every group from registers. A pop does not
-            # clear rest's bit: entries leave rest in sorted order, so a group's stale bits lie below its lowest
-            # (glow) and its next lowest is its lowest bit above glow; rest is cleared as a whole once the bank
-            # is emitted (its head empty), before it is refilled
-            nlow = []
-            for g in range(ng):
-                bits = group_bits(rest[k], g)
-                rem = Signal(G, name=f"rest{k}_g{g}_rem")
-                m.d.comb += rem.eq(bits & Cat(*[glow[k][g] < i for i in range(G)]))
-                g_any, _, g_low = _lowest_value(m, rem, G, [Const(i, gw) for i in range(G)], f"rest{k}_g{g}_next",
-                                                onehot=False)
-                # (kept: else the mapper moves the pop's choice into the find-first-set)
-                k_any = Signal(name=f"rest{k}_g{g}_next_any", attrs={"keep": 1})
-                k_low = Signal(gw, name=f"rest{k}_g{g}_next_low", attrs={"keep": 1})
-                m.d.comb += [k_any.eq(g_any), k_low.eq(g_low)]
-                nlow.append((k_any, k_low))
-            low_addr.append(fields(third[k])[1])
-            h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
-            mine = s1_v & (s1_bank == k)
-            # the insertion's comparisons of s1's entry with the head, second and third, made a cycle ahead and
-            # registered: in the firing's cycle the entry (set_addr) is compared with the registered head,
-            # second and third and with the entry inserted in that cycle (s1's, Y); Y's place (head, second,
-            # third or none) says what the three registers hold in the next cycle (the bank inserting is not
-            # emitting), so it chooses among those comparisons
-            lt_r = Signal(3, name=f"ins{k}_less")      # s1's entry < head, second, third
-            eq_r = Signal(3, name=f"ins{k}_equal")
-            lt_h, lt_n, lt_t = lt_r[0], lt_r[1], lt_r[2]
-            eq_h, eq_n, eq_t = eq_r[0], eq_r[1], eq_r[2]
-            ins_head = Signal(name=f"ins{k}_head")
-            ins_second = Signal(name=f"ins{k}_second")
-            ins_third = Signal(name=f"ins{k}_third")
-            m.d.comb += [ins_head.eq(~hv[k] | lt_h), ins_second.eq(~eq_h & (~nv[k] | lt_n)),
-                         ins_third.eq(~eq_h & ~eq_n & (~tv[k] | lt_t))]
-            yh, ys, yt = (Signal(name=f"ins{k}_prev_{x}") for x in ("head", "second", "third"))
-            m.d.comb += [yh.eq(mine & ins_head), ys.eq(mine & ~ins_head & ins_second),
-                         yt.eq(mine & ~ins_head & ~ins_second & ins_third)]
-            # the linear index of the third after this cycle's insertion of Y (from registers)
-            t_next = Signal(lw, name=f"ins{k}_third_next")
-            m.d.comb += t_next.eq(Mux(yh | ys, n_lin, Mux(yt, ins_lin, t_lin)))
-            # the groups of rest that s1's insertion may set, registered in the firing's cycle per group (each
-            # group's logic then looks at its own two registers, not at s1's validity and bank, which would fan
-            # out to every group and rest bit of both banks): the firing accumulates into bank k and its entry
-            # (the third the entry meets: the third after this cycle's insertion of Y) lies in group g. The
-            # comparisons (below, from registers) then say which of the two goes to rest
-            grp_new = Signal(ng, name=f"rest{k}_new_group")
-            grp_third = Signal(ng, name=f"rest{k}_third_group")
-            mine_next = wen & (ab == k)
-            m.d.sync += [grp_new.eq(Cat(mine_next & ((set_addr >> gw) == g) for g in range(ng))),
-                         grp_third.eq(Cat(mine_next & ((t_next >> gw) == g) for g in range(ng)))]
+        s.clr_bit, s.e_empty, s.e_room, s.ecrd, s.entry_of = clr_bit, e_empty, e_room, ecrd, entry_of
+        s.ephase, s.f1, s.f2, s.fields, s.first, s.G, s.glow, s.gne = ephase, f1, f2, fields, first, G, glow, gne
+        s.group_bits, s.gw, s.head, s.hv, s.ins_entry, s.ins_lin = group_bits, gw, head, hv, ins_entry, ins_lin
+        s.low_addr, s.lw, s.ng, s.nv, s.nxt, s.plane_last, s.pop = low_addr, lw, ng, nv, nxt, plane_last, pop
+        s.ptr, s.rdata, s.release, s.rest, s.ring, s.row_one = ptr, rdata, release, rest, ring, row_one
+        s.s2_hw, s.s2_rbank, s.s2_rslot, s.s2_rw, s.tgt2 = s2_hw, s2_rbank, s2_rslot, s2_rw, tgt2
+        s.third, s.tv, s.want = third, tv, want
 
-            def after_prev(r):
-                """The comparisons (r: with head, second, third, Y) after this cycle's insertion of Y."""
-                return Cat(Mux(yh, r[3], r[0]), Mux(yh, r[0], Mux(ys, r[3], r[1])),
-                           Mux(yh | ys, r[1], Mux(yt, r[3], r[2])))
-            m.d.sync += [lt_r.eq(after_prev([set_addr < h_lin, set_addr < n_lin, set_addr < t_lin,
-                                             set_addr < ins_lin])),
-                         eq_r.eq(after_prev([set_addr == h_lin, set_addr == n_lin, set_addr == t_lin,
-                                             set_addr == ins_lin]))]
-            # the registers a pop changes take Mux(pop, if_pop, hold) (late_regs: both candidates from registers,
-            # on kept wires, so the pop, which waits for the outputs' room, is the last choice before each of
-            # them); the others do not look at the pop (a bank that pops is emitting: it neither inserts nor
-            # clears rest)
-            late_regs = [ptr[k], head[k], hv[k], nxt[k], nv[k], third[k], tv[k]]
-            if_pop = {id(r): Signal.like(r, name=f"{r.name}_if_pop", attrs={"keep": 1}) for r in late_regs}
-            hold = {id(r): Signal.like(r, name=f"{r.name}_hold", attrs={"keep": 1}) for r in late_regs}
-            for r in late_regs:
-                m.d.comb += [if_pop[id(r)].eq(r), hold[id(r)].eq(r)]
-                m.d.sync += r.eq(Mux(pop[k], if_pop[id(r)], hold[id(r)]))
-            # the groups: only the group losing its lowest bit (gone) changes on a pop, so each group looks at its
-            # own pop & gone[g] (a kept wire per group: the pop's fan-out is split among the groups); their hold
-            # candidates (the insertion) are not kept
-            for r in glow[k] + [gne[k]]:
-                hold[id(r)] = Signal.like(r, name=f"{r.name}_hold")
-                m.d.comb += hold[id(r)].eq(r)
-            # (want & gone[g] from registers, so the outputs' room is one LUT before each group's choice)
-            wg = [Signal(name=f"rest{k}_g{g}_pop_wanted", attrs={"keep": 1}) for g in range(ng)]
-            pg = [Signal(name=f"rest{k}_g{g}_pop", attrs={"keep": 1}) for g in range(ng)]
-            m.d.comb += [wg[g].eq(want[k] & gone[g]) for g in range(ng)]
-            m.d.comb += [pg[g].eq(wg[g] & e_room) for g in range(ng)]
-            m.d.sync += gne[k].eq(Cat(Mux(pg[g], nlow[g][0], hold[id(gne[k])][g]) for g in range(ng)))
-            m.d.sync += [glow[k][g].eq(Mux(pg[g], nlow[g][1], hold[id(glow[k][g])])) for g in range(ng)]
+    def _emit_bank(self, m, s, k):
+        """Order 1: bank ``k``'s emit queue: insertion from s1, pops, rest's groups, value ring."""
+        ab, e_room, em, entry_of, f2, fields, G = s.ab, s.e_room, s.em, s.entry_of, s.f2, s.fields, s.G
+        glow, gne, group_bits, gw, head, hv = s.glow, s.gne, s.group_bits, s.gw, s.head, s.hv
+        ins_entry, ins_lin, low_addr, lw, n, ng, nv = s.ins_entry, s.ins_lin, s.low_addr, s.lw, s.n, s.ng, s.nv
+        nxt, pop, ptr, rdata, rest, ring, s1_bank = s.nxt, s.pop, s.ptr, s.rdata, s.rest, s.ring, s.s1_bank
+        s1_onehot, s1_v, s2_hw, s2_m, s2_rbank = s.s1_onehot, s.s1_v, s.s2_hw, s.s2_m, s.s2_rbank
+        s2_rslot, s2_rw, set_addr, tgt2, third, tv = s.s2_rslot, s.s2_rw, s.set_addr, s.tgt2, s.third, s.tv
+        want, wen = s.want, s.wen
+        # rest's lowest entry from registers: the first nonempty group (a find-first-set on gne), that group's
+        # registered lowest bit (glow)
+        gb = max(ng - 1, 1).bit_length()
+        any_rest, gone, low_lin = _lowest_value(m, gne[k], ng, [Cat(glow[k][g], Const(g, gb)) for g in range(ng)],
+                                                f"rest{k}_group")
+        low_entry = entry_of(k, low_lin[:lw])
+        # the group that loses its lowest bit: its next lowest, for every group from registers. A pop does not
+        # clear rest's bit: entries leave rest in sorted order, so a group's stale bits lie below its lowest
+        # (glow) and its next lowest is its lowest bit above glow; rest is cleared as a whole once the bank
+        # is emitted (its head empty), before it is refilled
+        nlow = []
+        for g in range(ng):
+            bits = group_bits(rest[k], g)
+            rem = Signal(G, name=f"rest{k}_g{g}_rem")
+            m.d.comb += rem.eq(bits & Cat(*[glow[k][g] < i for i in range(G)]))
+            g_any, _, g_low = _lowest_value(m, rem, G, [Const(i, gw) for i in range(G)], f"rest{k}_g{g}_next",
+                                            onehot=False)
+            # (kept: else the mapper moves the pop's choice into the find-first-set)
+            k_any = Signal(name=f"rest{k}_g{g}_next_any", attrs={"keep": 1})
+            k_low = Signal(gw, name=f"rest{k}_g{g}_next_low", attrs={"keep": 1})
+            m.d.comb += [k_any.eq(g_any), k_low.eq(g_low)]
+            nlow.append((k_any, k_low))
+        low_addr.append(fields(third[k])[1])
+        h_lin, n_lin, t_lin = fields(head[k])[0], fields(nxt[k])[0], fields(third[k])[0]
+        mine = s1_v & (s1_bank == k)
+        # the insertion's comparisons of s1's entry with the head, second and third, made a cycle ahead and
+        # registered: in the firing's cycle the entry (set_addr) is compared with the registered head,
+        # second and third and with the entry inserted in that cycle (s1's, Y); Y's place (head, second,
+        # third or none) says what the three registers hold in the next cycle (the bank inserting is not
+        # emitting), so it chooses among those comparisons
+        lt_r = Signal(3, name=f"ins{k}_less")      # s1's entry < head, second, third
+        eq_r = Signal(3, name=f"ins{k}_equal")
+        lt_h, lt_n, lt_t = lt_r[0], lt_r[1], lt_r[2]
+        eq_h, eq_n, eq_t = eq_r[0], eq_r[1], eq_r[2]
+        ins_head = Signal(name=f"ins{k}_head")
+        ins_second = Signal(name=f"ins{k}_second")
+        ins_third = Signal(name=f"ins{k}_third")
+        m.d.comb += [ins_head.eq(~hv[k] | lt_h), ins_second.eq(~eq_h & (~nv[k] | lt_n)),
+                     ins_third.eq(~eq_h & ~eq_n & (~tv[k] | lt_t))]
+        yh, ys, yt = (Signal(name=f"ins{k}_prev_{x}") for x in ("head", "second", "third"))
+        m.d.comb += [yh.eq(mine & ins_head), ys.eq(mine & ~ins_head & ins_second),
+                     yt.eq(mine & ~ins_head & ~ins_second & ins_third)]
+        # the linear index of the third after this cycle's insertion of Y (from registers)
+        t_next = Signal(lw, name=f"ins{k}_third_next")
+        m.d.comb += t_next.eq(Mux(yh | ys, n_lin, Mux(yt, ins_lin, t_lin)))
+        # the groups of rest that s1's insertion may set, registered in the firing's cycle per group (each
+        # group's logic then looks at its own two registers, not at s1's validity and bank, which would fan
+        # out to every group and rest bit of both banks): the firing accumulates into bank k and its entry
+        # (the third the entry meets: the third after this cycle's insertion of Y) lies in group g. The
+        # comparisons (below, from registers) then say which of the two goes to rest
+        grp_new = Signal(ng, name=f"rest{k}_new_group")
+        grp_third = Signal(ng, name=f"rest{k}_third_group")
+        mine_next = wen & (ab == k)
+        m.d.sync += [grp_new.eq(Cat(mine_next & ((set_addr >> gw) == g) for g in range(ng))),
+                     grp_third.eq(Cat(mine_next & ((t_next >> gw) == g) for g in range(ng)))]
 
-            def on_pop(r, value):
-                m.d.comb += if_pop[id(r)].eq(value)
+        def after_prev(r):
+            """The comparisons (r: with head, second, third, Y) after this cycle's insertion of Y."""
+            return Cat(Mux(yh, r[3], r[0]), Mux(yh, r[0], Mux(ys, r[3], r[1])),
+                       Mux(yh | ys, r[1], Mux(yt, r[3], r[2])))
+        m.d.sync += [lt_r.eq(after_prev([set_addr < h_lin, set_addr < n_lin, set_addr < t_lin,
+                                         set_addr < ins_lin])),
+                     eq_r.eq(after_prev([set_addr == h_lin, set_addr == n_lin, set_addr == t_lin,
+                                         set_addr == ins_lin]))]
+        # the registers a pop changes take Mux(pop, if_pop, hold) (late_regs: both candidates from registers,
+        # on kept wires, so the pop, which waits for the outputs' room, is the last choice before each of
+        # them); the others do not look at the pop (a bank that pops is emitting: it neither inserts nor
+        # clears rest)
+        late_regs = [ptr[k], head[k], hv[k], nxt[k], nv[k], third[k], tv[k]]
+        if_pop = {id(r): Signal.like(r, name=f"{r.name}_if_pop", attrs={"keep": 1}) for r in late_regs}
+        hold = {id(r): Signal.like(r, name=f"{r.name}_hold", attrs={"keep": 1}) for r in late_regs}
+        for r in late_regs:
+            m.d.comb += [if_pop[id(r)].eq(r), hold[id(r)].eq(r)]
+            m.d.sync += r.eq(Mux(pop[k], if_pop[id(r)], hold[id(r)]))
+        # the groups: only the group losing its lowest bit (gone) changes on a pop, so each group looks at its
+        # own pop & gone[g] (a kept wire per group: the pop's fan-out is split among the groups); their hold
+        # candidates (the insertion) are not kept
+        for r in glow[k] + [gne[k]]:
+            hold[id(r)] = Signal.like(r, name=f"{r.name}_hold")
+            m.d.comb += hold[id(r)].eq(r)
+        # (want & gone[g] from registers, so the outputs' room is one LUT before each group's choice)
+        wg = [Signal(name=f"rest{k}_g{g}_pop_wanted", attrs={"keep": 1}) for g in range(ng)]
+        pg = [Signal(name=f"rest{k}_g{g}_pop", attrs={"keep": 1}) for g in range(ng)]
+        m.d.comb += [wg[g].eq(want[k] & gone[g]) for g in range(ng)]
+        m.d.comb += [pg[g].eq(wg[g] & e_room) for g in range(ng)]
+        m.d.sync += gne[k].eq(Cat(Mux(pg[g], nlow[g][0], hold[id(gne[k])][g]) for g in range(ng)))
+        m.d.sync += [glow[k][g].eq(Mux(pg[g], nlow[g][1], hold[id(glow[k][g])])) for g in range(ng)]
 
-            def on_hold(r, value):
-                m.d.comb += hold[id(r)].eq(value)
-            with m.If(em[k]):
-                for i in range(4):
-                    with m.If(f2 & (tgt2 == i)):
-                        m.d.sync += ring[k][i].eq(rdata)
-            with m.Elif(mine):
-                eq_head, eq_second = eq_h, eq_n
-                slot = Signal(2, name=f"value_slot{k}")
-                m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
-                with m.If(ins_head):
-                    on_hold(ptr[k], ptr[k] - 1)
-                m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot),
-                             s2_hw[k].eq(ins_head | eq_head)]
-            # the merged value lands in its slot from s2 (one cycle after the merge)
+        def on_pop(r, value):
+            m.d.comb += if_pop[id(r)].eq(value)
+
+        def on_hold(r, value):
+            m.d.comb += hold[id(r)].eq(value)
+        with m.If(em[k]):
             for i in range(4):
-                with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
-                    m.d.sync += ring[k][i].eq(s2_m)
-            on_pop(ptr[k], ptr[k] + 1)
-            on_pop(head[k], nxt[k])
-            on_pop(hv[k], nv[k])
-            on_pop(nxt[k], third[k])
-            on_pop(nv[k], tv[k])
-            on_pop(third[k], low_entry)
-            on_pop(tv[k], any_rest)
-            # the insertion compares the entry with the registered head, second and third only (an entry already
-            # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
-            # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
-            # closing firing's cycle holds the last one; a bank inserting is not emitting)
-            with m.If(mine):
-                with m.If(ins_head):
-                    for r, value in ((head[k], ins_entry), (hv[k], 1), (nxt[k], head[k]), (nv[k], hv[k]),
-                                     (third[k], nxt[k]), (tv[k], nv[k])):
-                        on_hold(r, value)
-                with m.Elif(ins_second):
-                    for r, value in ((nxt[k], ins_entry), (nv[k], 1), (third[k], nxt[k]), (tv[k], nv[k])):
-                        on_hold(r, value)
-                with m.Elif(ins_third):
-                    on_hold(third[k], ins_entry)
-                    on_hold(tv[k], 1)
-            # the entry that goes to rest: the displaced third, or the new entry beyond the third (with a third,
-            # the three are valid and sorted: the entry enters them iff it is below the third and equals none of
-            # them); per group from its registered selects (which hold s1's validity and bank: a bank inserting
-            # is not emitting, so neither pops nor clears rest in that cycle) and the comparisons
-            en_t = Signal(name=f"rest{k}_set_third")
-            en_i = Signal(name=f"rest{k}_set_new")
-            m.d.comb += [en_t.eq(tv[k] & lt_t & ~eq_h & ~eq_n), en_i.eq(tv[k] & ~lt_t & ~eq_t)]
-            t_low = Cat(*[t_lin[:gw] == i for i in range(G)])
-            gne_set = Signal(ng, name=f"rest{k}_groups_set")
-            rest_set = []
-            for g in range(ng):
-                h_t, h_i = Signal(name=f"rest{k}_g{g}_set_third"), Signal(name=f"rest{k}_g{g}_set_new")
-                m.d.comb += [h_t.eq(grp_third[g] & en_t), h_i.eq(grp_new[g] & en_i), gne_set[g].eq(h_t | h_i)]
-                for i in range(G):
-                    if g * G + i < n:
-                        rest_set.append((h_t & t_low[i]) | (h_i & s1_onehot[g * G + i]))
-                for hit, low in ((h_t, t_lin[:gw]), (h_i, ins_lin[:gw])):
-                    with m.If(hit & (~gne[k][g] | (low < glow[k][g]))):
-                        on_hold(glow[k][g], low)
-            with m.If(em[k] & ~hv[k]):
-                m.d.sync += rest[k].eq(0)
-            with m.Else():
-                m.d.sync += rest[k].eq(rest[k] | Cat(*rest_set))
-            on_hold(gne[k], gne[k] | gne_set)
+                with m.If(f2 & (tgt2 == i)):
+                    m.d.sync += ring[k][i].eq(rdata)
+        with m.Elif(mine):
+            eq_head, eq_second = eq_h, eq_n
+            slot = Signal(2, name=f"value_slot{k}")
+            m.d.comb += slot.eq(Mux(ins_head, ptr[k] - 1, Mux(eq_head, ptr[k], ptr[k] + 1)))
+            with m.If(ins_head):
+                on_hold(ptr[k], ptr[k] - 1)
+            m.d.sync += [s2_rw.eq(ins_head | eq_head | ins_second | eq_second), s2_rslot.eq(slot),
+                         s2_hw[k].eq(ins_head | eq_head)]
+        # the merged value lands in its slot from s2 (one cycle after the merge)
+        for i in range(4):
+            with m.If(s2_rw & (s2_rbank == k) & (s2_rslot == i)):
+                m.d.sync += ring[k][i].eq(s2_m)
+        on_pop(ptr[k], ptr[k] + 1)
+        on_pop(head[k], nxt[k])
+        on_pop(hv[k], nv[k])
+        on_pop(nxt[k], third[k])
+        on_pop(nv[k], tv[k])
+        on_pop(third[k], low_entry)
+        on_pop(tv[k], any_rest)
+        # the insertion compares the entry with the registered head, second and third only (an entry already
+        # there equals one of them or lies in rest, where setting its bit again changes nothing); it follows
+        # the firing by a cycle (from s1), like the merge, and precedes the bank's first emission (the
+        # closing firing's cycle holds the last one; a bank inserting is not emitting)
+        with m.If(mine):
+            with m.If(ins_head):
+                for r, value in ((head[k], ins_entry), (hv[k], 1), (nxt[k], head[k]), (nv[k], hv[k]),
+                                 (third[k], nxt[k]), (tv[k], nv[k])):
+                    on_hold(r, value)
+            with m.Elif(ins_second):
+                for r, value in ((nxt[k], ins_entry), (nv[k], 1), (third[k], nxt[k]), (tv[k], nv[k])):
+                    on_hold(r, value)
+            with m.Elif(ins_third):
+                on_hold(third[k], ins_entry)
+                on_hold(tv[k], 1)
+        # the entry that goes to rest: the displaced third, or the new entry beyond the third (with a third,
+        # the three are valid and sorted: the entry enters them iff it is below the third and equals none of
+        # them); per group from its registered selects (which hold s1's validity and bank: a bank inserting
+        # is not emitting, so neither pops nor clears rest in that cycle) and the comparisons
+        en_t = Signal(name=f"rest{k}_set_third")
+        en_i = Signal(name=f"rest{k}_set_new")
+        m.d.comb += [en_t.eq(tv[k] & lt_t & ~eq_h & ~eq_n), en_i.eq(tv[k] & ~lt_t & ~eq_t)]
+        t_low = Cat(*[t_lin[:gw] == i for i in range(G)])
+        gne_set = Signal(ng, name=f"rest{k}_groups_set")
+        rest_set = []
+        for g in range(ng):
+            h_t, h_i = Signal(name=f"rest{k}_g{g}_set_third"), Signal(name=f"rest{k}_g{g}_set_new")
+            m.d.comb += [h_t.eq(grp_third[g] & en_t), h_i.eq(grp_new[g] & en_i), gne_set[g].eq(h_t | h_i)]
+            for i in range(G):
+                if g * G + i < n:
+                    rest_set.append((h_t & t_low[i]) | (h_i & s1_onehot[g * G + i]))
+            for hit, low in ((h_t, t_lin[:gw]), (h_i, ins_lin[:gw])):
+                with m.If(hit & (~gne[k][g] | (low < glow[k][g]))):
+                    on_hold(glow[k][g], low)
+        with m.If(em[k] & ~hv[k]):
+            m.d.sync += rest[k].eq(0)
+        with m.Else():
+            m.d.sync += rest[k].eq(rest[k] | Cat(*rest_set))
+        on_hold(gne[k], gne[k] | gne_set)
+
+    def _emit_outputs(self, m, s):
+        """Order 1: the emit side's firing rule and the outputs' payloads."""
+        clr_bit, done_in, done_out, e_empty, e_full = s.clr_bit, s.done_in, s.done_out, s.e_empty, s.e_full
+        e_room, eb, ebase, ecrd, em, ephase, f1, f2 = s.e_room, s.eb, s.ebase, s.ecrd, s.em, s.ephase, s.f1, s.f2
+        fe, first, hv, low_addr, names, neb, oc = s.fe, s.first, s.hv, s.low_addr, s.names, s.neb, s.oc
+        order, outs, ov, plane_last, pop, ptr, rdata = s.order, s.outs, s.ov, s.plane_last, s.pop, s.ptr, s.rdata
+        release, ring, row_one, rpe, s2_hw, s2_m, W = s.release, s.ring, s.row_one, s.rpe, s.s2_hw, s.s2_m, s.W
+        want = s.want
         # the emit side's read: bank eb's third entry (a register), which becomes its second when the head is
         # emitted in this cycle. The bank's last write (the merge of its last firing, in the cycle of the
         # closing firing) precedes its first emission, so the read never meets a write of its entry
@@ -1091,6 +1131,12 @@ class Spacc(OpComponent):
             m.d.comb += [o.payload.data.eq(Mux(e_data, value, cp[id(o)].payload.data)),
                          o.payload.ctrl.eq(~e_data & cp[id(o)].payload.ctrl)]
 
+    def _bank_registers(self, m, s):
+        """Order 1: bitmaps, full flags and bases per bank; the accumulate bank's next value."""
+        ab, ab_free, base, bm, close, close_base, eb = s.ab, s.ab_free, s.base, s.bm, s.close, s.close_base, s.eb
+        em, fa, fe, full, nab, neb, release, s1_bank = s.em, s.fa, s.fe, s.full, s.nab, s.neb, s.release, s.s1_bank
+        s1_onehot, s1_v = s.s1_onehot, s.s1_v
+
         # ---- bank registers (the two sides never work on the same bank)
         nfulls = []
         for k in range(2):
@@ -1115,9 +1161,8 @@ class Spacc(OpComponent):
             m.d.comb += nab.eq(~ab)
         fa.build(m)
         fe.build(m)
-        return m
 
-    def _walk(self, m, ns):
+    def _walk(self, m, s):
         """Orders 2 and 3: the emit side as a row walker (the emit start delay E of the registry).
 
         Rows are the prefixes ((a,) or (a, b)), ``dim`` bits each of the bank's occupancy bitmap; ``rne[k]``
@@ -1144,13 +1189,13 @@ class Spacc(OpComponent):
         outputs' room, the slot at the read pointer is chosen by slices of LUT4 / PFUMX / L6MUX21 with the
         pointer in 4 copies, the release comes from the pop, and ``ab_free`` has both close cases on kept
         wires, the close choosing last."""
-        order, dims, n, W, aw = ns.order, ns.dims, ns.n, ns.W, ns.aw
+        order, dims, n, W, aw = s.order, s.dims, s.n, s.W, s.aw
         dim = dims[-1]
         nrows = n // dim
-        bm, full, base, ab, eb, nab, neb = ns.bm, ns.full, ns.base, ns.ab, ns.eb, ns.nab, ns.neb
-        fa, fe, outs, ov, rpe = ns.fa, ns.fe, ns.outs, ns.ov, ns.rpe
-        names = ns.names
-        s1_v, s1_bank, s1_onehot = ns.s1_v, ns.s1_bank, ns.s1_onehot
+        bm, full, base, ab, eb, nab, neb = s.bm, s.full, s.base, s.ab, s.eb, s.nab, s.neb
+        fa, fe, outs, ov, rpe = s.fa, s.fe, s.outs, s.ov, s.rpe
+        names = s.names
+        s1_v, s1_bank, s1_onehot = s.s1_v, s.s1_bank, s.s1_onehot
         lw = Shape.cast(range(max(n, 2))).width
         cws = [Shape.cast(range(max(dd, 2))).width for dd in dims]
         jw = cws[-1]
@@ -1264,7 +1309,24 @@ class Spacc(OpComponent):
         with m.Elif(issue):
             # (a bit is left after the lowest when at least two are set: no carry chain on cr_has's path)
             m.d.sync += [cr_bits.eq(cr_next), cr_first.eq(0), cr_has.eq(~_at_most_one(m, cr_bits, "row_one"))]
+        s.ab, s.aw, s.base, s.bm, s.cr_bank, s.cr_empty = ab, aw, base, bm, cr_bank, cr_empty
+        s.cr_first, s.cr_last, s.cr_newp, s.cr_pay, s.cr_plast = cr_first, cr_last, cr_newp, cr_pay, cr_plast
+        s.credit, s.dim, s.eb, s.f1_bank, s.f1_load, s.f1_oh = credit, dim, eb, f1_bank, f1_load, f1_oh
+        s.f1_take, s.fa, s.fb, s.fe, s.full, s.has, s.issue, s.j = f1_take, fa, fb, fe, full, has, issue, j
+        s.last, s.lw, s.nab, s.names, s.neb, s.nrows, s.order = last, lw, nab, names, neb, nrows, order
+        s.outs, s.ov, s.release, s.rest, s.rne, s.rowor, s.rpe = outs, ov, release, rest, rne, rowor, rpe
+        s.s1_bank, s.s1_onehot, s.s1_v, s.unpack_row, s.walked = s1_bank, s1_onehot, s1_v, unpack_row, walked
+        self._walk_issue(m, s)
+        self._walk_queue(m, s)
+        self._walk_banks(m, s)
+        return m
 
+    def _walk_issue(self, m, s):
+        """The walker's issue: a firing descriptor per entry or stop, through the memory read (p1 .. p3)."""
+        aw, base, cr_bank, cr_empty, cr_first = s.aw, s.base, s.cr_bank, s.cr_empty, s.cr_first
+        cr_last, cr_newp, cr_pay, cr_plast, has = s.cr_last, s.cr_newp, s.cr_pay, s.cr_plast, s.has
+        issue, j, lw, names, order, outs, ov, rpe = s.issue, s.j, s.lw, s.names, s.order, s.outs, s.ov, s.rpe
+        unpack_row = s.unpack_row
         # the descriptor: per output its push and token, val's token (a stop) or an entry (value from memory)
         outs_all = outs + [ov]
         toks = [Signal(o.payload.shape(), name=f"issue_{p}") for p, o in zip(names + ["val"], outs_all)]
@@ -1273,7 +1335,7 @@ class Spacc(OpComponent):
         d_addr = Signal(aw, name="issue_addr")
         rbase, rcrd = unpack_row(cr_pay)
         lin = (rbase + j)[:lw]
-        m.d.comb += d_addr.eq(ns.bank_addr(cr_bank, lin))
+        m.d.comb += d_addr.eq(s.bank_addr(cr_bank, lin))
         ebase = Mux(cr_bank, base[1], base[0])
         closing = cr_empty | (~has & cr_last)
         with m.If(closing):
@@ -1315,6 +1377,12 @@ class Spacc(OpComponent):
         with m.If(p3[order + 1]):
             m.d.comb += [vtok.data.eq(rpe.data.as_signed()), vtok.ctrl.eq(0)]
         qin = Cat(p3[:vt_off], Value.cast(vtok))
+        s.dw, s.outs_all, s.p, s.qin, s.toks = dw, outs_all, p, qin, toks
+
+    def _walk_queue(self, m, s):
+        """The walker's queue of descriptors ahead of the outputs, with credits; the outputs' firing."""
+        credit, dw, eb, fe, full, issue, names, neb = s.credit, s.dw, s.eb, s.fe, s.full, s.issue, s.names, s.neb
+        order, outs_all, p, qin, release, toks = s.order, s.outs_all, s.p, s.qin, s.release, s.toks
         # the queue: Q entries behind a head register (the outputs' tokens and push flags come from registers)
         Q = 8
         queue = Array([Signal(dw, name=f"queue{i}") for i in range(Q)])
@@ -1333,9 +1401,9 @@ class Spacc(OpComponent):
         # bit of it, each for a quarter of the head's bits)
         rd_next = Signal(range(Q), name="queue_rd_next")
         m.d.comb += rd_next.eq(Mux(take & (q_n != 0), q_rd + 1, q_rd))
-        rd_cp = [_copy_register(m, ns.platform, rd_next, f"queue_rd_{c}") for c in range(4)]
+        rd_cp = [s.cells.copy_register(m, rd_next, f"queue_rd_{c}") for c in range(4)]
         qw = -(-dw // 4)
-        slot = Cat(*[_mux8(m, ns.platform, rd_cp[c], [queue[i][c * qw:min(dw, (c + 1) * qw)] for i in range(Q)],
+        slot = Cat(*[s.cells.mux8(m, rd_cp[c], [queue[i][c * qw:min(dw, (c + 1) * qw)] for i in range(Q)],
                            min(dw, (c + 1) * qw) - c * qw, f"queue_slot_{c}") for c in range(4)])
         with m.If(take):
             with m.If(q_n != 0):
@@ -1356,7 +1424,7 @@ class Spacc(OpComponent):
         # (the credit does not wait for this cycle's firing, which occ counts from the next cycle: the outputs'
         # room is not on its path)
         m.d.sync += credit.eq(occ + issue < Q)
-        done_in, done_out = ns.done_in, ns.done_out
+        done_in, done_out = s.done_in, s.done_out
         at = order + 3
         with m.If(q_any):
             m.d.comb += fe.go.eq(1)
@@ -1375,6 +1443,12 @@ class Spacc(OpComponent):
         with m.If(release):
             m.d.comb += neb.eq(~eb)
 
+    def _walk_banks(self, m, s):
+        """The walker's bank registers: bitmaps, row bits, full flags; the accumulate bank's next value."""
+        ab, base, bm, dim, eb, f1_bank, f1_load = s.ab, s.base, s.bm, s.dim, s.eb, s.f1_bank, s.f1_load
+        f1_oh, f1_take, fa, fb, fe, full, last, nab = s.f1_oh, s.f1_take, s.fa, s.fb, s.fe, s.full, s.last, s.nab
+        nrows, release, rest, rne, rowor, s1_bank = s.nrows, s.release, s.rest, s.rne, s.rowor, s.s1_bank
+        s1_onehot, s1_v, walked = s.s1_onehot, s.s1_v, s.walked
         # ---- bank registers
         nfulls = []
         for k in range(2):
@@ -1394,8 +1468,8 @@ class Spacc(OpComponent):
                 m.d.sync += rne[k].eq(rne[k] | rowor)
             nfull = Signal(name=f"next_full{k}")
             m.d.comb += nfull.eq(full[k])
-            with m.If(ns.close & (ab == k)):
-                m.d.sync += base[k].eq(ns.close_base)
+            with m.If(s.close & (ab == k)):
+                m.d.sync += base[k].eq(s.close_base)
                 m.d.comb += nfull.eq(1)
             with m.If(release & (eb == k)):
                 m.d.comb += nfull.eq(0)
@@ -1406,9 +1480,9 @@ class Spacc(OpComponent):
         # side's release on kept wires, the close chooses last)
         free_stay = kept(m, ~Mux(ab, full[1], full[0]) | (release & (eb == ab)), "ab_free_stay")
         free_flip = kept(m, ~Mux(ab, full[0], full[1]) | (release & (eb != ab)), "ab_free_flip")
-        m.d.sync += ns.ab_free.eq(Mux(ns.close, free_flip, free_stay))
-        with m.If(ns.close):
+        m.d.sync += s.ab_free.eq(Mux(s.close, free_flip, free_stay))
+        with m.If(s.close):
             m.d.comb += nab.eq(~ab)
         fa.build(m)
         fe.build(m)
-        return m
+
