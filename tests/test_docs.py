@@ -72,3 +72,39 @@ def test_relative_links_in_docs_exist():
             if not os.path.exists(os.path.join(DOCS, path)):
                 missing.append(f"docs/{name}: {target}")
     assert not missing, "links to missing files:\n" + "\n".join(missing)
+
+
+#: a generated block (a results table, the pipeline table) starts and ends with an HTML comment saying so
+GENERATED_BEGIN = re.compile(r"<!--.*(:begin|generated)")
+GENERATED_END = re.compile(r"<!--.*(:end|end of)")
+
+
+def long_prose_lines(text):
+    """Lines of prose longer than 120 characters: not in code blocks or generated blocks, not table rows, headings,
+    HTML, links to web pages or a lone inline-code span (a command that cannot be broken)."""
+    out, fence, generated = [], False, False
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        if GENERATED_BEGIN.search(line):
+            generated = True
+        elif GENERATED_END.search(line):
+            generated = False
+        if fence or generated or len(line) <= 120 or line.lstrip().startswith(("|", "#", "<")) or "http" in line \
+                or re.fullmatch(r"\s*`[^`]+`[.,:;]?", line):
+            continue
+        out.append((n, line))
+    return out
+
+
+def test_long_prose_lines_are_found():
+    prose = "word " * 30
+    text = f"{prose}\n```\n{prose}\n```\n| {prose} |\n<!-- x:begin -->\n{prose}\n<!-- x:end -->\n`{'a' * 130}`\n"
+    assert long_prose_lines(text) == [(1, prose)]
+
+
+def test_prose_is_wrapped_at_120_characters():
+    """README and every page of docs/: prose lines of at most 120 characters (issue 38)."""
+    long = {name: long_prose_lines(_read(name)) for name in ["../README.md"] + _pages()}
+    assert not {k: v for k, v in long.items() if v}, long
