@@ -109,6 +109,11 @@ class BlockLanes(wiring.Component):
     def inputs(self):
         return self.lanes[0].inputs()
 
+    def harness_cycles(self):
+        """A lane's allowance (:meth:`fuseflow.hw.ops._common.OpComponent.harness_cycles`): the lanes run side by
+        side."""
+        return self.lanes[0].harness_cycles()
+
     def outputs(self):
         return self.lanes[0].outputs()
 
