@@ -74,7 +74,7 @@ def test_attention_bench_smoke(tmp_path):
     import json
     pytest.importorskip("torch")
     out = tmp_path / "attention.json"
-    assert load("attention_bench").main(["--smoke", "-o", str(out)]) == 0
+    assert load("attention_bench").main(["--smoke", "-o", str(out), "--engine", "auto"]) == 0   # compiled if built
     rows = json.loads(out.read_text())["rows"]
     assert [(r["seq"], r["fuse"]) for r in rows] == [(64, "none"), (64, "full")]
     assert all(r["ok"] and r["max_rel_error"] <= 1e-9 and r["tokens"] > 0 and r["cycles"] > 0 for r in rows)

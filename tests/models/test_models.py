@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 import fuseflow  # noqa: E402
 from fuseflow.models import MODELS, example  # noqa: E402
 from fuseflow.models import data  # noqa: E402
+from verilator_probe import requires_verilator  # noqa: E402  (tests/verilator_probe.py)
 
 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
 
@@ -45,6 +46,7 @@ RTL = [pytest.param("gcn", "partial"),
        pytest.param("decoder", "unfused", marks=pytest.mark.slow)]
 
 
+@requires_verilator
 @pytest.mark.parametrize("name, config", RTL)
 def test_model_on_verilator(name, config, tmp_path):
     """Each model at its configuration with the smallest design (GCN: the demo's), bit- and cycle-identical to
