@@ -452,17 +452,6 @@ UnaryFn Env::unary(const std::string& name) const {
 }
 
 // ---- output groups and pipelines --------------------------------------------------------------------------
-static i64 room_of(const std::vector<Out*>& outs) {
-    i64 r = 0;
-    for (Out* o : outs) {
-        i64 x = o->room_();
-        if (x == NONE) return NONE;
-        if (x > r) r = x;
-    }
-    return r;
-}
-
-
 std::string Together::describe_wait(const Node& s) {
     std::string r;
     for (Out* o : outs) {

@@ -557,20 +557,23 @@ inline JoinerPorts joiner_ports(Node& st) {
 }
 
 // ---- output groups and pipelines (fuseflow/sim/ops/_common.py) -------------------------------------------
+// the cycle from which every output of a group has room (NONE while one has none)
+FF_INLINE i64 room_of(const std::vector<Out*>& outs) {
+    i64 r = 0;
+    for (Out* o : outs) {
+        i64 x = o->room_();
+        if (x == NONE) return NONE;
+        if (x > r) r = x;
+    }
+    return r;
+}
+
 // together(st, outs): outputs every firing writes together, without a pipeline
 struct Together : Emitter {
     Node* st;
     std::vector<Out*> outs;
     Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)) {}
-    FF_INLINE i64 room() {
-        i64 r = 0;
-        for (Out* o : outs) {
-            i64 x = o->room_();
-            if (x == NONE) return NONE;
-            if (x > r) r = x;
-        }
-        return r;
-    }
+    FF_INLINE i64 room() { return room_of(outs); }
     FF_INLINE void push(const Tok* toks, i64 t) {
         for (size_t i = 0; i < outs.size(); ++i) outs[i]->push1(toks[i], t);
     }
