@@ -76,6 +76,36 @@ class TileStep:
         """Beats of each transfer (loads, then stores) under ``contract``."""
         return [beats(n, self.widths[mem], contract) for _, mem, n in self.loads + self.stores]
 
+    def load(self, sub: Program, name: str, tensor: PackedTensor, contract: OffchipContract) -> int:
+        """Load input ``name`` (packed as ``tensor``): one transfer per non-empty memory; returns the bytes moved."""
+        decl = sub.tensors[name]
+        cap = build_capacity(decl, tensor.capacities())
+        widths = {mem: memory_width(sub, decl, cap, lv, arr) for lv, arr, mem in tensor_memories(decl)}
+        moved = 0
+        for mem, n in memory_entries(decl, tensor):
+            if n:                                 # an empty array: no transfer
+                moved += self._transfer(self.loads, name, mem, n, widths[mem], contract)
+        return moved
+
+    def load_accumulator(self, sub: Program, name: str, contract: OffchipContract) -> int:
+        """Read accumulator input ``name`` back whole (read-modify-write); returns the bytes moved."""
+        return self._transfer(self.loads, name, f"{name}.vals", math.prod(sub.tensors[name].shape),
+                              memory_width(sub, sub.tensors[name], None, None, "vals"), contract)
+
+    def store(self, sub: Program, name: str, tensor: PackedTensor, contract: OffchipContract) -> int:
+        """Store output ``name`` (the run's ``tensor``): every memory, its whole capacity (as the RTL); returns
+        the bytes moved."""
+        decl = sub.tensors[name]
+        cap = build_capacity(decl, tensor.capacities())
+        return sum(self._transfer(self.stores, name, mem, array_depth(cap, lv, arr),
+                                  memory_width(sub, decl, cap, lv, arr), contract)
+                   for lv, arr, mem in tensor_memories(decl))
+
+    def _transfer(self, transfers: list, name: str, mem: str, n: int, width: int, contract: OffchipContract) -> int:
+        transfers.append((name, mem, n))
+        self.widths[mem] = width
+        return beats(n, width, contract) * contract.word_bytes
+
 
 def _time_steps(steps: list, contract: OffchipContract) -> int:
     """Set the load and store cycles of one kernel's ``steps`` (at their image addresses from byte 0) and return
@@ -306,14 +336,8 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
             return tuple(box[d] if d is not None else None for d in dims)
 
         def store(step: TileStep, res_tensors: dict[str, PackedTensor], box: dict[str, tuple[int, int]]) -> None:
-            for o in writes:                  # every memory of the output, its whole capacity (as the RTL)
-                decl = sub.tensors[o]
-                cap = build_capacity(decl, res_tensors[o].capacities())
-                for lv, arr, mem in tensor_memories(decl):
-                    n = array_depth(cap, lv, arr)
-                    step.stores.append((o, mem, n))
-                    step.widths[mem] = memory_width(sub, decl, cap, lv, arr)
-                    ks["write_bytes"] += beats(n, step.widths[mem], contract) * contract.word_bytes
+            for o in writes:
+                ks["write_bytes"] += step.store(sub, o, res_tensors[o], contract)
 
         def visit(box: dict[str, tuple[int, int]]) -> None:
             nonlocal prev_out, pending
@@ -321,11 +345,7 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
             for name in reads:
                 if name in accs.values():
                     continue
-                src = offchip[name]
-                decl = sub.tensors[name]
-                arr = src.tile(box, decl.shape)
-                fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order), tuple(decl.block or ()))
-                packed[name] = PackedTensor.pack(arr, fmt)
+                packed[name] = _pack_tile(offchip[name], sub.tensors[name], box)
                 tile_inputs[name] = packed[name]
             for o, a in accs.items():
                 full = outs[o]
@@ -349,23 +369,13 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
                 elif contract.buffers == 1 and prev_region.get(name) == region(name, box):
                     continue
                 prev_region[name] = region(name, box)
-                decl = sub.tensors[name]
-                cap = build_capacity(decl, packed[name].capacities())
-                widths = {mem: memory_width(sub, decl, cap, lv, arr) for lv, arr, mem in tensor_memories(decl)}
-                for mem, n in memory_entries(decl, packed[name]):
-                    if n:                             # an empty array: no transfer
-                        step.loads.append((name, mem, n))
-                        step.widths[mem] = widths[mem]
-                        ks["read_bytes"] += beats(n, widths[mem], contract) * contract.word_bytes
+                ks["read_bytes"] += step.load(sub, name, packed[name], contract)
             out_region = tuple(region(o, box) for o in writes)
             if pending is not None and out_region != prev_out:
                 store(*pending)                  # the previous partition is complete
             for o, a in accs.items():            # a partition visited before: read back (read-modify-write)
                 if out_region != prev_out and region(o, box) in touched[o]:
-                    n = math.prod(sub.tensors[a].shape)
-                    step.loads.append((a, f"{a}.vals", n))
-                    step.widths[f"{a}.vals"] = memory_width(sub, sub.tensors[a], None, None, "vals")
-                    ks["read_bytes"] += beats(n, step.widths[f"{a}.vals"], contract) * contract.word_bytes
+                    ks["read_bytes"] += step.load_accumulator(sub, a, contract)
             for o in writes:
                 touched[o].add(region(o, box))
                 full = outs[o]
@@ -447,6 +457,12 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
                         **({"wavefront": wf_stats} if wf_stats is not None else {})},
              "steps": steps_all}
     return _engine.SimResult(outputs, tensors, sum(kernel_cycles), kernel_cycles, stats, mode)
+
+
+def _pack_tile(source: Any, decl: Any, box: dict) -> PackedTensor:
+    """The tile ``box`` of an off-chip tensor ``source``, packed in the tile-shaped declaration ``decl``'s format."""
+    fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order), tuple(decl.block or ()))
+    return PackedTensor.pack(source.tile(box, decl.shape), fmt)
 
 
 def _accumulator(full: np.ndarray, view: tuple, shape: tuple) -> np.ndarray:
@@ -537,10 +553,8 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
         for name in K["reads"]:
             if name in K["accs"].values():
                 continue
-            decl = sub.tensors[name]
             src = source if (name == aname and source is not None) else offchip[name]
-            fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order), tuple(decl.block or ()))
-            packed[name] = PackedTensor.pack(src.tile(box, decl.shape), fmt)
+            packed[name] = _pack_tile(src, sub.tensors[name], box)
             tile_inputs[name] = packed[name]
         for o, a in K["accs"].items():
             full = K["outs"][o]
@@ -567,22 +581,12 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
             elif contract.buffers == 1 and K["prev"].get(name) == region(name, box):
                 continue
             K["prev"][name] = region(name, box)
-            decl = sub.tensors[name]
-            cap = build_capacity(decl, packed[name].capacities())
-            widths = {mem: memory_width(sub, decl, cap, lv, arr) for lv, arr, mem in tensor_memories(decl)}
-            for mem, n in memory_entries(decl, packed[name]):
-                if n:
-                    step.loads.append((name, mem, n))
-                    step.widths[mem] = widths[mem]
-                    ks["read_bytes"] += beats(n, widths[mem], contract) * contract.word_bytes
+            ks["read_bytes"] += step.load(sub, name, packed[name], contract)
         for name in onchip:
             K["prev"].pop(name, None)            # the memory now holds another tile
         if rmw:
-            for o, a in K["accs"].items():
-                n = math.prod(sub.tensors[a].shape)
-                step.loads.append((a, f"{a}.vals", n))
-                step.widths[f"{a}.vals"] = memory_width(sub, sub.tensors[a], None, None, "vals")
-                ks["read_bytes"] += beats(n, step.widths[f"{a}.vals"], contract) * contract.word_bytes
+            for a in K["accs"].values():
+                ks["read_bytes"] += step.load_accumulator(sub, a, contract)
         for o in K["writes"]:
             full = K["outs"][o]
             view = rng(o, box, full)
@@ -595,13 +599,7 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
 
     def store(K: dict, step: Any, res: Any) -> None:
         for o in K["writes"]:
-            decl = K["sub"].tensors[o]
-            cap = build_capacity(decl, res.tensors[o].capacities())
-            for lv, arr, mem in tensor_memories(decl):
-                n = array_depth(cap, lv, arr)
-                step.stores.append((o, mem, n))
-                step.widths[mem] = memory_width(K["sub"], decl, cap, lv, arr)
-                K["ks"]["write_bytes"] += beats(n, step.widths[mem], contract) * contract.word_bytes
+            K["ks"]["write_bytes"] += step.store(K["sub"], o, res.tensors[o], contract)
 
     ntiles = -(-extents[win_d] // tile)
     box_of = [(k * tile, min((k + 1) * tile, extents[win_d])) for k in range(ntiles)]
