@@ -40,7 +40,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -51,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from _common import commit  # noqa: E402
 from fuseflow.cli import atomic_write  # noqa: E402
 
 SIZES = (1e4, 1e5, 1e6, 2e6, 1e7)
@@ -67,14 +67,12 @@ OGB_DEGREE, OGB_FEATURES = 10, 128
 SYNTH_FEATURE_DENSITY = 0.1
 
 
-def commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "fuseflow"], cwd=ROOT, capture_output=True,
-                               text=True).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+def write(doc: dict, path: str) -> None:
+    """Write the results file ``path`` (atomically) and say so."""
+    with atomic_write(path) as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}")
 
 
 def measure(src: str, inputs: dict, golden: dict, budget: int, fuse: str = "regions", ideal: bool = True,
@@ -342,10 +340,7 @@ def main(argv=None) -> int:
     by = {r["kernel"]: r for r in rows}
     if "gcn-cora" in by and "gcn-cora-fused" in by:
         doc["gcn_fused_ratio_hbm2"] = round(by["gcn-cora"]["cycles_hbm2"] / by["gcn-cora-fused"]["cycles_hbm2"], 4)
-    with atomic_write(args.output) as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    print(f"wrote {args.output}")
+    write(doc, args.output)
     return 0
 
 
@@ -375,10 +370,7 @@ def _tile_fusion_main(args) -> int:
     kept = [r for r in doc.get("tile_fusion", {}).get("runs", []) if key(r) not in new]
     doc["tile_fusion"] = {"commit": commit(), "machine": platform.platform(), "memory": "hbm2",
                           "seed_003_speedup": "1.14-1.53x (SpMM-SpMM, CPUs)", "runs": kept + runs}
-    with atomic_write(args.output) as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    print(f"wrote {args.output}")
+    write(doc, args.output)
     return 0
 
 
