@@ -171,22 +171,21 @@ class EinsumProgram:
         """Run the sub-tree below ``index`` on ``factor`` lanes (``parallel i 4``; see docs/compiler.md,
         "Parallel lanes"): every kernel that has ``index`` is parallelized at its place in the kernel's order."""
         from .lanes import check_factor
-        line = self._next_line(line)
-        where = f"line {line}, column {col}"
-        if index in self._parallel:
-            raise ProgramError(where, f"parallel {index} is given twice (first on line {self._parallel[index][1]})")
-        self._parallel[index] = (check_factor(index, factor, where), line, col)
-        return self
+        return self._per_index(self._parallel, "parallel", index, factor, check_factor, line, col)
 
     def tile(self, index, size, *, line=None, col=1):
         """Split ``index`` into tiles of ``size`` (``tile i 1024``; docs/tiling.md): the program runs once per
         non-empty tile, its tensors loaded from and stored to off-chip memory."""
         from .tiling import check_size
+        return self._per_index(self._tiles, "tile", index, size, check_size, line, col)
+
+    def _per_index(self, table, keyword, index, value, check, line, col):
+        """A ``KEYWORD INDEX VALUE`` line: ``check(index, value, where)`` into ``table`` (once per index)."""
         line = self._next_line(line)
         where = f"line {line}, column {col}"
-        if index in self._tiles:
-            raise ProgramError(where, f"tile {index} is given twice (first on line {self._tiles[index][1]})")
-        self._tiles[index] = (check_size(index, size, where), line, col)
+        if index in table:
+            raise ProgramError(where, f"{keyword} {index} is given twice (first on line {table[index][1]})")
+        table[index] = (check(index, value, where), line, col)
         return self
 
     @property
