@@ -534,11 +534,7 @@ def compile_tiled(src, compile_fn, tiles=None, onchip_bits=None, parallel=None, 
     lanes = {**getattr(src, "parallel_factors", {}), **parse_parallel(parallel)}
     if not tiles and onchip_bits is None:
         return None
-    if not tiles and (isinstance(onchip_bits, bool) or not isinstance(onchip_bits, int) or onchip_bits < 1):
-        raise ProgramError("--onchip-bits", f"must be a positive number of bits, got {onchip_bits!r}")
-    from .tilefuse import STRATEGIES
-    if fusion is not None and fusion not in STRATEGIES:
-        raise ProgramError("--tile-fusion", f"expected {', '.join(STRATEGIES)}, got {fusion!r}")
+    # onchip_bits and fusion are checked where they are given (fuseflow.compiler.options.CompileOptions)
     pair = product_pair(ir, by_mode) if regions else None
     if pair is not None:
         return _compile_region(src, ir, pair, compile_fn, tiles, onchip_bits, lanes, inputs, contract, where,
