@@ -329,11 +329,10 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
                          "tokens": 0, "alu_ops": 0}
         prev_region: dict[str, tuple] = {}
         prev_out, pending = None, None
-        loaded_once = set()
+        loaded_once: set[str] = set()
 
         def region(name: str, box: dict[str, tuple[int, int]]) -> tuple:
-            dims = t["tensors"][name]["dims"]
-            return tuple(box[d] if d is not None else None for d in dims)
+            return _region(t, name, box)
 
         def store(step: TileStep, res_tensors: dict[str, PackedTensor], box: dict[str, tuple[int, int]]) -> None:
             for o in writes:
@@ -362,14 +361,8 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
             for name in reads:
                 if name in accs.values():
                     continue
-                if name in kplan["resident"]:
-                    if name in loaded_once:
-                        continue
-                    loaded_once.add(name)
-                elif contract.buffers == 1 and prev_region.get(name) == region(name, box):
-                    continue
-                prev_region[name] = region(name, box)
-                ks["read_bytes"] += step.load(sub, name, packed[name], contract)
+                if _loads(name, region(name, box), kplan["resident"], loaded_once, prev_region, contract):
+                    ks["read_bytes"] += step.load(sub, name, packed[name], contract)
             out_region = tuple(region(o, box) for o in writes)
             if pending is not None and out_region != prev_out:
                 store(*pending)                  # the previous partition is complete
@@ -459,6 +452,25 @@ def run_tiled(prog: Program, inputs: dict[str, Any], mode: str = "float", fifo_d
     return _engine.SimResult(outputs, tensors, sum(kernel_cycles), kernel_cycles, stats, mode)
 
 
+def _region(tiling: dict, name: str, box: dict) -> tuple:
+    """The part of tensor ``name`` a tile ``box`` covers: per dimension its (start, stop), None when unsplit."""
+    return tuple(box[d] if d is not None else None for d in tiling["tensors"][name]["dims"])
+
+
+def _loads(name: str, region: tuple, resident: Any, once: set, prev: dict, contract: OffchipContract) -> bool:
+    """Whether a tile loads input ``name`` (its part ``region``): a resident input the first time only; with
+    ``buffers`` 1 an input whose part is still in its memory (``prev``: the part each memory holds) not again;
+    with ``buffers`` 2 every time (the banks alternate). Records what it loads in ``once`` and ``prev``."""
+    if name in resident:
+        if name in once:
+            return False
+        once.add(name)
+    elif contract.buffers == 1 and prev.get(name) == region:
+        return False
+    prev[name] = region
+    return True
+
+
 def _pack_tile(source: Any, decl: Any, box: dict) -> PackedTensor:
     """The tile ``box`` of an off-chip tensor ``source``, packed in the tile-shaped declaration ``decl``'s format."""
     fmt = TensorFormat(tuple(decl.levels), tuple(decl.mode_order), tuple(decl.block or ()))
@@ -543,7 +555,7 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
                      for m, d in enumerate(t["tensors"][o]["dims"]))
 
     def region(name: str, box: dict) -> tuple:
-        return tuple(box[d] if d is not None else None for d in t["tensors"][name]["dims"])
+        return _region(t, name, box)
 
     def run_tile(K: dict, box: dict, source: Any = None, onchip: tuple | set = (), rmw: bool = False) -> Any:
         """One tile of kernel K: cut, pack, run; its loads (``onchip``: inputs already in on-chip memory, not
@@ -574,14 +586,8 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
         for name in K["reads"]:
             if name in K["accs"].values() or name in onchip:
                 continue
-            if name in K["plan"]["resident"]:
-                if name in K["once"]:
-                    continue
-                K["once"].add(name)
-            elif contract.buffers == 1 and K["prev"].get(name) == region(name, box):
-                continue
-            K["prev"][name] = region(name, box)
-            ks["read_bytes"] += step.load(sub, name, packed[name], contract)
+            if _loads(name, region(name, box), K["plan"]["resident"], K["once"], K["prev"], contract):
+                ks["read_bytes"] += step.load(sub, name, packed[name], contract)
         for name in onchip:
             K["prev"].pop(name, None)            # the memory now holds another tile
         if rmw:
