@@ -648,7 +648,6 @@ class ProgramTop(wiring.Component):
                         m.d.comb += rest_row.eq(beat)
             m.d.comb += rh.rdata.eq(_or_all(rows))
         assert HOST_READ_LATENCY == MEMORY_READ_LATENCY == 2
-        return m
 
 
 def check_kernel_reads(program, plan, ops):
