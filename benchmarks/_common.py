@@ -1,10 +1,24 @@
-"""What every benchmark's results file records about the run: the commit and the machine."""
+"""What every benchmark's results file records about the run (the commit and the machine), and its writer."""
 
+import json
 import os
 import platform
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from fuseflow.cli import atomic_write  # noqa: E402
+
+
+def write_results(doc: dict, path: str) -> None:
+    """Write the results file ``path`` (its folder made if missing): indented JSON, whole or not at all."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_write(path) as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def commit(dirty_paths=("fuseflow",)) -> str:

@@ -11,7 +11,6 @@ reports < 750 ms per model).
 
 import argparse
 import glob
-import json
 import os
 import platform
 import statistics
@@ -21,6 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
+from _common import write_results  # noqa: E402
 from fuseflow.compiler import EinsumProgram, compile_program  # noqa: E402
 from fuseflow.compiler.blocks import lower_blocks  # noqa: E402
 from fuseflow.compiler.fusion import KernelPlan, plan_program, valid_orders  # noqa: E402
@@ -88,11 +88,7 @@ def main(argv=None):
         "python": platform.python_version(), "machine": platform.machine(),
         "results": rows,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    from fuseflow.cli import atomic_write
-    with atomic_write(args.output) as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_results(doc, args.output)
     print(f"max {worst['compile_ms']:.2f} ms ({doc['max_program']}); target {TARGET_MS:.0f} ms; wrote {args.output}")
     return 0
 

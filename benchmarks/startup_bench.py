@@ -9,7 +9,6 @@ Writes JSON (default benchmarks/results/startup.json).
 """
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -22,6 +21,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+
+from _common import write_results  # noqa: E402
 
 #: the program of the small compile (bundled with the package)
 PROGRAM = os.path.join(ROOT, "fuseflow", "programs", "spmv.ff")
@@ -86,10 +87,7 @@ def main(argv=None):
     doc = {"benchmark": "startup", "repeats": args.repeats, "baseline": base, "goal_ratio": GOAL_RATIO,
            "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
            "load_average": list(os.getloadavg()), "rows": rows}
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_results(doc, args.output)
     print(f"wrote {args.output}")
     return 0
 

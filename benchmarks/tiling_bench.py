@@ -50,8 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from _common import commit  # noqa: E402
-from fuseflow.cli import atomic_write  # noqa: E402
+from _common import commit, write_results  # noqa: E402
 
 SIZES = (1e4, 1e5, 1e6, 2e6, 1e7)
 PER_ROW = 15
@@ -65,14 +64,6 @@ TARGET = 0.8
 #: OGB-Collab's average stored adjacency entries per node and feature width (the synthetic tile-fusion graph)
 OGB_DEGREE, OGB_FEATURES = 10, 128
 SYNTH_FEATURE_DENSITY = 0.1
-
-
-def write(doc: dict, path: str) -> None:
-    """Write the results file ``path`` (atomically) and say so."""
-    with atomic_write(path) as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    print(f"wrote {path}")
 
 
 def measure(src: str, inputs: dict, golden: dict, budget: int, fuse: str = "regions", ideal: bool = True,
@@ -340,7 +331,8 @@ def main(argv=None) -> int:
     by = {r["kernel"]: r for r in rows}
     if "gcn-cora" in by and "gcn-cora-fused" in by:
         doc["gcn_fused_ratio_hbm2"] = round(by["gcn-cora"]["cycles_hbm2"] / by["gcn-cora-fused"]["cycles_hbm2"], 4)
-    write(doc, args.output)
+    write_results(doc, args.output)
+    print(f"wrote {args.output}")
     return 0
 
 
@@ -370,7 +362,8 @@ def _tile_fusion_main(args) -> int:
     kept = [r for r in doc.get("tile_fusion", {}).get("runs", []) if key(r) not in new]
     doc["tile_fusion"] = {"commit": commit(), "machine": platform.platform(), "memory": "hbm2",
                           "seed_003_speedup": "1.14-1.53x (SpMM-SpMM, CPUs)", "runs": kept + runs}
-    write(doc, args.output)
+    write_results(doc, args.output)
+    print(f"wrote {args.output}")
     return 0
 
 
