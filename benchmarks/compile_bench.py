@@ -40,7 +40,7 @@ def measure(path, fuse, repeats):
         t1 = time.perf_counter()
         plans, _ = plan_program(lower_blocks(lower_sugar(ir)), fuse)    # fusion and orders alone
         t2 = time.perf_counter()
-        prog = compile_program(src, fuse, name=name).program            # the whole compile, timed as a user runs it
+        prog = compile_program(src, fuse=fuse, name=name).program            # the whole compile, timed as a user runs it
         t3 = time.perf_counter()
         if r:                                 # run 0 is the warm-up
             times.append((t1 - t0) + (t3 - t2))
