@@ -102,21 +102,24 @@ class _Blocks:
             self.row, self.col = coo.row[keep].astype(np.int64), coo.col[keep].astype(np.int64)
 
     def blocks(self, r, c):
-        """``(block row, block col, nonzeros)`` arrays of the non-empty blocks (expected ones: all blocks with
-        their expected count, weighted by the chance they are non-empty)."""
+        """``(block row, block col, nonzeros, non-empty rows)`` arrays of the non-empty blocks (expected ones: all
+        blocks with their expected counts, weighted by the chance they are non-empty)."""
         nr, nc = -(-self.shape[0] // r), -(-self.shape[1] // c)
         if self.row is not None:
             key = (self.row // r) * nc + self.col // c
             k, n = np.unique(key, return_counts=True)
-            return k // nc, k % nc, n.astype(np.float64)
+            rows_of = np.unique(key * self.shape[0] + self.row) // self.shape[0]     # (block, row) pairs
+            ne = np.searchsorted(rows_of, k, side="right") - np.searchsorted(rows_of, k, side="left")
+            return k // nc, k % nc, n.astype(np.float64), ne.astype(np.float64)
         d = self.density if self.density is not None else DEFAULT_DENSITY
         br, bc = np.meshgrid(np.arange(nr), np.arange(nc), indexing="ij")
         hr = np.minimum(r, self.shape[0] - br * r)
         hc = np.minimum(c, self.shape[1] - bc * c)
-        return br.ravel(), bc.ravel(), (d * hr * hc).ravel().astype(np.float64)
+        ne = hr * (1 - (1 - d) ** hc)
+        return br.ravel(), bc.ravel(), (d * hr * hc).ravel().astype(np.float64), ne.ravel().astype(np.float64)
 
     def nonempty(self, r, c) -> float:
-        br, _, n = self.blocks(r, c)
+        br, _, n, _ = self.blocks(r, c)
         if self.row is not None:
             return float(len(n))
         d = self.density if self.density is not None else DEFAULT_DENSITY
@@ -156,6 +159,19 @@ def _sparse_load(rows, nnz, contract):
     return (_read(rows + 1, contract) + _read(rows, contract) + 2 * _read(nnz, contract)) if nnz >= 0.5 else 0
 
 
+#: a product tile's fixed run cycles (its pipeline filling and draining); with :func:`_run`'s per-row and
+#: per-nonzero terms fitted to the simulator's runs of the GCN layer's tiles on Cora (``tests/sim/test_tilefuse.py``
+#: checks the estimates against the simulator on other graphs)
+RUN_FILL = 128
+
+
+def _run(rows, nnz, nonempty_rows, h, acc=True):
+    """A product tile's run: :data:`RUN_FILL`, ``h + 1`` cycles per nonzero (a row of ``h`` products and its
+    coordinate), and, when the tile merges a dense accumulator, ``h`` per row without a nonzero (the accumulator's
+    row streams through)."""
+    return RUN_FILL + (h + 1) * nnz + (h * max(rows - nonempty_rows, 0) if acc else 0)
+
+
 def _sequence(steps, contract) -> int:
     from ..samml.offchip import record_cycles, tiled_cycles
     rec = record_cycles(8, contract)
@@ -163,52 +179,47 @@ def _sequence(steps, contract) -> int:
 
 
 def _producer_steps(xb, win, jw, h, f, contract):
-    """Per row tile of T: the steps of its (row tile, inner window) tiles (the last one stores T's tile)."""
-    br, bc, xn = xb.blocks(win, jw)
+    """Per row tile of T: ``[load, run]`` of its (row tile, inner window) tiles."""
+    br, bc, xn, xne = xb.blocks(win, jw)
     split = jw < f
     per = {}
-    for r, c, n in zip(br, bc, xn):
+    for r, c, n, ne in zip(br, bc, xn, xne):
         load = _sparse_load(win, n, contract) + (_read(jw * h, contract) if split else 0)
-        per.setdefault(int(r), []).append([load, h * ((win if split else min(win, n)) + n), 0])
-    if not split:
-        first = min(per) if per else None
-        if first is not None:
-            per[first][0][0] += _read(f * h, contract)       # W resident: loaded once
+        per.setdefault(int(r), []).append([load, _run(win, n, ne, h, acc=split)])
+    if not split and per:
+        per[min(per)][0][0] += _read(f * h, contract)       # W resident: loaded once
     return per
 
 
-def _wavefront_cycles(ab, prod, win, h, lag, contract) -> float:
-    """The two wavefronts' sequences (:func:`fuseflow.sim.tiled._run_wavefront`), tile by tile."""
+def _wavefront_cycles(ab, prod, win, h, lag, contract, units=2) -> float:
+    """The wavefront plan's cycles (:func:`fuseflow.samml.wavefront.wavefront_order`, the order the tiled simulator
+    runs), its tiles timed as :func:`fuseflow.samml.wavefront.unit_schedule` (``units`` 2: both kernels on chip) or
+    in two sequences (``units`` 1)."""
+    from ..samml.offchip import record_cycles
+    from ..samml.wavefront import UnitStep, unit_schedule, wavefront_order
     nt = -(-ab.shape[0] // win)
-    br, bc, an = ab.blocks(win, win)
-    blocks = {}
-    for r, c, n in zip(br, bc, an):
-        blocks.setdefault(int(r), []).append((int(c), float(n)))
-    t_store = _write(win * h, contract)
-    loaded = {c for r, c in zip(br, bc) if c != min(r + lag, nt - 1)}      # T's tiles read from off-chip
-    wave1, wave2, stored, m = [], [], set(), 0
-    for k in range(nt):
-        wave1 += [list(x) for x in prod.get(k, [])]
-        if prod.get(k) and k in loaded:
-            wave1[-1][2] += t_store
-        while m < nt and (m + lag <= k or k == nt - 1):
-            run = [(c, n) for c, n in blocks.get(m, []) if c <= min(m + lag, nt - 1)]
-            for c, n in run:
-                onchip = c == k and bool(prod.get(k))
-                wave1.append([_sparse_load(win, n, contract) + (0 if onchip else _read(win * h, contract)),
-                              h * (win + n), 0])
-            if run:
-                wave1[-1][2] += _write(win * h, contract)
-                stored.add(m)
-            m += 1
-    for m in range(nt):
-        rest = [(c, n) for c, n in blocks.get(m, []) if c > m + lag]
-        for i, (c, n) in enumerate(rest):
-            rmw = _read(win * h, contract) if i == 0 and m in stored else 0
-            wave2.append([_sparse_load(win, n, contract) + _read(win * h, contract) + rmw, h * (win + n), 0])
-        if rest:
-            wave2[-1][2] += _write(win * h, contract)
-    return _sequence(wave1, contract) + _sequence(wave2, contract)
+    br, bc, an, ane = ab.blocks(win, win)
+    cost, wave1, wave2 = {}, {}, {}
+    for r, c, n, ne in sorted(zip(br.tolist(), bc.tolist(), an, ane)):
+        cost[(r, c)] = (n, ne)
+        (wave1 if c <= min(r + lag, nt - 1) else wave2).setdefault(r, []).append(c)
+    order = wavefront_order(nt, lag, prod, wave1, wave2)
+    tile_io, rec = _read(win * h, contract), record_cycles(8, contract)
+    steps = []
+    for v in order:
+        if v.unit == 0:
+            load, run = v.item
+        else:
+            n, ne = cost[(v.row, v.item)]
+            load = _sparse_load(win, n, contract) + tile_io * (int(v.loads_t) + int(v.rmw))
+            run = _run(win, n, ne, h)
+        steps.append(UnitStep(v.unit, load + rec, run, _write(win * h, contract) if v.store else 0, v.run_after,
+                              v.load_after))
+    if units == 2:
+        return unit_schedule(steps, contract)[0]
+    from ..samml.offchip import tiled_cycles
+    return sum(tiled_cycles([(s.load, s.run, s.store) for s, v in zip(steps, order) if v.wave == w], contract)
+               for w in (1, 2))
 
 
 def lags(nt: int) -> list:
@@ -224,7 +235,7 @@ def estimates(pair, ir, sizes_of: dict, inputs=None, densities=None, contract=No
     """{strategy: estimated cycles of the region} (module docstring) for the strategies in ``sizes_of``
     ({strategy: {dimension: tile size}}; a dimension left out is whole), with, for the wavefront, ``"lag"`` (the
     best of :func:`lags`) and ``"fused_nnz_ratio"`` (its share of A's nonzeros read from T's tile on chip).
-    ``contract``: the plan's DMA parameters (dict; default the registry's)."""
+    ``contract``: the plan's DMA parameters (its ``tiling["contract"]``; default the registry's)."""
     from ..samml.offchip import OffchipContract
     from ..samml.registry import DMA
     contract = OffchipContract(**{**DMA.defaults(), **(contract or {})})
@@ -244,7 +255,7 @@ def estimates(pair, ir, sizes_of: dict, inputs=None, densities=None, contract=No
         if strategy == "recompute":
             # per (row tile, window, inner window): A's block, X's block, W's window; the run recomputes X W's
             # row per nonzero of A
-            br, bc, an = ab.blocks(rows, win)
+            br, bc, an, _ = ab.blocks(rows, win)
             xr = xb.row_nnz(jw)                              # X's nonzeros per row and inner window
             if ab.row is not None:
                 key = (ab.row // rows) * (-(-n // win)) + ab.col // win
@@ -264,7 +275,7 @@ def estimates(pair, ir, sizes_of: dict, inputs=None, densities=None, contract=No
                     if work[i, j] <= 0 and xn[i, j] <= 0:
                         continue
                     steps.append([_sparse_load(rows, an[i], contract) + _sparse_load(win, xn[i, j], contract)
-                                  + wload, h * (rows + work[i, j]), 0])
+                                  + wload, RUN_FILL + h * rows + (h + 1) * work[i, j], 0])
                 if steps and (i + 1 == len(an) or br[i + 1] != br[i]):
                     steps[-1][2] += _write(rows * h, contract)
             if steps and jw >= f:
@@ -275,12 +286,12 @@ def estimates(pair, ir, sizes_of: dict, inputs=None, densities=None, contract=No
         if strategy == "materialise":
             seq_t = []
             for k in sorted(prod):
-                seq_t += [list(x) for x in prod[k]]
+                seq_t += [x + [0] for x in prod[k]]
                 seq_t[-1][2] += _write(win * h, contract)
-            br, bc, an = ab.blocks(rows, win)
+            br, bc, an, ane = ab.blocks(rows, win)
             seq_g = []
-            for i, (r, c, nn) in enumerate(zip(br, bc, an)):
-                seq_g.append([_sparse_load(rows, nn, contract) + _read(win * h, contract), h * (rows + nn), 0])
+            for i, (r, c, nn, ne) in enumerate(zip(br, bc, an, ane)):
+                seq_g.append([_sparse_load(rows, nn, contract) + _read(win * h, contract), _run(rows, nn, ne, h), 0])
                 if i + 1 == len(br) or br[i + 1] != r:
                     seq_g[-1][2] += _write(rows * h, contract)
             out[strategy] = _sequence(seq_t, contract) + _sequence(seq_g, contract)
@@ -288,7 +299,7 @@ def estimates(pair, ir, sizes_of: dict, inputs=None, densities=None, contract=No
         nt = -(-n // win)
         best = min((_wavefront_cycles(ab, prod, win, h, lag, contract), lag) for lag in lags(nt))
         out[strategy], out["lag"] = best
-        br, bc, an = ab.blocks(win, win)
+        br, bc, an, _ = ab.blocks(win, win)
         onchip = bc == np.minimum(br + best[1], nt - 1)
         nnz = float(np.sum(an))
         out["fused_nnz_ratio"] = round(float(np.sum(an[onchip])) / nnz, 4) if nnz else 1.0

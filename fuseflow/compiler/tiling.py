@@ -629,7 +629,8 @@ def _compile_region(src, ir, pair, compile_fn, tiles, onchip_bits, lanes, inputs
         return results.get("recompute")           # it fits untiled: nothing to split
     densities = {t.name: t.density for t in ir.tensors.values() if t.role == "input"}
     sizes_of = {s: {d: v["size"] for d, v in r.program.tiling["dims"].items()} for s, r in results.items()}
-    est = estimates(pair, ir, sizes_of, inputs, densities, contract)
+    plan_contract = next(iter(results.values())).program.tiling["contract"]     # the contract the plans run
+    est = estimates(pair, ir, sizes_of, inputs, densities, plan_contract)
     chosen = min(results, key=lambda s: est[s])
     reason = why(chosen, est)
     if fusion is not None:
@@ -647,7 +648,7 @@ def _compile_region(src, ir, pair, compile_fn, tiles, onchip_bits, lanes, inputs
         stores = {o: k["name"] for k in t["kernels"] for o in k["stores"]}
         t["wavefront"] = {"producer": stores[pair["tensor"]], "consumer": stores[pair["consumer"]],
                           "tensor": pair["tensor"], "sparse": pair["sparse"], "rows": pair["rows"],
-                          "window": pair["window"], "lag": int(est.get("lag", 0))}
+                          "window": pair["window"], "lag": int(est.get("lag", 0)), "units": 2}
         if "fused_nnz_ratio" in est:
             t["wavefront"]["fused_nnz_ratio"] = est["fused_nnz_ratio"]
         if inputs and pair["sparse"] in inputs:
@@ -848,7 +849,9 @@ def render_tiles(prog) -> str:
                      f"blocks up to column tile k, block k reading {wf['tensor']}'s tile on chip (the others load "
                      f"{wf['tensor']}'s windows, stored once); wavefront 2: the blocks right of that, loading "
                      f"{wf['tensor']}'s windows"
-                     + (f"; {ratio}{share}" if ratio or share else ""))
+                     + (f"; {ratio}{share}" if ratio or share else "")
+                     + ("; both kernels on chip, running side by side" if wf.get("units", 2) == 2 else
+                        "; one kernel at a time"))
     for n in t.get("notes", []):
         lines.append(f"  note: {n}")
     return "\n".join(lines)

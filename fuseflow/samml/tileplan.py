@@ -103,6 +103,9 @@ def check_tiling(program) -> None:
                                                    f"the same tile size")
         if set(names[wf["consumer"]]["grid"]) != {wf["rows"], wf["window"]}:
             raise GraphError(f"{where}.wavefront", f"kernel {wf['consumer']}'s grid must be its rows and window")
+        if wf.get("units", 2) not in (1, 2):
+            raise GraphError(f"{where}.wavefront.units", f"must be 1 (one kernel at a time) or 2 (both kernels on "
+                                                         f"chip), not {wf['units']!r}")
     contract_of(t)                         # its parameters' validation (FuseFlowError names the bad one)
 
 

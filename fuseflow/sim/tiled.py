@@ -46,7 +46,7 @@ from ..samml.graph import Kernel, Program
 from ..samml.offchip import WORD_BYTES, OffchipContract, beats, layout, tile_steps, tiled_cycles
 from ..samml.storage import array_depth, build_capacity, memory_entries, memory_width, tensor_memories
 from ..samml.tileplan import contract_of, full_shape, kernel_tensors
-from ..samml.wavefront import wavefront_split
+from ..samml.wavefront import UnitStep, unit_schedule, wavefront_order, wavefront_split
 from ..tensors import PackedTensor, TensorFormat
 from . import engine as _engine
 from .memory import memory_system
@@ -136,11 +136,18 @@ def retime(steps: list, contract: OffchipContract) -> int:
 def contract_for(tiling: dict, memory: str | None = None) -> OffchipContract:
     """The plan's contract, or a roofline preset mapped onto it (module docstring)."""
     base = contract_of(tiling)
+    return replace(base, **preset_dma(memory))
+
+
+def preset_dma(memory: str | None) -> dict:
+    """The DMA parameters a roofline preset (``hbm2``, ``ddr4``) sets on a plan's contract: the widest beat within
+    its bytes per cycle and its latency (none for ``None``/on chip). Compiling with them (``dma=``, ``--dma``) lets
+    the tile-fusion cost model see the memory the simulation will charge."""
     mem = memory_system(memory)
     if mem.bytes_per_cycle is None:
-        return base
+        return {}
     widths = [w for w in WORD_BYTES if w <= mem.bytes_per_cycle] or [WORD_BYTES[0]]
-    return replace(base, word_bytes=widths[-1], latency=max(1, int(mem.latency)))
+    return {"word_bytes": widths[-1], "latency": max(1, int(mem.latency))}
 
 
 def describe(rep: dict) -> str:
@@ -614,53 +621,58 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
     if cgrid:
         raise FuseFlowError("tiling.wavefront", f"the consumer's grid splits {', '.join(cgrid)} besides its rows "
                                                 f"and window")
-    coo = Afull.tocoo()
-    br, bc = coo.row // tile, coo.col // tile
-    loaded = set(np.unique(bc[bc != np.minimum(br + lag, ntiles - 1)]).tolist())   # T's tiles read off-chip
-    wave1, wave2, stored = [], [], set()
-    m = 0                                          # the next row tile of G
+    producer: dict[int, list] = {}
     for k in range(ntiles):
-        last = None
         for starts in itertools.product(*[range(0, extents[d], sizes[d]) for d in pgrid]):
             box = {win_d: box_of[k], **{d: (s, min(s + sizes[d], extents[d])) for d, s in zip(pgrid, starts)}}
             if any(offchip[n].entries(box) == 0 for n in P["plan"]["skip_empty"]):
                 P["ks"]["tiles_skipped"] += 1
-                continue
-            last = run_tile(P, box)
-            wave1.append(last[0])
-        if last is not None and k in loaded:
-            store(P, *last)                       # T's row tile: stored once, for the tiles that load it
-        while m < ntiles and (m + lag <= k or k == ntiles - 1):
-            pending = None                        # row tile m of G: blocks w <= m + lag, T's tile k on chip
-            for w in range(min(m + lag, ntiles - 1) + 1):
-                box = {rows_d: box_of[m], win_d: box_of[w]}
-                if srcs["wave1"].entries(box) == 0:
+            else:
+                producer.setdefault(k, []).append(box)
+    blocks: dict[str, dict[int, list]] = {"wave1": {}, "wave2": {}}
+    for wave, part in blocks.items():
+        for m in range(ntiles):
+            for w in (range(min(m + lag, ntiles - 1) + 1) if wave == "wave1" else range(m + lag + 1, ntiles)):
+                if srcs[wave].entries({rows_d: box_of[m], win_d: box_of[w]}) == 0:
                     C["ks"]["tiles_skipped"] += 1
-                    continue
-                pending = run_tile(C, box, srcs["wave1"], onchip={tname} if w == k and last is not None else ())
-                wave1.append(pending[0])
-            if pending is not None:
-                store(C, *pending)
-                stored.add(m)
-            m += 1
-    for m in range(ntiles):
-        pending = None
-        for w in range(m + lag + 1, ntiles):
-            box = {rows_d: box_of[m], win_d: box_of[w]}
-            if srcs["wave2"].entries(box) == 0:
-                C["ks"]["tiles_skipped"] += 1
-                continue
-            pending = run_tile(C, box, srcs["wave2"], rmw=pending is None and m in stored)
-            wave2.append(pending[0])
-        if pending is not None:
-            store(C, *pending)
-    c1, c2 = _time_mixed(wave1, contract), _time_mixed(wave2, contract)
-    for s in wave1 + wave2:
+                else:
+                    part.setdefault(m, []).append(w)
+    order = wavefront_order(ntiles, lag, producer, blocks["wave1"], blocks["wave2"])
+    steps: list[TileStep] = []
+    for v in order:
+        if v.unit == 0:
+            step, res = run_tile(P, v.item)
+            if v.store:
+                store(P, step, res)       # T's row tile: stored once, for the tiles that load it
+        else:
+            box = {rows_d: box_of[v.row], win_d: box_of[v.item]}
+            step, res = run_tile(C, box, srcs[f"wave{v.wave}"], onchip={tname} if v.onchip else (), rmw=v.rmw)
+            if v.store:
+                store(C, step, res)       # G's row tile after its last block of the wavefront
+        steps.append(step)
+    n_wave1 = sum(1 for v in order if v.wave == 1)
+    wave1, wave2 = steps[:n_wave1], steps[n_wave1:]
+    units = int(wf.get("units", 2))
+    if units == 1:                                 # one kernel at a time: the wavefronts in sequence
+        c1, c2 = _time_mixed(wave1, contract), _time_mixed(wave2, contract)
+        p_cycles, c_cycles = c1, c2
+    else:
+        _time_mixed(steps, contract)               # each step's load and store cycles at its address
+        total, runs = unit_schedule([UnitStep(v.unit, s.load_cycles, s.run_cycles, s.store_cycles, v.run_after,
+                                              v.load_after) for s, v in zip(steps, order)], contract)
+        p_cycles = max((e for (_, e), v in zip(runs, order) if v.unit == 0), default=0)
+        c_cycles = total - p_cycles                # the producer until its last run ends, the consumer's rest
+        c1 = max((e for (_, e) in runs[:n_wave1]), default=0)
+        c2 = total - c1
+    for s in steps:
         ks = ctx[s.kernel]["ks"]
         ks["load_cycles"] += s.load_cycles
         ks["run_cycles"] += s.run_cycles
         ks["store_cycles"] += s.store_cycles
-    wstats.update({"wavefront1_tiles": len(wave1), "wavefront2_tiles": len(wave2), "wavefront1_cycles": c1,
-                   "wavefront2_cycles": c2, "producer": wf["producer"], "consumer": wf["consumer"]})
-    return {"kernels": [(P["ks"], c1, P["outs"]), (C["ks"], c2, C["outs"])], "steps": wave1 + wave2,
+    wstats.update({"units": units, "wavefront1_tiles": len(wave1), "wavefront2_tiles": len(wave2),
+                   "wavefront1_cycles": c1, "wavefront2_cycles": c2, "producer_busy": sum(
+                       s.run_cycles for s, v in zip(steps, order) if v.unit == 0), "consumer_busy": sum(
+                       s.run_cycles for s, v in zip(steps, order) if v.unit == 1), "producer": wf["producer"],
+                   "consumer": wf["consumer"]})
+    return {"kernels": [(P["ks"], p_cycles, P["outs"]), (C["ks"], c_cycles, C["outs"])], "steps": steps,
             "engines": engines, "stats": wstats}
