@@ -275,6 +275,25 @@ def docs_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def fusion_table(data: dict, graph: str) -> str:
+    """docs/tiling.md's tile-fusion table of ``graph``, from a results file (``--docs`` prints it)."""
+    lines = ["| budget | order | unfused | wavefront (t, lag) | one kernel at a time | same tiles, unfused | ratio "
+             "| fused nnz | cost model: estimate / simulated | picks |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data.get("tile_fusion", {}).get("runs", []):
+        if r["graph"] != graph:
+            continue
+        wf, cm = r["wavefront"], r["cost_model_vs_simulated"]
+        pick = r["cost_model_choice"] + ("" if r["cost_model_right"] else " (wrong)")
+        lines.append(f"| {r['budget_bits']:,} | {'RCM' if r['ordering'] == 'rcm' else 'natural'} | "
+                     f"{r['unfused']['cycles_hbm2']:,} | {wf['cycles_hbm2']:,} ({wf['tiles']['i']['size']}, "
+                     f"{wf['wavefront']['lag']}) | {r['wavefront_one_at_a_time']['cycles_hbm2']:,} | "
+                     f"{r['unfused_same_tiles']['cycles_hbm2']:,} | {r['ratio_wavefront_vs_unfused']:.2f} | "
+                     f"{wf['wavefront']['fused_nnz_ratio']:.3f} | {cm['wavefront']:.2f} / {cm['materialise']:.2f} | "
+                     f"{pick} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "results", "tiling.json"))
@@ -291,11 +310,15 @@ def main(argv=None) -> int:
                          "(no value: the default set)")
     ap.add_argument("--append", action="store_true",
                     help="keep the output file's other rows (a size run on its own replaces its row)")
-    ap.add_argument("--docs", action="store_true", help="print docs/tiling.md's table from the output file and exit")
+    ap.add_argument("--docs", action="store_true",
+                    help="print docs/tiling.md's tables from the output file and exit")
     args = ap.parse_args(argv)
     if args.docs:
         with open(args.output) as f:
-            print(docs_table(json.load(f)))
+            data = json.load(f)
+        print(docs_table(data))
+        for graph in sorted({r["graph"] for r in data.get("tile_fusion", {}).get("runs", [])}):
+            print(f"\n{graph}:\n{fusion_table(data, graph)}")
         return 0
     if args.tile_fusion is not None:
         return _tile_fusion_main(args)

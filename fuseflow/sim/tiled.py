@@ -10,8 +10,8 @@ transfers around it follow the plan and the off-chip contract (:mod:`fuseflow.sa
   whole grid) is loaded once. One transfer per tensor memory the tile fills
   (:func:`fuseflow.samml.storage.memory_entries`: ``seg``, ``crd``, ``first`` per compressed level, ``vals``;
   :func:`~fuseflow.samml.offchip.beats` long, the entries packed at the hardware's memory widths,
-  :func:`~fuseflow.samml.storage.memory_width`), each ``read_cycles`` long at its address in the image, one after the other, after the tile
-  record's read (:func:`~fuseflow.samml.offchip.record_cycles`);
+  :func:`~fuseflow.samml.storage.memory_width`), each ``read_cycles`` long at its address in the image, one
+  after the other, after the tile record's read (:func:`~fuseflow.samml.offchip.record_cycles`);
 - the partial output of a split reduction stays in the kernel's output memory (its accumulator input) while
   consecutive tiles belong to the same output partition; a partition visited again after another one would be
   read back (read-modify-write); the output is stored (``write_cycles`` per memory, each memory's whole
@@ -23,8 +23,10 @@ transfers around it follow the plan and the off-chip contract (:mod:`fuseflow.sa
 The kernel's total is :func:`~fuseflow.samml.offchip.tiled_cycles` over its tiles' (load, run, store) cycles
 (:func:`~fuseflow.samml.offchip.tile_steps` at the addresses of :func:`~fuseflow.samml.offchip.layout` from
 byte 0): exactly what the RTL's tile sequencer takes for the same tiles (:mod:`fuseflow.hw.tiled` builds its
-off-chip image from these steps; docs/tiling.md, "On hardware"); the program's is the sum over kernels. ``memory`` maps a roofline preset onto the contract: the DMA port gets the
-largest AXI width (4, 8, 16, 32 or 64 bytes) not above the preset's bytes per cycle and the preset's latency
+off-chip image from these steps; docs/tiling.md, "On hardware"); the program's is the sum over kernels (a
+tile-fused pair's two kernels run side by side: :func:`_run_wavefront`). ``memory`` maps a roofline preset onto
+the contract: the DMA port gets the largest AXI width (4, 8, 16, 32 or 64 bytes) not above the preset's bytes per
+cycle and the preset's latency
 (hbm2: 32 bytes, 100 cycles; ddr4: 16 bytes, 80 cycles); ``onchip`` (the default) keeps the plan's contract.
 """
 
@@ -163,8 +165,10 @@ def describe(rep: dict) -> str:
 def _describe_wavefront(w: dict | None) -> str:
     if not w:
         return ""
+    side = (f", the kernels side by side (busy {w['producer_busy']} and {w['consumer_busy']} cycles)"
+            if w.get("units", 2) == 2 else ", one kernel at a time")
     return (f"; wavefronts (lag {w['lag']}, tile {w['tile']}): {w['wavefront1_tiles']} + {w['wavefront2_tiles']} "
-            f"tiles, {w['wavefront1_cycles']} + {w['wavefront2_cycles']} cycles; fused ratio {w['fused_ratio']} "
+            f"tiles, {w['wavefront1_cycles']} + {w['wavefront2_cycles']} cycles{side}; fused ratio {w['fused_ratio']} "
             f"of the rows, {w['fused_nnz_ratio']} of the nonzeros read from T's tile on chip, "
             f"{w['wave1_nnz_ratio']} in wavefront 1")
 
@@ -515,14 +519,16 @@ def _time_mixed(steps: list, contract: OffchipContract) -> int:
 def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipContract, mode: str,
                    fifo_depth: int | None, engine: str, keep_tiles: bool) -> dict:
     """Run the plan's ``wavefront`` pair (``T = X W`` then ``G = A T``, each a kernel of its own) as tile fusion
-    (seed 003) with a lag ``L`` (``wavefront["lag"]``, default 0): wavefront 1 visits the row tiles ``k`` of ``T``
-    in order, runs the producer's tiles of row tile ``k`` (``T``'s tile stays in its output memory, and is stored
-    once), then the consumer's row tile ``m = k - L`` (after the last ``k``: every remaining one) on ``A``'s
-    blocks ``(m, w)``, ``w <= k``, in order: block ``(m, k)`` reads ``T``'s tile on chip (no load), the others
-    load ``T``'s window ``w`` from off-chip; the row tile's partial stays on chip between its blocks and is stored
-    after them. With ``L`` 0, rows whose dependence stays inside their own tile complete on chip (seed 003's fused
-    iterations). Wavefront 2 runs the blocks ``w > m + L``, loading ``T``'s windows and reading ``G``'s row tile
-    back (read-modify-write) when wavefront 1 stored one (:func:`~fuseflow.samml.wavefront.wavefront_split`).
+    (seed 003) with a lag ``L`` (``wavefront["lag"]``, default 0), its tiles in
+    :func:`~fuseflow.samml.wavefront.wavefront_order`'s order: wavefront 1 visits the row tiles ``k`` of ``T``,
+    runs the producer's tiles of row tile ``k`` (``T``'s tile stays in its output memory, and is stored once if
+    some block loads it), then the consumer's row tile ``m = k - L`` on ``A``'s blocks ``(m, w)``, ``w <= k``:
+    block ``(m, k)`` reads ``T``'s tile on chip (no load), the others load ``T``'s window ``w``; the row tile's
+    partial stays on chip between its blocks and is stored after them. Wavefront 2 runs the blocks ``w > m + L``,
+    reading ``G``'s row tile back (read-modify-write) when wavefront 1 stored one
+    (:func:`~fuseflow.samml.wavefront.wavefront_split`). Timing: ``wavefront["units"]`` 2 (default), both kernels
+    side by side (:func:`~fuseflow.samml.wavefront.unit_schedule`; the producer's cycles are until its last run
+    ends, the consumer's the rest); 1, the two wavefronts in sequence, one kernel at a time.
     Returns ``{"kernels": [(stats, cycles, {output: full array})], "steps", "engines", "stats"}``."""
     t = _tiling(prog)
     wf = t["wavefront"]
