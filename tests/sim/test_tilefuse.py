@@ -43,6 +43,21 @@ def _golden(ins):
     return np.maximum(ins["A"] @ (ins["X"] @ ins["W"]), 0)
 
 
+def _cora_layer(ordering):
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    from fuseflow.datasets import load
+    from fuseflow.models.data import _from_torch_csr
+    g = load("cora")
+    A = g.scipy_adjacency().tocsr()
+    X = _from_torch_csr(g.features).tocsr()
+    if ordering == "rcm":
+        p = reverse_cuthill_mckee(A, symmetric_mode=True)
+        A, X = A[p][:, p].tocsr(), X[p].tocsr()
+    W = np.random.default_rng(0).uniform(-0.1, 0.1, (X.shape[1], 16))
+    return {"A": A, "X": X, "W": W}
+
+
 def _compile(ins, fusion="wavefront", dense_x=False, **kw):
     n, f = ins["X"].shape
     src = GCN.format(n=n, f=f, h=ins["W"].shape[1], xfmt="dense" if dense_x else "csr")
@@ -154,18 +169,8 @@ def test_plan_check_rejects_a_bad_wavefront():
 def test_wavefront_on_cora_equals_numpy(ordering):
     """Cora's GCN layer (2,708 nodes, 1,433 sparse features, 16 hidden) in wavefronts of 512-row tiles, in Cora's
     order and in reverse Cuthill-McKee order: the outputs are NumPy's (float)."""
-    from scipy.sparse.csgraph import reverse_cuthill_mckee
-
-    from fuseflow.datasets import load
-    from fuseflow.models.data import _from_torch_csr
-    g = load("cora")
-    A = g.scipy_adjacency().tocsr()
-    X = _from_torch_csr(g.features).tocsr()
-    if ordering == "rcm":
-        p = reverse_cuthill_mckee(A, symmetric_mode=True)
-        A, X = A[p][:, p].tocsr(), X[p].tocsr()
-    W = np.random.default_rng(0).uniform(-0.1, 0.1, (X.shape[1], 16))
-    ins = {"A": A, "X": X, "W": W}
+    ins = _cora_layer(ordering)
+    A = ins["A"]
     prog = _compile(ins, tiles={"i": 512, "j": 512})
     res = tiled.run(prog, ins, memory="hbm2")
     np.testing.assert_allclose(res.outputs["H"], _golden(ins), rtol=1e-12, atol=1e-12)
@@ -283,21 +288,6 @@ def test_wavefront_order_dependences_point_back():
     assert [(v.unit, v.row, v.item) for v in order][:6] == [(0, 0, "a"), (0, 0, "b"), (0, 1, "c"), (1, 0, 0),
                                                              (1, 0, 1), (1, 1, 0)]
     assert order[-1].wave == 2 and order[-1].rmw           # G's row tile 0 read back for its block (0, 3)
-
-
-def _cora_layer(ordering):
-    from scipy.sparse.csgraph import reverse_cuthill_mckee
-
-    from fuseflow.datasets import load
-    from fuseflow.models.data import _from_torch_csr
-    g = load("cora")
-    A = g.scipy_adjacency().tocsr()
-    X = _from_torch_csr(g.features).tocsr()
-    if ordering == "rcm":
-        p = reverse_cuthill_mckee(A, symmetric_mode=True)
-        A, X = A[p][:, p].tocsr(), X[p].tocsr()
-    W = np.random.default_rng(0).uniform(-0.1, 0.1, (X.shape[1], 16))
-    return {"A": A, "X": X, "W": W}
 
 
 def test_side_by_side_beats_one_at_a_time_on_cora():
