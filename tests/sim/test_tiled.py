@@ -327,3 +327,41 @@ def test_an_untiled_program_is_refused_in_one_line():
     prog = compile_text("program p\ntensor a(4) : dense\ntensor b(4) : dense\nc(i) = a(i) * b(i)\n").program
     with pytest.raises(FuseFlowError, match="has no tiling section"):
         tiled.run_tiled(prog, {"a": np.ones(4), "b": np.ones(4)})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["spmv-2e6", "gcn-cora"])
+def test_issue41_programs_compile_tiled_at_one_mbit_and_simulate_to_numpy(tmp_path, case):
+    """Issue 41's first Done-means line, by the command line: SpMV with 2 x 10^6 nonzeros and Cora's GCN layer
+    compile with ``--onchip-bits 1048576`` (and ``--inputs``: sizes fitted to the data) into tiled graphs and
+    simulate with ``--memory hbm2`` to NumPy's result (``--check``, and the written outputs against NumPy)."""
+    import subprocess
+    import sys
+    if case == "spmv-2e6":
+        n = 2_000_000 // 15                      # 15 nonzeros per row, as benchmarks/tiling_bench.py
+        A = sp.random(n, n, density=2e6 / n / n, format="csr", random_state=np.random.default_rng(0))
+        x = np.random.default_rng(1).uniform(-1, 1, n)
+        src, ins, out, golden = SPMV.format(n=n, m=n), {"A": A, "x": x}, "y", A @ x
+    else:
+        from fuseflow.datasets import load
+        from fuseflow.models.data import _from_torch_csr
+        g = load("cora")
+        A, X = g.scipy_adjacency().tocsr(), _from_torch_csr(g.features).tocsr()
+        W = np.random.default_rng(0).uniform(-0.1, 0.1, (X.shape[1], 16))
+        n, f = X.shape
+        src, ins, out = GCN.format(n=n, f=f, h=16), {"A": A, "X": X, "W": W}, "H"
+        golden = np.maximum(A @ (X @ W), 0)
+    from fuseflow.tensors import save_npz
+    (tmp_path / "p.ff").write_text(src)
+    save_npz(tmp_path / "data.npz", ins)
+    files = [str(tmp_path / "data.npz")]
+    run = [sys.executable, "-m", "fuseflow.compiler", "compile", str(tmp_path / "p.ff"), "-o", str(tmp_path / "out"),
+           "--onchip-bits", "1048576", "--fuse", "none", "--inputs", *files]   # sizes fitted to the data
+    subprocess.run(run, check=True, capture_output=True)
+    graph = json.loads((tmp_path / "out" / "graph.json").read_text())
+    assert graph["tiling"]["tile_bits"] <= 1048576 and sum(d["tiles"] for d in graph["tiling"]["dims"].values()) > 2
+    res = subprocess.run([sys.executable, "-m", "fuseflow.sim", "run", str(tmp_path / "out" / "graph.json"),
+                          "--inputs", *files, "--memory", "hbm2", "--check", "--outputs", str(tmp_path / "o.npz")],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")[out], golden, rtol=1e-9, atol=1e-9)
