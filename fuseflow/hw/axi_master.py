@@ -126,7 +126,7 @@ class AxiMasterTop(wiring.Component):
         if contract.buffers == 2:        # the inputs that change between tiles: two banks (fuseflow.hw.sequencer)
             tiling = getattr(top.program, "tiling", None)
             if tiling is None:
-                self._MustUse__silence = True      # refused: never elaborated
+                self._MustUse__silence = top._MustUse__silence = True      # refused: never elaborated
                 raise HardwareError("--interface axi-master", "buffers 2 needs a tiled graph (its plan names the "
                                                               "inputs that change between tiles): use buffers=1")
             banked = banked_inputs(tiling["kernels"], 2)
