@@ -17,8 +17,8 @@ every kernel (capped at ``--max-orders``), ``--dump-table`` the fusion tables an
 ``--tile i=1024`` splits index i into tiles of 1024 (as ``tile i 1024`` in the program) and ``--onchip-bits N``
 chooses tile sizes that fit N bits of on-chip memory (default with ``--board``: the board's block RAM); the
 program then runs once per non-empty tile, its tensors loaded from and stored to off-chip memory
-(docs/tiling.md); ``--dma buffers=1,...`` sets the tiled program's off-chip contract (``--dma buffers=1`` for the
-RTL); ``--tile-fusion wavefront|recompute|materialise`` overrides the cost model's choice for a tiled fuse region
+(docs/tiling.md); ``--dma buffers=1,...`` sets the tiled program's off-chip contract (the RTL runs ``buffers`` 1
+and 2); ``--tile-fusion wavefront|recompute|materialise`` overrides the cost model's choice for a tiled fuse region
 of two products; ``--list-tiles`` prints the tiles chosen and why.
 ``--fuse auto`` picks granularity and orders
 (fuseflow.compiler.autoschedule) for sample data (``--inputs`` or ``--density``) under
@@ -84,7 +84,7 @@ def parser():
                         "--board: the board's block RAM; without either, nothing is tiled)")
     c.add_argument("--dma", metavar="KEY=N,...",
                    help="a tiled program's off-chip contract: word_bytes, latency, burst, outstanding, buffers, pack "
-                        "(default: the registry's dma, buffers 2; the RTL runs buffers=1)")
+                        "(default: the registry's dma, buffers 2)")
     c.add_argument("--tile-fusion", choices=TILE_FUSION,
                    help="how a tiled fuse region of two products runs (default: the cost model's choice; "
                         "docs/tiling.md, Tile fusion)")

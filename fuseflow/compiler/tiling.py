@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ProgramError
 from ..samml.registry import DMA
-from ..samml.tileplan import kernel_tensors
+from ..samml.tileplan import banked_inputs, kernel_tensors
 
 __all__ = ["parse_tiles", "TileChoice", "compile_tiled", "render_tiles", "DEFAULT_BUFFERS"]
 
@@ -792,8 +792,7 @@ def program_tile_bits(prog, plan_kernels, buffers: int) -> int:
     times."""
     crd = prog.config["crd_width"]
     val = prog.config["value"].get("width", 32)
-    resident = {t for k in plan_kernels for t in k["resident"]}
-    loads = {t for k in plan_kernels for t in k["loads"]}
+    banked = banked_inputs(plan_kernels, buffers)
     total = 0
     for t in prog.tensors.values():
         cap = t.capacity or t.worst_case_capacity()
@@ -803,7 +802,7 @@ def program_tile_bits(prog, plan_kernels, buffers: int) -> int:
                 bits += (parent + 1) * crd + cap[lv] * crd
             parent = cap[lv]
         bits += cap[-1] * val * (math.prod(t.block) if t.block else 1)
-        total += bits * (buffers if t.name in loads and t.name not in resident else 1)
+        total += bits * (buffers if t.name in banked else 1)
     return total
 
 

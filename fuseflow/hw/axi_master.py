@@ -31,6 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
 from ..samml.offchip import OffchipContract, entries_per_beat, record_stride, record_words
+from ..samml.tileplan import banked_inputs
 from .dma import AXI_ADDR_WIDTH, DmaReader, DmaWriter, read_members, write_members
 from .sequencer import SEQ_WIDTH, TileSequencer
 
@@ -122,6 +123,14 @@ class AxiMasterTop(wiring.Component):
                                                           f"{dw}-bit beat: use a larger word_bytes")
         if contract.pack:                # the DMA moves rows of entries, one beat per cycle (samml.offchip)
             top.pack_host(dw, {mm.name: entries_per_beat(mm.width, contract) for mm in plan.memories})
+        if contract.buffers == 2:        # the inputs that change between tiles: two banks (fuseflow.hw.sequencer)
+            tiling = getattr(top.program, "tiling", None)
+            if tiling is None:
+                self._MustUse__silence = top._MustUse__silence = True      # refused: never elaborated
+                raise HardwareError("--interface axi-master", "buffers 2 needs a tiled graph (its plan names the "
+                                                              "inputs that change between tiles): use buffers=1")
+            banked = banked_inputs(tiling["kernels"], 2)
+            top.double_buffer([mm.name for mm in plan.memories if mm.tensor in banked])
         master = {f"m_axi_{k}": v for k, v in (read_members(dw) | write_members(dw)).items()}
         super().__init__(master | control_members() | {"irq": Out(1), "kernel_done": Out(1),
                                                          "kernel_cycles": Out(SEQ_WIDTH)})
@@ -153,6 +162,8 @@ class AxiMasterTop(wiring.Component):
         wiring.connect(m, wr.onchip, seq.onchip)
         if rh is not None:
             m.d.comb += rh.wdata.eq(seq.host.wdata)
+        if top.banks is not None:
+            m.d.comb += [top.banks.run.eq(seq.bank_run), top.banks.host.eq(seq.bank_host)]
         m.d.comb += [
             seq.start.eq(ctl.start), seq.table.eq(ctl.table), seq.tiles.eq(ctl.tiles),
             ctl.busy.eq(seq.busy), ctl.done.eq(seq.done), ctl.cycles.eq(seq.cycles),
@@ -179,7 +190,9 @@ def axim_map(wrapper: AxiMasterTop) -> dict:
         "record_words": record_words(n), "record_stride": record_stride(n, c),
         "memories": [{"name": mm.name, "sel": mm.sel, "depth": mm.depth, "capacity": mm.capacity,
                       "width": mm.width, "signed": mm.signed, "role": mm.role,
-                      "entries_per_beat": entries_per_beat(mm.width, c)} for mm in plan.memories],
+                      "entries_per_beat": entries_per_beat(mm.width, c),
+                      "banks": 2 if wrapper.top.banks is not None and mm.name in wrapper.top.banks.names else 1}
+                     for mm in plan.memories],
         "control": {"protocol": "AXI4-Lite", "prefix": "s_axil_", "addr_width": CONTROL_ADDR_WIDTH,
                     "data_width": 32, "registers": {name: 4 * i for i, name in enumerate(CONTROL_REGISTERS)},
                     "control_bits": {"start": 0, "busy": 0, "done": 1}},

@@ -299,6 +299,40 @@ def attach_read(m, mem, op, prefix, mp, addr=None, en=None):
     return rp
 
 
+def attach_banked_read(m, banks, bank, op, prefix, mp, addr=None, en=None):
+    """:func:`attach_read` on a memory of two banks (``banks``: two :class:`TensorMemory` of one spec): both banks
+    read the same address, and the op sees bank ``bank``'s data (a signal that holds still while the op reads).
+    Returns a port-like view (``latency``, ``data``, ``data1``, ``row``) of the chosen bank's read."""
+    ports = [attach_read(m, mem, SimpleNamespace(**{f"{prefix}_addr": getattr(op, f"{prefix}_addr"),
+                                                    f"{prefix}_en": getattr(op, f"{prefix}_en", None),
+                                                    f"{prefix}_data": Signal(mem.width, name=f"b{b}_data"),
+                                                    f"{prefix}_data1": Signal(mem.width, name=f"b{b}_data1")}),
+                         prefix, mp, addr, en) for b, mem in enumerate(banks)]
+    view = SimpleNamespace(latency=ports[0].latency, en=None, data=Signal.like(ports[0].data, name="bank_data"),
+                           data1=None, row=None)
+    m.d.comb += [view.data.eq(Mux(bank, ports[1].data, ports[0].data)), getattr(op, f"{prefix}_data").eq(view.data)]
+    if ports[0].data1 is not None:
+        view.data1 = Signal.like(ports[0].data1, name="bank_data1")
+        m.d.comb += [view.data1.eq(Mux(bank, ports[1].data1, ports[0].data1)),
+                     getattr(op, f"{prefix}_data1").eq(view.data1)]
+    if ports[0].row is not None:
+        view.row = Signal.like(ports[0].row, name="bank_row")
+        m.d.comb += view.row.eq(Mux(bank, ports[1].row, ports[0].row))
+    return view
+
+
+def banked_port(m, banks, bank, latency, addr):
+    """A read port of its own on both ``banks`` at ``addr`` (the host's), viewed as one: bank ``bank``'s data."""
+    ports = [mem.read_port(latency) for mem in banks]
+    view = SimpleNamespace(latency=latency, data=Signal.like(ports[0].data, name="bank_host_data"), row=None)
+    m.d.comb += [p.addr.eq(addr) for p in ports]
+    m.d.comb += view.data.eq(Mux(bank, ports[1].data, ports[0].data))
+    if ports[0].row is not None:
+        view.row = Signal.like(ports[0].row, name="bank_host_row")
+        m.d.comb += view.row.eq(Mux(bank, ports[1].row, ports[0].row))
+    return view
+
+
 class TensorMemory(Elaboratable):
     """One tensor array in hardware: its storage, read ports of latency 0 (combinational), 1 (with an enable) or
     ``registry.MEMORY_READ_LATENCY`` (:meth:`read_port`) and at most one write port (:meth:`write_port`).

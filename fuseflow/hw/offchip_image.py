@@ -11,7 +11,8 @@ their capacities and widths and the off-chip contract). Each tile loads ``{memor
 :func:`fuseflow.hw.memory.tensor_images` packs a tensor; :func:`tile_loads` packs a tile's tensors), laid into
 beats by :func:`fuseflow.samml.offchip.pack_beats` (the contract's entries per beat at the memory's width), and
 stores the named memories whole (their capacity: what a kernel writes depends on the data). A memory keeps its contents
-from one tile to the next, so an operand every tile shares is loaded by the first tile only.
+from one tile to the next, so an operand every tile shares is loaded by the first tile only (with ``buffers`` 2 the
+memories of the inputs that change between tiles have two banks, which the tiles fill in turn).
 
 Layout (byte addresses from ``base``): :func:`fuseflow.samml.offchip.layout`, which the tiled simulator uses too:
 the tile table first (record ``t`` at ``table + t * record_stride``, see :mod:`fuseflow.hw.sequencer`), then each

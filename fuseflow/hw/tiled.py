@@ -14,7 +14,7 @@ fixed point, keeping each tile's packed inputs) and lays its tile steps out as t
 operands stay in their memories, every output memory stored whole) at the same addresses
 (:func:`fuseflow.samml.offchip.layout`), so the image's cycles under the contract are the simulator's; it checks
 that before returning. The RTL implements the plans of one kernel without split sums (no accumulator), with
-``buffers`` 1; :func:`check_plan` refuses the others in one line.
+``buffers`` 1 or 2; :func:`check_plan` refuses the others in one line.
 """
 
 from __future__ import annotations
@@ -59,8 +59,7 @@ def check_plan(program: Program) -> None:
 
 
 def plan_contract(program: Program, given: OffchipContract | None = None) -> OffchipContract:
-    """The off-chip contract of a tiled program's build: its plan's; ``given`` (``--offchip``) must equal it and
-    ``buffers`` must be 1 (the RTL loads, runs and stores in turn)."""
+    """The off-chip contract of a tiled program's build: its plan's; ``given`` (``--offchip``) must equal it."""
     from ..samml.tileplan import contract_of
     check_plan(program)
     plan = contract_of(_tiling(program))
@@ -69,9 +68,6 @@ def plan_contract(program: Program, given: OffchipContract | None = None) -> Off
                          if getattr(given, k) != getattr(plan, k))
         raise HardwareError("--offchip", f"differs from the tiled graph's contract ({diff}): leave --offchip out, "
                                          f"the build takes the graph's")
-    if plan.buffers != 1:
-        raise HardwareError("tiling", f"the graph's contract has buffers {plan.buffers}, the RTL implements 1 "
-                                      f"(load, run, store in turn): compile with --dma buffers=1")
     return plan
 
 

@@ -44,7 +44,7 @@ from ..tensors.fixed import FixedFormat
 from . import token as tk
 from ..samml.registry import MEMORY_READ_LATENCY, POLY_KINDS
 from ..samml.storage import bounds_latency
-from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory, attach_read
+from .memory import HOST_READ_LATENCY, REG_WIDTH, TensorMemory, attach_banked_read, attach_read, banked_port
 from .ops.lanes import LANE_OPS, BlockLanes
 from .stream import PeekFIFO, StreamFIFO
 
@@ -186,6 +186,7 @@ class ProgramTop(wiring.Component):
         self.program = program
         self.block_ram = block_ram
         self.row_host = None              # pack_host: the AXI4 master's DMA writes and reads rows of entries
+        self.banks = None                 # double_buffer: memories of two banks (a tiled build with buffers 2)
         self.plan = plan = copy.deepcopy(plan)      # the top adds its registers to its own copy
         self.init = dict(init or {})
         self.probes = probes
@@ -277,6 +278,18 @@ class ProgramTop(wiring.Component):
                                         wdata=Signal(beat_bits, name="host_row_wdata"),
                                         rdata=Signal(beat_bits, name="host_row_rdata"))
 
+    def double_buffer(self, names) -> None:
+        """Before elaboration, for the AXI4 master's tile sequencer with ``buffers`` 2 (:mod:`fuseflow.hw.sequencer`):
+        the memories ``names`` get two banks (two memories of the planned depth); the kernel reads bank
+        ``banks.run``, the host port writes bank ``banks.host`` (also while the top runs: the sequencer never
+        writes the bank the kernel reads) and reads it while idle. Without this call nothing changes."""
+        from types import SimpleNamespace
+        unknown = set(names) - set(self.plan.by_name)
+        if unknown:
+            raise HardwareError("double buffer", f"no memory called {', '.join(sorted(unknown))}")
+        self.banks = SimpleNamespace(names=set(names), run=Signal(name="bank_run"), host=Signal(name="bank_host"),
+                                     read=Signal(name="bank_read"), mems={})
+
     # -----------------------------------------------------------------------------------------
     def elaborate(self, platform):
         m = Module()
@@ -293,8 +306,15 @@ class ProgramTop(wiring.Component):
             mems[spec.name] = mem
             m.submodules[f"mem_{_ident(spec.name)}"] = mem
             writers[spec.name] = []
+            if self._banked(spec):                # the second bank (double_buffer)
+                other = TensorMemory.from_spec(spec, self.init.get(spec.name), impl=self.block_ram,
+                                               pack=self._pack(spec))
+                m.submodules[f"mem_{_ident(spec.name)}_bank1"] = other
+                self.banks.mems[spec.name] = (mem, other)
 
         idle = Signal()                   # no run: the host may write, and reads memories through an op's port
+        if self.banks is not None:        # the bank a read shows: the host's while idle, else the kernel's
+            m.d.comb += self.banks.read.eq(Mux(idle, self.banks.host, self.banks.run))
         # kernel control ----------------------------------------------------------------------------
         en = [Signal(name=f"en_{_ident(k.name)}") for k in program.kernels]
         kdone = [Signal(name=f"kdone_{_ident(k.name)}") for k in program.kernels]
@@ -314,6 +334,10 @@ class ProgramTop(wiring.Component):
         regs = self._registers(total, wall, overflow, kcycles, last_events, fifo_stats)
         self._host_read(m, regs, host_rd)
         return m
+
+    def _banked(self, spec):
+        """Whether memory ``spec`` has two banks (:meth:`double_buffer`)."""
+        return self.banks is not None and spec.name in self.banks.names
 
     def _pack(self, spec):
         """Entries per row of memory ``spec`` (1 unless :meth:`pack_host` packs it)."""
@@ -463,7 +487,11 @@ class ProgramTop(wiring.Component):
                         addr = Mux(idle, self._host_entry(spec), getattr(op, f"{prefix}_addr"))
                         if prefix in mp.held_reads:
                             read_en = idle | getattr(op, f"{prefix}_en")
-                    rp = attach_read(km, mems[spec.name], op, prefix, mp, addr, read_en)
+                    if self._banked(spec):
+                        rp = attach_banked_read(km, self.banks.mems[spec.name], self.banks.read, op, prefix, mp,
+                                                addr, read_en)
+                    else:
+                        rp = attach_read(km, mems[spec.name], op, prefix, mp, addr, read_en)
                     if share:
                         host_rd[spec.name] = rp
                 for prefix in mp.writes:
@@ -540,6 +568,9 @@ class ProgramTop(wiring.Component):
         """Memory write ports: the writers' (registered) and the host's while idle; host reads of their own."""
         plan, rh, pack = self.plan, self.row_host, self._pack
         for spec in plan.memories:
+            if self._banked(spec):
+                self._banked_write_ports(m, spec, writers, host_rd)
+                continue
             mem = mems[spec.name]
             wp = mem.write_port()
             host_w = self.host_we & (self.host_sel == spec.sel) & idle
@@ -573,6 +604,28 @@ class ProgramTop(wiring.Component):
                 # memory's of latency 2 like every block read, the others' of 1, registered after their multiplexer)
                 host_rd[spec.name] = mem.read_port(MEMORY_READ_LATENCY if spec.storage == "block" else 1)
                 m.d.comb += host_rd[spec.name].addr.eq(self._host_entry(spec))
+
+    def _banked_write_ports(self, m, spec, writers, host_rd):
+        """A memory of two banks (:meth:`double_buffer`): the host writes bank ``banks.host``, also while the top
+        runs; no writer op (an input); a host read port of its own when no op port is shared."""
+        if writers[spec.name]:
+            raise HardwareError(f"memory {spec.name}", "is written by the kernel: it cannot have two banks")
+        rh, pack = self.row_host, self._pack(spec)
+        banks = self.banks.mems[spec.name]
+        for b, mem in enumerate(banks):
+            wp = mem.write_port()
+            host_w = self.host_we & (self.host_sel == spec.sel) & (self.banks.host == b)
+            if pack > 1:
+                slot = rh.bits // pack
+                m.d.comb += [wp.row_addr.eq(self.host_addr), wp.row_en.eq(host_w),
+                             wp.row_data.eq(Cat(*[rh.wdata[j * slot:j * slot + spec.width] for j in range(pack)]))]
+            else:
+                m.d.comb += [wp.addr.eq(self.host_addr), wp.data.eq(self.host_wdata if rh is None else rh.wdata),
+                             wp.en.eq(host_w)]
+        if spec.name not in host_rd:
+            host_rd[spec.name] = banked_port(m, banks, self.banks.read,
+                                             MEMORY_READ_LATENCY if spec.storage == "block" else 1,
+                                             self._host_entry(spec))
 
     def _registers(self, total, wall, overflow, kcycles, last_events, fifo_stats):
         """The register file: register name -> value."""

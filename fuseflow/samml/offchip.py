@@ -19,13 +19,15 @@ memory-mapped master port of ``word_bytes`` bytes per beat. The memory the contr
 against a memory that behaves so (tests/hw: the contract memory), and is bit-identical against any AXI slave
 (cocotbext-axi's ``AxiRam`` with random delays and back-pressure).
 
-``buffers``: 1 = load, run, store in turn; 2 = the next tile's loads overlap the current tile's run
-(:func:`tiled_cycles`; the RTL implements 1 so far).
+``buffers``: 1 = load, run, store in turn; 2 = the next tile's loads overlap the current tile's run (the inputs
+that change between tiles have two banks in the RTL: the kernel reads one while the DMA fills the other;
+:func:`tiled_cycles`).
 
 The tile sequencer of the RTL (:mod:`fuseflow.hw.sequencer`) reads one tile record of
 :func:`record_words` words per tile from the tile table (:func:`record_cycles`: part of the tile's ``load``),
 pulses the kernel's start after the loads and waits for its done: :data:`TILE_OVERHEAD` cycles per tile and
-:data:`RUN_OVERHEAD` per run beyond the transfers and the kernel cycles, both counted in :func:`tiled_cycles`.
+:data:`RUN_OVERHEAD` per run beyond the transfers and the kernel cycles, both counted in :func:`tiled_cycles`
+(with ``buffers`` 2 the tile's overhead is split over its load, run and store: :data:`OVERLAP_OVERHEAD`).
 A tile's steps for :func:`tiled_cycles` are therefore ``(record_cycles(m, c) + sum(read_cycles(...) of its
 loads), kernel cycles, sum(write_cycles(...) of its stores))``: :func:`tile_steps`.
 
@@ -61,6 +63,11 @@ STORE_SETUP = 3
 TILE_OVERHEAD = 8
 #: sequencer cycles per run beyond its tiles (the final look at the tile count)
 RUN_OVERHEAD = 1
+#: ``buffers`` 2: the sequencer's cycles added to each tile's (load, run, store) in :func:`tiled_cycles`' schedule:
+#: the record request and the first load's dispatch (2); the start pulse and the kernel top's launch and done
+#: hand-over (4); the cycle that sees the kernel's done, the first store's dispatch (2). Together
+#: :data:`TILE_OVERHEAD`, so one tile takes the same cycles with either ``buffers``
+OVERLAP_OVERHEAD = (2, 4, 2)
 #: byte alignment of each transfer's array in the off-chip image (a cache line: bursts start on it)
 ARRAY_ALIGN = 64
 #: words of a tile record's header (loads and stores counts) and of each transfer (sel, address, words)
@@ -237,18 +244,20 @@ def record_cycles(memories: int, contract: OffchipContract) -> int:
 
 def tiled_cycles(steps: list[tuple[int, int, int]], contract: OffchipContract) -> int:
     """Total cycles of a tile sequence: ``steps`` is ``[(load, run, store)]`` cycles per tile (``load`` includes
-    the tile record's :func:`record_cycles`).
+    the tile record's :func:`record_cycles`); 0 tiles: :data:`RUN_OVERHEAD`.
 
     ``buffers`` 1: each tile loads, runs and stores in turn, plus :data:`TILE_OVERHEAD` per tile and
-    :data:`RUN_OVERHEAD` per run (0 tiles: :data:`RUN_OVERHEAD`). ``buffers`` 2: the inputs have two banks, so tile
-    t+1's loads start once tile t's run has started and the port is free; tile t's store follows its run (and
-    tile t+1's loads: one port), and tile t+1's run starts once its loads and tile t's store are done (the outputs
-    have one bank); not in the RTL yet, so no sequencer cycles are counted.
+    :data:`RUN_OVERHEAD` per run. ``buffers`` 2: each tile's steps grow by :data:`OVERLAP_OVERHEAD` (the
+    sequencer's cycles), then: the inputs have two banks, so tile t+1's loads start once tile t's run has started
+    and the port is free; tile t's store follows its run (and tile t+1's loads: one port), and tile t+1's run
+    starts once its loads and tile t's store are done (the outputs have one bank); plus :data:`RUN_OVERHEAD`.
     """
     if contract.buffers == 1:
         return sum(load + run + store + TILE_OVERHEAD for load, run, store in steps) + RUN_OVERHEAD
     if not steps:
-        return 0
+        return RUN_OVERHEAD
+    dl, dr, ds = OVERLAP_OVERHEAD
+    steps = [(load + dl, run + dr, store + ds) for load, run, store in steps]
     port = steps[0][0]                     # the cycle the port is next free
     run_start, run_end = port, port + steps[0][1]
     for i in range(1, len(steps)):
@@ -258,7 +267,7 @@ def tiled_cycles(steps: list[tuple[int, int, int]], contract: OffchipContract) -
         port = max(port, run_end) + steps[i - 1][2]    # tile i-1's store
         run_start = max(load_end, port)
         run_end = run_start + run
-    return max(port, run_end) + steps[-1][2]
+    return max(port, run_end) + steps[-1][2] + RUN_OVERHEAD
 
 
 def _align(n: int, a: int) -> int:

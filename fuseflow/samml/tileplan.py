@@ -32,12 +32,23 @@ from ..errors import GraphError
 from .offchip import OffchipContract
 from .registry import DMA, memory_role
 
-__all__ = ["contract_of", "check_tiling", "full_shape", "full_view"]
+__all__ = ["contract_of", "check_tiling", "full_shape", "full_view", "banked_inputs"]
 
 
 def contract_of(tiling: dict) -> OffchipContract:
     """The :class:`OffchipContract` of a plan."""
     return OffchipContract(**{**DMA.defaults(), **tiling.get("contract", {})})
+
+
+def banked_inputs(kernels: list, buffers: int) -> set:
+    """The tensors whose memories a plan's ``kernels`` (its ``kernels`` list) hold in ``buffers`` banks: the loads
+    that change between tiles (not ``resident``); every other tensor has one. What the compiler's on-chip bits
+    count (:func:`fuseflow.compiler.tiling.program_tile_bits`) and the RTL builds (:mod:`fuseflow.hw.axi_master`:
+    with ``buffers`` 2 the kernel reads one bank while the DMA fills the other)."""
+    if buffers == 1:
+        return set()
+    resident = {t for k in kernels for t in k["resident"]}
+    return {t for k in kernels for t in k["loads"]} - resident
 
 
 def full_shape(tiling: dict, name: str) -> tuple:

@@ -6,7 +6,8 @@ Golden values: NumPy (the test data are multiples of 1/4, exact in fixed point) 
 point). Behind the contract memory the RTL's cycle count is the tiled simulator's total exactly and every tile's
 kernel cycles are the simulator's; behind cocotbext-axi's AxiRam with random pauses the stored outputs are
 bit-identical. One Verilator build of the SpMV serves every SpMV run here (three sparsities, not rebuilt); the GCN
-layer needs a second build (slow).
+layer needs a second build (slow). With ``buffers`` 2 (the inputs that change between tiles in two banks, the next
+tile's loads during the current tile's run) the same holds: an SpMV on a 128-bit port and the GCN layer.
 """
 
 import numpy as np
@@ -48,7 +49,7 @@ def _quarters(rng):
 
 
 def build_tiled(src, root, fuse="regions", dma=DMA):
-    """(program, BuildFiles, Verilator directory) of ``src`` compiled tiled for the RTL (``--dma buffers=1``)."""
+    """(program, BuildFiles, Verilator directory) of ``src`` compiled tiled for the RTL (``--dma``: ``dma``)."""
     prog = compile_text(src, fuse=fuse, dma=dma).program
     files = build_design(prog, str(root / "build"), probes=False)
     text = (root / "build" / f"{files.manifest['module']}.v").read_text()
@@ -158,14 +159,62 @@ def test_tiled_spmv_packed_beats_on_a_wide_port(tmp_path):
           f"simulator {run.sim.cycles}; one entry per beat: {unpacked.cycles}")
 
 
+DMA2 = DMA.replace("buffers=1", "buffers=2")
+
+
+def banks(files):
+    return {m["name"]: m["banks"] for m in files.manifest["axi"]["memories"]}
+
+
+@requires_verilator
+def test_double_buffered_spmv_cycle_exact_and_bit_identical(tmp_path):
+    """buffers 2 on a 128-bit port: A's memories have two banks (x resident and y stored: one), 9 of 10 row tiles
+    run (one empty, skipped), the next tile's loads during the current tile's run. Dense rows on top and sparse
+    ones below, so the schedule waits for the run in some tiles and for the loads in others. Behind the contract
+    memory the RTL's cycles are the tiled simulator's (tiled_cycles with buffers 2) and fewer than with buffers
+    1; behind AxiRam with pauses the outputs are the simulator's bit for bit."""
+    prog, files, bdir = build_tiled(SPMV, tmp_path, dma=DMA2 + ",word_bytes=16")
+    assert banks(files) == {"A.1.seg": 2, "A.1.crd": 2, "A.1.first": 2, "A.vals": 2, "x.vals": 1, "y.0.seg": 1,
+                            "y.0.crd": 1, "y.0.first": 1, "y.vals": 1}
+    rng = np.random.default_rng(21)
+    A = sp.vstack([sp.random(ROWS // 2, COLS, density=0.95, random_state=rng, data_rvs=_quarters(rng)),
+                   sp.random(ROWS // 2, COLS, density=0.1, random_state=rng, data_rvs=_quarters(rng))]).tolil()
+    A[48:56, :] = 0
+    A = A.tocsr()
+    A.eliminate_zeros()
+    data = {"A": A, "x": _quarters(rng)(COLS)}
+    run = tiled_image(files.build, files.manifest, data)
+    assert run.sim.stats["tiling"]["contract"]["buffers"] == 2 and len(run.steps) == 9
+    assert [sorted({t for t, *_ in s.loads}) for s in run.steps] == [["A", "x"]] + [["A"]] * 8
+    steps = [(s.load_cycles, s.run_cycles) for s in run.steps]
+    waits = {steps[t + 1][0] + 2 > steps[t][1] + 4 for t in range(len(steps) - 1)}   # OVERLAP_OVERHEAD's
+    assert waits == {True, False}            # the loads last longer than the run in some tiles, shorter in others
+    res = run_axim(bdir, files.manifest, run.image, memory="contract")
+    check_run(files, run, res, {"y": A @ data["x"]})
+    assert res["kernel_cycles"] == [s.run_cycles for s in run.steps]
+    assert res["registers"]["cycles"] == run.sim.cycles
+    single = tiled.run(compile_text(SPMV, dma=DMA + ",word_bytes=16").program, data, mode="fixed")
+    assert res["registers"]["cycles"] < single.cycles
+    rtl = res["registers"]["cycles"]
+    res = run_axim(bdir, files.manifest, run.image, memory="axiram", pause=0.3, seed=6)
+    check_run(files, run, res, {"y": A @ data["x"]})
+    assert res["kernel_cycles"] == [s.run_cycles for s in run.steps]
+    print(f"tiled SpMV, buffers 2: {len(run.steps)} tiles, RTL {rtl} cycles, simulator {run.sim.cycles}; "
+          f"buffers 1: {single.cycles}")
+
+
 @requires_verilator
 @pytest.mark.slow
-def test_tiled_gcn_layer_on_the_rtl(tmp_path):
+@pytest.mark.parametrize("buffers", [1, 2])
+def test_tiled_gcn_layer_on_the_rtl(tmp_path, buffers):
     """A fused GCN layer relu(A (X W)) on 48 nodes in 6 row tiles of 8 (X and W resident, loaded once; X W
-    recomputed per tile): cycle-exact behind the contract memory, bit-identical behind AxiRam with pauses."""
+    recomputed per tile): cycle-exact behind the contract memory, bit-identical behind AxiRam with pauses; with
+    ``buffers`` 2 A's memories have two banks."""
     n, f, h = 48, 16, 4
-    prog, files, bdir = build_tiled(GCN.format(n=n, f=f, h=h, t=8), tmp_path, fuse="full")
+    dma = DMA.replace("buffers=1", f"buffers={buffers}")
+    prog, files, bdir = build_tiled(GCN.format(n=n, f=f, h=h, t=8), tmp_path, fuse="full", dma=dma)
     assert len(prog.kernels) == 1 and prog.tiling["kernels"][0]["resident"] == ["X", "W"]
+    assert {name.split(".")[0] for name, b in banks(files).items() if b == 2} == ({"A"} if buffers == 2 else set())
     rng = np.random.default_rng(7)
     A = sp.random(n, n, density=0.1, format="csr", random_state=rng, data_rvs=_quarters(rng))
     X = sp.random(n, f, density=0.2, format="csr", random_state=rng, data_rvs=_quarters(rng))
@@ -180,7 +229,8 @@ def test_tiled_gcn_layer_on_the_rtl(tmp_path):
     assert res["registers"]["cycles"] == run.sim.cycles
     res = run_axim(bdir, files.manifest, run.image, memory="axiram", pause=0.3, seed=9)
     check_run(files, run, res, want)
-    print(f"tiled GCN layer: {len(run.steps)} tiles, {run.sim.cycles} cycles on the RTL and the simulator")
+    print(f"tiled GCN layer, buffers {buffers}: {len(run.steps)} tiles, {run.sim.cycles} cycles on the RTL and the "
+          f"simulator")
 
 
 # ---- refusals (no Verilator) ----------------------------------------------------------------------------------
@@ -200,9 +250,6 @@ def _graph(tmp_path, src, **kw):
     (SPMV, {"dma": DMA}, ["--interface", "axi"],
      "error: --interface: a tiled graph runs its tiles from off-chip memory: --interface axi-master (the default "
      "for it), not axi"),
-    (SPMV, {}, [],
-     "error: tiling: the graph's contract has buffers 2, the RTL implements 1 (load, run, store in turn): compile "
-     "with --dma buffers=1"),
     (SPMV.replace("tile i 8", "tile j 8"), {"dma": DMA}, [],
      "error: tiling: a split sum (j: partial outputs y merged across tiles) is not in the RTL yet: tile only the "
      "output's indices"),
@@ -213,6 +260,18 @@ def test_hw_build_of_a_tiled_graph_refuses_in_one_line(tmp_path, capsys, src, kw
     out = tmp_path / "build"
     assert hw_main(["build", graph, "-o", str(out), *args]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]
+    assert not out.exists()
+
+
+def test_an_untiled_double_buffered_build_is_refused_in_one_line(tmp_path, capsys):
+    from fuseflow.hw.__main__ import main as hw_main
+    graph = _graph(tmp_path, SPMV.replace("tile i 8\n", ""))
+    out = tmp_path / "build"
+    assert hw_main(["build", graph, "-o", str(out), "--interface", "axi-master", "--offchip",
+                    "word_bytes=4,latency=3,burst=4,outstanding=1,buffers=2"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --interface axi-master: buffers 2 needs a tiled graph (its plan names the inputs that change between "
+        "tiles): use buffers=1"]
     assert not out.exists()
 
 
