@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .offchip import RUN_OVERHEAD, TILE_OVERHEAD, OffchipContract
+from .offchip import OVERLAP_OVERHEAD, RUN_OVERHEAD, TILE_OVERHEAD, OffchipContract
 
 __all__ = ["wavefront_split", "Visit", "wavefront_order", "UnitStep", "unit_schedule"]
 
@@ -134,7 +134,7 @@ def wavefront_order(ntiles: int, lag: int, producer: dict, blocks1: dict, blocks
 @dataclass
 class UnitStep:
     """One tile of a wavefront plan for :func:`unit_schedule`: the kernel ``unit`` that runs it, its ``load``
-    (with its tile record), ``run`` and ``store`` cycles, ``run_after`` (steps whose runs end before this run
+    (with its tile record), ``run`` and ``store`` cycles (without the sequencer's), ``run_after`` (steps whose runs end before this run
     starts: it reads their output on chip, or it overwrites the tile they read on chip) and ``load_after`` (steps
     whose stores end before this tile's loads start: it loads what they stored)."""
     unit: int
@@ -172,11 +172,15 @@ def unit_schedule(steps: list[UnitStep], contract: OffchipContract) -> tuple[int
 
     Each unit runs its steps in order under the contract's ``buffers`` rule of
     :func:`~fuseflow.samml.offchip.tiled_cycles` (1: load, run, store in turn, :data:`TILE_OVERHEAD` after each
-    tile; 2: a tile's loads start once the unit's previous run has started, its run once its loads and the previous
-    tile's store are done), and waits for ``run_after``/``load_after``. The port moves one transfer at a time: the
+    tile; 2: :data:`OVERLAP_OVERHEAD` on each tile, whose loads start once the unit's previous run has started and
+    whose run starts once its loads and the previous tile's store are done), and waits for
+    ``run_after``/``load_after``; plus :data:`RUN_OVERHEAD`. The port moves one transfer at a time: the
     steps are placed in order, each transfer at the first idle stretch of the port, after it is ready, long enough
     to hold it (the schedule is static: every cycle count is known when the plan is made). One unit alone gives
     :func:`~fuseflow.samml.offchip.tiled_cycles` exactly."""
+    if contract.buffers != 1:                 # the sequencer's cycles of an overlapped tile
+        dl, dr, ds = OVERLAP_OVERHEAD
+        steps = [UnitStep(s.unit, s.load + dl, s.run + dr, s.store + ds, s.run_after, s.load_after) for s in steps]
     port = _Port()
     runs: list[tuple[int, int]] = []
     store_end: list[int] = []
@@ -219,7 +223,7 @@ def unit_schedule(steps: list[UnitStep], contract: OffchipContract) -> tuple[int
         if contract.buffers != 1:
             place_store(u)
     if not steps:
-        return (RUN_OVERHEAD if contract.buffers == 1 else 0), runs
+        return RUN_OVERHEAD, runs
     if contract.buffers == 1:
         return max(u["free"] for u in state.values()) + RUN_OVERHEAD, runs
-    return max(store_end), runs
+    return max(store_end) + RUN_OVERHEAD, runs
