@@ -333,8 +333,31 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
             s.width = t[5].cast<i64>();
             streams.push_back(std::move(s));
         }
+        // blocks: what is bound so far (array values, zero blocks, test sources) is kept for the whole run; the
+        // rest is collected at the scheduler's polls (between resumes) unless the run keeps a trace
+        arena.pin_all();
+        size_t bound = arena.size(), made0 = arena.made;
+        arena.collect_on = env.blocks && !trace;
+        if (env_in.contains("arena_min_values")) arena.min_values = env_in["arena_min_values"].cast<size_t>();
+        arena.threshold = arena.min_values;
+        auto roots = [&nodes, &arena](auto&& visit) {
+            for (Node& n : nodes) {
+                for (auto& [port, ch] : n.ins)
+                    for (size_t i = 0; i < ch->size(); ++i) visit(ch->tok_at(i));
+                for (const Tok& t : n.res_vals) visit(t);
+            }
+            for (Pipeline* p : arena.pipes) {
+                if (p->small) {
+                    for (size_t i = 0; i < p->pend2.size(); ++i)
+                        for (size_t j = 0; j < p->nout; ++j) visit(p->pend2[i].tok[j]);
+                } else {
+                    for (size_t i = 0; i < p->pending.size(); ++i) visit(p->pending[i]);
+                }
+            }
+        };
         RunHooks hooks;
-        hooks.poll = [] {
+        hooks.poll = [&arena, &roots] {
+            if (arena.want_collect()) arena.collect(roots);
             if (PyErr_CheckSignals() != 0) throw py::error_already_set();
         };
         std::unordered_map<std::string, std::pair<std::vector<i64>, std::vector<Tok>>> traces;
@@ -395,7 +418,15 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
             }
             tr = py::make_tuple(logs, sent);
         }
-        return py::make_tuple(res.cycles, counts, per_node, tr, stopped);
+        py::dict ast;
+        ast["bound_blocks"] = bound;                       // inputs and zero blocks, kept for the run
+        ast["blocks_made"] = arena.made - made0;           // made by the ops during the run
+        ast["peak_blocks"] = arena.size() - bound;         // the most slots they took at once
+        ast["live_blocks"] = arena.live() - bound;         // ... and took at the end
+        ast["storage_bytes"] = arena.storage;
+        ast["collections"] = arena.collections;
+        ast["freed"] = arena.freed;
+        return py::make_tuple(res.cycles, counts, per_node, tr, stopped, ast);
     } catch (const SimError& e) {
         raise_sim_error(e);
     }
