@@ -327,6 +327,9 @@ struct Node {
 // back to a free list of its size and its slot (index and storage) is reused by the next block made of that
 // size. A fork is no special case: its token sits in each consumer's channel, so the block lives until the last
 // consumer has popped it. Nothing is collected while tracing (the traces keep every token).
+//
+// An array's block values are not copied: they are views into the bound (n, B[, B]) array (the binding keeps it
+// alive for the run), with negative indices, never freed.
 struct Pipeline;
 struct BlockArena {
     struct Hdr {
@@ -359,6 +362,25 @@ struct BlockArena {
     bool collect_on = false;
     size_t min_values = CHUNK, since = 0, threshold = CHUNK, live_values = 0, sweep_from = 0;
     std::vector<Pipeline*> pipes;                        // the run's output pipelines (their tokens are roots)
+    // views: block values read in place, indices [base, base + count) (negative, below the previous view's)
+    struct View {
+        i64 base, count;
+        std::byte* p;
+        size_t bytes;          // per block
+        uint32_t n;
+        uint8_t ndim;
+    };
+    std::vector<View> views;
+    i64 view_next = 0;
+    // count blocks of shape (ndim, n) stored one after the other from p: the first one's index
+    i64 add_view(void* p, i64 count, int ndim, uint32_t n) {
+        view_next -= count;
+        views.push_back(View{view_next, count, static_cast<std::byte*>(p), BlockArena::count(ndim, n) * 8, n,
+                             (uint8_t)ndim});
+        return view_next;
+    }
+    i64 viewed() const { return -view_next; }            // the blocks read in place
+
     static size_t count(int ndim, uint32_t n) { return ndim == 2 ? (size_t)n * n : n; }
     size_t size() const { return nhdr; }                 // the slots made (the next new block's index)
     size_t live() const { return nhdr - nfree; }
@@ -401,19 +423,29 @@ struct BlockArena {
         hchunks.back()[nhdr & (HCHUNK - 1)] = Hdr{(void*)mem, n, (uint8_t)ndim, 0, 0};
         return Tok::Blk((i64)nhdr++);
     }
-    const Hdr& at(const Tok& t) const { size_t k = (size_t)t.i; return hchunks[k >> HBITS][k & (HCHUNK - 1)]; }
+    Hdr at(const Tok& t) const {
+        if (__builtin_expect(t.i < 0, 0)) return view_at(t.i);
+        size_t k = (size_t)t.i;
+        return hchunks[k >> HBITS][k & (HCHUNK - 1)];
+    }
+    Hdr view_at(i64 k) const {
+        for (const View& v : views)
+            if (k >= v.base && k < v.base + v.count)
+                return Hdr{(void*)(v.p + (size_t)(k - v.base) * v.bytes), v.n, v.ndim, 0, PINNED};
+        return Hdr{nullptr, 0, 0, 0, PINNED};
+    }
     size_t size(const Tok& t) const { const Hdr& h = at(t); return count(h.ndim, h.n); }
     double* fp(const Tok& t) { return static_cast<double*>(at(t).p); }
     i64* ip(const Tok& t) { return static_cast<i64*>(at(t).p); }
 
     // an op keeps t across a yield (no-op on a non-block token); release when it no longer does
     void hold(const Tok& t) {
-        if (t.k != K_BLK) return;
+        if (t.k != K_BLK || t.i < 0) return;
         Hdr& h = hdr((size_t)t.i);
         if (h.holds < PINNED) ++h.holds;                 // a saturated count stays: the block is kept
     }
     void release(const Tok& t) {
-        if (t.k != K_BLK) return;
+        if (t.k != K_BLK || t.i < 0) return;
         Hdr& h = hdr((size_t)t.i);
         if (h.holds > 0 && h.holds < PINNED) --h.holds;
     }
@@ -424,7 +456,7 @@ struct BlockArena {
         sweep_from = nhdr;
     }
     void pin(const Tok& t) {
-        if (t.k == K_BLK) hdr((size_t)t.i).holds = PINNED;
+        if (t.k == K_BLK && t.i >= 0) hdr((size_t)t.i).holds = PINNED;
     }
     bool want_collect() const { return collect_on && since >= threshold; }
     // mark and sweep: roots(visit) calls visit(tok) on every token in a channel, pipeline or writer result
