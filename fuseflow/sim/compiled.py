@@ -297,8 +297,8 @@ def bind_env(env) -> dict:
 
 
 #: the counters of a kernel's block arena (``run_kernel(arena=...)``; summed over the kernels, peaks the largest,
-#: in ``SimResult.stats["block_arena"]`` of a compiled run with blocks): ``bound_blocks`` (array values and
-#: zero blocks, kept for the whole run), ``blocks_made`` (by the ops during the run), ``peak_blocks`` (the most
+#: in ``SimResult.stats["block_arena"]`` of a compiled run with blocks): ``bound_blocks`` (array values, read
+#: in place from the packed tensors, and zero blocks, kept for the whole run), ``blocks_made`` (by the ops during the run), ``peak_blocks`` (the most
 #: arena slots those took at once: freed blocks' slots are reused), ``live_blocks`` (taken at the end, outputs
 #: included), ``storage_bytes`` (the arena's storage: its peak, it never shrinks), ``collections`` and ``freed``
 #: (the collections run and the blocks they returned to the free lists)

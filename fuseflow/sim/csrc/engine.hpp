@@ -318,15 +318,17 @@ struct Node {
 // (float mode) or int64 raw fixed point (fixed mode). Entries are never changed once made (a token is its
 // index), so a loaded block may be shared by every token that carries it.
 //
-// Blocks are reclaimed by a mark-and-sweep collection at the scheduler's safe points (between two resumes, where
-// no process is in the middle of a firing): a block is live while a token of it waits in a channel or in an
-// output pipeline, or while an op holds it (hold/release: the state an op keeps across a yield, such as
-// reduce's accumulator, repeat's held token, spacc's rows, and a result computed before the op waits for
-// room), or when it is pinned (made before the run: array values, zero blocks, test sources) or written by a
-// writer (Node::res_vals). Everything else, the blocks popped and not forwarded or pushed to no consumer, goes
-// back to a free list of its size and its slot (index and storage) is reused by the next block made of that
-// size. A fork is no special case: its token sits in each consumer's channel, so the block lives until the last
-// consumer has popped it. Nothing is collected while tracing (the traces keep every token).
+// Blocks are reclaimed by a mark-and-sweep collection at the scheduler's polls (module.cpp: every 256 rounds,
+// between two resumes, so no process is in the middle of a firing): a block is live while a token of it waits in
+// a channel or in an output pipeline, while an op holds it (hold/release), when it is pinned (made before the
+// run: zero blocks, test sources) or written by a writer (Node::res_vals). Everything else, the blocks popped and
+// not forwarded or pushed to no consumer, goes back to a free list of its size and its slot (index and storage)
+// is reused by the next block made of that size. A fork is no special case: its token sits in each consumer's
+// channel, so the block lives until the last consumer has popped it. Nothing is collected while tracing (the
+// traces keep every token).
+// The rule for op models: a block kept in a local across a yield, and not at that time still queued in an
+// input channel (a head not popped yet), must be held: reduce's accumulator, repeat's held token, spacc's
+// rows, and a result computed before the op waits for room (alu, block_matmul).
 //
 // An array's block values are not copied: they are views into the bound (n, B[, B]) array (the binding keeps it
 // alive for the run), with negative indices, never freed.
