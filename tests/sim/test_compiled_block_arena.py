@@ -123,3 +123,17 @@ def test_block_arena_stats_only_for_compiled_blocked_runs():
     assert a["bound_blocks"] > 0 and a["storage_bytes"] > 0
     plain = run(kernels.spmv(8, 8, "csr"), {"B": np.eye(8), "c": np.ones(8)}, engine="compiled")
     assert "block_arena" not in plain.stats
+
+
+def test_blocks_read_in_place_from_a_read_only_tensor():
+    """The arrays' blocks are read where the packed tensor holds them (not copied): a read-only one works, and
+    is left as it was."""
+    from fuseflow.sim.engine import Env, pack_inputs
+    prog, inputs = bspmv(64)
+    want = run(prog, inputs, engine="python").outputs["x"]
+    store = pack_inputs(prog, inputs, Env("float"))
+    before = store["B"].vals.copy()
+    store["B"].vals.setflags(write=False)
+    got = run(prog, store, engine="compiled")
+    assert got.outputs["x"].tobytes() == want.tobytes()
+    assert np.array_equal(store["B"].vals, before)
