@@ -523,8 +523,8 @@ def run(graph_or_program: Program | str | os.PathLike, inputs: dict[str, Any], m
         if mode == "fixed":
             packed = packed.decode_fixed(env.fixed)
         outputs[t.name] = packed.to_dense()
-    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, cpu_seconds=cpu, memory=mem.name,
-                 engine="compiled" if use_compiled else "python")
+    stats: dict[str, Any] = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, cpu_seconds=cpu,
+                                 memory=mem.name, engine="compiled" if use_compiled else "python")
     if use_compiled and env.blocks:
         stats["block_arena"] = arena
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
