@@ -296,12 +296,30 @@ def bind_env(env) -> dict:
     return cenv
 
 
+#: the counters of a kernel's block arena (``run_kernel(arena=...)``; summed over the kernels, peaks the largest,
+#: in ``SimResult.stats["block_arena"]`` of a compiled run with blocks): ``bound_blocks`` (array values, read
+#: in place from the packed tensors, and zero blocks, kept for the whole run), ``blocks_made`` (by the ops during the run), ``peak_blocks`` (the most
+#: arena slots those took at once: freed blocks' slots are reused), ``live_blocks`` (taken at the end, outputs
+#: included), ``storage_bytes`` (the arena's storage: its peak, it never shrinks), ``collections`` and ``freed``
+#: (the collections run and the blocks they returned to the free lists)
+ARENA_COUNTERS = ("bound_blocks", "blocks_made", "peak_blocks", "live_blocks", "storage_bytes", "collections",
+                  "freed")
+#: counters that are peaks (the largest over the kernels), the others are summed
+ARENA_PEAKS = ("peak_blocks", "storage_bytes")
+#: tests: collect once this many values were made since the last collection (None: the engine's default, a
+#: chunk of 2**17 values, or more as the arena grows); 0 collects at every poll of the scheduler (every 256
+#: rounds) and overwrites each freed block with a marker (0xA5 bytes), so a stale read changes the results
+ARENA_MIN_VALUES = None
+
+
 def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=False, unbounded=None, progress=None,
-               progress_seconds=0.5):
+               progress_seconds=0.5, arena=None):
     """:func:`fuseflow.sim.engine.run_kernel` on the compiled engine: the same arguments (``env``, the number
     mode, is the nodes' :class:`~fuseflow.sim.engine.Env`), the same return value; writes the counters and
     results into the nodes' states. ``progress(tokens, cycles)`` is called about twice a second. On Ctrl-C the
-    counters so far are written and the KeyboardInterrupt is raised with ``partial = (cycles, outs)``."""
+    counters so far are written and the KeyboardInterrupt is raised with ``partial = (cycles, outs)``.
+
+    ``arena``: a dict to fill with the counters of the kernel's block arena (:data:`ARENA_COUNTERS`)."""
     widths = widths or {}
     index = {st.id: i for i, st in enumerate(nodes)}
     cnodes = []
@@ -315,8 +333,12 @@ def run_kernel(nodes, streams, depth_default=2, widths=None, env=None, trace=Fal
         code = -1 if unbounded is not None and depth == unbounded else (depth or 0)
         cstreams.append((sid, index[src], sport, [(index[d], p) for d, p in dsts], code, widths.get(sid, 0)))
     cenv = dict(bind_env(env), progress_seconds=progress_seconds)
-    cycles, counts, per_node, traced, stopped = _engine.run_kernel(cnodes, cstreams, depth_default, cenv, trace,
-                                                                   progress)
+    if ARENA_MIN_VALUES is not None:
+        cenv["arena_min_values"] = int(ARENA_MIN_VALUES)
+    cycles, counts, per_node, traced, stopped, arena_counts = _engine.run_kernel(cnodes, cstreams, depth_default,
+                                                                                 cenv, trace, progress)
+    if arena is not None:
+        arena.update(arena_counts)
     for st, d in zip(nodes, per_node):
         st.busy, st.blocked, st.alu_ops = d["busy"], d["blocked"], d["alu_ops"]
         st.mem_reads, st.mem_writes, st.moved, st.clock = d["mem_reads"], d["mem_writes"], d["moved"], d["clock"]

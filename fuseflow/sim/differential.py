@@ -28,8 +28,8 @@ import numpy as np
 from . import compiled
 from .engine import load_program, run
 
-#: stats keys that differ by design (host timing, which engine ran)
-_UNCOMPARED_STATS = ("wall_seconds", "cpu_seconds", "engine", "kernels")
+#: stats keys that differ by design (host timing, which engine ran, the compiled engine's block arena)
+_UNCOMPARED_STATS = ("wall_seconds", "cpu_seconds", "engine", "kernels", "block_arena")
 #: at most this many lines per compared field (a broken model usually differs everywhere)
 _MAX_LINES = 8
 

@@ -451,6 +451,7 @@ def run(graph_or_program: Program | str | os.PathLike, inputs: dict[str, Any], m
     traces: list[dict] = []
     sent: list[dict] = []
     totals = {"tokens": 0, "alu_ops": 0, "mem_read_bytes": 0, "mem_write_bytes": 0}
+    arena: dict[str, int] = {}          # the compiled engine's block arena counters (compiled.ARENA_COUNTERS)
     t0, c0 = time.perf_counter(), time.process_time()
     for k in prog.kernels:
         order = _topo_order(k)
@@ -466,8 +467,12 @@ def run(graph_or_program: Program | str | os.PathLike, inputs: dict[str, Any], m
         report = _progress.reporter(progress, k.name)
         try:
             if use_compiled:
+                karena: dict[str, int] = {}
                 compute, outs, _ = compiled.run_kernel([states[n] for n in order], streams, depth_default, widths,
-                                                       env, trace, UNBOUNDED, report, _progress.PROGRESS_SECONDS)
+                                                       env, trace, UNBOUNDED, report, _progress.PROGRESS_SECONDS,
+                                                       karena)
+                for key, v in karena.items():
+                    arena[key] = max(arena.get(key, 0), v) if key in compiled.ARENA_PEAKS else arena.get(key, 0) + v
             else:
                 compute, outs, _ = run_kernel([states[n] for n in order], streams, depth_default,
                                               out_class=TracingOut if trace else Out, widths=widths, progress=report)
@@ -518,8 +523,10 @@ def run(graph_or_program: Program | str | os.PathLike, inputs: dict[str, Any], m
         if mode == "fixed":
             packed = packed.decode_fixed(env.fixed)
         outputs[t.name] = packed.to_dense()
-    stats = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, cpu_seconds=cpu, memory=mem.name,
-                 engine="compiled" if use_compiled else "python")
+    stats: dict[str, Any] = dict(totals, cycles=sum(kernel_cycles), kernels=kstats, wall_seconds=wall, cpu_seconds=cpu,
+                                 memory=mem.name, engine="compiled" if use_compiled else "python")
+    if use_compiled and env.blocks:
+        stats["block_arena"] = arena
     written = {t.name: store[t.name] for t in prog.tensors.values() if t.role != "input" and t.name in store}
     return SimResult(outputs, written, sum(kernel_cycles), kernel_cycles, stats, mode, traces if trace else None,
                      sent if trace else None)

@@ -547,6 +547,7 @@ Proc pipeline_drain(Pipeline* pipe) {
 
 Emitter* make_pipeline(Node& st, Built& b, std::vector<Out*> outs, i64 latency) {
     Pipeline* pipe = b.make<Pipeline>(&st, std::move(outs), latency);
+    if (st.env && st.env->arena) st.env->arena->pipes.push_back(pipe);     // its tokens in flight keep their blocks
     Stage* stage = b.make<Stage>(pipe);
     b.procs.push_back(pipeline_drain(pipe));
     return stage;

@@ -7,7 +7,9 @@
 // channel without a token, or an output without room), exactly as the Python generators do.
 #pragma once
 
+#include <algorithm>
 #include <coroutine>
+#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -314,13 +316,32 @@ struct Node {
 // ---- block values (fuseflow/sim/blocks.py) ---------------------------------------------------------------
 // Every block token of a run lives in one arena: a B-vector (ndim 1) or a B x B block (ndim 2) of float64
 // (float mode) or int64 raw fixed point (fixed mode). Entries are never changed once made (a token is its
-// index), so a loaded block may be shared by every token that carries it. Nothing is freed during a run.
+// index), so a loaded block may be shared by every token that carries it.
+//
+// Blocks are reclaimed by a mark-and-sweep collection at the scheduler's polls (module.cpp: every 256 rounds,
+// between two resumes, so no process is in the middle of a firing): a block is live while a token of it waits in
+// a channel or in an output pipeline, while an op holds it (hold/release), when it is pinned (made before the
+// run: zero blocks, test sources) or written by a writer (Node::res_vals). Everything else, the blocks popped and
+// not forwarded or pushed to no consumer, goes back to a free list of its size and its slot (index and storage)
+// is reused by the next block made of that size. A fork is no special case: its token sits in each consumer's
+// channel, so the block lives until the last consumer has popped it. Nothing is collected while tracing (the
+// traces keep every token).
+// The rule for op models: a block kept in a local across a yield, and not at that time still queued in an
+// input channel (a head not popped yet), must be held: reduce's accumulator, repeat's held token, spacc's
+// rows, and a result computed before the op waits for room (alu, block_matmul).
+//
+// An array's block values are not copied: they are views into the bound (n, B[, B]) array (the binding keeps it
+// alive for the run), with negative indices, never freed.
+struct Pipeline;
 struct BlockArena {
     struct Hdr {
         void* p;               // the block's first entry (double or i64); chunks never move
         uint32_t n;
         uint8_t ndim;
+        uint8_t free;          // on a free list
+        uint16_t holds;        // holds by op state (PINNED: for the whole run)
     };
+    static constexpr uint16_t PINNED = 0xFFFF;
     // Entries live in chunks of CHUNK values (8 bytes each) that are never moved or grown: no doubling, and no
     // copy of everything made so far when the arena grows (a std::vector's realloc held the old and the new
     // storage at once). The headers likewise, HCHUNK per chunk.
@@ -328,34 +349,154 @@ struct BlockArena {
     bool fixed = false;
     std::vector<std::unique_ptr<Hdr[]>> hchunks;
     std::vector<std::unique_ptr<std::byte[]>> chunks;   // storage for double (float mode) or i64 (fixed mode)
-    size_t nhdr = 0, used = CHUNK;                       // blocks made; values taken in the current chunk
+    size_t nhdr = 0, used = CHUNK;                       // slots made (the next new one's index); values taken
+                                                         // in the current chunk
+    // free slots by size (values per block): most runs have one or two sizes
+    std::vector<std::pair<size_t, std::vector<size_t>>> free_by_size;
+    size_t nfree = 0;
+    // counters (stats["block_arena"]): blocks made (new or reused slots), storage in bytes (chunks and headers:
+    // it never shrinks, so it is also the peak), collections and the blocks they freed
+    size_t made = 0, storage = 0, collections = 0, freed = 0;
+    // collection: on (collect) when the run has blocks and keeps no trace; the next one once `since` (values
+    // made since the last) reaches `threshold` (at least min_values, and at least the slots and the live values,
+    // so a sweep costs no more than the blocks made since the last one, and the storage stays within about twice
+    // the largest live set)
+    bool collect_on = false;
+    size_t min_values = CHUNK, since = 0, threshold = CHUNK, live_values = 0, sweep_from = 0;
+    std::vector<Pipeline*> pipes;                        // the run's output pipelines (their tokens are roots)
+    // views: block values read in place, indices [base, base + count) (negative, below the previous view's)
+    struct View {
+        i64 base, count;
+        std::byte* p;
+        size_t bytes;          // per block
+        uint32_t n;
+        uint8_t ndim;
+    };
+    std::vector<View> views;
+    i64 view_next = 0;
+    // count blocks of shape (ndim, n) stored one after the other from p: the first one's index
+    i64 add_view(void* p, i64 count, int ndim, uint32_t n) {
+        view_next -= count;
+        views.push_back(View{view_next, count, static_cast<std::byte*>(p), BlockArena::count(ndim, n) * 8, n,
+                             (uint8_t)ndim});
+        return view_next;
+    }
+    i64 viewed() const { return -view_next; }            // the blocks read in place
 
     static size_t count(int ndim, uint32_t n) { return ndim == 2 ? (size_t)n * n : n; }
-    size_t size() const { return nhdr; }                 // the number of blocks made (the next one's index)
+    size_t size() const { return nhdr; }                 // the slots made (the next new block's index)
+    size_t live() const { return nhdr - nfree; }
+    Hdr& hdr(size_t k) { return hchunks[k >> HBITS][k & (HCHUNK - 1)]; }
     // a new block of zeros (0.0 in float mode, 0 in fixed mode: all bits zero either way)
     Tok make(int ndim, uint32_t n) {
         size_t c = count(ndim, n);
+        ++made;
+        since += c;
+        if (nfree)
+            for (auto& [sz, slots] : free_by_size)
+                if (sz == c && !slots.empty()) {
+                    size_t k = slots.back();
+                    slots.pop_back();
+                    --nfree;
+                    Hdr& h = hdr(k);
+                    std::memset(h.p, 0, c * 8);
+                    h = Hdr{h.p, n, (uint8_t)ndim, 0, 0};
+                    return Tok::Blk((i64)k);
+                }
         std::byte* mem;
         if (c > CHUNK) {                                 // larger than a chunk: a chunk of its own, put before
             chunks.emplace_back(new std::byte[c * 8]()); // the current one (which keeps filling)
+            storage += c * 8;
             mem = chunks.back().get();
             if (chunks.size() >= 2) std::swap(chunks[chunks.size() - 1], chunks[chunks.size() - 2]);
         } else {
             if (used + c > CHUNK) {
                 chunks.emplace_back(new std::byte[CHUNK * 8]());
+                storage += CHUNK * 8;
                 used = 0;
             }
             mem = chunks.back().get() + used * 8;
             used += c;
         }
-        if ((nhdr & (HCHUNK - 1)) == 0) hchunks.emplace_back(new Hdr[HCHUNK]);
-        hchunks.back()[nhdr & (HCHUNK - 1)] = Hdr{(void*)mem, n, (uint8_t)ndim};
+        if ((nhdr & (HCHUNK - 1)) == 0) {
+            hchunks.emplace_back(new Hdr[HCHUNK]);
+            storage += HCHUNK * sizeof(Hdr);
+        }
+        hchunks.back()[nhdr & (HCHUNK - 1)] = Hdr{(void*)mem, n, (uint8_t)ndim, 0, 0};
         return Tok::Blk((i64)nhdr++);
     }
-    const Hdr& at(const Tok& t) const { size_t k = (size_t)t.i; return hchunks[k >> HBITS][k & (HCHUNK - 1)]; }
+    Hdr at(const Tok& t) const {
+        if (__builtin_expect(t.i < 0, 0)) return view_at(t.i);
+        size_t k = (size_t)t.i;
+        return hchunks[k >> HBITS][k & (HCHUNK - 1)];
+    }
+    Hdr view_at(i64 k) const {
+        for (const View& v : views)
+            if (k >= v.base && k < v.base + v.count)
+                return Hdr{(void*)(v.p + (size_t)(k - v.base) * v.bytes), v.n, v.ndim, 0, PINNED};
+        return Hdr{nullptr, 0, 0, 0, PINNED};
+    }
     size_t size(const Tok& t) const { const Hdr& h = at(t); return count(h.ndim, h.n); }
     double* fp(const Tok& t) { return static_cast<double*>(at(t).p); }
     i64* ip(const Tok& t) { return static_cast<i64*>(at(t).p); }
+
+    // an op keeps t across a yield (no-op on a non-block token); release when it no longer does
+    void hold(const Tok& t) {
+        if (t.k != K_BLK || t.i < 0) return;
+        Hdr& h = hdr((size_t)t.i);
+        if (h.holds < PINNED) ++h.holds;                 // a saturated count stays: the block is kept
+    }
+    void release(const Tok& t) {
+        if (t.k != K_BLK || t.i < 0) return;
+        Hdr& h = hdr((size_t)t.i);
+        if (h.holds > 0 && h.holds < PINNED) --h.holds;
+    }
+    // every block made so far is kept for the whole run (called once the run's inputs are bound): the sweeps
+    // start after them
+    void pin_all() {
+        for (size_t k = 0; k < nhdr; ++k) hdr(k).holds = PINNED;
+        sweep_from = nhdr;
+    }
+    void pin(const Tok& t) {
+        if (t.k == K_BLK && t.i >= 0) hdr((size_t)t.i).holds = PINNED;
+    }
+    bool want_collect() const { return collect_on && since >= threshold; }
+    // mark and sweep: roots(visit) calls visit(tok) on every token in a channel, pipeline or writer result
+    template <class Roots>
+    void collect(Roots&& roots) {
+        std::vector<uint64_t> mark((nhdr + 63) >> 6, 0);
+        auto visit = [&](const Tok& t) {
+            if (t.k == K_BLK && (size_t)t.i < nhdr) mark[(size_t)t.i >> 6] |= uint64_t(1) << (t.i & 63);
+        };
+        roots(visit);
+        size_t lv = 0;
+        for (size_t k = sweep_from; k < nhdr; ++k) {
+            Hdr& h = hdr(k);
+            if (h.free) continue;
+            size_t c = count(h.ndim, h.n);
+            if (h.holds || (mark[k >> 6] >> (k & 63) & 1)) {
+                lv += c;
+                continue;
+            }
+            h.free = 1;
+            if (!min_values) std::memset(h.p, 0xA5, c * 8);   // tests: a stale read of a freed block shows
+            ++nfree;
+            ++freed;
+            std::vector<size_t>* list = nullptr;
+            for (auto& [sz, slots] : free_by_size)
+                if (sz == c) list = &slots;
+            if (!list) {
+                free_by_size.emplace_back(c, std::vector<size_t>{});
+                list = &free_by_size.back().second;
+            }
+            list->push_back(k);
+        }
+        ++collections;
+        live_values = lv;
+        since = 0;
+        // min_values 0 (tests): at every poll, and freed blocks are overwritten with a marker until reused
+        threshold = min_values ? std::max({min_values, nhdr - sweep_from, lv}) : 0;
+    }
 };
 
 // ---- number modes (fuseflow/tensors/fixed.py): the arithmetic every op model uses ------------------------

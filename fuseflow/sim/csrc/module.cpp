@@ -273,6 +273,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
     try {
         Env env;
         BlockArena arena;
+        std::vector<py::array> bound_arrays;             // what the arena's views read (array's block values)
         bind_env(env, env_in, &arena);
         nodes.resize(nodes_in.size());
         std::vector<std::unique_ptr<Env>> node_envs;     // a node whose values are blocks: its zero block
@@ -288,24 +289,22 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
                     for (py::handle x : kv.second) n.src_tokens.push_back(to_tok(x, env.blocks ? &arena : nullptr));
                     continue;
                 }
-                if (key == "_bvals") {          // array's block values (n, B[, B]): one arena entry each
+                if (key == "_bvals") {          // array's block values (n, B[, B]): read in place (an arena view)
                     py::array a = py::array::ensure(kv.second);
-                    if (!a || a.ndim() < 2 || a.ndim() > 3)
+                    if (!a || a.ndim() < 2 || a.ndim() > 3 || (a.ndim() == 3 && a.shape(1) != a.shape(2)))
                         throw SimError("GraphError", "node " + n.id, "block values must have shape (n, B) or (n, B, B)");
                     i64 count = a.shape(0), bn = a.shape(1);
                     int ndim = (int)a.ndim() - 1;
-                    n.params.m["_bvals_base"] = to_pval(py::int_(arena.size()));
+                    // the values as the number mode holds them, C-contiguous (no copy when they already are),
+                    // kept alive until the results are read
+                    py::array v;
+                    if (arena.fixed) v = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(a);
+                    else v = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+                    if (!v) throw SimError("GraphError", "node " + n.id, "block values must be numbers");
+                    bound_arrays.push_back(v);
+                    i64 base = arena.add_view(const_cast<void*>(v.data()), count, ndim, (uint32_t)bn);
+                    n.params.m["_bvals_base"] = to_pval(py::int_(base));
                     n.params.m["_bvals_n"] = to_pval(py::int_(count));
-                    size_t per = BlockArena::count(ndim, (uint32_t)bn);
-                    if (arena.fixed) {
-                        auto v = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(a);
-                        for (i64 r = 0; r < count; ++r)
-                            std::memcpy(arena.ip(arena.make(ndim, (uint32_t)bn)), v.data() + r * per, per * sizeof(i64));
-                    } else {
-                        auto v = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
-                        for (i64 r = 0; r < count; ++r)
-                            std::memcpy(arena.fp(arena.make(ndim, (uint32_t)bn)), v.data() + r * per, per * sizeof(double));
-                    }
                     continue;
                 }
                 if (key == "_block") {           // the node's block shape: its N and empty fibres load zeros
@@ -333,8 +332,31 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
             s.width = t[5].cast<i64>();
             streams.push_back(std::move(s));
         }
+        // blocks: what is bound so far (array values, zero blocks, test sources) is kept for the whole run; the
+        // rest is collected at the scheduler's polls (between resumes) unless the run keeps a trace
+        arena.pin_all();
+        size_t bound = arena.size(), made0 = arena.made;
+        arena.collect_on = env.blocks && !trace;
+        if (env_in.contains("arena_min_values")) arena.min_values = env_in["arena_min_values"].cast<size_t>();
+        arena.threshold = arena.min_values;
+        auto roots = [&nodes, &arena](auto&& visit) {
+            for (Node& n : nodes) {
+                for (auto& [port, ch] : n.ins)
+                    for (size_t i = 0; i < ch->size(); ++i) visit(ch->tok_at(i));
+                for (const Tok& t : n.res_vals) visit(t);
+            }
+            for (Pipeline* p : arena.pipes) {
+                if (p->small) {
+                    for (size_t i = 0; i < p->pend2.size(); ++i)
+                        for (size_t j = 0; j < p->nout; ++j) visit(p->pend2[i].tok[j]);
+                } else {
+                    for (size_t i = 0; i < p->pending.size(); ++i) visit(p->pending[i]);
+                }
+            }
+        };
         RunHooks hooks;
-        hooks.poll = [] {
+        hooks.poll = [&arena, &roots] {
+            if (arena.want_collect()) arena.collect(roots);
             if (PyErr_CheckSignals() != 0) throw py::error_already_set();
         };
         std::unordered_map<std::string, std::pair<std::vector<i64>, std::vector<Tok>>> traces;
@@ -395,7 +417,15 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
             }
             tr = py::make_tuple(logs, sent);
         }
-        return py::make_tuple(res.cycles, counts, per_node, tr, stopped);
+        py::dict ast;
+        ast["bound_blocks"] = (size_t)arena.viewed() + bound;   // inputs (read in place) and zero blocks
+        ast["blocks_made"] = arena.made - made0;           // made by the ops during the run
+        ast["peak_blocks"] = arena.size() - bound;         // the most slots they took at once
+        ast["live_blocks"] = arena.live() - bound;         // ... and took at the end
+        ast["storage_bytes"] = arena.storage;
+        ast["collections"] = arena.collections;
+        ast["freed"] = arena.freed;
+        return py::make_tuple(res.cycles, counts, per_node, tr, stopped, ast);
     } catch (const SimError& e) {
         raise_sim_error(e);
     }

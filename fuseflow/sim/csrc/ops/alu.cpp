@@ -60,12 +60,14 @@ Proc fire(Node& st, Emitter* out) {
             v = unary ? uf(x) : f(env, x, y);
             ops += 1;
         }
+        if (v.is_blk()) env.arena->hold(v);     // a result kept while the op waits for room
         FF_WAIT_ROOM(r, out);
         i64 t = tin >= r ? tin : r;
         st.blocked += t - tin;
         a->pop(t);
         if (b) b->pop(t);
         out->push(&v, t);
+        if (v.is_blk()) env.arena->release(v);
         clock = t;
         if (t > st.clock) st.clock = t;
         st.busy += 1;

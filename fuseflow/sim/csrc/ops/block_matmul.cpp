@@ -19,6 +19,8 @@ Proc fire(Node& st, Emitter* out) {
     bool matrix = st.params.get_str("rhs", "matrix") == "matrix";
     Tok zero_a = ar.make(2, n);
     Tok zero_b = ar.make(matrix ? 2 : 1, n);
+    ar.pin(zero_a);
+    ar.pin(zero_b);
     std::string sa = shape_repr(env, zero_a), sb = shape_repr(env, zero_b);
     Channel *a = st.in("a"), *b = st.in("b");
     i64 free = 0, ops = 0, r;
@@ -48,12 +50,14 @@ Proc fire(Node& st, Emitter* out) {
             busy = interval;
             ops += 1;
         }
+        if (v.is_blk()) ar.hold(v);             // a result kept while the op waits for room
         FF_WAIT_ROOM(r, out);
         i64 t = tin >= r ? tin : r;
         st.blocked += t - tin;
         a->pop(t);
         b->pop(t);
         out->push(&v, t);
+        if (v.is_blk()) ar.release(v);
         free = t + busy;
         st.clock = std::max(st.clock, t + busy - 1);    // the op is busy until its last row has entered
         st.busy += busy;

@@ -14,6 +14,10 @@ Proc with_crd(Node& st) {
     bool rows = st.params.truthy("rows");
     std::string rop = st.params.get_str("op", "sum");
     Tok zero = env.zero;
+    // the accumulator is held across yields (blocks: BlockArena::hold); zero is pinned, so releasing a pushed
+    // zero or stop is a no-op
+    auto hold = [&env](const Tok& x) { if (x.is_blk()) env.arena->hold(x); };
+    auto release = [&env](const Tok& x) { if (x.is_blk()) env.arena->release(x); };
     Tok acc;
     bool have = false;
     bool closed = false;
@@ -39,8 +43,12 @@ Proc with_crd(Node& st) {
                     if (!have) {
                         acc = v;
                         have = true;
+                        hold(acc);
                     } else {
-                        acc = f(env, acc, v);
+                        Tok nv = f(env, acc, v);
+                        hold(nv);
+                        release(acc);
+                        acc = nv;
                         ops += 1;
                     }
                     iv->pop(t);
@@ -49,7 +57,7 @@ Proc with_crd(Node& st) {
                     continue;
                 }
                 if (!v.is_stop()) bad(st, "coordinate " + repr(c) + " meets value token " + repr(v));
-                push = have ? acc : zero;
+                push = have ? acc : zero;      // (acc stays held until it is pushed)
                 pop_c = pop_v = true;
                 have = false;
                 closed = v.level() != 0;
@@ -74,6 +82,7 @@ Proc with_crd(Node& st) {
         if (pop_c) ic->pop(t);
         if (pop_v) iv->pop(t);
         out->push1(push, t);
+        release(push);
         clock = st.clock = t;
         st.busy += 1;
         if (push.is_D()) {
@@ -91,6 +100,10 @@ Proc plain(Node& st) {
     bool rows = st.params.truthy("rows");
     std::string rop = st.params.get_str("op", "sum");
     Tok zero = env.zero;
+    // the accumulator is held across yields (blocks: BlockArena::hold); zero is pinned, so releasing a pushed
+    // zero or stop is a no-op
+    auto hold = [&env](const Tok& x) { if (x.is_blk()) env.arena->hold(x); };
+    auto release = [&env](const Tok& x) { if (x.is_blk()) env.arena->release(x); };
     Tok acc;
     bool have = false;
     i64 clock = -1, ops = 0, t;
@@ -104,8 +117,12 @@ Proc plain(Node& st) {
             if (!have) {
                 acc = v;
                 have = true;
+                hold(acc);
             } else {
-                acc = f(env, acc, v);
+                Tok nv = f(env, acc, v);
+                hold(nv);
+                release(acc);
+                acc = nv;
                 ops += 1;
             }
             inp->pop(tin);
@@ -122,7 +139,7 @@ Proc plain(Node& st) {
         } else if (tok.is_stop()) {
             int n = tok.level();
             if (have) {
-                push = acc;
+                push = acc;          // (held until it is pushed)
                 pop = n == 0;        // S_n (n >= 1) is handled again as a bare stop
                 have = false;
             } else if (n > 0) {
@@ -140,6 +157,7 @@ Proc plain(Node& st) {
         } else {
             FF_FIRE_AT(t, tin, out);
             out->push1(push, t);
+            release(push);
         }
         if (pop) inp->pop(t);
         clock = st.clock = t;

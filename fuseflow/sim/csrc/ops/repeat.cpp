@@ -16,6 +16,7 @@ Proc run(Node& st) {
     Channel* inp = st.in("in");
     Channel* rs = st.in("repsig");
     Out* out = st.out("out");
+    BlockArena* ar = st.env ? st.env->arena : nullptr;
     i64 clock = -1, t = 0, tin;
     bool holding = false;
     Tok held;
@@ -45,6 +46,7 @@ Proc run(Node& st) {
                 inp->pop(t);
                 rs->pop(t);
                 held = x;
+                if (x.is_blk()) ar->hold(held);     // kept across yields while it is repeated
                 holding = true;
             } else if (s.k == K_S) {
                 // empty fibre for x: take both now, close the fibre once the next input is visible
@@ -69,6 +71,7 @@ Proc run(Node& st) {
                 close = true;
                 pop_sig = true;
                 holding = false;
+                if (held.is_blk()) ar->release(held);
             } else {
                 bad(st, "repeat signal " + repr(s) + " while repeating " + repr(held));
             }

@@ -161,7 +161,7 @@ static void hand_over(Shared& sh, Out* bank_out, Acc& acc, i64 base, i64 t) {
 static void send_done(Channel* banks, i64 t) { banks->put(TOK_D, t); }
 
 // _merge(st, row, c, v, f, zero): merge value v into row[c] with the reduction f (the first value is kept as
-// is; N is 0)
+// is; N is 0). A block in a row is held (BlockArena::hold) until the emitter has pushed it.
 static void merge(Node& st, Row& row, const Tok& c, Tok v, BinFn f, const Env& env) {
     if (v.is_N()) {
         v = env.zero;
@@ -169,8 +169,15 @@ static void merge(Node& st, Row& row, const Tok& c, Tok v, BinFn f, const Env& e
         bad(st, "coordinate " + repr(c) + " meets value token " + repr(v));
     }
     auto it = row.find(c);
-    if (it != row.end()) it->second = f(env, it->second, v);
-    else row.emplace(c, v);
+    if (it != row.end()) {
+        Tok nv = f(env, it->second, v);
+        if (nv.is_blk()) env.arena->hold(nv);
+        if (it->second.is_blk()) env.arena->release(it->second);
+        it->second = nv;
+    } else {
+        row.emplace(c, v);
+        if (v.is_blk()) env.arena->hold(v);
+    }
     st.alu_ops += 1;
 }
 
@@ -402,6 +409,7 @@ Proc emitter(Node& st, Channel* banks, std::vector<Out*> ochans, std::shared_ptr
                         for (size_t e = q; e + 1 < n; ++e) ochans[e]->push1(p[e], t);
                     ochans[n - 1]->push1(jj, t);
                     ochans[n]->push1(val, t);
+                    if (val.is_blk()) st.env->arena->release(val);
                     log_t(t);
                     st.busy += 1;
                     ++idx;
