@@ -19,6 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)                      # _common, when loaded by file path (tests)
 
 from _common import write_results  # noqa: E402
 from fuseflow.compiler import EinsumProgram, compile_program  # noqa: E402

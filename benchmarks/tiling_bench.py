@@ -49,6 +49,7 @@ import scipy.sparse as sp
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)                      # _common, when loaded by file path (tests)
 
 from _common import commit, write_results  # noqa: E402
 
