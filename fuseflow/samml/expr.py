@@ -484,11 +484,35 @@ def tensors_used(statements):
 _FLOAT_UNARY = FLOAT_UNARY_ARRAY_OPS
 
 
+#: a SciPy sparse input with more entries than this stays sparse while it is only read in sums of products
+SPARSE_KEEP_ENTRIES = 1 << 24
+
+
+class _SparseInput:
+    """A large 2-D SciPy sparse input, kept as COO triplets: :func:`_einsum` reads its entries, anything else
+    densifies it (as small inputs are)."""
+
+    def __init__(self, m):
+        coo = m.tocoo()
+        coo.sum_duplicates()
+        self.shape = coo.shape
+        self.row, self.col = coo.row.astype(np.int64), coo.col.astype(np.int64)
+        self.vals = coo.data.astype(np.float64)
+
+    def dense(self):
+        out = np.zeros(self.shape)
+        out[self.row, self.col] = self.vals
+        return out
+
+
 def evaluate(statements, tensors):
-    """Evaluate statements densely; ``tensors`` maps names to dense arrays. Returns every written tensor."""
+    """Evaluate statements; ``tensors`` maps names to arrays (dense, or SciPy sparse: a large 2-D one stays sparse
+    where a sum of products reads it, :data:`SPARSE_KEEP_ENTRIES`). Returns every written tensor, dense."""
     if isinstance(statements, str):
         statements = parse_statements(statements)
-    env = {k: np.asarray(_dense(v), dtype=np.float64) for k, v in tensors.items()}
+    env = {k: (_SparseInput(v) if hasattr(v, "tocoo") and len(v.shape) == 2
+               and v.shape[0] * v.shape[1] > SPARSE_KEEP_ENTRIES
+               else np.asarray(_dense(v), dtype=np.float64)) for k, v in tensors.items()}
     results = {}
     for st in statements:
         sizes = {}                       # index names are local to their statement
@@ -567,7 +591,10 @@ def _mask_array(node, sizes):
 
 def _eval(node, env, sizes):
     if isinstance(node, Access):
-        return env[node.name], tuple(node.indices)
+        v = env[node.name]
+        if isinstance(v, _SparseInput):
+            v = env[node.name] = v.dense()      # read outside a sum of products
+        return v, tuple(node.indices)
     if isinstance(node, Mask):
         return _mask_array(node, sizes), tuple(node.indices)
     if isinstance(node, Const):
@@ -653,5 +680,50 @@ def _einsum(factors, reduced, env, sizes):
             operands.append(env[f.name])
             specs.append("".join(letter(i) for i in f.indices))
             idx_out += [i for i in f.indices if i not in reduced and i not in idx_out]
+    sparse = [k for k, o in enumerate(operands) if isinstance(o, _SparseInput)]
+    if len(sparse) == 1:
+        return _einsum_one_sparse(sparse[0], operands, specs, idx_out, sizes, letter), tuple(idx_out)
+    operands = [o.dense() if isinstance(o, _SparseInput) else o for o in operands]
     spec = ",".join(specs) + "->" + "".join(letter(i) for i in idx_out)
     return np.einsum(spec, *operands, optimize=True), tuple(idx_out)
+
+
+def _einsum_one_sparse(k, operands, specs, idx_out, sizes, letter):
+    """A sum of products with one large sparse factor ``operands[k]`` (a :class:`_SparseInput`), by its entries:
+    every other factor is read at the entries' coordinates along an entry axis, the product summed over the
+    reduced indices by ``np.einsum``, and the entries scattered into the output; the sparse factor is never
+    densified."""
+    a = operands[k]
+    p, q = specs[k]
+    coords, vals = {p: a.row, q: a.col}, a.vals
+    used = set("".join(specs))
+    e = next(c for c in "zyxwvutsrqponmlkjihgfedcba" if c not in used)     # the entry axis
+    ops, subs = [vals], [e]
+    for j, (o, spec) in enumerate(zip(operands, specs)):
+        if j == k:
+            continue
+        kept = "".join(c for c in spec if c not in coords)
+        o = np.asarray(o)
+        if any(c in coords for c in spec):
+            # index with the entries' coordinates; the entry axis goes first (NumPy's rule for separated arrays
+            # is to put it first anyway)
+            first = [c for c in spec if c in coords]
+            perm = [spec.index(c) for c in first] + [spec.index(c) for c in kept]
+            o = np.transpose(o, perm)[tuple(coords[c] for c in first)]
+            ops.append(o)
+            subs.append(e + kept)
+        else:
+            ops.append(o)
+            subs.append(spec)
+    out_letters = "".join(letter(i) for i in idx_out)
+    at = [c for c in out_letters if c in coords]          # output dimensions the entries scatter into
+    rest = "".join(c for c in out_letters if c not in coords)
+    per_entry = np.einsum(",".join(subs) + "->" + (e if at else "") + rest, *ops, optimize=True)
+    shape = [sizes[i] for i in idx_out]
+    if not at:
+        return per_entry.reshape(shape) if shape else per_entry
+    out = np.zeros([sizes[i] for i in idx_out if letter(i) in at] + [sizes[i] for i in idx_out
+                                                                      if letter(i) not in at])
+    np.add.at(out, tuple(coords[c] for c in at), per_entry)
+    order = [c for c in at] + [c for c in rest]
+    return np.transpose(out, [order.index(c) for c in out_letters])
