@@ -285,6 +285,13 @@ def auto_sizes(ir, dims, by_mode, by_index, onchip_bits: int, parallel: dict, in
     others = [d for d in dims if d not in candidates and d not in unsplittable]
     sizes = {}
     notes = [f"candidates (output rows, gathered windows): {', '.join(candidates) or 'none'}"]
+    guessed = sorted(t.name for t in ir.tensors.values() if t.role == "input" and t.levels is not None
+                     and "compressed" in t.levels and densities.get(t.name) is None
+                     and not (tile_nnz and t.name in tile_nnz))
+    if guessed:
+        notes.append(f"{', '.join(guessed)}: no declared density and no data, so sized for the default capacity "
+                     f"(declare 'density' in the program, or give --inputs / tile_inputs, for tiles that fit "
+                     f"the data)")
 
     def bits(sz):
         return _estimate_bits(ir, dims, by_mode, sz, densities, tile_nnz)
