@@ -465,39 +465,33 @@ std::string Together::describe_wait(const Node& s) {
 Pipeline::Pipeline(Node* s, std::vector<Out*> o, i64 latency) : st(s), outs(std::move(o)), nout(outs.size()),
                                                                   o0(nout > 0 ? outs[0] : nullptr),
                                                                   o1(nout > 1 ? outs[1] : nullptr), ahead(latency - 1),
-                                                                  small(nout <= 2) {
-    for (i64 i = 0; i < latency; ++i) credits.push_back(0);
+                                                                  lat(latency) {
+    size_t cap = 4;
+    while (cap < (size_t)latency + 1) cap *= 2;
+    ring.assign(cap, Rec{});
+    rd = ring.data();
+    mask = cap - 1;
+    for (size_t i = 0; i < cap; ++i) rd[i].at = 0;
+    if (nout > 2) wide.assign(cap * nout, Tok());
 }
 
 i64 Pipeline::out_room_n() const { return room_of(outs); }
 
 void Pipeline::flush() {
     i64 moved = 0;
-    if (small) {
-        while (!pend2.empty()) {
-            i64 r = out_room();
-            if (r == NONE) break;
-            const Firing2& f = pend2.front();
-            deliver(f.tok, f.at, r);
-            pend2.pop_front();
-            ++moved;
-        }
-    } else {
-        Tok buf[8];
-        while (!pending.empty()) {
-            i64 r = out_room();
-            if (r == NONE) break;
-            for (size_t i = 0; i < nout; ++i) buf[i] = pending.pop_front();
-            deliver(buf, fired.pop_front(), r);
-            ++moved;
-        }
+    while (np != 0) {
+        i64 r = out_room();
+        if (r == NONE) break;
+        deliver(toks_at(head), rd[head].at, r);
+        --np;
+        ++moved;
     }
     st->moved += moved;
 }
 
 i64 Pipeline::vroom() {
     if (done) return 0;
-    if (none_pending() || out_room() == NONE) return NONE;
+    if (np == 0 || out_room() == NONE) return NONE;
     return 0;
 }
 
@@ -516,20 +510,21 @@ Stage::Stage(Pipeline* p) : Emitter(E_STAGE), pipe(p), name(p->st->id + " pipeli
 i64 Stage::room_slow() {
     if (pipe->out_room() == NONE) return NONE;
     pipe->flush();
-    return pipe->credits[0];
+    return pipe->credit0();
 }
 
 void Stage::push_pending(const Tok* toks, i64 t) {
-    if (pipe->small) {
-        Pipeline::Firing2 f;
+    Pipeline* p = pipe;
+    size_t pos = (p->head + p->np) & p->mask;
+    Pipeline::Rec& f = p->rd[pos];
+    if (p->nout <= 2) {
         f.tok[0] = toks[0];
-        if (pipe->nout == 2) f.tok[1] = toks[1];
-        f.at = t;
-        pipe->pend2.push_back(f);
-        return;
+        if (p->nout == 2) f.tok[1] = toks[1];
+    } else {
+        for (size_t i = 0; i < p->nout; ++i) p->wide[pos * p->nout + i] = toks[i];
     }
-    for (size_t i = 0; i < pipe->nout; ++i) pipe->pending.push_back(toks[i]);
-    pipe->fired.push_back(t);
+    f.at = t;
+    ++p->np;
 }
 
 std::string Stage::describe_wait(const Node&) {
@@ -676,7 +671,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 c->cwake = &ready[node_word[dn]];
                 c->cmask = node_mask[dn];
                 c->pwake = &ready[node_word[s.src]];
-                c->pmask = node_mask[s.src];
+                c->pmask = c->unbounded ? 0 : node_mask[s.src];
             }
         }
     }

@@ -5,7 +5,9 @@
 namespace ff {
 namespace {
 
-Proc load(Node& st, Emitter* out) {
+// E: the emitter type (the pipeline's Stage), so its room and push are inlined without a dispatch
+template <class E>
+Proc load(Node& st, E* out) {
     Channel* inp = st.in("ref");
     bool fixed = st.env->fixed;
     const PVal* pv = st.params.find("vals");
@@ -52,7 +54,7 @@ Proc load(Node& st, Emitter* out) {
 
 void build(Node& st, Built& b) {
     Emitter* out = make_pipeline(st, b, {st.out("val")}, st.latency);
-    b.procs.insert(b.procs.begin(), load(st, out));
+    b.procs.insert(b.procs.begin(), load(st, static_cast<Stage*>(out)));
 }
 
 }  // namespace
