@@ -609,10 +609,27 @@ FF_INLINE i64 room_of(const std::vector<Out*>& outs) {
 struct Together : Emitter {
     Node* st;
     std::vector<Out*> outs;
-    Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)) {}
-    FF_INLINE i64 room() { return room_of(outs); }
+    size_t nout;
+    Out *o0, *o1;              // outs[0], outs[1] when there are two (level_scan's crd and ref): no loop
+    Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)), nout(outs.size()),
+                                             o0(nout > 0 ? outs[0] : nullptr), o1(nout > 1 ? outs[1] : nullptr) {}
+    FF_INLINE i64 room() {
+        if (nout == 2) {
+            i64 a = o0->room_();
+            if (a == NONE) return NONE;
+            i64 b = o1->room_();
+            if (b == NONE) return NONE;
+            return a > b ? a : b;
+        }
+        return room_of(outs);
+    }
     FF_INLINE void push(const Tok* toks, i64 t) {
-        for (size_t i = 0; i < outs.size(); ++i) outs[i]->push1(toks[i], t);
+        if (nout == 2) {
+            o0->push1(toks[0], t);
+            o1->push1(toks[1], t);
+            return;
+        }
+        for (size_t i = 0; i < nout; ++i) outs[i]->push1(toks[i], t);
     }
     std::string describe_wait(const Node& st) override;
 };

@@ -24,6 +24,7 @@ Proc scan(Node& st, E* out) {
         crd = &p.ivec("crd");
         nseg = (i64)seg->size() - 1;
     }
+    const i64* crdp = crd ? crd->data() : nullptr;
     i64 clock = -1, reads = 0, r, t = 0;
     Tok pair[2];
     for (;;) {
@@ -73,7 +74,7 @@ Proc scan(Node& st, E* out) {
                     inp->pop(t);
                     last_pop = t;
                 }
-                pair[0] = Tok::Int(dense ? q - lo : (*crd)[q]);
+                pair[0] = Tok::Int(dense ? q - lo : crdp[q]);
                 pair[1] = Tok::Int(q);
                 out->push(pair, t);
                 st.busy += 1;
