@@ -709,13 +709,17 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         bool progress = false;
         for (size_t w = 0; w < nwords; ++w) {
             uint64_t seen = 0;                   // this word's bits at or below the last one visited
+            // a resume may flag processes of this word (the channels' wake pointers), so ready is read from
+            // memory each time; alive changes only here
+            uint64_t* const rw = &ready[w];
+            uint64_t live_w = alive[w];
             for (;;) {
-                uint64_t bits = ready[w] & alive[w] & ~seen;
+                uint64_t bits = *rw & live_w & ~seen;
                 if (!bits) break;
                 unsigned b = (unsigned)__builtin_ctzll(bits);
                 uint64_t bit = uint64_t(1) << b;
                 seen = (bit << 1) - 1;           // bit 63: all ones
-                ready[w] &= ~bit;
+                *rw &= ~bit;
                 size_t slot = (w << 6) | b;
                 Live item = slots[slot];
                 auto h = item.proc->h;
@@ -727,19 +731,22 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 else waits = pr.wobj && pr.wobj->vroom() == NONE;
                 if (waits) continue;
                 Node* st = item.st;
-                i64 before = st->busy + st->moved;
+                // whether the round made progress is settled by its first resume that moved something: the
+                // counters are compared only until then
+                i64 before = progress ? 0 : st->busy + st->moved;
                 h.resume();
                 if (__builtin_expect(pr.exc != nullptr, 0)) std::rethrow_exception(pr.exc);
                 // its node's processes (itself included) are looked at again: the later ones in this round,
                 // the others (bits at or below b) in the next
-                ready[w] |= slot_mask[slot];
+                *rw |= slot_mask[slot];
                 if (h.done()) {
                     progress = true;
-                    alive[w] &= ~bit;
+                    live_w &= ~bit;
+                    alive[w] = live_w;
                     --nlive;
                     continue;
                 }
-                if (st->busy + st->moved != before) progress = true;
+                if (!progress && st->busy + st->moved != before) progress = true;
             }
         }
         if (!progress) throw SimError("DeadlockError", "", deadlock_message(live_now()));
