@@ -465,39 +465,33 @@ std::string Together::describe_wait(const Node& s) {
 Pipeline::Pipeline(Node* s, std::vector<Out*> o, i64 latency) : st(s), outs(std::move(o)), nout(outs.size()),
                                                                   o0(nout > 0 ? outs[0] : nullptr),
                                                                   o1(nout > 1 ? outs[1] : nullptr), ahead(latency - 1),
-                                                                  small(nout <= 2) {
-    for (i64 i = 0; i < latency; ++i) credits.push_back(0);
+                                                                  lat(latency) {
+    size_t cap = 4;
+    while (cap < (size_t)latency + 1) cap *= 2;
+    ring.assign(cap, Rec{});
+    rd = ring.data();
+    mask = cap - 1;
+    for (size_t i = 0; i < cap; ++i) rd[i].at = 0;
+    if (nout > 2) wide.assign(cap * nout, Tok());
 }
 
 i64 Pipeline::out_room_n() const { return room_of(outs); }
 
 void Pipeline::flush() {
     i64 moved = 0;
-    if (small) {
-        while (!pend2.empty()) {
-            i64 r = out_room();
-            if (r == NONE) break;
-            const Firing2& f = pend2.front();
-            deliver(f.tok, f.at, r);
-            pend2.pop_front();
-            ++moved;
-        }
-    } else {
-        Tok buf[8];
-        while (!pending.empty()) {
-            i64 r = out_room();
-            if (r == NONE) break;
-            for (size_t i = 0; i < nout; ++i) buf[i] = pending.pop_front();
-            deliver(buf, fired.pop_front(), r);
-            ++moved;
-        }
+    while (np != 0) {
+        i64 r = out_room();
+        if (r == NONE) break;
+        deliver(toks_at(head), rd[head].at, r);
+        --np;
+        ++moved;
     }
     st->moved += moved;
 }
 
 i64 Pipeline::vroom() {
     if (done) return 0;
-    if (none_pending() || out_room() == NONE) return NONE;
+    if (np == 0 || out_room() == NONE) return NONE;
     return 0;
 }
 
@@ -516,20 +510,21 @@ Stage::Stage(Pipeline* p) : Emitter(E_STAGE), pipe(p), name(p->st->id + " pipeli
 i64 Stage::room_slow() {
     if (pipe->out_room() == NONE) return NONE;
     pipe->flush();
-    return pipe->credits[0];
+    return pipe->credit0();
 }
 
 void Stage::push_pending(const Tok* toks, i64 t) {
-    if (pipe->small) {
-        Pipeline::Firing2 f;
+    Pipeline* p = pipe;
+    size_t pos = (p->head + p->np) & p->mask;
+    Pipeline::Rec& f = p->rd[pos];
+    if (p->nout <= 2) {
         f.tok[0] = toks[0];
-        if (pipe->nout == 2) f.tok[1] = toks[1];
-        f.at = t;
-        pipe->pend2.push_back(f);
-        return;
+        if (p->nout == 2) f.tok[1] = toks[1];
+    } else {
+        for (size_t i = 0; i < p->nout; ++i) p->wide[pos * p->nout + i] = toks[i];
     }
-    for (size_t i = 0; i < pipe->nout; ++i) pipe->pending.push_back(toks[i]);
-    pipe->fired.push_back(t);
+    f.at = t;
+    ++p->np;
 }
 
 std::string Stage::describe_wait(const Node&) {
@@ -677,7 +672,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 c->cwake = &ready[node_word[dn]];
                 c->cmask = node_mask[dn];
                 c->pwake = &ready[node_word[s.src]];
-                c->pmask = node_mask[s.src];
+                c->pmask = c->unbounded ? 0 : node_mask[s.src];
             }
         }
     }
@@ -715,13 +710,17 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         bool progress = false;
         for (size_t w = 0; w < nwords; ++w) {
             uint64_t seen = 0;                   // this word's bits at or below the last one visited
+            // a resume may flag processes of this word (the channels' wake pointers), so ready is read from
+            // memory each time; alive changes only here
+            uint64_t* const rw = &ready[w];
+            uint64_t live_w = alive[w];
             for (;;) {
-                uint64_t bits = ready[w] & alive[w] & ~seen;
+                uint64_t bits = *rw & live_w & ~seen;
                 if (!bits) break;
                 unsigned b = (unsigned)__builtin_ctzll(bits);
                 uint64_t bit = uint64_t(1) << b;
                 seen = (bit << 1) - 1;           // bit 63: all ones
-                ready[w] &= ~bit;
+                *rw &= ~bit;
                 size_t slot = (w << 6) | b;
                 Live item = slots[slot];
                 auto h = item.proc->h;
@@ -733,19 +732,22 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 else waits = pr.wobj && pr.wobj->vroom() == NONE;
                 if (waits) continue;
                 Node* st = item.st;
-                i64 before = st->busy + st->moved;
+                // whether the round made progress is settled by its first resume that moved something: the
+                // counters are compared only until then
+                i64 before = progress ? 0 : st->busy + st->moved;
                 h.resume();
                 if (__builtin_expect(pr.exc != nullptr, 0)) std::rethrow_exception(pr.exc);
                 // its node's processes (itself included) are looked at again: the later ones in this round,
                 // the others (bits at or below b) in the next
-                ready[w] |= slot_mask[slot];
+                *rw |= slot_mask[slot];
                 if (h.done()) {
                     progress = true;
-                    alive[w] &= ~bit;
+                    live_w &= ~bit;
+                    alive[w] = live_w;
                     --nlive;
                     continue;
                 }
-                if (st->busy + st->moved != before) progress = true;
+                if (!progress && st->busy + st->moved != before) progress = true;
             }
         }
         if (!progress) throw SimError("DeadlockError", "", deadlock_message(live_now()));

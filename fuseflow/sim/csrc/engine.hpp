@@ -117,6 +117,14 @@ struct Ring {
         --n;
         return v;
     }
+    void reserve(size_t cap) {           // room for cap elements without growing (only while empty)
+        size_t c = buf.size();
+        while (c < cap) c *= 2;
+        buf.assign(c, T());
+        data = buf.data();
+        head = 0;
+        mask = c - 1;
+    }
     __attribute__((noinline)) void grow() {
         std::vector<T> nb(buf.size() * 2);
         for (size_t i = 0; i < n; ++i) nb[i] = (*this)[i];
@@ -147,8 +155,19 @@ struct Channel {
     std::string name, consumer;
     i64 depth;                 // 0: unbounded (run_op's sources)
     bool unbounded;
-    Ring<Slot> q;              // the queued tokens with their push cycles
-    Ring<i64> credits;         // for each free slot, the cycle from which it may be refilled
+    // One ring holds both sides of the FIFO: the queued tokens with their push cycles at [head, head + n), and, on
+    // a bounded channel, its free slots at [head + n, head + depth), each holding the cycle from which it may be
+    // refilled (the reference's `credits`, oldest first). A push writes its token over the oldest credit; a pop
+    // writes the freed slot's credit at head + depth, behind the others. The ring's size is a power of two >=
+    // depth, so the bounded ring never grows.
+    Ring<Slot> q;
+    // The hot path without branches on `unbounded`: a pop writes (t + 1) & cmask at head + coff (a bounded
+    // channel: its credit at head + depth; an unbounded one: 0 over the slot it frees, so every free slot of an
+    // unbounded ring reads 0, the cycle it is free from, and its ring always keeps one free slot); cap is depth,
+    // or no limit.
+    i64 cap;
+    size_t coff;
+    i64 cmask_t;
     // The scheduler's wake-ups (run_kernel): a push flags the consumer node's processes to be looked at, a pop
     // the producer node's. A channel the scheduler did not wire (one inside a node) points at its own spare
     // word: only its node's processes touch it, and they are looked at again after each resume anyway.
@@ -160,7 +179,14 @@ struct Channel {
 
     Channel(std::string nm, i64 d, std::string cons) : name(std::move(nm)), consumer(std::move(cons)), depth(d),
                                                         unbounded(d == 0), cwake(&spare), pwake(&spare) {
-        for (i64 i = 0; i < d; ++i) credits.push_back(0);
+        q.reserve((size_t)d + 1);           // a bounded ring never fills: n <= depth <= mask
+        set_unbounded(unbounded);
+    }
+    void set_unbounded(bool u) {
+        unbounded = u;
+        cap = u ? INT64_MAX : depth;
+        coff = u ? 0 : (size_t)depth;
+        cmask_t = u ? 0 : -1;
     }
     Channel(const Channel&) = delete;
     Channel& operator=(const Channel&) = delete;
@@ -171,19 +197,31 @@ struct Channel {
     FF_INLINE const Tok& tok_at(size_t i) const { return q[i].tok; }    // Python: ch.toks[i]
     FF_INLINE i64 time_at(size_t i) const { return q[i].t; }            // Python: ch.times[i]
     FF_INLINE Tok pop(i64 t) {
-        if (!unbounded) {
-            credits.push_back(t + 1);
-            *pwake |= pmask;
-        }
-        return q.pop_front().tok;
+        Slot* d = q.data;
+        size_t h = q.head, m = q.mask;
+        Tok v = d[h].tok;
+        d[(h + coff) & m].t = (t + 1) & cmask_t;
+        *pwake |= pmask;                    // 0 on an unbounded channel: nobody waits for its room
+        q.head = (h + 1) & m;
+        --q.n;
+        return v;
     }
     // credits as the producer sees them (an unbounded channel always has a slot free from cycle 0)
-    FF_INLINE bool has_credit() const { return unbounded || !credits.empty(); }
-    FF_INLINE i64 credit0() const { return unbounded ? 0 : credits.front_c(); }
-    FF_INLINE void take_credit() { if (!unbounded) credits.pop_front(); }
+    FF_INLINE bool has_credit() const { return (i64)q.n < cap; }
+    FF_INLINE i64 credit0() const { return q.data[(q.head + q.n) & q.mask].t; }
+    FF_INLINE void take_credit() {}         // the push writes over the oldest credit
     FF_INLINE void put(const Tok& tok, i64 t) {
-        q.push_back(Slot{tok, t});
+        Slot& s = q.data[(q.head + q.n) & q.mask];
+        s.tok = tok;
+        s.t = t;
+        if (__builtin_expect(++q.n > q.mask, 0)) q.grow();     // only an unbounded ring: keep a free slot
         *cwake |= cmask;
+    }
+    // a token that takes no slot (spacc's D, passed behind the last bank): nothing is written after it, and the
+    // channel keeps no credits from here on (the ring may grow past depth)
+    void put_past_credits(const Tok& tok, i64 t) {
+        set_unbounded(true);
+        put(tok, t);
     }
 };
 
@@ -232,7 +270,6 @@ struct Out : Emitter {
         if (__builtin_expect(limit != 0, 0) && tok.k == K_INT && tok.i >= limit) too_wide(tok);
         ++count;
         if (__builtin_expect(fast != nullptr, 1)) {
-            fast->take_credit();
             fast->put(tok, t);
             return;
         }
@@ -713,10 +750,27 @@ FF_INLINE i64 room_of(const std::vector<Out*>& outs) {
 struct Together : Emitter {
     Node* st;
     std::vector<Out*> outs;
-    Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)) {}
-    FF_INLINE i64 room() { return room_of(outs); }
+    size_t nout;
+    Out *o0, *o1;              // outs[0], outs[1] when there are two (level_scan's crd and ref): no loop
+    Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)), nout(outs.size()),
+                                             o0(nout > 0 ? outs[0] : nullptr), o1(nout > 1 ? outs[1] : nullptr) {}
+    FF_INLINE i64 room() {
+        if (nout == 2) {
+            i64 a = o0->room_();
+            if (a == NONE) return NONE;
+            i64 b = o1->room_();
+            if (b == NONE) return NONE;
+            return a > b ? a : b;
+        }
+        return room_of(outs);
+    }
     FF_INLINE void push(const Tok* toks, i64 t) {
-        for (size_t i = 0; i < outs.size(); ++i) outs[i]->push1(toks[i], t);
+        if (nout == 2) {
+            o0->push1(toks[0], t);
+            o1->push1(toks[1], t);
+            return;
+        }
+        for (size_t i = 0; i < nout; ++i) outs[i]->push1(toks[i], t);
     }
     std::string describe_wait(const Node& st) override;
 };
@@ -728,20 +782,26 @@ struct Pipeline : Waitable {
     size_t nout;
     Out *o0, *o1;              // outs[0], outs[1] (nullptr when fewer): the common one- and two-output cases
     i64 ahead;
-    Ring<i64> credits;
-    // the firings not delivered yet: with one or two outputs one record each (pend2), else nout tokens each in
-    // pending and the firing's cycle in fired
-    struct Firing2 {
+    i64 lat;                   // the latency: the depth of the reference's internal channel
+    // One ring, as a Channel's: the firings not delivered yet at [head, head + np) (a firing's tokens and its
+    // cycle), the free slots at [head + np, head + lat) (`at`: the cycle from which each may be refilled, the
+    // reference's credits, oldest first). A firing takes the oldest credit: it is delivered at once when nothing
+    // is pending (the credit at head goes), else written over that credit; a delivery puts its slot's credit at
+    // head + lat. With more than two outputs a firing's tokens are in `wide` at its position * nout.
+    struct Rec {
         Tok tok[2];
         i64 at;
     };
-    bool small;
-    Ring<Firing2> pend2;
-    Ring<Tok> pending;
-    Ring<i64> fired;
+    std::vector<Rec> ring;
+    Rec* rd;
+    size_t head = 0, np = 0, mask;
+    std::vector<Tok> wide;
     i64 last = -1;
     bool done = false;
-    FF_INLINE bool none_pending() const { return small ? pend2.empty() : pending.empty(); }
+    FF_INLINE bool none_pending() const { return np == 0; }
+    FF_INLINE bool has_credit() const { return (i64)np < lat; }
+    FF_INLINE i64 credit0() const { return rd[(head + np) & mask].at; }
+    FF_INLINE const Tok* toks_at(size_t pos) const { return nout <= 2 ? rd[pos].tok : &wide[pos * nout]; }
 
     Pipeline(Node* s, std::vector<Out*> o, i64 latency);
     FF_INLINE i64 out_room() const {
@@ -756,10 +816,12 @@ struct Pipeline : Waitable {
         return out_room_n();
     }
     i64 out_room_n() const;
+    // the firing at head (fired at fired_at, its tokens toks) leaves: its slot's credit goes behind the others
     FF_INLINE void deliver(const Tok* toks, i64 fired_at, i64 r) {
         i64 t = fired_at + ahead;
         if (t <= last) t = last + 1;
         if (t < r) t = r;
+        bool d = toks[0].is_D();
         if (nout == 1) {
             o0->push1(toks[0], t);
         } else if (nout == 2) {
@@ -768,9 +830,10 @@ struct Pipeline : Waitable {
         } else {
             for (size_t i = 0; i < nout; ++i) outs[i]->push1(toks[i], t);
         }
-        credits.push_back(t + 1);
+        rd[(head + (size_t)lat) & mask].at = t + 1;
+        head = (head + 1) & mask;
         last = t;
-        if (toks[0].is_D()) done = true;
+        if (d) done = true;
     }
     void flush();
     i64 vroom() override;      // for the drain's wait
@@ -782,16 +845,17 @@ struct Stage : Emitter {
     std::string name;
     explicit Stage(Pipeline* p);
     FF_INLINE i64 room() {
-        if (!pipe->credits.empty()) return pipe->credits.front();
+        if (pipe->has_credit()) return pipe->credit0();
         return room_slow();
     }
     i64 room_slow();
+    // a firing in cycle t (the caller has seen room(), so a credit is free)
     FF_INLINE void push(const Tok* toks, i64 t) {
-        pipe->credits.pop_front();
-        if (pipe->none_pending()) {
-            i64 r = pipe->out_room();
+        Pipeline* p = pipe;
+        if (p->np == 0) {
+            i64 r = p->out_room();
             if (r != NONE) {
-                pipe->deliver(toks, t, r);
+                p->deliver(toks, t, r);
                 return;
             }
         }

@@ -345,12 +345,10 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
                     for (size_t i = 0; i < ch->size(); ++i) visit(ch->tok_at(i));
                 for (const Tok& t : n.res_vals) visit(t);
             }
-            for (Pipeline* p : arena.pipes) {
-                if (p->small) {
-                    for (size_t i = 0; i < p->pend2.size(); ++i)
-                        for (size_t j = 0; j < p->nout; ++j) visit(p->pend2[i].tok[j]);
-                } else {
-                    for (size_t i = 0; i < p->pending.size(); ++i) visit(p->pending[i]);
+            for (Pipeline* p : arena.pipes) {         // the firings not delivered yet (engine.hpp, Pipeline)
+                for (size_t i = 0; i < p->np; ++i) {
+                    const Tok* t = p->toks_at((p->head + i) & p->mask);
+                    for (size_t j = 0; j < p->nout; ++j) visit(t[j]);
                 }
             }
         };

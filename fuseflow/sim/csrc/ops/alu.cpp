@@ -8,7 +8,20 @@ namespace {
 const char* const UNARY[] = {"neg", "relu", "exp", "sigmoid", "tanh", "gelu", "sqrt", "rsqrt", "log", "abs",
                              "square"};
 
-Proc fire(Node& st, Emitter* out) {
+// the float-mode add, sub and mul of engine.cpp (f_add, f_sub, f_mul) inlined: no call per firing
+enum FastOp { FO_NONE, FO_ADD, FO_SUB, FO_MUL };
+FF_INLINE Tok fast_op(int fo, const Tok& a, const Tok& b) {
+    bool ints = a.k == K_INT && b.k == K_INT;
+    switch (fo) {
+        case FO_ADD: return ints ? Tok::Int(a.i + b.i) : Tok::Flt(a.num() + b.num());
+        case FO_SUB: return ints ? Tok::Int(a.i - b.i) : Tok::Flt(a.num() - b.num());
+        default: return ints ? Tok::Int(a.i * b.i) : Tok::Flt(a.num() * b.num());
+    }
+}
+
+// E: the emitter type (Out at latency 1, else the pipeline's Stage), so its room and push are inlined
+template <class E>
+Proc fire(Node& st, E* out) {
     const Params& p = st.params;
     std::string op = p.get_str("op");
     Channel* a = st.in("a");
@@ -19,12 +32,14 @@ Proc fire(Node& st, Emitter* out) {
         if (op == u) unary = true;
     std::function<Tok(const Tok&)> uf;
     BinFn f = nullptr;
+    int fo = FO_NONE;
     Channel* b = nullptr;
     Tok cval;
     if (unary) {
         uf = unary_with_blocks(env, op, env.unary(op));
     } else {
         f = env.binary(op);
+        if (!env.fixed && !env.blocks) fo = op == "add" ? FO_ADD : op == "sub" ? FO_SUB : op == "mul" ? FO_MUL : FO_NONE;
         bool has_const = p.has("const");
         b = has_const ? nullptr : st.in("b");
         if (!b) {
@@ -57,7 +72,7 @@ Proc fire(Node& st, Emitter* out) {
                 if (!y.is_N()) bad(st, "operands out of step: a has " + repr(x) + ", b has " + repr(y));
                 y = zero;
             }
-            v = unary ? uf(x) : f(env, x, y);
+            v = fo != FO_NONE ? fast_op(fo, x, y) : unary ? uf(x) : f(env, x, y);
             ops += 1;
         }
         if (v.is_blk()) env.arena->hold(v);     // a result kept while the op waits for room
@@ -80,8 +95,8 @@ Proc fire(Node& st, Emitter* out) {
 
 void build(Node& st, Built& b) {
     Out* o = st.out("out");
-    Emitter* out = st.latency == 1 ? static_cast<Emitter*>(o) : make_pipeline(st, b, {o}, st.latency);
-    b.procs.insert(b.procs.begin(), fire(st, out));
+    if (st.latency == 1) b.procs.insert(b.procs.begin(), fire(st, o));
+    else b.procs.insert(b.procs.begin(), fire(st, static_cast<Stage*>(make_pipeline(st, b, {o}, st.latency))));
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 namespace ff {
 namespace {
 
-Proc load(Node& st, Emitter* out) {
+// E: the emitter type (the pipeline's Stage), so its room and push are inlined without a dispatch
+template <class E>
+Proc load(Node& st, E* out) {
     Channel* inp = st.in("ref");
     bool fixed = st.env->fixed;
     const PVal* pv = st.params.find("vals");
@@ -19,6 +21,8 @@ Proc load(Node& st, Emitter* out) {
     i64 bbase = st.params.get_int("_bvals_base", 0);
     if (blocks) nvals = st.params.get_int("_bvals_n", 0);
     Tok zero = st.env->zero;
+    const i64* ip = ivals.data();
+    const double* fp = fvals.data();
     i64 clock = -1, reads = 0, r;
     for (;;) {
         FF_WAIT_TOK(inp);
@@ -33,7 +37,7 @@ Proc load(Node& st, Emitter* out) {
         } else {
             if (!(0 <= tok.i && tok.i < nvals))
                 bad(st, "reference " + std::to_string(tok.i) + " outside the " + std::to_string(nvals) + " values");
-            v = blocks ? Tok::Blk(bbase + tok.i) : int_vals ? Tok::Int(ivals[tok.i]) : Tok::Flt(fvals[tok.i]);
+            v = blocks ? Tok::Blk(bbase + tok.i) : int_vals ? Tok::Int(ip[tok.i]) : Tok::Flt(fp[tok.i]);
             reads += 1;
         }
         FF_WAIT_ROOM(r, out);
@@ -52,7 +56,7 @@ Proc load(Node& st, Emitter* out) {
 
 void build(Node& st, Built& b) {
     Emitter* out = make_pipeline(st, b, {st.out("val")}, st.latency);
-    b.procs.insert(b.procs.begin(), load(st, out));
+    b.procs.insert(b.procs.begin(), load(st, static_cast<Stage*>(out)));
 }
 
 }  // namespace

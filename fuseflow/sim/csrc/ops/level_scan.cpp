@@ -6,7 +6,9 @@
 namespace ff {
 namespace {
 
-Proc scan(Node& st, Emitter* out) {
+// E: the emitter type (a Stage, or Together at latency 1), so its room and push are inlined without a dispatch
+template <class E>
+Proc scan(Node& st, E* out) {
     const Params& p = st.params;
     Channel* inp = st.in("ref");
     bool dense = p.get_str("format", "compressed") == "dense";
@@ -22,6 +24,7 @@ Proc scan(Node& st, Emitter* out) {
         crd = &p.ivec("crd");
         nseg = (i64)seg->size() - 1;
     }
+    const i64* crdp = crd ? crd->data() : nullptr;
     i64 clock = -1, reads = 0, r, t = 0;
     Tok pair[2];
     for (;;) {
@@ -71,7 +74,7 @@ Proc scan(Node& st, Emitter* out) {
                     inp->pop(t);
                     last_pop = t;
                 }
-                pair[0] = Tok::Int(dense ? q - lo : (*crd)[q]);
+                pair[0] = Tok::Int(dense ? q - lo : crdp[q]);
                 pair[1] = Tok::Int(q);
                 out->push(pair, t);
                 st.busy += 1;
@@ -107,7 +110,8 @@ Proc scan(Node& st, Emitter* out) {
 
 void build(Node& st, Built& b) {
     Emitter* out = make_emitter(st, b, {st.out("crd"), st.out("ref")}, st.latency);
-    b.procs.insert(b.procs.begin(), scan(st, out));
+    if (out->ekind == Emitter::E_STAGE) b.procs.insert(b.procs.begin(), scan(st, static_cast<Stage*>(out)));
+    else b.procs.insert(b.procs.begin(), scan(st, static_cast<Together*>(out)));
 }
 
 }  // namespace

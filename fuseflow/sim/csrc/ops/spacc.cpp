@@ -158,7 +158,7 @@ static void hand_over(Shared& sh, Out* bank_out, Acc& acc, i64 base, i64 t) {
 }
 
 // _send_done(banks, t): the accumulate side took D in cycle t: pass it behind the last bank (no bank needed)
-static void send_done(Channel* banks, i64 t) { banks->put(TOK_D, t); }
+static void send_done(Channel* banks, i64 t) { banks->put_past_credits(TOK_D, t); }
 
 // _merge(st, row, c, v, f, zero): merge value v into row[c] with the reduction f (the first value is kept as
 // is; N is 0). A block in a row is held (BlockArena::hold) until the emitter has pushed it.
