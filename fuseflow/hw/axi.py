@@ -12,11 +12,12 @@ addresses; ``I`` = the host port's address width, each region holds ``2**I`` 32-
 
 Region r starts at ``r << (I + 2)``; :func:`axi_map` lists every base (the manifest's ``axi`` section).
 
-Protocol: one transaction at a time. A write needs AW and W together (both accepted in the same cycle; ``wstrb``
-is ignored: whole words only), performs the host-port write (or the start pulse) in that cycle, and answers OKAY
-on B in the next. A memory write while the kernel runs is ignored, like the host port's. A read is accepted on AR,
-addresses the host port from the next cycle, takes ``host_rdata`` ``HOST_READ_LATENCY`` (2) cycles later and answers
-on R (OKAY) in the cycle after: the read latency is 4 cycles from the AR handshake to ``rvalid``. ``irq`` is the
+Protocol: :class:`fuseflow.hw.axi_lite.AxiLiteSlave`'s, one transaction at a time. A write needs AW and W together
+(both accepted in the same cycle; ``wstrb`` is ignored: whole words only), performs the host-port write (or the
+start pulse) in that cycle, and answers OKAY on B in the next. A memory write while the kernel runs is ignored, like
+the host port's. A read is accepted on AR, addresses the host port from the next cycle, takes ``host_rdata``
+``HOST_READ_LATENCY`` (2) cycles later and answers on R (OKAY) in the cycle after: the read latency is 4 cycles from
+the AR handshake to ``rvalid``. ``irq`` is the
 ``done`` flag (level: high from the end of a run until the next start).
 
 With ``streams`` (``--interface axis``) the wrapper also has two AXI4-Stream ports (32-bit ``tdata``, ``tlast``,
@@ -40,9 +41,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
+from .axi_lite import AXI_LITE_DATA_WIDTH, AxiLiteSlave, axi_lite_members
 from .memory import HOST_READ_LATENCY
 
-AXI_DATA_WIDTH = 32
+AXI_DATA_WIDTH = AXI_LITE_DATA_WIDTH
 #: the control region's words (index -> name)
 CONTROL_REGISTERS = ("control", "cycles")
 #: the control region of the AXI4-Stream variant: the output stream's memory and length
@@ -79,14 +81,7 @@ class AxiLiteTop(wiring.Component):
                 "m_axis_tdata": Out(dw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
                 "m_axis_tdest": Out(sw),
             }
-        super().__init__(members | {
-            "s_axil_awaddr": In(aw), "s_axil_awprot": In(3), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
-            "s_axil_wdata": In(dw), "s_axil_wstrb": In(dw // 8), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
-            "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
-            "s_axil_araddr": In(aw), "s_axil_arprot": In(3), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
-            "s_axil_rdata": Out(dw), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
-            "irq": Out(1),
-        })
+        super().__init__(members | axi_lite_members(aw) | {"irq": Out(1)})
 
     def _decode(self, addr):
         """(region, index) of a byte address."""
@@ -96,18 +91,15 @@ class AxiLiteTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.kernel = top = self.top
-        # bvalid and rvalid are registers: AXI-friendly, and defined from time 0 in every simulator (Icarus does
-        # not evaluate a combinational block that depends on nothing but an unchanged state register)
+        # the read takes the host port's latency after one cycle of addressing; R answers in the cycle after
+        m.submodules.bus = bus = AxiLiteSlave(self.addr_width, read_latency=HOST_READ_LATENCY + 1)
+        bus.forward(m, self)
         ib = self.index_bits
-        aw_region, aw_index = self._decode(self.s_axil_awaddr)
-        rd_region = Signal(self.region_bits)
-        rd_index = Signal(ib)
-        rd_wait = Signal(range(HOST_READ_LATENCY + 1))      # cycles until host_rdata shows the addressed entry
-        rdata = Signal(AXI_DATA_WIDTH)
-        m.d.comb += [self.s_axil_bresp.eq(0), self.s_axil_rresp.eq(0), self.s_axil_rdata.eq(rdata),
-                     self.irq.eq(top.done)]
-        # the host port follows the read address, except in a write's accept cycle
-        m.d.comb += [top.host_sel.eq(rd_region - 1), top.host_addr.eq(rd_index), top.host_wdata.eq(self.s_axil_wdata)]
+        aw_region, aw_index = self._decode(bus.w_addr)
+        rd_region, rd_index = self._decode(bus.r_addr)
+        m.d.comb += self.irq.eq(top.done)
+        # the host port follows the read address, except in a write's accept cycle and the streams' cycles
+        m.d.comb += [top.host_sel.eq(rd_region - 1), top.host_addr.eq(rd_index), top.host_wdata.eq(bus.w_data)]
         control = [top.busy | (top.done << 1), top.cycles]
         if self.streams:
             out_sel, out_count, out_index = Signal(self.dest_width), Signal(ib + 1), Signal(ib + 1)
@@ -116,75 +108,40 @@ class AxiLiteTop(wiring.Component):
             control += [out_sel, out_count]
             m.d.comb += [self.m_axis_tdata.eq(top.host_rdata), self.m_axis_tdest.eq(out_sel),
                          self.m_axis_tlast.eq(out_index + 1 == out_count)]
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.s_axil_awvalid & self.s_axil_wvalid):
-                    m.d.comb += [self.s_axil_awready.eq(1), self.s_axil_wready.eq(1),
-                                 top.host_sel.eq(aw_region - 1), top.host_addr.eq(aw_index)]
-                    with m.If(aw_region == 0):
-                        m.d.comb += top.start.eq((aw_index == 0) & self.s_axil_wdata[0])
-                    with m.Else():
-                        m.d.comb += top.host_we.eq(1)
-                    if self.streams:
-                        with m.If((aw_region == 0) & (aw_index == 2)):
-                            m.d.sync += out_sel.eq(self.s_axil_wdata)
-                        with m.If((aw_region == 0) & (aw_index == 3) & (self.s_axil_wdata != 0)):
-                            m.d.sync += [out_count.eq(self.s_axil_wdata), out_index.eq(0),
-                                         out_wait.eq(HOST_READ_LATENCY)]
-                            m.next = "STREAM_OUT"
-                        with m.Else():
-                            m.d.sync += self.s_axil_bvalid.eq(1)
-                            m.next = "WRITE_RESPONSE"
-                    else:
-                        m.d.sync += self.s_axil_bvalid.eq(1)
-                        m.next = "WRITE_RESPONSE"
-                with m.Elif(self.s_axil_arvalid):
-                    m.d.comb += self.s_axil_arready.eq(1)
-                    region, index = self._decode(self.s_axil_araddr)
-                    m.d.sync += [rd_region.eq(region), rd_index.eq(index), rd_wait.eq(HOST_READ_LATENCY - 1)]
-                    m.next = "READ_ADDRESS"
-                if self.streams:
-                    with m.Elif(self.s_axis_tvalid & ~top.busy):
-                        # one image word per cycle at the host port (a write while busy would be ignored)
-                        m.d.comb += [self.s_axis_tready.eq(1), top.host_sel.eq(self.s_axis_tdest),
-                                     top.host_addr.eq(in_index), top.host_wdata.eq(self.s_axis_tdata),
-                                     top.host_we.eq(1)]
-                        m.d.sync += in_index.eq(Mux(self.s_axis_tlast, 0, in_index + 1))
+        with m.If(bus.w_stb):
+            m.d.comb += [top.host_sel.eq(aw_region - 1), top.host_addr.eq(aw_index)]
+            with m.If(aw_region == 0):
+                m.d.comb += top.start.eq((aw_index == 0) & bus.w_data[0])
+            with m.Else():
+                m.d.comb += top.host_we.eq(1)
             if self.streams:
-                with m.State("STREAM_OUT"):
-                    m.d.comb += [top.host_sel.eq(out_sel), top.host_addr.eq(out_index),
-                                 self.m_axis_tvalid.eq(out_wait == 0)]
-                    with m.If(out_wait != 0):
-                        m.d.sync += out_wait.eq(out_wait - 1)
-                    with m.If((out_wait == 0) & self.m_axis_tready):
-                        m.d.sync += [out_index.eq(out_index + 1), out_wait.eq(HOST_READ_LATENCY)]
-                        with m.If(self.m_axis_tlast):
-                            m.d.sync += self.s_axil_bvalid.eq(1)
-                            m.next = "WRITE_RESPONSE"
-            with m.State("WRITE_RESPONSE"):
-                with m.If(self.s_axil_bready):
-                    m.d.sync += self.s_axil_bvalid.eq(0)
-                    m.next = "IDLE"
-            with m.State("READ_ADDRESS"):             # host_sel/host_addr show the address until host_rdata has it
-                m.d.sync += rd_wait.eq(rd_wait - 1)
-                with m.If(rd_wait == 0):
-                    m.next = "READ_DATA"
-            with m.State("READ_DATA"):
-                with m.If(rd_region == 0):
-                    with m.Switch(rd_index):
-                        for i, value in enumerate(control):
-                            with m.Case(i):
-                                m.d.sync += rdata.eq(value)
-                        with m.Default():
-                            m.d.sync += rdata.eq(0)
-                with m.Else():
-                    m.d.sync += rdata.eq(top.host_rdata)
-                m.d.sync += self.s_axil_rvalid.eq(1)
-                m.next = "READ_RESPONSE"
-            with m.State("READ_RESPONSE"):
-                with m.If(self.s_axil_rready):
-                    m.d.sync += self.s_axil_rvalid.eq(0)
-                    m.next = "IDLE"
+                with m.If((aw_region == 0) & (aw_index == 2)):
+                    m.d.sync += out_sel.eq(bus.w_data)
+                with m.If((aw_region == 0) & (aw_index == 3) & (bus.w_data != 0)):
+                    # stream the packet out; B answers after its last word
+                    m.d.comb += bus.w_defer.eq(1)
+                    m.d.sync += [out_count.eq(bus.w_data), out_index.eq(0), out_wait.eq(HOST_READ_LATENCY)]
+        if self.streams:
+            with m.If(bus.idle & self.s_axis_tvalid & ~top.busy):
+                # one image word per cycle at the host port (a write while busy would be ignored)
+                m.d.comb += [self.s_axis_tready.eq(1), top.host_sel.eq(self.s_axis_tdest),
+                             top.host_addr.eq(in_index), top.host_wdata.eq(self.s_axis_tdata), top.host_we.eq(1)]
+                m.d.sync += in_index.eq(Mux(self.s_axis_tlast, 0, in_index + 1))
+            with m.If(bus.w_wait):
+                m.d.comb += [top.host_sel.eq(out_sel), top.host_addr.eq(out_index),
+                             self.m_axis_tvalid.eq(out_wait == 0)]
+                with m.If(out_wait != 0):
+                    m.d.sync += out_wait.eq(out_wait - 1)
+                with m.If((out_wait == 0) & self.m_axis_tready):
+                    m.d.sync += [out_index.eq(out_index + 1), out_wait.eq(HOST_READ_LATENCY)]
+                    m.d.comb += bus.w_done.eq(self.m_axis_tlast)
+        with m.If(rd_region == 0):
+            with m.Switch(rd_index):
+                for i, value in enumerate(control):
+                    with m.Case(i):
+                        m.d.comb += bus.r_data.eq(value)
+        with m.Else():
+            m.d.comb += bus.r_data.eq(top.host_rdata)
         return m
 
 

@@ -15,7 +15,8 @@ offsets, :data:`CONTROL_REGISTERS`)::
     0x10 tiles           number of tiles in the table (read/write)
     0x14 tiles_done      tiles finished in the last (or current) run
 
-The AXI4-Lite protocol is :mod:`fuseflow.hw.axi`'s (AW and W together, B in the next cycle; R two cycles after AR).
+The AXI4-Lite protocol is :class:`fuseflow.hw.axi_lite.AxiLiteSlave`'s, as for ``--interface axi`` (AW and W
+together, B in the next cycle), with the register read in the AR handshake's cycle (R in the next).
 ``kernel_done`` and ``kernel_cycles`` show the kernel top's ``done`` and ``cycles`` (for test benches and
 debugging).
 """
@@ -25,13 +26,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import HardwareError
 from ..samml.offchip import OffchipContract, entries_per_beat, record_stride, record_words
 from ..samml.tileplan import banked_inputs
+from .axi_lite import AxiLiteSlave, axi_lite_members
 from .dma import AXI_ADDR_WIDTH, DmaReader, DmaWriter, read_members, write_members
 from .sequencer import SEQ_WIDTH, TileSequencer
 
@@ -47,18 +49,12 @@ CONTROL_ADDR_WIDTH = 8
 
 def control_members() -> dict[str, Any]:
     """The AXI4-Lite slave members of the control port (flow as seen from the slave)."""
-    aw = CONTROL_ADDR_WIDTH
-    return {
-        "s_axil_awaddr": In(aw), "s_axil_awprot": In(3), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
-        "s_axil_wdata": In(32), "s_axil_wstrb": In(4), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
-        "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
-        "s_axil_araddr": In(aw), "s_axil_arprot": In(3), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
-        "s_axil_rdata": Out(32), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
-    }
+    return axi_lite_members(CONTROL_ADDR_WIDTH)
 
 
 class ControlSlave(wiring.Component):
-    """The AXI4-Lite control registers (:data:`CONTROL_REGISTERS`) of the master top."""
+    """The AXI4-Lite control registers (:data:`CONTROL_REGISTERS`) of the master top, behind an
+    :class:`fuseflow.hw.axi_lite.AxiLiteSlave` that reads in the AR handshake's cycle (``read_latency`` 0)."""
 
     def __init__(self) -> None:
         super().__init__(control_members() | {
@@ -69,43 +65,22 @@ class ControlSlave(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        m.d.comb += [self.s_axil_bresp.eq(0), self.s_axil_rresp.eq(0)]
+        m.submodules.bus = bus = AxiLiteSlave(CONTROL_ADDR_WIDTH)
+        bus.forward(m, self)
         values = [self.busy | (self.done << 1), self.cycles, self.kernel_cycles, self.table, self.tiles,
                   self.tiles_done]
-        rdata = Signal(32)
-        m.d.comb += self.s_axil_rdata.eq(rdata)
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.s_axil_awvalid & self.s_axil_wvalid):
-                    m.d.comb += [self.s_axil_awready.eq(1), self.s_axil_wready.eq(1)]
-                    index = self.s_axil_awaddr[2:]
-                    with m.Switch(index):
-                        with m.Case(0):
-                            m.d.comb += self.start.eq(self.s_axil_wdata[0] & ~self.busy)
-                        with m.Case(3):
-                            m.d.sync += self.table.eq(self.s_axil_wdata)
-                        with m.Case(4):
-                            m.d.sync += self.tiles.eq(self.s_axil_wdata)
-                    m.d.sync += self.s_axil_bvalid.eq(1)
-                    m.next = "WRITE_RESPONSE"
-                with m.Elif(self.s_axil_arvalid):
-                    m.d.comb += self.s_axil_arready.eq(1)
-                    with m.Switch(self.s_axil_araddr[2:]):
-                        for i, v in enumerate(values):
-                            with m.Case(i):
-                                m.d.sync += rdata.eq(v)
-                        with m.Default():
-                            m.d.sync += rdata.eq(0)
-                    m.d.sync += self.s_axil_rvalid.eq(1)
-                    m.next = "READ_RESPONSE"
-            with m.State("WRITE_RESPONSE"):
-                with m.If(self.s_axil_bready):
-                    m.d.sync += self.s_axil_bvalid.eq(0)
-                    m.next = "IDLE"
-            with m.State("READ_RESPONSE"):
-                with m.If(self.s_axil_rready):
-                    m.d.sync += self.s_axil_rvalid.eq(0)
-                    m.next = "IDLE"
+        with m.If(bus.w_stb):
+            with m.Switch(bus.w_addr[2:]):
+                with m.Case(0):
+                    m.d.comb += self.start.eq(bus.w_data[0] & ~self.busy)
+                with m.Case(3):
+                    m.d.sync += self.table.eq(bus.w_data)
+                with m.Case(4):
+                    m.d.sync += self.tiles.eq(bus.w_data)
+        with m.Switch(bus.r_addr[2:]):
+            for i, v in enumerate(values):
+                with m.Case(i):
+                    m.d.comb += bus.r_data.eq(v)
         return m
 
 
