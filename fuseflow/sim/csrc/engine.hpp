@@ -745,6 +745,14 @@ FF_INLINE i64 room_of(const std::vector<Out*>& outs) {
     }
     return r;
 }
+// the same for two outputs, without a loop (level_scan's crd and ref, two-output pipelines)
+FF_INLINE i64 room_of2(Out* a, Out* b) {
+    i64 x = a->room_();
+    if (x == NONE) return NONE;
+    i64 y = b->room_();
+    if (y == NONE) return NONE;
+    return x > y ? x : y;
+}
 
 // together(st, outs): outputs every firing writes together, without a pipeline
 struct Together : Emitter {
@@ -755,13 +763,7 @@ struct Together : Emitter {
     Together(Node* s, std::vector<Out*> o) : Emitter(E_TOGETHER), st(s), outs(std::move(o)), nout(outs.size()),
                                              o0(nout > 0 ? outs[0] : nullptr), o1(nout > 1 ? outs[1] : nullptr) {}
     FF_INLINE i64 room() {
-        if (nout == 2) {
-            i64 a = o0->room_();
-            if (a == NONE) return NONE;
-            i64 b = o1->room_();
-            if (b == NONE) return NONE;
-            return a > b ? a : b;
-        }
+        if (nout == 2) return room_of2(o0, o1);
         return room_of(outs);
     }
     FF_INLINE void push(const Tok* toks, i64 t) {
@@ -806,13 +808,7 @@ struct Pipeline : Waitable {
     Pipeline(Node* s, std::vector<Out*> o, i64 latency);
     FF_INLINE i64 out_room() const {
         if (nout == 1) return o0->room_();
-        if (nout == 2) {
-            i64 a = o0->room_();
-            if (a == NONE) return NONE;
-            i64 b = o1->room_();
-            if (b == NONE) return NONE;
-            return a > b ? a : b;
-        }
+        if (nout == 2) return room_of2(o0, o1);
         return out_room_n();
     }
     i64 out_room_n() const;
