@@ -191,10 +191,10 @@ def _producer_steps(xb, win, jw, h, f, contract):
     return per
 
 
-def _wavefront_cycles(ab, prod, win, h, lag, contract, units=2) -> float:
+def _wavefront_cycles(ab, prod, win, h, lag, contract) -> float:
     """The wavefront plan's cycles (:func:`fuseflow.samml.wavefront.wavefront_order`, the order the tiled simulator
-    runs), its tiles timed as :func:`fuseflow.samml.wavefront.unit_schedule` (``units`` 2: both kernels on chip) or
-    in two sequences (``units`` 1)."""
+    runs), its tiles timed as :func:`fuseflow.samml.wavefront.unit_schedule` (both kernels on chip, the plan's
+    ``units`` 2)."""
     from ..samml.offchip import record_cycles
     from ..samml.wavefront import UnitStep, unit_schedule, wavefront_order
     nt = -(-ab.shape[0] // win)
@@ -215,11 +215,7 @@ def _wavefront_cycles(ab, prod, win, h, lag, contract, units=2) -> float:
             run = _run(win, n, ne, h)
         steps.append(UnitStep(v.unit, load + rec, run, _write(win * h, contract) if v.store else 0, v.run_after,
                               v.load_after))
-    if units == 2:
-        return unit_schedule(steps, contract)[0]
-    from ..samml.offchip import tiled_cycles
-    return sum(tiled_cycles([(s.load, s.run, s.store) for s, v in zip(steps, order) if v.wave == w], contract)
-               for w in (1, 2))
+    return unit_schedule(steps, contract)[0]
 
 
 def lags(nt: int) -> list:

@@ -703,27 +703,22 @@ def _einsum_one_sparse(k, operands, specs, idx_out, sizes, letter):
         if j == k:
             continue
         kept = "".join(c for c in spec if c not in coords)
-        o = np.asarray(o)
-        if any(c in coords for c in spec):
-            # index with the entries' coordinates; the entry axis goes first (NumPy's rule for separated arrays
-            # is to put it first anyway)
-            first = [c for c in spec if c in coords]
+        first = [c for c in spec if c in coords]
+        if first:
+            # index with the entries' coordinates, the entry axis first (NumPy's rule for separated index arrays)
             perm = [spec.index(c) for c in first] + [spec.index(c) for c in kept]
-            o = np.transpose(o, perm)[tuple(coords[c] for c in first)]
-            ops.append(o)
+            ops.append(np.transpose(np.asarray(o), perm)[tuple(coords[c] for c in first)])
             subs.append(e + kept)
         else:
             ops.append(o)
             subs.append(spec)
-    out_letters = "".join(letter(i) for i in idx_out)
+    size_of = {letter(i): sizes[i] for i in idx_out}
+    out_letters = "".join(size_of)
     at = [c for c in out_letters if c in coords]          # output dimensions the entries scatter into
-    rest = "".join(c for c in out_letters if c not in coords)
-    per_entry = np.einsum(",".join(subs) + "->" + (e if at else "") + rest, *ops, optimize=True)
-    shape = [sizes[i] for i in idx_out]
+    rest = [c for c in out_letters if c not in coords]
+    per_entry = np.einsum(",".join(subs) + "->" + (e if at else "") + "".join(rest), *ops, optimize=True)
     if not at:
-        return per_entry.reshape(shape) if shape else per_entry
-    out = np.zeros([sizes[i] for i in idx_out if letter(i) in at] + [sizes[i] for i in idx_out
-                                                                      if letter(i) not in at])
+        return per_entry
+    out = np.zeros([size_of[c] for c in at + rest])
     np.add.at(out, tuple(coords[c] for c in at), per_entry)
-    order = [c for c in at] + [c for c in rest]
-    return np.transpose(out, [order.index(c) for c in out_letters])
+    return np.transpose(out, [(at + rest).index(c) for c in out_letters])

@@ -134,9 +134,9 @@ def wavefront_order(ntiles: int, lag: int, producer: dict, blocks1: dict, blocks
 @dataclass
 class UnitStep:
     """One tile of a wavefront plan for :func:`unit_schedule`: the kernel ``unit`` that runs it, its ``load``
-    (with its tile record), ``run`` and ``store`` cycles (without the sequencer's), ``run_after`` (steps whose runs end before this run
-    starts: it reads their output on chip, or it overwrites the tile they read on chip) and ``load_after`` (steps
-    whose stores end before this tile's loads start: it loads what they stored)."""
+    (with its tile record), ``run`` and ``store`` cycles (without the sequencer's), ``run_after`` (steps whose
+    runs end before this run starts: it reads their output on chip, or it overwrites the tile they read on chip)
+    and ``load_after`` (steps whose stores end before this tile's loads start: it loads what they stored)."""
     unit: int
     load: int
     run: int
@@ -156,7 +156,7 @@ class _Port:
         """Place a transfer of ``cycles`` ready at ``ready``; returns its end."""
         if cycles <= 0:
             return ready
-        i = max(bisect.bisect_right(self.ends, ready), 0)
+        i = bisect.bisect_right(self.ends, ready)     # the first stretch ending after ready
         start = ready
         while i < len(self.starts) and self.starts[i] < start + cycles:
             start = max(start, self.ends[i])
@@ -185,7 +185,6 @@ def unit_schedule(steps: list[UnitStep], contract: OffchipContract) -> tuple[int
     runs: list[tuple[int, int]] = []
     store_end: list[int] = []
     state: dict[int, dict] = {}               # unit -> its previous run and the step whose store is pending
-    owner: list[int] = []
 
     def place_store(u: dict) -> int:
         """Place the unit's pending store (buffers 2); returns its end (the previous run's end if none)."""
@@ -198,10 +197,9 @@ def unit_schedule(steps: list[UnitStep], contract: OffchipContract) -> tuple[int
 
     for i, s in enumerate(steps):
         u = state.setdefault(s.unit, {"free": 0, "run_start": 0, "run_end": 0, "pending": None})
-        owner.append(s.unit)
-        for j in s.load_after:                # a store this tile loads is placed first
-            if state[owner[j]]["pending"] == j and owner[j] != s.unit:
-                place_store(state[owner[j]])
+        for j in s.load_after:                # a store this tile loads is placed first (buffers 2)
+            if state[steps[j].unit]["pending"] == j:
+                place_store(state[steps[j].unit])
         if contract.buffers == 1:
             ready = max([store_end[j] for j in s.load_after], default=0)
             load_end = port.reserve(max(u["free"], ready), s.load)
@@ -210,8 +208,6 @@ def unit_schedule(steps: list[UnitStep], contract: OffchipContract) -> tuple[int
             store_end.append(port.reserve(start + s.run, s.store))
             u["free"] = store_end[-1] + TILE_OVERHEAD
             continue
-        if u["pending"] is not None and u["pending"] in s.load_after:
-            place_store(u)                    # this tile loads what the previous one stores
         ready = max([store_end[j] for j in s.load_after], default=0)
         load_end = port.reserve(max(u["run_start"], ready), s.load)
         prev_store = place_store(u)           # the previous tile's store follows this tile's loads

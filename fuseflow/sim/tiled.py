@@ -675,10 +675,11 @@ def _run_wavefront(prog: Program, offchip: dict[str, Any], contract: OffchipCont
         ks["load_cycles"] += s.load_cycles
         ks["run_cycles"] += s.run_cycles
         ks["store_cycles"] += s.store_cycles
+    busy = [0, 0]                                  # each kernel's run cycles
+    for s, v in zip(steps, order):
+        busy[v.unit] += s.run_cycles
     wstats.update({"units": units, "wavefront1_tiles": len(wave1), "wavefront2_tiles": len(wave2),
-                   "wavefront1_cycles": c1, "wavefront2_cycles": c2, "producer_busy": sum(
-                       s.run_cycles for s, v in zip(steps, order) if v.unit == 0), "consumer_busy": sum(
-                       s.run_cycles for s, v in zip(steps, order) if v.unit == 1), "producer": wf["producer"],
-                   "consumer": wf["consumer"]})
+                   "wavefront1_cycles": c1, "wavefront2_cycles": c2, "producer_busy": busy[0],
+                   "consumer_busy": busy[1], "producer": wf["producer"], "consumer": wf["consumer"]})
     return {"kernels": [(P["ks"], p_cycles, P["outs"]), (C["ks"], c_cycles, C["outs"])], "steps": steps,
             "engines": engines, "stats": wstats}
