@@ -103,18 +103,22 @@ bool Params::truthy(const std::string& k) const {
     }
 }
 
-const std::vector<i64>& Params::ivec(const std::string& k) const {
-    static const std::vector<i64> empty;
+std::span<const i64> Params::ivec(const std::string& k) const {
     const PVal* v = find(k);
-    return v ? v->iv : empty;
+    if (!v) return {};
+    if (v->ext && v->t == PVal::IVEC) return {static_cast<const i64*>(v->ext), v->ext_n};
+    return {v->iv.data(), v->iv.size()};
 }
 
-const std::vector<double>& Params::fvec(const std::string& k) const {
-    static const std::vector<double> empty;
+std::span<const double> Params::fvec(const std::string& k) const {
     const PVal* v = find(k);
-    if (!v) return empty;
-    if (v->t == PVal::IVEC && v->fv.size() != v->iv.size()) v->fv.assign(v->iv.begin(), v->iv.end());
-    return v->fv;
+    if (!v) return {};
+    if (v->ext && v->t == PVal::FVEC) return {static_cast<const double*>(v->ext), v->ext_n};
+    if (v->t == PVal::IVEC) {                   // ints as numbers: converted once, when first asked for
+        std::span<const i64> iv = ivec(k);
+        if (v->fv.size() != iv.size()) v->fv.assign(iv.begin(), iv.end());
+    }
+    return {v->fv.data(), v->fv.size()};
 }
 
 // ---- arithmetic (fuseflow/tensors/fixed.py) ---------------------------------------------------------------
@@ -561,21 +565,24 @@ std::unordered_map<std::string, OpBuilder>& op_table() {
 
 // ---- the scheduler (engine.run_kernel) --------------------------------------------------------------------
 namespace {
+// a process at its bit position: its node, its coroutine and what it waits for (the promise writes there)
 struct Live {
     Node* st;
     Proc* proc;
+    std::coroutine_handle<Proc::promise_type> h;
+    Wait w;
 };
 
 std::string deadlock_message(const std::vector<Live>& blocked) {
     std::string msg = "no op can fire: ";
     bool first = true;
     for (const Live& it : blocked) {
-        auto& pr = it.proc->h.promise();
+        const Wait& pw = *it.proc->h.promise().w;
         std::string part;
-        if (pr.wobj) {
-            part = pr.wobj->describe_wait(*it.st);
-        } else if (pr.wch) {
-            Channel* w = pr.wch;
+        if (pw.em || pw.obj) {
+            part = pw.em ? pw.em->describe_wait(*it.st) : pw.obj->describe_wait(*it.st);
+        } else if (pw.ch) {
+            Channel* w = pw.ch;
             std::string held = w->empty() ? "empty" : "holds " + std::to_string(w->size()) + ", needs another";
             part = it.st->id + " waits for a token on '" + w->name + "' (" + held + ")";
         } else {
@@ -647,9 +654,11 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         if ((pos & 63) + np > 64) pos = (pos | 63) + 1;
         node_word[i] = pos >> 6;
         for (size_t k = 0; k < np; ++k) node_mask[i] |= uint64_t(1) << ((pos + k) & 63);
-        slots.resize(pos + np, Live{nullptr, nullptr});
-        for (Proc& p : built[i].procs) slots[pos++] = Live{&nodes[i], &p};
+        slots.resize(pos + np, Live{nullptr, nullptr, {}, {}});
+        for (Proc& p : built[i].procs) slots[pos++] = Live{&nodes[i], &p, p.h, p.h.promise().own};
     }
+    for (Live& l : slots)                    // slots no longer moves: each promise writes into its slot
+        if (l.proc) l.h.promise().w = &l.w;
     size_t nwords = (slots.size() + 63) >> 6;
     std::vector<uint64_t> ready(nwords + 1, 0), alive(nwords + 1, 0);
     std::vector<uint64_t> slot_mask(slots.size(), 0);    // each slot's node's mask (in the slot's word)
@@ -722,21 +731,20 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 seen = (bit << 1) - 1;           // bit 63: all ones
                 *rw &= ~bit;
                 size_t slot = (w << 6) | b;
-                Live item = slots[slot];
-                auto h = item.proc->h;
-                auto& pr = h.promise();
+                Live& item = slots[slot];
                 // skip a process whose awaited token or slot has not appeared: resuming it would yield at once
                 bool waits;
-                if (pr.wch) waits = pr.wch->empty();
-                else if (pr.wout) waits = pr.wout->room_() == NONE;
-                else waits = pr.wobj && pr.wobj->vroom() == NONE;
+                if (item.w.ch) waits = item.w.ch->empty();
+                else if (item.w.em) waits = item.w.em->room() == NONE;
+                else waits = item.w.obj && item.w.obj->vroom() == NONE;
                 if (waits) continue;
                 Node* st = item.st;
                 // whether the round made progress is settled by its first resume that moved something: the
                 // counters are compared only until then
                 i64 before = progress ? 0 : st->busy + st->moved;
+                auto h = item.h;
                 h.resume();
-                if (__builtin_expect(pr.exc != nullptr, 0)) std::rethrow_exception(pr.exc);
+                if (__builtin_expect(h.promise().exc != nullptr, 0)) std::rethrow_exception(h.promise().exc);
                 // its node's processes (itself included) are looked at again: the later ones in this round,
                 // the others (bits at or below b) in the next
                 *rw |= slot_mask[slot];

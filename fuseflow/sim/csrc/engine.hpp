@@ -15,6 +15,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -296,6 +297,10 @@ struct PVal {
     std::string s;
     std::vector<i64> iv;       // a list of ints (or of numbers, truncated: check t)
     mutable std::vector<double> fv;    // a list of numbers (of an IVEC: filled when first asked for)
+    // a NumPy array read in place (int64 for IVEC, float64 for FVEC) instead of iv / fv: the binding keeps it
+    // alive for the run, and nodes bound to the same array share its storage
+    const void* ext = nullptr;
+    size_t ext_n = 0;
     std::vector<PVal> items;   // a list of other things (nested lists)
 };
 
@@ -319,8 +324,8 @@ struct Params {
         return v && v->t == PVal::STR ? v->s : dflt;
     }
     bool truthy(const std::string& k) const;    // Python: bool(params.get(k))
-    const std::vector<i64>& ivec(const std::string& k) const;
-    const std::vector<double>& fvec(const std::string& k) const;
+    std::span<const i64> ivec(const std::string& k) const;
+    std::span<const double> fvec(const std::string& k) const;
 };
 
 struct Env;
@@ -612,18 +617,27 @@ UnaryFn native_unary(const Env& env, const std::string& name);
 const std::vector<std::string>& native_unary_names(bool fixed);
 
 // ---- processes -------------------------------------------------------------------------------------------
+// What a suspended process waits for: a channel's token (ch), an emitter's room (em: an output, a group or a
+// pipeline stage, its room() inlined), or another Waitable's room (obj: a pipeline's drain).
+struct Wait {
+    Channel* ch = nullptr;
+    Emitter* em = nullptr;
+    Waitable* obj = nullptr;
+};
+
 struct Proc {
     struct promise_type {
-        Channel* wch = nullptr;
-        Waitable* wobj = nullptr;
-        Out* wout = nullptr;       // the common case of wobj: an output (its room checked without a virtual call)
+        // where the process writes what it waits for: its own record until the scheduler points it at the
+        // scheduler's dense table (one cache line holds several processes' records, read before every resume)
+        Wait own;
+        Wait* w = &own;
         std::exception_ptr exc;
         Proc get_return_object() { return Proc{std::coroutine_handle<promise_type>::from_promise(*this)}; }
         std::suspend_always initial_suspend() noexcept { return {}; }
         std::suspend_always final_suspend() noexcept { return {}; }
-        std::suspend_always yield_value(Channel* c) noexcept { wch = c; wobj = nullptr; wout = nullptr; return {}; }
-        std::suspend_always yield_value(Waitable* w) noexcept { wobj = w; wch = nullptr; wout = nullptr; return {}; }
-        std::suspend_always yield_value(Out* o) noexcept { wobj = o; wout = o; wch = nullptr; return {}; }
+        std::suspend_always yield_value(Channel* c) noexcept { *w = Wait{c, nullptr, nullptr}; return {}; }
+        std::suspend_always yield_value(Emitter* e) noexcept { *w = Wait{nullptr, e, nullptr}; return {}; }
+        std::suspend_always yield_value(Waitable* o) noexcept { *w = Wait{nullptr, nullptr, o}; return {}; }
         void return_void() noexcept {}
         void unhandled_exception() { exc = std::current_exception(); }
     };

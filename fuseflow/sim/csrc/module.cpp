@@ -80,7 +80,8 @@ py::object from_tok(const Tok& t, BlockArena* ar = nullptr) {
     }
 }
 
-PVal to_pval(py::handle h) {
+// keep: where the NumPy arrays read in place are kept alive (nullptr: copy them)
+PVal to_pval(py::handle h, std::vector<py::array>* keep = nullptr) {
     PVal v;
     PyObject* o = h.ptr();
     if (o == Py_None) return v;
@@ -94,13 +95,25 @@ PVal to_pval(py::handle h) {
         if (a.ndim() == 1 && (kind == 'i' || kind == 'u' || kind == 'b')) {
             auto arr = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(h);
             v.t = PVal::IVEC;
-            v.iv.assign(arr.data(), arr.data() + arr.size());
+            if (keep) {                        // in place (no copy when it already is C-contiguous int64)
+                keep->push_back(arr);
+                v.ext = arr.data();
+                v.ext_n = (size_t)arr.size();
+            } else {
+                v.iv.assign(arr.data(), arr.data() + arr.size());
+            }
             return v;
         }
         if (a.ndim() == 1 && kind == 'f') {
             auto arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(h);
             v.t = PVal::FVEC;
-            v.fv.assign(arr.data(), arr.data() + arr.size());
+            if (keep) {
+                keep->push_back(arr);
+                v.ext = arr.data();
+                v.ext_n = (size_t)arr.size();
+            } else {
+                v.fv.assign(arr.data(), arr.data() + arr.size());
+            }
             return v;
         }
         v.t = PVal::OTHER;
@@ -273,7 +286,8 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
     try {
         Env env;
         BlockArena arena;
-        std::vector<py::array> bound_arrays;             // what the arena's views read (array's block values)
+        std::vector<py::array> bound_arrays;             // what is read in place: the arena's views (array's block
+                                                         // values) and 1-d parameter arrays (vals, seg, crd)
         bind_env(env, env_in, &arena);
         nodes.resize(nodes_in.size());
         std::vector<std::unique_ptr<Env>> node_envs;     // a node whose values are blocks: its zero block
@@ -314,7 +328,7 @@ py::tuple run_kernel_py(py::list nodes_in, py::list streams_in, i64 depth_defaul
                     node_env = node_envs.back().get();
                     continue;
                 }
-                n.params.m[key] = to_pval(kv.second);
+                n.params.m[key] = to_pval(kv.second, &bound_arrays);
             }
             n.latency = t[3].cast<i64>();
             n.out_ports = t[4].cast<std::vector<std::string>>();

@@ -12,9 +12,8 @@ Proc load(Node& st, E* out) {
     bool fixed = st.env->fixed;
     const PVal* pv = st.params.find("vals");
     bool int_vals = fixed || (pv && pv->t == PVal::IVEC);
-    static const std::vector<double> no_floats;
-    const std::vector<i64>& ivals = st.params.ivec("vals");
-    const std::vector<double>& fvals = int_vals ? no_floats : st.params.fvec("vals");
+    std::span<const i64> ivals = st.params.ivec("vals");
+    std::span<const double> fvals = int_vals ? std::span<const double>() : st.params.fvec("vals");
     i64 nvals = (i64)(int_vals ? ivals.size() : fvals.size());
     // block values: bound into the run's block arena as entries _bvals_base .. + _bvals_n - 1
     bool blocks = st.params.has("_bvals_base");

@@ -20,7 +20,7 @@ std::string str_(const Tok& t) {
 
 // keep[r, x]: the runs of row r are ascending and disjoint; x is kept iff the last run starting at or before x
 // ends after it
-bool kept(const std::vector<i64>& runs_ptr, const std::vector<i64>& runs, i64 r, i64 x) {
+bool kept(std::span<const i64> runs_ptr, std::span<const i64> runs, i64 r, i64 x) {
     i64 lo = runs_ptr[r], hi = runs_ptr[r + 1];    // the first run starting after x is in [lo, hi]
     while (lo < hi) {
         i64 mid = (lo + hi) / 2;
@@ -34,8 +34,8 @@ Proc run(Node& st) {
     const Params& p = st.params;
     if (const PVal* e = p.find("_error")) throw SimError(e->items[0].s, e->items[1].s, e->items[2].s);
     i64 rows = p.get_int("rows"), dim = p.get_int("dim");
-    const std::vector<i64>& runs_ptr = p.ivec("_runs_ptr");
-    const std::vector<i64>& runs = p.ivec("_runs");
+    std::span<const i64> runs_ptr = p.ivec("_runs_ptr");
+    std::span<const i64> runs = p.ivec("_runs");
     int n = (int)p.get_int("arity");
     Channel *io = st.in("outer"), *ic = st.in("crd");
     std::vector<Channel*> irefs;

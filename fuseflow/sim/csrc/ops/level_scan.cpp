@@ -15,16 +15,15 @@ Proc scan(Node& st, E* out) {
     i64 bounds = dense ? 1 : (p.get_int("bounds_latency", 0) ? p.get_int("bounds_latency", 0) : 1);
     i64 last_pop = -bounds;
     i64 dim = 0, nseg = 0;
-    const std::vector<i64>* seg = nullptr;
-    const std::vector<i64>* crd = nullptr;
+    std::span<const i64> seg, crd;
     if (dense) {
         dim = p.get_int("dim");
     } else {
-        seg = &p.ivec("seg");
-        crd = &p.ivec("crd");
-        nseg = (i64)seg->size() - 1;
+        seg = p.ivec("seg");
+        crd = p.ivec("crd");
+        nseg = (i64)seg.size() - 1;
     }
-    const i64* crdp = crd ? crd->data() : nullptr;
+    const i64* crdp = crd.data();
     i64 clock = -1, reads = 0, r, t = 0;
     Tok pair[2];
     for (;;) {
@@ -60,8 +59,8 @@ Proc scan(Node& st, E* out) {
             if (!(0 <= tok.i && tok.i < nseg))
                 bad(st, "reference " + std::to_string(tok.i) + " outside the level's " + std::to_string(nseg) +
                             " fibres");
-            lo = (*seg)[tok.i];
-            hi = (*seg)[tok.i + 1];
+            lo = seg[tok.i];
+            hi = seg[tok.i + 1];
             reads += 2 + hi - lo;
             if (bounds > 1) tin = std::max({tin, inp->head_time() + bounds, last_pop + bounds});
         }

@@ -18,7 +18,7 @@ namespace {
             r1 = ocrd->room_();                                               \
             r2 = oref->room_();                                               \
             if (r1 != NONE && r2 != NONE) break;                              \
-            co_yield static_cast<Waitable*>(r1 == NONE ? ocrd : oref);        \
+            co_yield static_cast<Emitter*>(r1 == NONE ? ocrd : oref);        \
         }                                                                     \
         t = std::max({(tin), r1, r2});                                        \
         st.blocked += t - (tin);                                              \
@@ -28,8 +28,8 @@ Proc run(Node& st) {
     const Params& p = st.params;
     if (const PVal* e = p.find("_error")) throw SimError(e->items[0].s, e->items[1].s, e->items[2].s);
     i64 rows = p.get_int("rows"), dim = p.get_int("dim");
-    const std::vector<i64>& runs_ptr = p.ivec("_runs_ptr");
-    const std::vector<i64>& runs = p.ivec("_runs");
+    std::span<const i64> runs_ptr = p.ivec("_runs_ptr");
+    std::span<const i64> runs = p.ivec("_runs");
     Channel* inp = st.in("ref");
     Out *ocrd = st.out("crd"), *oref = st.out("ref");
     i64 clock = -1, r1, r2, t = 0;
