@@ -5,10 +5,10 @@ Each row: 12 heads of 64 (``--heads``, ``--head-dim``), BigBird block 64 (window
 blocks), Q/K/V as inputs; compiled from PyTorch (``fuseflow.compile``, float mode), simulated once by
 ``CompiledModel.check`` on the compiled engine and compared with a float64 PyTorch run. Recorded: mask
 sparsity, compile seconds, simulation seconds (the engine's ``wall_seconds``), cycles, tokens, ALU ops,
-bytes, the useful multiply-adds (kept scores x head_dim x 2 for Q K^T and P V) and the check's max relative
-error. Rows run smallest first, in this process, and the JSON is rewritten after every row, so an
-interrupted run keeps what finished; ``--append`` adds rows to the file's (one run per configuration
-set). ``--smoke``: sequence 64, 2 heads of 8, block 8 (seconds).
+bytes, the useful multiply-adds (kept scores x head_dim x 2 for Q K^T and P V), the check's max relative
+error and the process's peak RSS so far. Rows run smallest first, in this process, and the JSON is rewritten
+after every row, so an interrupted run keeps what finished; ``--append`` adds rows to the file's (one run per
+configuration set). ``--smoke``: sequence 64, 2 heads of 8, block 8 (seconds).
 
 Writes JSON (default benchmarks/results/attention.json).
 """
@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import sys
 import time
 import warnings
@@ -53,7 +54,9 @@ def measure(seq, heads, head_dim, block, fuse, engine="compiled"):
             "useful_flops": 2 * 2 * heads * kept * head_dim,
             "mem_read_bytes": int(s["mem_read_bytes"]), "mem_write_bytes": int(s["mem_write_bytes"]),
             "tokens_per_second": round(s["tokens"] / s["wall_seconds"]) if s["wall_seconds"] else None,
-            "ok": bool(check.ok), "max_rel_error": float(check.max_rel_error)}
+            "ok": bool(check.ok), "max_rel_error": float(check.max_rel_error),
+            # this process's peak so far (the rows run smallest first, so it is the largest row's own peak)
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
 def _key(r):
