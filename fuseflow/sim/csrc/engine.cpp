@@ -493,11 +493,7 @@ void Pipeline::flush() {
     st->moved += moved;
 }
 
-i64 Pipeline::vroom() {
-    if (done) return 0;
-    if (np == 0 || out_room() == NONE) return NONE;
-    return 0;
-}
+i64 Pipeline::vroom() { return drain_waits() ? NONE : 0; }
 
 std::string Pipeline::describe_wait(const Node&) {
     std::string names;
@@ -538,7 +534,7 @@ std::string Stage::describe_wait(const Node&) {
 Proc pipeline_drain(Pipeline* pipe) {
     Node* st = pipe->st;
     while (!pipe->done) {
-        co_yield static_cast<Waitable*>(pipe);
+        co_yield pipe;
         pipe->flush();
     }
     if (pipe->last > st->clock) st->clock = pipe->last;
@@ -579,8 +575,9 @@ std::string deadlock_message(const std::vector<Live>& blocked) {
     for (const Live& it : blocked) {
         const Wait& pw = *it.proc->h.promise().w;
         std::string part;
-        if (pw.em || pw.obj) {
-            part = pw.em ? pw.em->describe_wait(*it.st) : pw.obj->describe_wait(*it.st);
+        if (pw.em || pw.pipe || pw.obj) {
+            Waitable* on = pw.em ? static_cast<Waitable*>(pw.em) : pw.pipe ? static_cast<Waitable*>(pw.pipe) : pw.obj;
+            part = on->describe_wait(*it.st);
         } else if (pw.ch) {
             Channel* w = pw.ch;
             std::string held = w->empty() ? "empty" : "holds " + std::to_string(w->size()) + ", needs another";
@@ -736,6 +733,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 bool waits;
                 if (item.w.ch) waits = item.w.ch->empty();
                 else if (item.w.em) waits = item.w.em->room() == NONE;
+                else if (item.w.pipe) waits = item.w.pipe->drain_waits();
                 else waits = item.w.obj && item.w.obj->vroom() == NONE;
                 if (waits) continue;
                 Node* st = item.st;

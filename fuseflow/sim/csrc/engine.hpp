@@ -618,10 +618,12 @@ const std::vector<std::string>& native_unary_names(bool fixed);
 
 // ---- processes -------------------------------------------------------------------------------------------
 // What a suspended process waits for: a channel's token (ch), an emitter's room (em: an output, a group or a
-// pipeline stage, its room() inlined), or another Waitable's room (obj: a pipeline's drain).
+// pipeline stage, its room() inlined), a pipeline's delivery (pipe: its drain, checked inline after every
+// resume of its node), or another Waitable's room (obj).
 struct Wait {
     Channel* ch = nullptr;
     Emitter* em = nullptr;
+    Pipeline* pipe = nullptr;
     Waitable* obj = nullptr;
 };
 
@@ -635,9 +637,10 @@ struct Proc {
         Proc get_return_object() { return Proc{std::coroutine_handle<promise_type>::from_promise(*this)}; }
         std::suspend_always initial_suspend() noexcept { return {}; }
         std::suspend_always final_suspend() noexcept { return {}; }
-        std::suspend_always yield_value(Channel* c) noexcept { *w = Wait{c, nullptr, nullptr}; return {}; }
-        std::suspend_always yield_value(Emitter* e) noexcept { *w = Wait{nullptr, e, nullptr}; return {}; }
-        std::suspend_always yield_value(Waitable* o) noexcept { *w = Wait{nullptr, nullptr, o}; return {}; }
+        std::suspend_always yield_value(Channel* c) noexcept { *w = Wait{c, nullptr, nullptr, nullptr}; return {}; }
+        std::suspend_always yield_value(Emitter* e) noexcept { *w = Wait{nullptr, e, nullptr, nullptr}; return {}; }
+        std::suspend_always yield_value(Pipeline* p) noexcept { *w = Wait{nullptr, nullptr, p, nullptr}; return {}; }
+        std::suspend_always yield_value(Waitable* o) noexcept { *w = Wait{nullptr, nullptr, nullptr, o}; return {}; }
         void return_void() noexcept {}
         void unhandled_exception() { exc = std::current_exception(); }
     };
@@ -846,6 +849,8 @@ struct Pipeline : Waitable {
         if (d) done = true;
     }
     void flush();
+    // the drain's wait: nothing to do until a firing is pending and an output has room, or D has left
+    FF_INLINE bool drain_waits() const { return !done && (np == 0 || out_room() == NONE); }
     i64 vroom() override;      // for the drain's wait
     std::string describe_wait(const Node& st) override;
 };
