@@ -493,8 +493,6 @@ void Pipeline::flush() {
     st->moved += moved;
 }
 
-i64 Pipeline::vroom() { return drain_waits() ? NONE : 0; }
-
 std::string Pipeline::describe_wait(const Node&) {
     std::string names;
     for (Out* o : outs) {
@@ -561,10 +559,10 @@ std::unordered_map<std::string, OpBuilder>& op_table() {
 
 // ---- the scheduler (engine.run_kernel) --------------------------------------------------------------------
 namespace {
-// a process at its bit position: its node, its coroutine and what it waits for (the promise writes there)
+// a process at its bit position: its node, its coroutine (null in a gap) and what it waits for (the promise writes
+// there)
 struct Live {
     Node* st;
-    Proc* proc;
     std::coroutine_handle<Proc::promise_type> h;
     Wait w;
 };
@@ -573,11 +571,12 @@ std::string deadlock_message(const std::vector<Live>& blocked) {
     std::string msg = "no op can fire: ";
     bool first = true;
     for (const Live& it : blocked) {
-        const Wait& pw = *it.proc->h.promise().w;
+        const Wait& pw = it.w;
         std::string part;
-        if (pw.em || pw.pipe || pw.obj) {
-            Waitable* on = pw.em ? static_cast<Waitable*>(pw.em) : pw.pipe ? static_cast<Waitable*>(pw.pipe) : pw.obj;
-            part = on->describe_wait(*it.st);
+        if (pw.em) {
+            part = pw.em->describe_wait(*it.st);
+        } else if (pw.pipe) {
+            part = pw.pipe->describe_wait(*it.st);
         } else if (pw.ch) {
             Channel* w = pw.ch;
             std::string held = w->empty() ? "empty" : "holds " + std::to_string(w->size()) + ", needs another";
@@ -640,7 +639,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
     // node's inputs, no slot was freed on its node's outputs and no process of its node ran (what it waits for
     // is one of those, or something of its node's own); so the rounds resume the same processes in the same
     // order as engine._schedule, and a round without progress is the same deadlock.
-    std::vector<Live> slots;                 // by bit position (gaps: proc == nullptr)
+    std::vector<Live> slots;                 // by bit position (gaps: a null h)
     std::vector<uint64_t> node_mask(nodes.size(), 0);
     std::vector<size_t> node_word(nodes.size(), 0);
     size_t pos = 0;
@@ -651,11 +650,11 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         if ((pos & 63) + np > 64) pos = (pos | 63) + 1;
         node_word[i] = pos >> 6;
         for (size_t k = 0; k < np; ++k) node_mask[i] |= uint64_t(1) << ((pos + k) & 63);
-        slots.resize(pos + np, Live{nullptr, nullptr, {}, {}});
-        for (Proc& p : built[i].procs) slots[pos++] = Live{&nodes[i], &p, p.h, p.h.promise().own};
+        slots.resize(pos + np, Live{nullptr, {}, {}});
+        for (Proc& p : built[i].procs) slots[pos++] = Live{&nodes[i], p.h, p.h.promise().own};
     }
     for (Live& l : slots)                    // slots no longer moves: each promise writes into its slot
-        if (l.proc) l.h.promise().w = &l.w;
+        if (l.h) l.h.promise().w = &l.w;
     size_t nwords = (slots.size() + 63) >> 6;
     std::vector<uint64_t> ready(nwords + 1, 0), alive(nwords + 1, 0);
     std::vector<uint64_t> slot_mask(slots.size(), 0);    // each slot's node's mask (in the slot's word)
@@ -665,9 +664,9 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
         alive[node_word[i]] |= node_mask[i];
     }
     for (size_t b = 0; b < slots.size(); ++b)
-        if (slots[b].proc) slot_mask[b] = node_mask[slots[b].st - nodes.data()];
+        if (slots[b].h) slot_mask[b] = node_mask[slots[b].st - nodes.data()];
     size_t nlive = 0;
-    for (const Live& l : slots) nlive += l.proc != nullptr;
+    for (const Live& l : slots) nlive += bool(l.h);
     // wire the channels of the streams: a push wakes the consumer node, a pop the producer node
     {
         size_t k = 0;
@@ -685,7 +684,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
     auto live_now = [&] {
         std::vector<Live> v;
         for (size_t b = 0; b < slots.size(); ++b)
-            if (slots[b].proc && (alive[b >> 6] >> (b & 63) & 1)) v.push_back(slots[b]);
+            if (slots[b].h && (alive[b >> 6] >> (b & 63) & 1)) v.push_back(slots[b]);
         return v;
     };
 
@@ -733,8 +732,7 @@ KernelResult run_kernel(std::vector<Node>& nodes, const std::vector<StreamSpec>&
                 bool waits;
                 if (item.w.ch) waits = item.w.ch->empty();
                 else if (item.w.em) waits = item.w.em->room() == NONE;
-                else if (item.w.pipe) waits = item.w.pipe->drain_waits();
-                else waits = item.w.obj && item.w.obj->vroom() == NONE;
+                else waits = item.w.pipe && item.w.pipe->drain_waits();
                 if (waits) continue;
                 Node* st = item.st;
                 // whether the round made progress is settled by its first resume that moved something: the

@@ -139,10 +139,10 @@ struct Ring {
 struct Node;
 
 // ---- what a process may wait for -------------------------------------------------------------------------
-// A Channel (resumed once it holds a token) or a Waitable with room() (resumed once room() != NONE).
+// A Channel (resumed once it holds a token), or a Waitable: an Emitter (resumed once room() != NONE) or a
+// Pipeline (its drain); a Waitable says what it waits for in a deadlock report.
 struct Waitable {
     virtual ~Waitable() = default;
-    virtual i64 vroom() = 0;
     virtual std::string describe_wait(const Node& st) = 0;
 };
 
@@ -235,7 +235,6 @@ struct Emitter : Waitable {
     explicit Emitter(EKind k) : ekind(k) {}
     FF_INLINE i64 room();                           // defined after Stage
     FF_INLINE void push(const Tok* toks, i64 t);
-    i64 vroom() override { return room(); }
 };
 
 // A producer port: the channels of its stream (several when it fans out) (channel.py: Out).
@@ -617,14 +616,12 @@ UnaryFn native_unary(const Env& env, const std::string& name);
 const std::vector<std::string>& native_unary_names(bool fixed);
 
 // ---- processes -------------------------------------------------------------------------------------------
-// What a suspended process waits for: a channel's token (ch), an emitter's room (em: an output, a group or a
-// pipeline stage, its room() inlined), a pipeline's delivery (pipe: its drain, checked inline after every
-// resume of its node), or another Waitable's room (obj).
+// What a suspended process waits for (one of the three is set): a channel's token (ch), an emitter's room (em: an
+// output, a group or a pipeline stage, its room() inlined), or a pipeline's delivery (pipe: its drain).
 struct Wait {
     Channel* ch = nullptr;
     Emitter* em = nullptr;
     Pipeline* pipe = nullptr;
-    Waitable* obj = nullptr;
 };
 
 struct Proc {
@@ -637,10 +634,9 @@ struct Proc {
         Proc get_return_object() { return Proc{std::coroutine_handle<promise_type>::from_promise(*this)}; }
         std::suspend_always initial_suspend() noexcept { return {}; }
         std::suspend_always final_suspend() noexcept { return {}; }
-        std::suspend_always yield_value(Channel* c) noexcept { *w = Wait{c, nullptr, nullptr, nullptr}; return {}; }
-        std::suspend_always yield_value(Emitter* e) noexcept { *w = Wait{nullptr, e, nullptr, nullptr}; return {}; }
-        std::suspend_always yield_value(Pipeline* p) noexcept { *w = Wait{nullptr, nullptr, p, nullptr}; return {}; }
-        std::suspend_always yield_value(Waitable* o) noexcept { *w = Wait{nullptr, nullptr, nullptr, o}; return {}; }
+        std::suspend_always yield_value(Channel* c) noexcept { *w = Wait{c, nullptr, nullptr}; return {}; }
+        std::suspend_always yield_value(Emitter* e) noexcept { *w = Wait{nullptr, e, nullptr}; return {}; }
+        std::suspend_always yield_value(Pipeline* p) noexcept { *w = Wait{nullptr, nullptr, p}; return {}; }
         void return_void() noexcept {}
         void unhandled_exception() { exc = std::current_exception(); }
     };
@@ -851,7 +847,6 @@ struct Pipeline : Waitable {
     void flush();
     // the drain's wait: nothing to do until a firing is pending and an output has room, or D has left
     FF_INLINE bool drain_waits() const { return !done && (np == 0 || out_room() == NONE); }
-    i64 vroom() override;      // for the drain's wait
     std::string describe_wait(const Node& st) override;
 };
 

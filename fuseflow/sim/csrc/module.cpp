@@ -80,6 +80,20 @@ py::object from_tok(const Tok& t, BlockArena* ar = nullptr) {
     }
 }
 
+// a 1-d array of T as v's values: read in place (kept alive in keep) or, without keep, copied into own
+template <class T>
+void bind_vec(PVal& v, py::handle h, std::vector<py::array>* keep, std::vector<T>& own) {
+    // no copy when it already is C-contiguous T
+    auto arr = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(h);
+    if (keep) {
+        keep->push_back(arr);
+        v.ext = arr.data();
+        v.ext_n = (size_t)arr.size();
+    } else {
+        own.assign(arr.data(), arr.data() + arr.size());
+    }
+}
+
 // keep: where the NumPy arrays read in place are kept alive (nullptr: copy them)
 PVal to_pval(py::handle h, std::vector<py::array>* keep = nullptr) {
     PVal v;
@@ -93,27 +107,13 @@ PVal to_pval(py::handle h, std::vector<py::array>* keep = nullptr) {
         py::array a = py::reinterpret_borrow<py::array>(h);
         char kind = a.dtype().kind();
         if (a.ndim() == 1 && (kind == 'i' || kind == 'u' || kind == 'b')) {
-            auto arr = py::array_t<i64, py::array::c_style | py::array::forcecast>::ensure(h);
             v.t = PVal::IVEC;
-            if (keep) {                        // in place (no copy when it already is C-contiguous int64)
-                keep->push_back(arr);
-                v.ext = arr.data();
-                v.ext_n = (size_t)arr.size();
-            } else {
-                v.iv.assign(arr.data(), arr.data() + arr.size());
-            }
+            bind_vec<i64>(v, h, keep, v.iv);
             return v;
         }
         if (a.ndim() == 1 && kind == 'f') {
-            auto arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(h);
             v.t = PVal::FVEC;
-            if (keep) {
-                keep->push_back(arr);
-                v.ext = arr.data();
-                v.ext_n = (size_t)arr.size();
-            } else {
-                v.fv.assign(arr.data(), arr.data() + arr.size());
-            }
+            bind_vec<double>(v, h, keep, v.fv);
             return v;
         }
         v.t = PVal::OTHER;
